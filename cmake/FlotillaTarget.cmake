@@ -1,0 +1,61 @@
+# Compile settings shared by every Flotilla target: strict warnings (errors by default) for our own code,
+# optional sanitizers. Third-party headers are included as SYSTEM by their imported targets, so their
+# warnings do not count against us.
+set(FLOTILLA_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Wunused
+    -Woverloaded-virtual -Wnull-dereference -Wformat=2 -Wimplicit-fallthrough
+    # Designated initializers that leave defaulted members out are our style for option structs.
+    -Wno-missing-field-initializers)
+if(FLOTILLA_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+function(flotilla_target_settings target)
+  target_compile_options(${target} PRIVATE ${FLOTILLA_WARNINGS})
+  if(FLOTILLA_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  # Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> under GCC 12 (G7).
+  target_compile_options(${target} PRIVATE -include utility)
+endfunction()
+
+# flotilla_library(name SOURCES ... PUBLIC_DEPS ... PRIVATE_DEPS ...)
+function(flotilla_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(flotilla_${name} STATIC ${ARG_SOURCES})
+  add_library(flotilla::${name} ALIAS flotilla_${name})
+  target_include_directories(flotilla_${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_link_libraries(flotilla_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  flotilla_target_settings(flotilla_${name})
+endfunction()
+
+# flotilla_test(name LABEL unit|integration|e2e SOURCES ... DEPS ...)
+# Each gtest case becomes its own ctest entry carrying LABEL, so `ctest -L unit` selects by label.
+function(flotilla_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT FLOTILLA_BUILD_TESTS)
+    return()
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  flotilla_target_settings(${name})
+  gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "FLOTILLA_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# flotilla_harness_part(name SOURCES ... DEPS ...): one piece of the test harness, flotilla::harness_<name>,
+# with headers under tests/harness/<name>/include/flotilla/harness/.
+function(flotilla_harness_part name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(flotilla_harness_${name} STATIC ${ARG_SOURCES})
+  add_library(flotilla::harness_${name} ALIAS flotilla_harness_${name})
+  target_include_directories(flotilla_harness_${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_link_libraries(flotilla_harness_${name} PUBLIC flotilla::core ${ARG_DEPS})
+  target_compile_definitions(flotilla_harness_${name} PUBLIC
+    FLOTILLA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  flotilla_target_settings(flotilla_harness_${name})
+endfunction()

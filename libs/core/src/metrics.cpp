@@ -1,0 +1,85 @@
+#include "flotilla/core/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+namespace flotilla {
+
+Metrics::Metrics(std::string service)
+    : service_(std::move(service)), registry_(std::make_shared<prometheus::Registry>()) {}
+
+std::string Metrics::fullName(std::string_view name) const {
+  return "flotilla_" + service_ + "_" + std::string(name);
+}
+
+prometheus::Counter& Metrics::counter(std::string_view name, std::string_view help, const prometheus::Labels& labels) {
+  std::lock_guard lock(mutex_);
+  auto full = fullName(name);
+  auto it = counters_.find(full);
+  if (it == counters_.end()) {
+    auto& family = prometheus::BuildCounter().Name(full).Help(std::string(help)).Register(*registry_);
+    it = counters_.emplace(full, &family).first;
+  }
+  return it->second->Add(labels);
+}
+
+prometheus::Gauge& Metrics::gauge(std::string_view name, std::string_view help, const prometheus::Labels& labels) {
+  std::lock_guard lock(mutex_);
+  auto full = fullName(name);
+  auto it = gauges_.find(full);
+  if (it == gauges_.end()) {
+    auto& family = prometheus::BuildGauge().Name(full).Help(std::string(help)).Register(*registry_);
+    it = gauges_.emplace(full, &family).first;
+  }
+  return it->second->Add(labels);
+}
+
+prometheus::Histogram& Metrics::histogram(std::string_view name, std::string_view help,
+                                          const std::vector<double>& buckets, const prometheus::Labels& labels) {
+  std::lock_guard lock(mutex_);
+  auto full = fullName(name);
+  auto it = histograms_.find(full);
+  if (it == histograms_.end()) {
+    auto& family = prometheus::BuildHistogram().Name(full).Help(std::string(help)).Register(*registry_);
+    it = histograms_.emplace(full, &family).first;
+  }
+  return it->second->Add(labels, prometheus::Histogram::BucketBoundaries(buckets.begin(), buckets.end()));
+}
+
+std::vector<double> Metrics::durationBuckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+std::string Metrics::exposition() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+double Metrics::value(std::string_view name, const prometheus::Labels& labels) const {
+  auto full = fullName(name);
+  for (const auto& family : registry_->Collect()) {
+    if (family.name != full) {
+      continue;
+    }
+    for (const auto& metric : family.metric) {
+      prometheus::Labels have;
+      for (const auto& pair : metric.label) {
+        have[pair.name] = pair.value;
+      }
+      if (have != labels) {
+        continue;
+      }
+      switch (family.type) {
+        case prometheus::MetricType::Counter: return metric.counter.value;
+        case prometheus::MetricType::Gauge: return metric.gauge.value;
+        case prometheus::MetricType::Histogram: return static_cast<double>(metric.histogram.sample_count);
+        default: return 0;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace flotilla

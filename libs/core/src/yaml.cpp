@@ -1,0 +1,249 @@
+#include "flotilla/core/yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <regex>
+
+namespace flotilla {
+namespace {
+
+std::string location(std::string_view source, const YAML::Mark& mark) {
+  std::string out(source);
+  if (mark.line >= 0) {
+    out += ":" + std::to_string(mark.line + 1);
+  }
+  return out;
+}
+
+// YAML 1.2 core schema resolution of a plain (unquoted) scalar.
+Json resolvePlainScalar(const std::string& text) {
+  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
+    return Json();
+  }
+  if (text == "true" || text == "True" || text == "TRUE") {
+    return Json(true);
+  }
+  if (text == "false" || text == "False" || text == "FALSE") {
+    return Json(false);
+  }
+  static const std::regex kInt("[-+]?[0-9]+");
+  static const std::regex kOct("0o[0-7]+");
+  static const std::regex kHex("0x[0-9a-fA-F]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (std::regex_match(text, kInt)) {
+    int64_t value = 0;
+    const char* begin = text.data() + (text[0] == '+' ? 1 : 0);
+    auto [ptr, ec] = std::from_chars(begin, text.data() + text.size(), value);
+    if (ec == std::errc() && ptr == text.data() + text.size()) {
+      return Json(value);
+    }
+    return Json(std::strtod(text.c_str(), nullptr));
+  }
+  if (std::regex_match(text, kOct)) {
+    return Json(static_cast<int64_t>(std::strtoll(text.c_str() + 2, nullptr, 8)));
+  }
+  if (std::regex_match(text, kHex)) {
+    return Json(static_cast<int64_t>(std::strtoll(text.c_str() + 2, nullptr, 16)));
+  }
+  if (std::regex_match(text, kFloat)) {
+    return Json(std::strtod(text.c_str(), nullptr));
+  }
+  if (text == ".inf" || text == ".Inf" || text == ".INF" || text == "+.inf") {
+    return Json(HUGE_VAL);
+  }
+  if (text == "-.inf" || text == "-.Inf" || text == "-.INF") {
+    return Json(-HUGE_VAL);
+  }
+  return Json(text);
+}
+
+class Converter {
+ public:
+  Converter(std::string_view source, const YamlLimits& limits) : source_(source), limits_(limits) {}
+
+  Result<Json> convert(const YAML::Node& node) {
+    if (++nodes_ > limits_.max_nodes) {
+      return fail(ErrorKind::kInvalid,
+                  "document expands to more than " + std::to_string(limits_.max_nodes) +
+                      " nodes (aliases nested too deeply?)",
+                  location(source_, node.Mark()));
+    }
+    switch (node.Type()) {
+      case YAML::NodeType::Undefined:
+      case YAML::NodeType::Null: return Json();
+      case YAML::NodeType::Scalar:
+        // yaml-cpp tags quoted scalars "!" and plain ones "?"; an explicit !!str also stays a string.
+        if (node.Tag() == "?") {
+          return resolvePlainScalar(node.Scalar());
+        }
+        return Json(node.Scalar());
+      case YAML::NodeType::Sequence: {
+        Json::Array array;
+        array.reserve(node.size());
+        for (const auto& item : node) {
+          auto converted = convert(item);
+          if (!converted.ok()) {
+            return converted;
+          }
+          array.push_back(std::move(converted).value());
+        }
+        return Json(std::move(array));
+      }
+      case YAML::NodeType::Map: {
+        Json::Object object;
+        for (const auto& entry : node) {
+          if (!entry.first.IsScalar()) {
+            return fail(ErrorKind::kInvalid, "mapping keys must be scalars", location(source_, entry.first.Mark()));
+          }
+          const std::string& key = entry.first.Scalar();
+          if (key == "<<") {
+            // Merge keys: copy the merged map's entries that are not set explicitly.
+            auto merged = convert(entry.second);
+            if (!merged.ok()) {
+              return merged;
+            }
+            if (merged->isObject()) {
+              for (auto& [k, v] : merged->asObject()) {
+                object.try_emplace(k, v);
+              }
+            }
+            continue;
+          }
+          if (object.contains(key)) {
+            return fail(ErrorKind::kInvalid, "duplicate key \"" + key + "\"", location(source_, entry.first.Mark()));
+          }
+          auto converted = convert(entry.second);
+          if (!converted.ok()) {
+            return converted;
+          }
+          object.insert_or_assign(key, std::move(converted).value());
+        }
+        return Json(std::move(object));
+      }
+    }
+    return Json();
+  }
+
+ private:
+  std::string_view source_;
+  const YamlLimits& limits_;
+  size_t nodes_ = 0;
+};
+
+Result<std::vector<YAML::Node>> loadAll(std::string_view text, std::string_view source, const YamlLimits& limits) {
+  if (text.size() > limits.max_input_bytes) {
+    return fail(ErrorKind::kInvalid,
+                "YAML input is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                    std::to_string(limits.max_input_bytes),
+                std::string(source));
+  }
+  try {
+    return YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorKind::kInvalid, "invalid YAML: " + e.msg, location(source, e.mark));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<YamlDocument>> parseYamlDocuments(std::string_view text, std::string_view source,
+                                                     const YamlLimits& limits) {
+  auto nodes = loadAll(text, source, limits);
+  if (!nodes.ok()) {
+    return fail(nodes.error());
+  }
+  std::vector<YamlDocument> documents;
+  Converter converter(source, limits);
+  for (const auto& node : *nodes) {
+    if (node.IsNull() || !node.IsDefined()) {
+      continue;  // an empty or comment-only document between --- markers
+    }
+    try {
+      auto converted = converter.convert(node);
+      if (!converted.ok()) {
+        return fail(converted.error());
+      }
+      documents.push_back(YamlDocument{std::move(converted).value(), node.Mark().line + 1});
+    } catch (const YAML::Exception& e) {
+      return fail(ErrorKind::kInvalid, "invalid YAML: " + e.msg, location(source, e.mark));
+    }
+  }
+  return documents;
+}
+
+Result<Json> parseYaml(std::string_view text, std::string_view source, const YamlLimits& limits) {
+  auto documents = parseYamlDocuments(text, source, limits);
+  if (!documents.ok()) {
+    return fail(documents.error());
+  }
+  if (documents->empty()) {
+    return Json();
+  }
+  if (documents->size() > 1) {
+    return fail(ErrorKind::kInvalid, "expected one YAML document, found " + std::to_string(documents->size()),
+                std::string(source));
+  }
+  return std::move(documents->front().value);
+}
+
+namespace {
+
+void emit(YAML::Emitter& out, const Json& value) {
+  switch (value.type()) {
+    case Json::Type::kNull: out << YAML::Null; break;
+    case Json::Type::kBool: out << value.asBool(); break;
+    case Json::Type::kInt: out << value.asInt(); break;
+    case Json::Type::kDouble: out << value.asDouble(); break;
+    case Json::Type::kString: {
+      const std::string& s = value.asString();
+      // Quote strings that would otherwise read back as another type ("true", "1", "null", "").
+      Json resolved = resolvePlainScalar(s);
+      if (!resolved.isString() || s.empty()) {
+        out << YAML::DoubleQuoted << s;
+      } else if (s.find('\n') != std::string::npos) {
+        // yaml-cpp writes literal blocks with clip chomping ("|"), which reads back with exactly one
+        // trailing newline; any other string with newlines is double-quoted to round-trip exactly.
+        bool clip_safe = s.back() == '\n' && (s.size() < 2 || s[s.size() - 2] != '\n') && s.front() != ' ';
+        if (clip_safe) {
+          out << YAML::Literal << s;
+        } else {
+          out << YAML::DoubleQuoted << s;
+        }
+      } else {
+        out << s;
+      }
+      break;
+    }
+    case Json::Type::kArray:
+      out << YAML::BeginSeq;
+      for (const auto& item : value.asArray()) {
+        emit(out, item);
+      }
+      out << YAML::EndSeq;
+      break;
+    case Json::Type::kObject:
+      out << YAML::BeginMap;
+      for (const auto& [key, item] : value.asObject()) {
+        out << YAML::Key << key << YAML::Value;
+        emit(out, item);
+      }
+      out << YAML::EndMap;
+      break;
+  }
+}
+
+}  // namespace
+
+std::string toYaml(const Json& value) {
+  YAML::Emitter out;
+  emit(out, value);
+  std::string text = out.c_str();
+  if (!text.empty() && text.back() != '\n') {
+    text.push_back('\n');
+  }
+  return text;
+}
+
+}  // namespace flotilla
