@@ -16,7 +16,8 @@ std::string_view errorKindName(ErrorKind kind) {
 }
 
 std::string Error::describe() const {
-  if (where.empty()) {
+  // Decoders put "file:line: " in front of the message itself (the form editors jump to); do not repeat it.
+  if (where.empty() || message.compare(0, where.size(), where) == 0) {
     return message;
   }
   return message + " (" + where + ")";

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <regex>
+#include <set>
 
 namespace flotilla {
 namespace {
@@ -61,9 +62,11 @@ Json resolvePlainScalar(const std::string& text) {
 
 class Converter {
  public:
+  //! `lines` (optional) receives path -> line for every key and sequence item converted.
   Converter(std::string_view source, const YamlLimits& limits) : source_(source), limits_(limits) {}
 
-  Result<Json> convert(const YAML::Node& node) {
+  Result<Json> convert(const YAML::Node& node, const std::string& path = {},
+                       std::map<std::string, int, std::less<>>* lines = nullptr) {
     if (++nodes_ > limits_.max_nodes) {
       return fail(ErrorKind::kInvalid,
                   "document expands to more than " + std::to_string(limits_.max_nodes) +
@@ -83,7 +86,12 @@ class Converter {
         Json::Array array;
         array.reserve(node.size());
         for (const auto& item : node) {
-          auto converted = convert(item);
+          std::string item_path;
+          if (lines != nullptr) {
+            item_path = yamlIndexPath(path, array.size());
+            lines->emplace(item_path, item.Mark().line + 1);
+          }
+          auto converted = convert(item, item_path, lines);
           if (!converted.ok()) {
             return converted;
           }
@@ -93,16 +101,22 @@ class Converter {
       }
       case YAML::NodeType::Map: {
         Json::Object object;
+        std::set<std::string, std::less<>> explicit_keys;  // merged ("<<") keys may be overridden, these not
         for (const auto& entry : node) {
           if (!entry.first.IsScalar()) {
             return fail(ErrorKind::kInvalid, "mapping keys must be scalars", location(source_, entry.first.Mark()));
           }
           const std::string& key = entry.first.Scalar();
           if (key == "<<") {
-            // Merge keys: copy the merged map's entries that are not set explicitly.
-            auto merged = convert(entry.second);
+            // Merge keys: copy the merged map's entries that are not set explicitly. Their lines point at the
+            // anchor and never replace the line of a key written here, before or after the merge key.
+            std::map<std::string, int, std::less<>> merged_lines;
+            auto merged = convert(entry.second, path, lines != nullptr ? &merged_lines : nullptr);
             if (!merged.ok()) {
               return merged;
+            }
+            if (lines != nullptr) {
+              lines->merge(merged_lines);  // keeps entries already recorded for keys written here
             }
             if (merged->isObject()) {
               for (auto& [k, v] : merged->asObject()) {
@@ -111,10 +125,15 @@ class Converter {
             }
             continue;
           }
-          if (object.contains(key)) {
+          if (!explicit_keys.insert(key).second) {
             return fail(ErrorKind::kInvalid, "duplicate key \"" + key + "\"", location(source_, entry.first.Mark()));
           }
-          auto converted = convert(entry.second);
+          std::string key_path;
+          if (lines != nullptr) {
+            key_path = yamlKeyPath(path, key);
+            (*lines)[key_path] = entry.first.Mark().line + 1;  // an explicit key wins over a merged one
+          }
+          auto converted = convert(entry.second, key_path, lines);
           if (!converted.ok()) {
             return converted;
           }
@@ -161,16 +180,83 @@ Result<std::vector<YamlDocument>> parseYamlDocuments(std::string_view text, std:
       continue;  // an empty or comment-only document between --- markers
     }
     try {
-      auto converted = converter.convert(node);
+      YamlDocument document;
+      document.line = node.Mark().line + 1;
+      auto converted = converter.convert(node, {}, limits.record_lines ? &document.lines : nullptr);
       if (!converted.ok()) {
         return fail(converted.error());
       }
-      documents.push_back(YamlDocument{std::move(converted).value(), node.Mark().line + 1});
+      document.value = std::move(converted).value();
+      documents.push_back(std::move(document));
     } catch (const YAML::Exception& e) {
       return fail(ErrorKind::kInvalid, "invalid YAML: " + e.msg, location(source, e.mark));
     }
   }
   return documents;
+}
+
+int YamlDocument::lineOf(std::string_view path) const {
+  std::string current(path);
+  while (!current.empty()) {
+    if (auto it = lines.find(current); it != lines.end()) {
+      return it->second;
+    }
+    current = yamlParentPath(current);
+  }
+  return line;
+}
+
+std::string yamlKeyPath(std::string_view parent, std::string_view key) {
+  bool plain = !key.empty() && key.find_first_of(".[]\" \t\r\n") == std::string_view::npos;
+  std::string out(parent);
+  if (plain) {
+    if (!out.empty()) {
+      out.push_back('.');
+    }
+    out.append(key);
+  } else {
+    out += "[" + jsonQuote(key) + "]";
+  }
+  return out;
+}
+
+std::string yamlIndexPath(std::string_view parent, size_t index) {
+  return std::string(parent) + "[" + std::to_string(index) + "]";
+}
+
+std::string yamlParentPath(std::string_view path) {
+  if (path.empty()) {
+    return {};
+  }
+  if (path.back() == ']') {
+    // "[0]" or "[\"quoted.key\"]": find the '[' that opens this segment, skipping a quoted key's content.
+    size_t open = std::string_view::npos;
+    if (path.size() >= 2 && path[path.size() - 2] == '"') {
+      bool in_quote = false;
+      for (size_t i = 0; i < path.size() - 1; ++i) {
+        char c = path[i];
+        if (in_quote) {
+          if (c == '\\') {
+            ++i;
+          } else if (c == '"') {
+            in_quote = false;
+          }
+        } else if (c == '"') {
+          in_quote = true;
+        } else if (c == '[') {
+          open = i;
+        }
+      }
+    } else {
+      open = path.rfind('[');
+    }
+    return open == std::string_view::npos ? std::string() : std::string(path.substr(0, open));
+  }
+  size_t dot = path.find_last_of(".]");
+  if (dot == std::string_view::npos) {
+    return {};
+  }
+  return std::string(path.substr(0, path[dot] == '.' ? dot : dot + 1));
 }
 
 Result<Json> parseYaml(std::string_view text, std::string_view source, const YamlLimits& limits) {

@@ -59,5 +59,71 @@ TEST(YamlTest, EmitsCanonicalYamlThatParsesBack) {
   EXPECT_LT(text.find("a:"), text.find("z:"));
 }
 
+TEST(YamlTest, RecordsFieldLinesWhenAsked) {
+  const char* text =
+      "kind: GitRepo\n"
+      "metadata:\n"
+      "  labels:\n"
+      "    app.kubernetes.io/name: x\n"
+      "spec:\n"
+      "  targets:\n"
+      "  - name: a\n"
+      "    clusterSelector:\n"
+      "      matchLabels: {env: prod}\n";
+  auto docs = parseYamlDocuments(text, "g.yaml", YamlLimits{.record_lines = true});
+  ASSERT_TRUE(docs.ok()) << docs.error().describe();
+  const YamlDocument& doc = docs->front();
+  EXPECT_EQ(doc.lines.at("kind"), 1);
+  EXPECT_EQ(doc.lines.at("metadata.labels[\"app.kubernetes.io/name\"]"), 4);
+  EXPECT_EQ(doc.lines.at("spec.targets[0]"), 7);
+  EXPECT_EQ(doc.lines.at("spec.targets[0].name"), 7);
+  EXPECT_EQ(doc.lines.at("spec.targets[0].clusterSelector.matchLabels.env"), 9);
+  // Unknown paths fall back to the nearest recorded ancestor, then to the document line.
+  EXPECT_EQ(doc.lineOf("spec.targets[0].clusterSelector.nope"), 8);
+  EXPECT_EQ(doc.lineOf("nothing.here"), 1);
+}
+
+TEST(YamlTest, MergeKeysCanBeOverriddenOnEitherSide) {
+  const char* text =
+      "base: &b {x: 1, y: 2}\n"
+      "before:\n"
+      "  y: 3\n"
+      "  <<: *b\n"
+      "after:\n"
+      "  <<: *b\n"
+      "  y: 4\n";
+  auto docs = parseYamlDocuments(text, "m.yaml", YamlLimits{.record_lines = true});
+  ASSERT_TRUE(docs.ok()) << docs.error().describe();
+  const YamlDocument& doc = docs->front();
+  EXPECT_EQ(doc.value.dump(), R"({"after":{"x":1,"y":4},"base":{"x":1,"y":2},"before":{"x":1,"y":3}})");
+  EXPECT_EQ(doc.lines.at("before.y"), 3);
+  EXPECT_EQ(doc.lines.at("after.y"), 7);
+  EXPECT_EQ(doc.lines.at("after.x"), 1);
+  EXPECT_FALSE(parseYaml("a:\n  k: 1\n  k: 2\n", "d.yaml").ok());
+}
+
+TEST(YamlTest, LinesAreNotRecordedByDefault) {
+  auto docs = parseYamlDocuments("a: 1\n", "a.yaml");
+  ASSERT_TRUE(docs.ok());
+  EXPECT_TRUE(docs->front().lines.empty());
+}
+
+TEST(YamlTest, FieldPathHelpersQuoteAmbiguousKeys) {
+  EXPECT_EQ(yamlKeyPath("", "spec"), "spec");
+  EXPECT_EQ(yamlKeyPath("spec", "helm"), "spec.helm");
+  EXPECT_EQ(yamlKeyPath("metadata.labels", "a.b/c"), "metadata.labels[\"a.b/c\"]");
+  EXPECT_EQ(yamlIndexPath("spec.paths", 2), "spec.paths[2]");
+  EXPECT_EQ(yamlParentPath("spec.targets[0].name"), "spec.targets[0]");
+  EXPECT_EQ(yamlParentPath("spec.targets[0]"), "spec.targets");
+  EXPECT_EQ(yamlParentPath("metadata.labels[\"a.b[1]\"]"), "metadata.labels");
+  EXPECT_EQ(yamlParentPath("spec"), "");
+}
+
+TEST(YamlTest, DescribeDoesNotRepeatALocationPrefix) {
+  Error e = makeError(ErrorKind::kInvalid, "f.yaml:3: spec.x: unknown field", "f.yaml:3");
+  EXPECT_EQ(e.describe(), "f.yaml:3: spec.x: unknown field");
+  EXPECT_EQ(makeError(ErrorKind::kInvalid, "bad", "f.yaml:3").describe(), "bad (f.yaml:3)");
+}
+
 }  // namespace
 }  // namespace flotilla

@@ -33,7 +33,7 @@ struct Error {
   std::string message;
   std::string where;
 
-  //! "message (where)" or just the message.
+  //! "message (where)", or just the message when `where` is empty or the message already starts with it.
   [[nodiscard]] std::string describe() const;
   [[nodiscard]] bool retryable() const { return kind == ErrorKind::kTransient || kind == ErrorKind::kWait; }
 };

@@ -5,6 +5,8 @@
 // scalars are always strings. Errors name the source (file) and line.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,13 +19,30 @@ namespace flotilla {
 struct YamlLimits {
   size_t max_input_bytes = 64u << 20;  //!< a larger document is rejected before parsing
   size_t max_nodes = 2'000'000;        //!< bounds alias expansion ("billion laughs")
+  //! Also fill YamlDocument::lines. Off by default: it costs a map entry per node, which matters for large
+  //! rendered manifests but not for the config files (GitRepo, fleet.yaml) whose errors must name a line.
+  bool record_lines = false;
 };
 
 //! A parsed document and the line (1-based) where it starts in its source.
 struct YamlDocument {
   Json value;
   int line = 1;
+  //! Field path (see yamlKeyPath/yamlIndexPath, e.g. "spec.targets[0].name") -> 1-based line of that key or
+  //! sequence item. Empty unless YamlLimits::record_lines was set.
+  std::map<std::string, int, std::less<>> lines;
+
+  //! The line of `path`, or of its nearest recorded ancestor, or the document's first line.
+  [[nodiscard]] int lineOf(std::string_view path) const;
 };
+
+//! Appends an object key to a field path: "spec" + "helm" -> "spec.helm". Keys that would make the path
+//! ambiguous (empty, or containing '.', '[', ']', '"' or whitespace) are quoted: metadata.labels["app.kubernetes.io/name"].
+std::string yamlKeyPath(std::string_view parent, std::string_view key);
+//! Appends a sequence index to a field path: "spec.targets" + 0 -> "spec.targets[0]".
+std::string yamlIndexPath(std::string_view parent, size_t index);
+//! The parent of a path built by the two functions above ("" for a top-level key).
+std::string yamlParentPath(std::string_view path);
 
 //! Parses every document of a multi-document YAML stream. Empty and comment-only documents are dropped.
 //! `source` names the input in errors ("path/to/file.yaml").
