@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,7 +58,13 @@ int decodeStatus(int status) {
 
 // Runs in the forked child before exec: only async-signal-safe calls.
 [[noreturn]] void execChild(char** argv, char** envp, const char* cwd, int out_fd, int err_fd, int in_fd,
-                            bool group) {
+                            bool group, pid_t die_with = 0) {
+  if (die_with != 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != die_with) {
+      _exit(125);  // the parent died before prctl took effect
+    }
+  }
   if (group) {
     setpgid(0, 0);
   }
@@ -99,13 +106,14 @@ Result<Process> Process::start(const ProcessOptions& options) {
     }
   }
   int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  pid_t parent = options.kill_with_parent ? getpid() : 0;
   pid_t pid = fork();
   if (pid < 0) {
     return fail(ErrorKind::kTransient, std::string("fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
     execChild(argv.data(), envp.data(), options.cwd.empty() ? nullptr : options.cwd.c_str(), out_fd, out_fd, null_in,
-              options.new_process_group);
+              options.new_process_group, parent);
   }
   if (out_fd >= 0) {
     ::close(out_fd);

@@ -2,9 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
+#include "flotilla/core/util.h"
+
 #include <charconv>
 #include <cstdlib>
-#include <regex>
 #include <set>
 
 namespace flotilla {
@@ -18,6 +21,39 @@ std::string location(std::string_view source, const YAML::Mark& mark) {
   return out;
 }
 
+bool allOf(std::string_view text, bool (*accept)(char)) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), accept);
+}
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isOctDigit(char c) { return c >= '0' && c <= '7'; }
+bool isHexDigit(char c) { return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+std::string_view withoutSign(std::string_view text) {
+  return !text.empty() && (text[0] == '-' || text[0] == '+') ? text.substr(1) : text;
+}
+
+// [-+]? digits
+bool isCoreInt(std::string_view text) { return allOf(withoutSign(text), isDigit); }
+
+// [-+]? ( . digits | digits ( . digits? )? ) ( [eE] [-+]? digits )?
+bool isCoreFloat(std::string_view text) {
+  std::string_view rest = withoutSign(text);
+  auto exponent = rest.find_first_of("eE");
+  std::string_view mantissa = rest.substr(0, exponent);
+  if (exponent != std::string_view::npos && !isCoreInt(rest.substr(exponent + 1))) {
+    return false;
+  }
+  auto dot = mantissa.find('.');
+  if (dot == std::string_view::npos) {
+    return allOf(mantissa, isDigit);
+  }
+  std::string_view whole = mantissa.substr(0, dot);
+  std::string_view fraction = mantissa.substr(dot + 1);
+  if (whole.empty()) {
+    return allOf(fraction, isDigit);
+  }
+  return allOf(whole, isDigit) && (fraction.empty() || allOf(fraction, isDigit));
+}
+
 // YAML 1.2 core schema resolution of a plain (unquoted) scalar.
 Json resolvePlainScalar(const std::string& text) {
   if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
@@ -29,11 +65,7 @@ Json resolvePlainScalar(const std::string& text) {
   if (text == "false" || text == "False" || text == "FALSE") {
     return Json(false);
   }
-  static const std::regex kInt("[-+]?[0-9]+");
-  static const std::regex kOct("0o[0-7]+");
-  static const std::regex kHex("0x[0-9a-fA-F]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (std::regex_match(text, kInt)) {
+  if (isCoreInt(text)) {
     int64_t value = 0;
     const char* begin = text.data() + (text[0] == '+' ? 1 : 0);
     auto [ptr, ec] = std::from_chars(begin, text.data() + text.size(), value);
@@ -42,13 +74,13 @@ Json resolvePlainScalar(const std::string& text) {
     }
     return Json(std::strtod(text.c_str(), nullptr));
   }
-  if (std::regex_match(text, kOct)) {
+  if (startsWith(text, "0o") && allOf(std::string_view(text).substr(2), isOctDigit)) {
     return Json(static_cast<int64_t>(std::strtoll(text.c_str() + 2, nullptr, 8)));
   }
-  if (std::regex_match(text, kHex)) {
+  if (startsWith(text, "0x") && allOf(std::string_view(text).substr(2), isHexDigit)) {
     return Json(static_cast<int64_t>(std::strtoll(text.c_str() + 2, nullptr, 16)));
   }
-  if (std::regex_match(text, kFloat)) {
+  if (isCoreFloat(text)) {
     return Json(std::strtod(text.c_str(), nullptr));
   }
   if (text == ".inf" || text == ".Inf" || text == ".INF" || text == "+.inf") {

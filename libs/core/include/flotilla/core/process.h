@@ -22,6 +22,9 @@ struct ProcessOptions {
   std::string cwd;                             //!< empty: inherit
   std::string output_file;                     //!< stdout+stderr appended here; empty: inherit
   bool new_process_group = true;               //!< so kill() reaches the child's own children
+  //! SIGKILL the child when the thread that started it exits, even by a crash (Linux PR_SET_PDEATHSIG), so a
+  //! test that dies does not leave its servers running. Start such children from a long-lived thread.
+  bool kill_with_parent = false;
 };
 
 class Process {

@@ -37,7 +37,8 @@ struct YamlDocument {
 };
 
 //! Appends an object key to a field path: "spec" + "helm" -> "spec.helm". Keys that would make the path
-//! ambiguous (empty, or containing '.', '[', ']', '"' or whitespace) are quoted: metadata.labels["app.kubernetes.io/name"].
+//! ambiguous (empty, or containing '.', '[', ']', '"' or whitespace) are quoted:
+//! metadata.labels["app.kubernetes.io/name"].
 std::string yamlKeyPath(std::string_view parent, std::string_view key);
 //! Appends a sequence index to a field path: "spec.targets" + 0 -> "spec.targets[0]".
 std::string yamlIndexPath(std::string_view parent, size_t index);

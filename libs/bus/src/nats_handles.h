@@ -1,0 +1,129 @@
+// libs/bus/src/nats_handles.h
+//
+// Private to the bus library: RAII owners for every libnats handle and the Impl structs behind the public
+// classes. Nothing outside libs/bus/src includes this, so nats.h stays out of the public headers.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "flotilla/bus/connection.h"
+#include "flotilla/bus/errors.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
+
+namespace flotilla::bus {
+
+template <auto Destroy>
+struct NatsDeleter {
+  template <typename T>
+  void operator()(T* handle) const {
+    if (handle != nullptr) {
+      Destroy(handle);
+    }
+  }
+};
+
+using NatsOptionsPtr = std::unique_ptr<natsOptions, NatsDeleter<natsOptions_Destroy>>;
+using NatsConnectionPtr = std::unique_ptr<natsConnection, NatsDeleter<natsConnection_Destroy>>;
+using NatsSubscriptionPtr = std::unique_ptr<natsSubscription, NatsDeleter<natsSubscription_Destroy>>;
+using NatsMsgPtr = std::unique_ptr<natsMsg, NatsDeleter<natsMsg_Destroy>>;
+using JsCtxPtr = std::unique_ptr<jsCtx, NatsDeleter<jsCtx_Destroy>>;
+using JsStreamInfoPtr = std::unique_ptr<jsStreamInfo, NatsDeleter<jsStreamInfo_Destroy>>;
+using JsConsumerInfoPtr = std::unique_ptr<jsConsumerInfo, NatsDeleter<jsConsumerInfo_Destroy>>;
+using JsPubAckPtr = std::unique_ptr<jsPubAck, NatsDeleter<jsPubAck_Destroy>>;
+using JsMetaPtr = std::unique_ptr<jsMsgMetaData, NatsDeleter<jsMsgMetaData_Destroy>>;
+using KvStorePtr = std::unique_ptr<kvStore, NatsDeleter<kvStore_Destroy>>;
+using KvEntryPtr = std::unique_ptr<kvEntry, NatsDeleter<kvEntry_Destroy>>;
+using KvWatcherPtr = std::unique_ptr<kvWatcher, NatsDeleter<kvWatcher_Destroy>>;
+
+//! Owns a natsMsgList (a struct by value in libnats).
+struct NatsMsgList {
+  natsMsgList list{};
+  NatsMsgList() = default;
+  NatsMsgList(const NatsMsgList&) = delete;
+  NatsMsgList& operator=(const NatsMsgList&) = delete;
+  ~NatsMsgList() { natsMsgList_Destroy(&list); }
+};
+
+inline int64_t toMillis(std::chrono::milliseconds d) { return static_cast<int64_t>(d.count()); }
+inline int64_t toNanos(std::chrono::milliseconds d) {
+  return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+//! Copies headers onto a libnats message.
+Status setHeaders(natsMsg* msg, const Headers& headers, std::string_view where);
+//! A libnats message with subject, payload and headers.
+Result<NatsMsgPtr> makeMessage(std::string_view subject, std::string_view data, const Headers& headers,
+                               std::string_view where);
+
+struct Message::Impl {
+  NatsMsgPtr msg;
+  //! Keeps alive what the message's ack calls reach through (the subscription it came from).
+  std::shared_ptr<void> keepalive;
+};
+
+//! Wraps an owned libnats message.
+inline Message wrapMessage(natsMsg* msg, std::shared_ptr<void> keepalive = {}) {
+  auto impl = std::make_unique<Message::Impl>();
+  impl->msg.reset(msg);
+  impl->keepalive = std::move(keepalive);
+  return Message(std::move(impl));
+}
+
+// Callback context of a connection: lives until libnats reports the connection closed.
+struct ConnectionCallbacks {
+  std::string name;
+  std::shared_ptr<Metrics> metrics;
+  std::atomic<bool> closing{false};
+};
+
+struct Connection::Impl {
+  std::shared_ptr<ConnectionCallbacks> callbacks;
+  NatsConnectionPtr conn;
+};
+
+// What a subscription's message callback reaches; freed by libnats' on-complete callback.
+struct SubscriptionDispatch {
+  MessageHandler handler;
+  std::weak_ptr<Subscription::State> owner;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool complete = false;
+  std::thread::id delivering;  //!< the thread running the handler right now
+};
+
+struct Subscription::State {
+  NatsSubscriptionPtr sub;
+  std::shared_ptr<SubscriptionDispatch> dispatch;
+};
+
+struct JetStream::Impl {
+  std::shared_ptr<Connection> connection;
+  JsCtxPtr js;
+  std::chrono::milliseconds wait{5000};
+
+  //! jsOptions carrying our API timeout.
+  [[nodiscard]] jsOptions options() const {
+    jsOptions opts;
+    jsOptions_Init(&opts);
+    opts.Wait = toMillis(wait);
+    return opts;
+  }
+};
+
+struct PullConsumer::Impl {
+  std::shared_ptr<JetStream> js;
+  NatsSubscriptionPtr sub;
+  std::string stream;
+  std::string durable;
+};
+
+}  // namespace flotilla::bus

@@ -1,0 +1,37 @@
+// libs/bus/test/bus_test_util.h
+//
+// Shared setup for the bus integration tests: a connection and JetStream context on the process-wide
+// nats-server from the harness. Each test names its streams and buckets with uniqueName() so tests never
+// see each other's data.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "flotilla/bus/connection.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/harness/nats_server.h"
+
+namespace flotilla::bus::testing {
+
+class BusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = harness::sharedNatsServer();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    server_ = *server;
+    auto conn = Connection::connect({.servers = {server_->url()}, .name = "bus-test"});
+    ASSERT_TRUE(conn.ok()) << conn.error().describe();
+    conn_ = *conn;
+    auto js = JetStream::create(conn_);
+    ASSERT_TRUE(js.ok()) << js.error().describe();
+    js_ = *js;
+  }
+
+  harness::NatsServer* server_ = nullptr;
+  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<JetStream> js_;
+};
+
+}  // namespace flotilla::bus::testing

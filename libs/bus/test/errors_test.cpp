@@ -1,0 +1,75 @@
+#include "flotilla/bus/errors.h"
+
+#include <gtest/gtest.h>
+#include <nats/nats.h>
+
+namespace flotilla::bus {
+namespace {
+
+// Connectivity failures are retried later.
+TEST(BusNatsErrorTest, ConnectivityFailuresAreTransient) {
+  for (natsStatus s : {NATS_TIMEOUT, NATS_NO_SERVER, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED,
+                       NATS_IO_ERROR, NATS_NO_RESPONDERS, NATS_STALE_CONNECTION}) {
+    EXPECT_EQ(classifyNatsError(s, 0, ""), ErrorKind::kTransient) << natsStatus_GetText(s);
+  }
+}
+
+// libnats tags "no responders" on a JetStream call with JSNotEnabledErr; no stream for the subject yet or
+// JetStream restarting are the usual causes, so it is retried.
+TEST(BusNatsErrorTest, NoRespondersIsTransientEvenWithJetStreamCode) {
+  EXPECT_EQ(classifyNatsError(NATS_NO_RESPONDERS, JSNotEnabledErr, ""), ErrorKind::kTransient);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSNotEnabledErr, "jetstream not enabled"), ErrorKind::kPermanent);
+}
+
+TEST(BusNatsErrorTest, NotFoundByStatusAndByJetStreamCode) {
+  EXPECT_EQ(classifyNatsError(NATS_NOT_FOUND, 0, ""), ErrorKind::kNotFound);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamNotFoundErr, "stream not found"), ErrorKind::kNotFound);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSConsumerNotFoundErr, "consumer not found"), ErrorKind::kNotFound);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSNoMessageFoundErr, "no message found"), ErrorKind::kNotFound);
+}
+
+// Optimistic concurrency failures are conflicts, whether the code or only the text survives.
+TEST(BusNatsErrorTest, WrongLastSequenceIsConflict) {
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamWrongLastSequenceErr, "wrong last sequence: 5"),
+            ErrorKind::kConflict);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "wrong last sequence: 5"), ErrorKind::kConflict);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamNameExistErr, ""), ErrorKind::kConflict);
+}
+
+TEST(BusNatsErrorTest, BadArgumentsAreInvalid) {
+  EXPECT_EQ(classifyNatsError(NATS_INVALID_ARG, 0, ""), ErrorKind::kInvalid);
+  EXPECT_EQ(classifyNatsError(NATS_INVALID_SUBJECT, 0, ""), ErrorKind::kInvalid);
+  EXPECT_EQ(classifyNatsError(NATS_MAX_PAYLOAD, 0, ""), ErrorKind::kInvalid);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamInvalidConfig, "bad config"), ErrorKind::kInvalid);
+}
+
+TEST(BusNatsErrorTest, AuthAndTlsArePermanent) {
+  EXPECT_EQ(classifyNatsError(NATS_CONNECTION_AUTH_FAILED, 0, ""), ErrorKind::kPermanent);
+  EXPECT_EQ(classifyNatsError(NATS_NOT_PERMITTED, 0, ""), ErrorKind::kPermanent);
+  EXPECT_EQ(classifyNatsError(NATS_SSL_ERROR, 0, ""), ErrorKind::kPermanent);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "Permissions Violation for Publish to \"x\""), ErrorKind::kPermanent);
+}
+
+TEST(BusNatsErrorTest, UnknownFailuresAreInternal) {
+  EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "something odd"), ErrorKind::kInternal);
+  EXPECT_EQ(classifyNatsError(NATS_NO_MEMORY, 0, ""), ErrorKind::kInternal);
+}
+
+// The Error keeps the libnats function, the status text, the detail and the JetStream code.
+TEST(BusNatsErrorTest, ErrorCarriesWhereTextAndCode) {
+  Error error = natsError(NATS_ERR, "js_PublishMsg", JSStreamWrongLastSequenceErr, "wrong last sequence: 7");
+  EXPECT_EQ(error.kind, ErrorKind::kConflict);
+  EXPECT_EQ(error.where, "js_PublishMsg");
+  EXPECT_NE(error.message.find("wrong last sequence: 7"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("10071"), std::string::npos) << error.message;
+  EXPECT_NE(error.describe().find("js_PublishMsg"), std::string::npos);
+}
+
+TEST(BusNatsErrorTest, LastErrorTextIsIgnoredWhenItBelongsToAnotherStatus) {
+  Error error = lastNatsError(NATS_TIMEOUT, "natsConnection_Request");
+  EXPECT_EQ(error.kind, ErrorKind::kTransient);
+  EXPECT_EQ(error.where, "natsConnection_Request");
+}
+
+}  // namespace
+}  // namespace flotilla::bus
