@@ -1,0 +1,75 @@
+#include "flotilla/service/hub.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <thread>
+
+#include "flotilla/harness/nats_server.h"
+
+namespace flotilla::service {
+namespace {
+
+bus::ConnectOptions optionsFor(const harness::NatsServer& server) {
+  bus::ConnectOptions options;
+  options.servers = {server.url()};
+  options.name = "hub-test";
+  return options;
+}
+
+TEST(HubTest, ProvisionCreatesTheWholeTopologyIdempotently) {
+  auto server = harness::NatsServer::start();
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  Metrics metrics("hubtest");
+  auto hub = connectHub(optionsFor(**server), HubAccess::kProvision, &metrics);
+  ASSERT_TRUE(hub.ok()) << hub.error().describe();
+  for (const char* stream : {kCommitsStream, kBundlesStream, kDeployStream, kStatusStream, kEventsStream}) {
+    EXPECT_TRUE(hub->js->streamInfo(stream).ok()) << stream;
+  }
+  ASSERT_TRUE(hub->gitrepos && hub->clusters && hub->bundles && hub->deployments && hub->status);
+  ASSERT_TRUE(hub->manifests && hub->sources);
+  // A second service provisioning the same hub changes nothing and succeeds.
+  auto again = connectHub(optionsFor(**server), HubAccess::kProvision, &metrics);
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  EXPECT_TRUE(again->js->publish("flotilla.commit.ws.repo", "{}", "id-1").ok());
+}
+
+TEST(HubTest, AgentAccessOpensOnlyTheManifestStore) {
+  auto server = harness::NatsServer::start();
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE(connectHub(optionsFor(**server), HubAccess::kProvision, nullptr).ok());
+  auto agent = connectHub(optionsFor(**server), HubAccess::kAgent, nullptr);
+  ASSERT_TRUE(agent.ok()) << agent.error().describe();
+  EXPECT_TRUE(agent->manifests != nullptr);
+  EXPECT_TRUE(agent->gitrepos == nullptr);
+}
+
+TEST(HubTest, StartupWaitsForNatsAndCountsRetries) {
+  auto server = harness::NatsServer::start();
+  ASSERT_TRUE(server.ok());
+  auto options = optionsFor(**server);
+  ASSERT_TRUE((*server)->stop().ok());
+  Metrics metrics("hubtest");
+  // The server is restarted from this thread (the harness ties a server's life to the thread that started it),
+  // while the service connects from another.
+  std::optional<Result<Hub>> hub;
+  std::thread connector([&] { hub = connectHub(options, HubAccess::kProvision, &metrics, std::chrono::seconds(30)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE((*server)->restart().ok());
+  connector.join();
+  ASSERT_TRUE(hub->ok()) << hub->error().describe();
+  EXPECT_GE(metrics.value("hub_connect_retries_total"), 1);
+}
+
+TEST(HubTest, GivesUpAfterTheDeadline) {
+  auto port = harness::freeTcpPort();
+  ASSERT_TRUE(port.ok());
+  bus::ConnectOptions options;
+  options.servers = {"nats://127.0.0.1:" + std::to_string(*port)};
+  auto hub = connectHub(options, HubAccess::kProvision, nullptr, std::chrono::milliseconds(800));
+  ASSERT_FALSE(hub.ok());
+  EXPECT_EQ(hub.error().kind, ErrorKind::kTransient);
+}
+
+}  // namespace
+}  // namespace flotilla::service
