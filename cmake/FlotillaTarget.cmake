@@ -30,10 +30,12 @@ function(flotilla_library name)
   flotilla_target_settings(flotilla_${name})
 endfunction()
 
-# flotilla_test(name LABEL unit|integration|e2e SOURCES ... DEPS ...)
+# flotilla_test(name LABEL unit|integration|e2e [ONE_PROCESS] [TIMEOUT s] SOURCES ... DEPS ...)
 # Each gtest case becomes its own ctest entry carrying LABEL, so `ctest -L unit` selects by label.
+# ONE_PROCESS registers the whole binary as one ctest entry instead: for suites that share expensive servers
+# (Kubernetes API servers, the e2e hub) across their cases, which per-case processes would restart every time.
 function(flotilla_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "ONE_PROCESS" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
   if(NOT FLOTILLA_BUILD_TESTS)
     return()
   endif()
@@ -43,9 +45,15 @@ function(flotilla_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   flotilla_target_settings(${name})
-  gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
-                       ENVIRONMENT "FLOTILLA_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
-                       DISCOVERY_TIMEOUT 60)
+  if(ARG_ONE_PROCESS)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                         ENVIRONMENT "FLOTILLA_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  else()
+    gtest_discover_tests(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                         ENVIRONMENT "FLOTILLA_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+                         DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()
 
 # flotilla_harness_part(name SOURCES ... DEPS ...): one piece of the test harness, flotilla::harness_<name>,

@@ -1,0 +1,91 @@
+// flotilla/harness/kube_cluster.h
+//
+// Real Kubernetes API servers for tests. Each KubeCluster is independent: its own temp dir, its own etcd on
+// free ports, its own PKI (CA, serving certificate for 127.0.0.1/localhost, admin client certificate in
+// system:masters, service-account signing key), a kube-apiserver with RBAC on a free port bound to 127.0.0.1,
+// and optionally a kube-controller-manager (garbage collector and namespace controller). There are no nodes and
+// no scheduler: pods never run, but every API object can be created, watched, applied and deleted.
+//
+// Tools are found in $FLOTILLA_TOOLS_DIR (default ${FLOTILLA_SOURCE_DIR}/.tools/bin); etcd falls back to PATH.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flotilla/core/result.h"
+
+namespace flotilla::harness {
+
+struct KubeClusterOptions {
+  std::string name = "kube";                      //!< shows up in logs, temp dir and kubeconfig names
+  bool with_controller_manager = false;           //!< also run kube-controller-manager (GC, namespaces)
+  std::chrono::seconds start_timeout{120};        //!< how long to wait for /readyz
+  std::vector<std::string> extra_apiserver_args;  //!< appended to kube-apiserver's flags (feature gates, ...)
+};
+
+//! Identity of a token user the cluster accepts (from --token-auth-file); it has no RBAC grants.
+struct TokenUser {
+  std::string name;
+  std::string token;
+  std::string group;
+};
+
+class KubeCluster {
+ public:
+  //! Starts one cluster and waits until kube-apiserver's /readyz answers ok. The Error message carries the
+  //! etcd and kube-apiserver log tails when a server fails to start.
+  static Result<std::unique_ptr<KubeCluster>> start(const KubeClusterOptions& options);
+  //! Starts several clusters concurrently (each waits for its own etcd/apiserver in parallel).
+  static Result<std::vector<std::unique_ptr<KubeCluster>>> startMany(const std::vector<KubeClusterOptions>& options);
+  //! True when kube-controller-manager is available in the tools dir.
+  static bool controllerManagerAvailable();
+
+  KubeCluster(const KubeCluster&) = delete;
+  KubeCluster& operator=(const KubeCluster&) = delete;
+  //! Stops the servers and removes the temp dir (kept when FLOTILLA_KEEP_TEST_DIRS is set).
+  ~KubeCluster();
+
+  [[nodiscard]] const std::string& name() const;
+  //! "https://127.0.0.1:<port>".
+  [[nodiscard]] std::string serverUrl() const;
+  [[nodiscard]] int port() const;
+  //! Kubeconfig for the admin (client certificate, CN=admin, O=system:masters).
+  [[nodiscard]] std::string kubeconfigPath() const;
+  //! Kubeconfig for the token user (see tokenUser()), same server and CA.
+  [[nodiscard]] std::string tokenKubeconfigPath() const;
+  [[nodiscard]] std::string caFile() const;
+  [[nodiscard]] std::string adminCertFile() const;
+  [[nodiscard]] std::string adminKeyFile() const;
+  //! The bearer token of the second identity.
+  [[nodiscard]] const std::string& token() const;
+  [[nodiscard]] const TokenUser& tokenUser() const;
+  [[nodiscard]] const std::string& dir() const;
+  //! Seconds from starting etcd to kube-apiserver's /readyz answering ok.
+  [[nodiscard]] double startSeconds() const;
+  [[nodiscard]] bool hasControllerManager() const;
+
+  //! kOk while every server process is still running; otherwise the exit and the log tails.
+  Status healthy();
+  //! Stops kube-apiserver and starts it again on the same port with the same data, waiting for /readyz: what a
+  //! control-plane upgrade looks like to clients (their connections and watches break).
+  Status restartApiserver();
+  //! Stops kube-controller-manager, kube-apiserver and etcd (in that order). Idempotent.
+  void stop();
+  //! The last `lines` lines of each server's log, each under a "== <file> ==" heading.
+  [[nodiscard]] std::string logTail(size_t lines = 30) const;
+
+ private:
+  struct State;
+  explicit KubeCluster(std::unique_ptr<State> state);
+  static Status bringUp(const std::vector<State*>& clusters);
+  std::unique_ptr<State> state_;
+};
+
+//! The first `n` of a set of clusters shared by every test in this process ("kube-0", "kube-1", ...): started
+//! once, lazily and concurrently, stopped when the process exits. A failed start is remembered, so later
+//! tests fail fast with the same error instead of waiting again. Call from the test's main thread.
+Result<std::vector<KubeCluster*>> sharedKubeClusters(size_t n);
+
+}  // namespace flotilla::harness
