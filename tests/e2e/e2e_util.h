@@ -1,0 +1,114 @@
+// tests/e2e/e2e_util.h
+//
+// Reading the pipeline's state the way a read-only user or automation does: from the hub's KV records
+// (docs/pipeline.md) and from the clusters' API servers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hub_fixture.h"
+
+namespace flotilla::e2e {
+
+inline std::string gitRepoYaml(const std::string& name, const std::string& url, const std::vector<std::string>& paths,
+                               const std::string& targets_yaml = "  targets:\n  - clusterSelector: {}\n",
+                               const std::string& interval = "1s") {
+  std::string yaml = "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata:\n  name: " + name +
+                     "\n  namespace: fleet-default\nspec:\n  repo: " + url + "\n  branch: main\n  pollingInterval: " +
+                     interval + "\n  paths:\n";
+  for (const auto& path : paths) {
+    yaml += "  - " + path + "\n";
+  }
+  return yaml + targets_yaml;
+}
+
+//! The deployment a cluster should run for a bundle (scheduler's record) and what its agent last reported.
+struct BundleOnCluster {
+  std::string bundle;
+  std::string commit;
+  std::string wanted_deployment;
+  std::string reported_deployment;
+  std::string state;
+  std::string message;
+  Json resources;
+};
+
+inline std::vector<BundleOnCluster> bundlesOn(Hub& hub, const std::string& cluster, const std::string& gitrepo) {
+  std::vector<BundleOnCluster> out;
+  auto statuses = hub.records("status", "bd.");
+  for (const auto& record : hub.records("deployments", "")) {
+    if (record.getString("cluster") != cluster || record.getString("gitrepo") != gitrepo) {
+      continue;
+    }
+    BundleOnCluster item{.bundle = record.getString("bundle"),
+                         .commit = record.getString("commit"),
+                         .wanted_deployment = record.getString("deploymentID")};
+    for (const auto& status : statuses) {
+      if (status.getString("cluster") == cluster && status.getString("bundle") == item.bundle) {
+        item.reported_deployment = status.getString("deploymentID");
+        item.state = status.getString("state");
+        item.message = status.getString("message");
+        if (const Json* resources = status.find("resources")) {
+          item.resources = *resources;
+        }
+      }
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+//! True when `bundle` on `cluster` reports `state` for the deployment the scheduler wants at `commit`
+//! (empty commit: any).
+inline bool bundleState(Hub& hub, const std::string& cluster, const std::string& gitrepo, const std::string& bundle,
+                        const std::string& state, const std::string& commit = "") {
+  for (const auto& item : bundlesOn(hub, cluster, gitrepo)) {
+    if (item.bundle == bundle && item.state == state && item.reported_deployment == item.wanted_deployment &&
+        (commit.empty() || item.commit == commit)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+//! True when every bundle of `gitrepo` is Ready at `commit` on each of `clusters` (and each has at least one).
+inline bool readyEverywhere(Hub& hub, const std::string& gitrepo, const std::string& commit,
+                            const std::vector<std::string>& clusters) {
+  for (const auto& cluster : clusters) {
+    auto items = bundlesOn(hub, cluster, gitrepo);
+    if (items.empty()) {
+      return false;
+    }
+    for (const auto& item : items) {
+      if (item.commit != commit || item.state != "Ready" || item.reported_deployment != item.wanted_deployment) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+inline std::string configMapValue(Hub& hub, size_t cluster, const std::string& ns, const std::string& name,
+                                  const std::string& key) {
+  auto object = hub.kube(cluster).get("v1", "ConfigMap", ns, name);
+  if (!object.ok()) {
+    return {};
+  }
+  const Json* value = object->at({"data", key});
+  return value != nullptr && value->isString() ? value->asString() : std::string();
+}
+
+inline bool configMapExists(Hub& hub, size_t cluster, const std::string& ns, const std::string& name) {
+  return hub.kube(cluster).get("v1", "ConfigMap", ns, name).ok();
+}
+
+inline std::string configMap(const std::string& name, const std::string& value) {
+  return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  value: \"" + value + "\"\n";
+}
+
+inline std::string namespaceYaml(const std::string& name) {
+  return "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + name + "\n";
+}
+
+}  // namespace flotilla::e2e

@@ -1,0 +1,274 @@
+#include "hub_fixture.h"
+
+#include <thread>
+
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+#include "flotilla/kube/kubeconfig.h"
+
+namespace flotilla::e2e {
+
+Binaries Binaries::fromBuild() {
+  return Binaries{FLOTILLA_POLLER_BIN, FLOTILLA_BUNDLER_BIN, FLOTILLA_SCHEDULER_BIN, FLOTILLA_AGENT_BIN,
+                  FLOTILLA_CLI_BIN};
+}
+
+Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
+  std::unique_ptr<Hub> hub(new Hub());
+  hub->options_ = std::move(options);
+  hub->binaries_ = Binaries::fromBuild();
+  auto dir = makeTempDir("flotilla-e2e");
+  if (!dir.ok()) {
+    return fail(dir.error());
+  }
+  hub->dir_ = *dir;
+
+  auto nats = harness::NatsServer::start();
+  if (!nats.ok()) {
+    return fail(nats.error());
+  }
+  hub->nats_ = std::move(nats).value();
+  auto git = harness::GitServer::start({.https = false, .git_daemon = false, .ssh = false});
+  if (!git.ok()) {
+    return fail(git.error());
+  }
+  hub->git_ = std::move(git).value();
+
+  if (hub->options_.share_clusters) {
+    auto shared = harness::sharedKubeClusters(hub->options_.clusters);
+    if (!shared.ok()) {
+      return fail(shared.error());
+    }
+    hub->clusters_ = *shared;
+  } else {
+    std::vector<harness::KubeClusterOptions> wanted;
+    for (size_t i = 0; i < hub->options_.clusters; ++i) {
+      wanted.push_back({.name = "e2e" + std::to_string(i)});
+    }
+    auto started = harness::KubeCluster::startMany(wanted);
+    if (!started.ok()) {
+      return fail(started.error());
+    }
+    hub->owned_clusters_ = std::move(started).value();
+    for (auto& c : hub->owned_clusters_) {
+      hub->clusters_.push_back(c.get());
+    }
+  }
+  // Cluster names are unique per hub: clusters may be shared by several tests of one process.
+  std::string suffix = randomHex(3);
+  for (size_t i = 0; i < hub->clusters_.size(); ++i) {
+    hub->cluster_names_.push_back("c" + std::to_string(i + 1) + "-" + suffix);
+    auto config = kube::Kubeconfig::load(hub->clusters_[i]->kubeconfigPath());
+    if (!config.ok()) {
+      return fail(config.error());
+    }
+    auto client = kube::KubeClient::create(*config);
+    if (!client.ok()) {
+      return fail(client.error());
+    }
+    hub->kube_clients_.push_back(std::move(client).value());
+  }
+
+  for (const char* name : {"scheduler", "poller", "bundler"}) {
+    FLOTILLA_TRY(hub->startService(name));
+  }
+  for (size_t i = 0; i < hub->clusters_.size(); ++i) {
+    FLOTILLA_TRY(hub->startService("agent-" + std::to_string(i)));
+  }
+  return hub;
+}
+
+Hub::~Hub() {
+  // Agents first (they publish status), then the hub services; SIGTERM lets each exit cleanly.
+  for (auto& [name, process] : services_) {
+    if (startsWith(name, "agent")) {
+      process.stop(std::chrono::seconds(5));
+    }
+  }
+  for (auto& [name, process] : services_) {
+    process.stop(std::chrono::seconds(5));
+  }
+  services_.clear();
+  if (!dir_.empty() && envOr("FLOTILLA_E2E_KEEP", "").empty()) {
+    removeAll(dir_);
+  }
+}
+
+std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
+  std::vector<std::string> common = {"--nats-url", nats_->url(), "--http-addr", "127.0.0.1:0", "--log-level",
+                                     options_.log_level};
+  std::vector<std::string> args;
+  if (name == "poller") {
+    args = {binaries_.poller, "--data-dir", dir_ + "/poller"};
+  } else if (name == "bundler") {
+    args = {binaries_.bundler, "--work-dir", dir_ + "/bundler"};
+  } else if (name == "scheduler") {
+    args = {binaries_.scheduler};
+  } else if (startsWith(name, "agent-")) {
+    size_t i = std::stoul(name.substr(6));
+    std::string labels = "env=cluster" + std::to_string(i + 1);
+    if (i < options_.cluster_labels.size()) {
+      labels.clear();
+      for (const auto& [k, v] : options_.cluster_labels[i]) {
+        labels += (labels.empty() ? "" : ",") + k + "=" + v;
+      }
+    }
+    args = {binaries_.agent, "--cluster-name", cluster_names_.at(i), "--kubeconfig", clusters_.at(i)->kubeconfigPath(),
+            "--labels", labels};
+  }
+  args.insert(args.end(), common.begin(), common.end());
+  return args;
+}
+
+Status Hub::startService(const std::string& name) {
+  auto it = services_.find(name);
+  if (it != services_.end() && it->second.running()) {
+    return {};
+  }
+  auto process = Process::start({.argv = serviceArgs(name), .output_file = dir_ + "/" + name + ".log"});
+  if (!process.ok()) {
+    return fail(process.error());
+  }
+  services_[name] = std::move(process).value();
+  return {};
+}
+
+void Hub::kill9(const std::string& name) {
+  auto it = services_.find(name);
+  if (it != services_.end()) {
+    it->second.signal(SIGKILL);
+    it->second.wait(std::chrono::seconds(10));
+  }
+}
+
+Status Hub::stopService(const std::string& name) {
+  auto it = services_.find(name);
+  if (it == services_.end()) {
+    return {};
+  }
+  int code = it->second.stop(std::chrono::seconds(10));
+  if (code != 0) {
+    return fail(ErrorKind::kInternal, name + " exited with code " + std::to_string(code) + "\n" + logTail(name));
+  }
+  return {};
+}
+
+bool Hub::running(const std::string& name) {
+  auto it = services_.find(name);
+  return it != services_.end() && it->second.running();
+}
+
+std::string Hub::logTail(const std::string& name, size_t lines) const {
+  auto text = readFile(dir_ + "/" + name + ".log");
+  if (!text.ok()) {
+    return "(no log for " + name + ")";
+  }
+  auto all = split(*text, '\n');
+  size_t begin = all.size() > lines ? all.size() - lines : 0;
+  std::string out;
+  for (size_t i = begin; i < all.size(); ++i) {
+    out += all[i] + "\n";
+  }
+  return out;
+}
+
+std::string Hub::allLogs(size_t lines) const {
+  std::string out;
+  for (const auto& [name, process] : services_) {
+    out += "----- " + name + " -----\n" + logTail(name, lines);
+  }
+  return out;
+}
+
+Result<CommandResult> Hub::cli(const std::vector<std::string>& args, const std::string& input) {
+  std::vector<std::string> argv = {binaries_.cli, "--nats-url", nats_->url()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return runCommand({.argv = argv, .input = input, .timeout = std::chrono::seconds(60)});
+}
+
+Status Hub::apply(const std::string& yaml) {
+  std::string path = dir_ + "/apply-" + randomHex(4) + ".yaml";
+  FLOTILLA_TRY(writeFile(path, yaml));
+  auto result = cli({"apply", "-f", path});
+  if (!result.ok()) {
+    return fail(result.error());
+  }
+  if (result->exit_code != 0) {
+    return fail(ErrorKind::kInvalid, "flotilla apply failed: " + result->err + result->out);
+  }
+  return {};
+}
+
+Result<std::shared_ptr<bus::JetStream>> Hub::js() {
+  if (!js_) {
+    bus::ConnectOptions options;
+    options.servers = {nats_->url()};
+    options.name = "e2e-reader";
+    auto connection = bus::Connection::connect(options);
+    if (!connection.ok()) {
+      return fail(connection.error());
+    }
+    auto js = bus::JetStream::create(std::move(connection).value());
+    if (!js.ok()) {
+      return fail(js.error());
+    }
+    js_ = std::move(js).value();
+  }
+  return js_;
+}
+
+Result<std::shared_ptr<bus::KeyValue>> Hub::kv(const std::string& bucket) {
+  auto it = buckets_.find(bucket);
+  if (it != buckets_.end()) {
+    return it->second;
+  }
+  auto jetstream = js();
+  if (!jetstream.ok()) {
+    return fail(jetstream.error());
+  }
+  auto opened = bus::KeyValue::open(*jetstream, bucket);
+  if (!opened.ok()) {
+    return fail(opened.error());
+  }
+  buckets_[bucket] = *opened;
+  return *opened;
+}
+
+std::vector<Json> Hub::records(const std::string& bucket, const std::string& prefix) {
+  std::vector<Json> out;
+  auto store = kv(bucket);
+  if (!store.ok()) {
+    return out;
+  }
+  auto keys = (*store)->keys();
+  if (!keys.ok()) {
+    return out;
+  }
+  for (const auto& key : *keys) {
+    if (!startsWith(key, prefix)) {
+      continue;
+    }
+    auto entry = (*store)->get(key);
+    if (!entry.ok()) {
+      continue;
+    }
+    auto parsed = Json::parse(entry->value);
+    if (parsed.ok()) {
+      out.push_back(std::move(parsed).value());
+    }
+  }
+  return out;
+}
+
+bool Hub::waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return check();
+}
+
+}  // namespace flotilla::e2e

@@ -1,0 +1,96 @@
+// tests/e2e/hub_fixture.h
+//
+// The whole system on one machine for end-to-end tests and the local demo: a real nats-server -js, a real git
+// server, N real kube-apiservers, and the four services (poller, bundler, scheduler, one agent per cluster) as
+// separate processes, each with its log file. Tests drive it like a user would: commit to git, run the
+// `flotilla` CLI, read Kubernetes objects from the clusters, and kill -9 / restart services.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
+#include "flotilla/core/json.h"
+#include "flotilla/core/process.h"
+#include "flotilla/core/result.h"
+#include "flotilla/harness/git_server.h"
+#include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/kube/client.h"
+
+namespace flotilla::e2e {
+
+struct HubOptions {
+  size_t clusters = 2;
+  std::vector<std::map<std::string, std::string>> cluster_labels;  //!< per cluster; default env=cluster<i>
+  bool share_clusters = true;       //!< reuse the process-wide clusters (namespaces differ per test)
+  std::string log_level = "info";
+};
+
+//! Paths of the built binaries (set by CMake).
+struct Binaries {
+  std::string poller, bundler, scheduler, agent, cli;
+  static Binaries fromBuild();
+};
+
+class Hub {
+ public:
+  static Result<std::unique_ptr<Hub>> start(HubOptions options = {});
+  ~Hub();
+
+  harness::NatsServer& nats() { return *nats_; }
+  harness::GitServer& git() { return *git_; }
+  [[nodiscard]] size_t clusterCount() const { return clusters_.size(); }
+  harness::KubeCluster& cluster(size_t i) { return *clusters_.at(i); }
+  [[nodiscard]] std::string clusterName(size_t i) const { return cluster_names_.at(i); }
+  kube::KubeClient& kube(size_t i) { return *kube_clients_.at(i); }
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+
+  //! Service control. `name` is "poller", "bundler", "scheduler" or "agent-<i>".
+  Status startService(const std::string& name);
+  void kill9(const std::string& name);
+  Status stopService(const std::string& name);
+  [[nodiscard]] bool running(const std::string& name);
+  [[nodiscard]] std::string logTail(const std::string& name, size_t lines = 40) const;
+  //! Every service's log tail, for failure messages.
+  [[nodiscard]] std::string allLogs(size_t lines = 25) const;
+
+  //! Runs the CLI against this hub: flotilla --nats-url <url> args...
+  Result<CommandResult> cli(const std::vector<std::string>& args, const std::string& input = "");
+  //! Writes `yaml` to a temp file and runs `flotilla apply -f` on it.
+  Status apply(const std::string& yaml);
+
+  //! A hub KV bucket / JetStream handle (connects on first use), for reading records the way a read-only
+  //! automation would.
+  Result<std::shared_ptr<bus::KeyValue>> kv(const std::string& bucket);
+  Result<std::shared_ptr<bus::JetStream>> js();
+  //! Every record of a bucket whose key starts with `prefix`, decoded as JSON.
+  std::vector<Json> records(const std::string& bucket, const std::string& prefix);
+
+  //! Polls `check` every 200 ms until it returns true or the timeout passes.
+  static bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout);
+
+ private:
+  Hub() = default;
+  std::vector<std::string> serviceArgs(const std::string& name) const;
+
+  HubOptions options_;
+  Binaries binaries_;
+  std::string dir_;
+  std::unique_ptr<harness::NatsServer> nats_;
+  std::unique_ptr<harness::GitServer> git_;
+  std::vector<std::unique_ptr<harness::KubeCluster>> owned_clusters_;
+  std::vector<harness::KubeCluster*> clusters_;
+  std::vector<std::string> cluster_names_;
+  std::vector<std::unique_ptr<kube::KubeClient>> kube_clients_;
+  std::map<std::string, Process> services_;
+  std::shared_ptr<bus::JetStream> js_;
+  std::map<std::string, std::shared_ptr<bus::KeyValue>> buckets_;
+};
+
+}  // namespace flotilla::e2e
