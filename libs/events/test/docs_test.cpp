@@ -1,0 +1,146 @@
+// Keeps docs/events/ honest: every JSON example decodes strictly and re-encodes to exactly itself, so the
+// documented shape is the shape the code writes.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/core/util.h"
+#include "flotilla/events/cloudevents.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/model/identity.h"
+
+namespace flotilla::events {
+namespace {
+
+std::string docsDir() {
+  if (const char* source = std::getenv("FLOTILLA_SOURCE_DIR"); source != nullptr && *source != '\0') {
+    return std::string(source) + "/docs/events";
+  }
+  return FLOTILLA_EVENTS_DOCS_DIR;
+}
+
+std::vector<Json> jsonExamples(const std::string& file) {
+  auto text = readFile(docsDir() + "/" + file);
+  EXPECT_TRUE(text.ok()) << file << ": " << (text.ok() ? "" : text.error().describe());
+  std::vector<Json> out;
+  if (!text.ok()) {
+    return out;
+  }
+  const std::string open = "```json\n";
+  size_t pos = 0;
+  while ((pos = text->find(open, pos)) != std::string::npos) {
+    size_t start = pos + open.size();
+    size_t end = text->find("```", start);
+    if (end == std::string::npos) {
+      ADD_FAILURE() << file << ": unterminated code block";
+      break;
+    }
+    auto json = Json::parse(std::string_view(*text).substr(start, end - start));
+    EXPECT_TRUE(json.ok()) << file << ": " << (json.ok() ? "" : json.error().describe());
+    if (json.ok()) {
+      out.push_back(std::move(json).value());
+    }
+    pos = end + 3;
+  }
+  return out;
+}
+
+template <typename T>
+void checkExample(const Json& example, const std::string& file) {
+  auto decoded = decodePayload<T>(example);
+  ASSERT_TRUE(decoded.ok()) << file << ": " << decoded.error().describe();
+  EXPECT_EQ(encode(*decoded), example) << file << ": re-encoded example differs:\n" << encode(*decoded).pretty();
+}
+
+void checkPayload(const Json& example, const std::string& file) {
+  auto kind = payloadKind(example);
+  ASSERT_TRUE(kind.ok()) << file << ": " << kind.error().describe();
+  if (*kind == CommitEvent::kKind) {
+    checkExample<CommitEvent>(example, file);
+  } else if (*kind == BundleEvent::kKind) {
+    checkExample<BundleEvent>(example, file);
+  } else if (*kind == DeployEvent::kKind) {
+    checkExample<DeployEvent>(example, file);
+  } else if (*kind == StatusEvent::kKind) {
+    checkExample<StatusEvent>(example, file);
+  } else if (*kind == RegisterRequest::kKind) {
+    checkExample<RegisterRequest>(example, file);
+  } else if (*kind == RegisterReply::kKind) {
+    checkExample<RegisterReply>(example, file);
+  } else if (*kind == Heartbeat::kKind) {
+    checkExample<Heartbeat>(example, file);
+  } else {
+    ADD_FAILURE() << file << ": unknown kind " << *kind;
+  }
+}
+
+TEST(DocsTest, PayloadExamplesDecodeAndReencodeExactly) {
+  struct Page {
+    const char* file;
+    size_t examples;
+  };
+  for (const Page& page : {Page{"commit.md", 1}, Page{"bundle.md", 2}, Page{"deploy.md", 1}, Page{"status.md", 1},
+                           Page{"register.md", 2}, Page{"heartbeat.md", 1}}) {
+    auto examples = jsonExamples(page.file);
+    EXPECT_EQ(examples.size(), page.examples) << page.file;
+    for (const auto& example : examples) {
+      checkPayload(example, page.file);
+    }
+  }
+}
+
+TEST(DocsTest, CloudEventExamplesDecode) {
+  auto examples = jsonExamples("cloudevents.md");
+  ASSERT_EQ(examples.size(), 2u);
+  for (const auto& example : examples) {
+    auto decoded = decodeCloudEvent(example);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+    EXPECT_EQ(encode(*decoded), example);
+  }
+  // The first one wraps a StatusEvent, which must itself be valid.
+  checkPayload(*examples[0].find("data"), "cloudevents.md");
+}
+
+// The Json subtrees this leaf library carries must be valid in libs/model's schema.
+TEST(DocsTest, EmbeddedOptionsAreValidModelJson) {
+  auto expectOk = [](const auto& result, const std::string& what) {
+    EXPECT_TRUE(result.ok()) << what << ": " << (result.ok() ? "" : result.error().describe());
+  };
+  for (const auto& example : jsonExamples("bundle.md")) {
+    auto bundle = decodePayload<BundleEvent>(example);
+    ASSERT_TRUE(bundle.ok());
+    expectOk(model::decodeOptions(bundle->options), "bundle options");
+    for (const auto& c : bundle->customizations) {
+      expectOk(model::decodeOptions(c.options), "customization options");
+      expectOk(model::decodeBundleTarget(c.target), "customization target");
+    }
+    for (const auto& t : bundle->targets.asArray()) {
+      expectOk(model::decodeGitTarget(t), "target");
+    }
+    for (const auto& d : bundle->depends_on.asArray()) {
+      expectOk(model::decodeBundleRef(d), "dependsOn");
+    }
+    if (!bundle->rollout_strategy.isNull()) {
+      expectOk(model::decodeRolloutStrategy(bundle->rollout_strategy), "rolloutStrategy");
+    }
+  }
+  auto deploy = decodePayload<DeployEvent>(jsonExamples("deploy.md").at(0));
+  ASSERT_TRUE(deploy.ok());
+  expectOk(model::decodeOptions(deploy->options), "deploy options");
+  EXPECT_EQ(deploy->deployment_id, model::deploymentID(deploy->manifest_id, deploy->options));
+}
+
+TEST(DocsTest, IndexLinksEveryPage) {
+  auto index = readFile(docsDir() + "/README.md");
+  ASSERT_TRUE(index.ok());
+  for (const char* page :
+       {"commit.md", "bundle.md", "deploy.md", "status.md", "register.md", "heartbeat.md", "cloudevents.md"}) {
+    EXPECT_NE(index->find(std::string("(") + page + ")"), std::string::npos) << page;
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::events

@@ -1,0 +1,243 @@
+#include "flotilla/events/payloads.h"
+
+#include <gtest/gtest.h>
+
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/state.h"
+
+namespace flotilla::events {
+namespace {
+
+constexpr const char* kTime = "2026-12-02T10:00:00.123Z";
+
+CommitEvent sampleCommit() {
+  return CommitEvent{.id = commitMsgId("ws", "repo", "abc", 1),
+                     .time = kTime,
+                     .workspace = "ws",
+                     .gitrepo = "repo",
+                     .repo = "https://git.example.com/repo.git",
+                     .branch = "main",
+                     .commit = "abc",
+                     .previous_commit = "abb",
+                     .paths = {"apps/*"},
+                     .force_sync_generation = 1,
+                     .gitrepo_generation = 2,
+                     .changed = false,
+                     .source_object = std::string(64, 'e')};
+}
+
+BundleEvent sampleBundle() {
+  BundleEvent b;
+  b.id = bundleMsgId("ws", "repo-apps-web", "abc", std::string(64, 'a'));
+  b.time = kTime;
+  b.workspace = "ws";
+  b.gitrepo = "repo";
+  b.bundle = "repo-apps-web";
+  b.path = "apps/web";
+  b.commit = "abc";
+  b.manifest_id = std::string(64, 'a');
+  b.options = Json::obj({{"defaultNamespace", "web"}});
+  b.customizations = {TargetManifest{"prod", Json::obj({{"clusterGroup", "prod"}}), std::string(64, 'b'),
+                                     Json::obj({{"namespace", "web-prod"}})}};
+  b.customization_mode = "FirstMatch";
+  b.targets = Json(Json::Array{Json::obj({{"clusterGroup", "default"}})});
+  b.depends_on = Json(Json::Array{Json::obj({{"name", "repo-infra"}})});
+  b.rollout_strategy = Json::obj({{"maxUnavailable", "10%"}});
+  b.paused = true;
+  b.labels = {{"team", "web"}};
+  b.force_sync_generation = 3;
+  return b;
+}
+
+DeployEvent sampleDeploy() {
+  return DeployEvent{.id = "d1",
+                     .time = kTime,
+                     .cluster = "eu-1",
+                     .workspace = "ws",
+                     .bundle = "repo-apps-web",
+                     .deployment_id = std::string(64, 'b') + ":" + std::string(64, 'c'),
+                     .manifest_id = std::string(64, 'b'),
+                     .options = Json::obj({{"namespace", "web-prod"}}),
+                     .depends_on = Json(Json::Array{Json::obj({{"name", "repo-infra"}})}),
+                     .commit = "abc",
+                     .generation = 9};
+}
+
+StatusEvent sampleStatus() {
+  return StatusEvent{.id = "s1",
+                     .time = kTime,
+                     .cluster = "eu-1",
+                     .workspace = "ws",
+                     .bundle = "repo-apps-web",
+                     .deployment_id = sampleDeploy().deployment_id,
+                     .generation = 9,
+                     .sequence = 4,
+                     .state = "ErrApplied",
+                     .reason = "ApplyFailed",
+                     .message = "forbidden",
+                     .resources = {ObjectResult{"v1", "ConfigMap", "web", "cfg", "ErrApplied", "forbidden"}},
+                     .agent_version = "0.1.0"};
+}
+
+template <typename T>
+void expectRoundTrip(const T& value) {
+  Json json = encode(value);
+  EXPECT_EQ(json.getString("apiVersion"), "events.flotilla.io/v1");
+  EXPECT_EQ(json.getString("kind"), T::kKind);
+  auto decoded = decodePayload<T>(json);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe() << "\n" << json.pretty();
+  EXPECT_EQ(*decoded, value);
+  auto parsed = parsePayload<T>(json.dump());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, value);
+  auto kind = payloadKind(json);
+  ASSERT_TRUE(kind.ok());
+  EXPECT_EQ(*kind, T::kKind);
+}
+
+TEST(PayloadsTest, EveryKindRoundTrips) {
+  expectRoundTrip(sampleCommit());
+  expectRoundTrip(sampleBundle());
+  BundleEvent failed = sampleBundle();
+  failed.manifest_id.clear();
+  failed.rollout_strategy = Json();
+  failed.error = RenderError{"apps/web/fleet.yaml", 12, "helm.chart: expected a string"};
+  expectRoundTrip(failed);
+  BundleEvent gone{.id = "g",
+                   .time = kTime,
+                   .workspace = "ws",
+                   .gitrepo = "repo",
+                   .bundle = "old",
+                   .commit = "abc",
+                   .deleted = true};
+  expectRoundTrip(gone);
+  expectRoundTrip(sampleDeploy());
+  DeployEvent removal{
+      .id = "d2", .time = kTime, .cluster = "eu-1", .workspace = "ws", .bundle = "b", .remove = true, .generation = 10};
+  expectRoundTrip(removal);
+  expectRoundTrip(sampleStatus());
+  expectRoundTrip(RegisterRequest{.id = "r1",
+                                  .time = kTime,
+                                  .cluster = "eu-1",
+                                  .workspace = "ws",
+                                  .labels = {{"env", "prod"}},
+                                  .kubernetes_version = "v1.31.2",
+                                  .agent_version = "0.1.0"});
+  expectRoundTrip(RegisterReply{.id = "r2", .time = kTime, .accepted = true, .cluster_id = "eu-1"});
+  expectRoundTrip(RegisterReply{.id = "r3", .time = kTime, .accepted = false, .message = "unknown cluster"});
+  expectRoundTrip(Heartbeat{.id = "h1", .time = kTime, .cluster = "eu-1", .agent_version = "0.1.0"});
+}
+
+TEST(PayloadsTest, EncodingIsCanonicalAndComplete) {
+  Json json = encode(Heartbeat{.id = "h1", .time = kTime, .cluster = "eu-1"});
+  EXPECT_EQ(json.dump(),
+            R"({"agentVersion":"","apiVersion":"events.flotilla.io/v1","cluster":"eu-1","id":"h1","kind":"Heartbeat",)"
+            R"("time":"2026-12-02T10:00:00.123Z"})");
+}
+
+TEST(PayloadsTest, DecodingIsStrict) {
+  Json json = encode(sampleDeploy());
+  json["extra"] = 1;
+  json["options"] = "x";
+  json.erase("generation");
+  auto r = decodePayload<DeployEvent>(json);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kInvalid);
+  const std::string& m = r.error().message;
+  EXPECT_NE(m.find("DeployEvent.options: expected a map, got a string"), std::string::npos) << m;
+  EXPECT_NE(m.find("DeployEvent.generation: required field is missing"), std::string::npos) << m;
+  EXPECT_NE(m.find("DeployEvent.extra: unknown field"), std::string::npos) << m;
+}
+
+TEST(PayloadsTest, EnvelopeIsChecked) {
+  Json json = encode(sampleCommit());
+  json["apiVersion"] = "events.flotilla.io/v2";
+  auto version = decodePayload<CommitEvent>(json);
+  ASSERT_FALSE(version.ok());
+  EXPECT_NE(version.error().message.find("unsupported apiVersion \"events.flotilla.io/v2\""), std::string::npos);
+  EXPECT_FALSE(payloadKind(json).ok());
+
+  auto kind = decodePayload<BundleEvent>(encode(sampleCommit()));
+  ASSERT_FALSE(kind.ok());
+  EXPECT_NE(kind.error().message.find("BundleEvent.kind: expected BundleEvent, got \"CommitEvent\""), std::string::npos)
+      << kind.error().message;
+
+  Json timed = encode(sampleCommit());
+  timed["time"] = "yesterday";
+  auto time = decodePayload<CommitEvent>(timed);
+  ASSERT_FALSE(time.ok());
+  EXPECT_NE(time.error().message.find("CommitEvent.time: expected an RFC 3339 time"), std::string::npos);
+
+  Json no_id = encode(sampleCommit());
+  no_id.erase("id");
+  EXPECT_FALSE(decodePayload<CommitEvent>(no_id).ok());
+  EXPECT_FALSE(parsePayload<CommitEvent>("{not json").ok());
+  EXPECT_FALSE(decodePayload<CommitEvent>(Json("string")).ok());
+}
+
+TEST(PayloadsTest, KindSpecificRules) {
+  Json bundle = encode(sampleBundle());
+  bundle["manifestID"] = "";
+  auto missing = decodePayload<BundleEvent>(bundle);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("BundleEvent.manifestID: must not be empty"), std::string::npos);
+
+  Json status = encode(sampleStatus());
+  status["state"] = "Broken";
+  status["resources"].asArray()[0]["state"] = "Meh";
+  auto state = decodePayload<StatusEvent>(status);
+  ASSERT_FALSE(state.ok());
+  EXPECT_NE(state.error().message.find("StatusEvent.state: unknown bundle state \"Broken\""), std::string::npos);
+  EXPECT_NE(state.error().message.find("StatusEvent.resources[0].state: unknown bundle state \"Meh\""),
+            std::string::npos)
+      << state.error().message;
+
+  Json deploy = encode(sampleDeploy());
+  deploy.erase("deploymentID");
+  auto apply = decodePayload<DeployEvent>(deploy);
+  ASSERT_FALSE(apply.ok());
+  EXPECT_NE(apply.error().message.find("DeployEvent.deploymentID: required field is missing"), std::string::npos);
+  deploy["delete"] = true;
+  EXPECT_TRUE(decodePayload<DeployEvent>(deploy).ok());
+
+  Json reply = encode(RegisterReply{.id = "r", .time = kTime, .accepted = true});
+  auto accepted = decodePayload<RegisterReply>(reply);
+  ASSERT_FALSE(accepted.ok());
+  EXPECT_NE(accepted.error().message.find("RegisterReply.clusterID: required when accepted is true"),
+            std::string::npos);
+
+  Json labels = encode(RegisterRequest{.id = "r", .time = kTime, .cluster = "c"});
+  labels["labels"] = Json::obj({{"env", 1}});
+  auto label = decodePayload<RegisterRequest>(labels);
+  ASSERT_FALSE(label.ok());
+  EXPECT_NE(label.error().message.find("RegisterRequest.labels.env: expected a string, got a number"),
+            std::string::npos);
+}
+
+TEST(PayloadsTest, RandomIds) {
+  EXPECT_NE(newEventId(), newEventId());
+  EXPECT_EQ(newEventId().size(), 32u);
+}
+
+TEST(PayloadsTest, Rfc3339) {
+  for (const char* ok : {"2026-12-02T10:00:00Z", "2026-12-02T10:00:00.123Z", "2026-12-02T10:00:00+02:00",
+                         "2026-12-02t10:00:00.5-05:30"}) {
+    EXPECT_TRUE(isRfc3339(ok)) << ok;
+  }
+  for (const char* bad : {"", "2026-12-02", "2026-12-02 10:00:00Z", "2026-12-02T10:00:00", "2026-12-02T10:00:00.Z",
+                          "2026-12-02T10:00:00+0200", "x026-12-02T10:00:00Z"}) {
+    EXPECT_FALSE(isRfc3339(bad)) << bad;
+  }
+}
+
+// The events library keeps its own copy of the state names to stay a leaf; it must match libs/model.
+TEST(PayloadsTest, StateNamesMatchTheModel) {
+  for (model::BundleState state : model::kAllStates) {
+    StatusEvent s = sampleStatus();
+    s.state = std::string(model::stateName(state));
+    EXPECT_TRUE(decodePayload<StatusEvent>(encode(s)).ok()) << s.state;
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::events
