@@ -1,0 +1,63 @@
+// flotilla/poller/poller.h
+//
+// The poller service: watches GitRepo specs in KV `gitrepos`, polls each at its pollingInterval (stable phase
+// per GitRepo plus jitter; immediately when new or changed), keeps one bare mirror per repository URL under
+// <data-dir>/mirrors/<sha256(normalized url)>, publishes a CommitEvent when a GitRepo's commit (or its
+// forceSyncGeneration or source-shaping spec) changes, and writes each GitRepo's poll status to KV `status`.
+//
+// Threads: a KV watcher (specs in), a scheduler (decides what is due and dispatches), at most `workers` sync
+// threads (one per busy mirror; never two on one mirror), and a status writer (coalesces and retries KV
+// writes). The scheduler's watchdog abandons a git call that outlives git_timeout + watchdog_grace — libgit2 1.5
+// cannot time out a server that accepts and then stays silent — so a stuck server only stalls its own mirror:
+// its GitRepos get a "timed out" error with backoff, and a fresh worker takes the slot. The stuck thread is
+// detached and exits when the call finally returns (it then touches nothing but its own job).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "flotilla/core/metrics.h"
+#include "flotilla/core/result.h"
+#include "flotilla/poller/schedule.h"
+#include "flotilla/service/hub.h"
+
+namespace flotilla::poller {
+
+struct PollerOptions {
+  std::string data_dir = "/var/lib/flotilla/poller";  //!< mirrors/ and tmp/ live here
+  int workers = 4;                                    //!< concurrent mirror syncs
+  std::string credentials_dir;                        //!< secrets for clientSecretName (see credentials_store.h)
+  Millis git_timeout{120'000};                        //!< per ls-remote or fetch
+  Millis watchdog_grace{5'000};                       //!< extra time before the watchdog abandons a git call
+  Millis max_backoff{300'000};                        //!< cap of the exponential retry delay
+  uint64_t max_source_bytes = 256ull << 20;           //!< limit of one source archive's content
+  bool allow_local = false;                           //!< allow file:// repos (tests and demos only)
+  //! Stuck (abandoned) syncs allowed at once on top of `workers`; beyond it nothing new is dispatched.
+  int max_stuck = 16;
+};
+
+class Poller {
+ public:
+  struct Core;
+
+  //! Checks the options and creates the data dir. Nothing runs until start().
+  static Result<std::unique_ptr<Poller>> create(PollerOptions options, const service::Hub& hub, Metrics& metrics);
+  ~Poller();
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+  //! Starts the watcher, scheduler and status writer threads.
+  Status start();
+  //! Stops watching and dispatching, waits for running syncs (abandoning git calls still stuck after
+  //! `wait`), writes the remaining status records, and returns. Idempotent.
+  void stop(Millis wait = Millis(20'000));
+  //! Readiness: the hub connection is up and the initial GitRepos were loaded from KV.
+  [[nodiscard]] bool ready(std::string& why) const;
+
+ private:
+  explicit Poller(std::shared_ptr<Core> core);
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace flotilla::poller

@@ -1,0 +1,50 @@
+// flotilla/poller/poller_metrics.h
+//
+// The poller's metrics (names become flotilla_poller_<name>), in one place so the names and labels are
+// consistent and tests can read them back through Metrics::value.
+#pragma once
+
+#include <string_view>
+
+#include "flotilla/core/metrics.h"
+#include "flotilla/core/result.h"
+
+namespace flotilla::poller {
+
+class PollerMetrics {
+ public:
+  explicit PollerMetrics(Metrics& metrics);
+
+  [[nodiscard]] Metrics& raw() { return metrics_; }
+
+  //! polls_total{outcome}: "published", "unchanged" or "failed", one per GitRepo per poll.
+  void poll(std::string_view outcome);
+  //! ls_remote_duration_seconds and ls_remotes_total{result}.
+  void lsRemote(double seconds, bool ok);
+  //! fetch_duration_seconds and fetches_total{result}.
+  void fetch(double seconds, bool ok);
+  //! errors_total{stage, kind}: stage is "spec", "credentials", "ls_remote", "resolve", "mirror", "fetch",
+  //! "archive", "store", "publish", "status", "watch", "timeout".
+  void error(std::string_view stage, ErrorKind kind);
+  //! commits_published_total, and publish_duplicates_total when JetStream dropped it as a duplicate.
+  void published(bool duplicate);
+  //! sources_stored_total{result}: "stored" or "existing".
+  void source(bool stored);
+  //! git_operations_abandoned_total: a git call ran past its deadline and was left behind.
+  void abandoned();
+  //! mirrors_removed_total.
+  void mirrorRemoved();
+  //! status_writes_total{result}: "ok" or "error".
+  void statusWrite(bool ok);
+  //! kv_watch_restarts_total.
+  void watchRestart();
+
+  //! Gauges: in-flight git jobs, jobs left behind by the watchdog, due GitRepos waiting for a worker or their
+  //! mirror, GitRepos (valid / invalid) and mirrors in use.
+  void setGauges(double in_flight, double stuck, double queue_depth, double gitrepos, double invalid, double mirrors);
+
+ private:
+  Metrics& metrics_;
+};
+
+}  // namespace flotilla::poller

@@ -1,0 +1,72 @@
+#include "flotilla/poller/schedule.h"
+
+#include <ctime>
+#include <random>
+
+#include "flotilla/core/util.h"
+
+namespace flotilla::poller {
+
+Millis phaseOffset(std::string_view workspace, std::string_view name, Millis interval) {
+  if (interval.count() <= 0) {
+    return Millis(0);
+  }
+  std::string key;
+  key.reserve(workspace.size() + name.size() + 1);
+  key.append(workspace).append("/").append(name);
+  const std::string digest = sha256Raw(key);
+  uint64_t value = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    value = (value << 8) | static_cast<unsigned char>(digest[i]);
+  }
+  return Millis(static_cast<int64_t>(value % static_cast<uint64_t>(interval.count())));
+}
+
+int64_t nextGridTime(int64_t now_ms, Millis interval, Millis phase, Millis min_gap) {
+  const int64_t step = std::max<int64_t>(interval.count(), 1);
+  const int64_t earliest = now_ms + std::max<int64_t>(min_gap.count(), 0);
+  // Smallest t >= earliest with t = phase (mod step); the arithmetic stays non-negative for epoch times.
+  int64_t base = earliest - ((earliest - phase.count()) % step + step) % step;
+  if (base < earliest) {
+    base += step;
+  }
+  return base;
+}
+
+Millis backoffDelay(int64_t failures, Millis interval, Millis cap) {
+  const int64_t base = std::max<int64_t>(interval.count(), 1000);
+  if (failures <= 1) {
+    return Millis(std::min(base, std::max<int64_t>(cap.count(), 1000)));
+  }
+  int64_t delay = base;
+  for (int64_t i = 1; i < failures && delay < cap.count(); ++i) {
+    delay *= 2;
+  }
+  return Millis(std::max<int64_t>(std::min(delay, cap.count()), 1000));
+}
+
+Millis pollJitter(Millis interval) {
+  const int64_t limit = std::min<int64_t>(interval.count() / 20, 500);
+  if (limit <= 0) {
+    return Millis(0);
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return Millis(std::uniform_int_distribution<int64_t>(0, limit)(rng));
+}
+
+std::string formatEpochMillis(int64_t epoch_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buffer[40];
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%03dZ", buffer, static_cast<int>(epoch_ms % 1000));
+  return out;
+}
+
+int64_t nowEpochMillis() {
+  return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace flotilla::poller

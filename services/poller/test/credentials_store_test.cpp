@@ -1,0 +1,123 @@
+// Unit tests of the credentials directory: file and directory secrets, Kubernetes Secret manifests, strict keys,
+// and that no error message ever carries a secret value.
+#include "flotilla/poller/credentials_store.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/core/util.h"
+
+namespace flotilla::poller {
+namespace {
+
+class PollerCredentialsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = makeTempDir("poller-creds");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+  }
+  void TearDown() override { removeAll(dir_); }
+
+  void write(const std::string& relative, const std::string& content) {
+    std::filesystem::create_directories(std::filesystem::path(dir_ + "/" + relative).parent_path());
+    ASSERT_TRUE(writeFile(dir_ + "/" + relative, content, 0600).ok());
+  }
+
+  static model::GitRepo gitrepo(const std::string& secret) {
+    model::GitRepo g;
+    g.metadata.ns = "fleet-default";
+    g.metadata.name = "app";
+    g.spec.repo = "https://h/r";
+    g.spec.client_secret_name = secret;
+    return g;
+  }
+
+  std::string dir_;
+};
+
+// A directory with a file per key, like a mounted Kubernetes Secret (with its ..data internals).
+TEST_F(PollerCredentialsTest, ReadsADirectoryPerSecret) {
+  write("basic/username", "alice\n");
+  write("basic/password", "s3cret\n");
+  write("basic/..data/ignored", "x");
+  auto credentials = loadSecret(dir_, "basic");
+  ASSERT_TRUE(credentials.ok()) << credentials.error().describe();
+  EXPECT_EQ(credentials->username, "alice");
+  EXPECT_EQ(credentials->password, "s3cret");  // trailing newline trimmed
+}
+
+// A YAML map of keys, and a whole Secret manifest with base64 data and stringData.
+TEST_F(PollerCredentialsTest, ReadsYamlFilesAndSecretManifests) {
+  write("token.yaml", "token: tok-123\n");
+  auto token = loadSecret(dir_, "token");
+  ASSERT_TRUE(token.ok()) << token.error().describe();
+  EXPECT_EQ(token->token, "tok-123");
+
+  write("ssh",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ssh\ntype: kubernetes.io/ssh-auth\n"
+        "data:\n  ssh-privatekey: " +
+            base64Encode("-----BEGIN KEY-----\nabc\n-----END KEY-----\n") +
+            "\nstringData:\n  known_hosts: \"[h]:22 ssh-ed25519 AAAA\"\n");
+  auto ssh = loadSecret(dir_, "ssh");
+  ASSERT_TRUE(ssh.ok()) << ssh.error().describe();
+  EXPECT_EQ(ssh->ssh_private_key, "-----BEGIN KEY-----\nabc\n-----END KEY-----\n");  // newlines kept
+  EXPECT_EQ(ssh->known_hosts, "[h]:22 ssh-ed25519 AAAA");
+}
+
+TEST_F(PollerCredentialsTest, RejectsUnknownKeysWithoutShowingValues) {
+  write("odd/passwrd", "hunter2");
+  auto odd = loadSecret(dir_, "odd");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.error().kind, ErrorKind::kInvalid);
+  EXPECT_NE(odd.error().message.find("unknown key \"passwrd\""), std::string::npos);
+  EXPECT_EQ(odd.error().message.find("hunter2"), std::string::npos);
+}
+
+TEST_F(PollerCredentialsTest, MalformedFileDoesNotEchoItsContent) {
+  write("broken", "password: [unclosed hunter2");
+  auto broken = loadSecret(dir_, "broken");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().message.find("hunter2"), std::string::npos);
+}
+
+TEST_F(PollerCredentialsTest, MissingSecretAndBadNames) {
+  auto missing = loadSecret(dir_, "nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind, ErrorKind::kNotFound);
+  EXPECT_FALSE(loadSecret("", "x").ok());
+  auto traversal = loadSecret(dir_, "../etc");
+  ASSERT_FALSE(traversal.ok());
+  EXPECT_EQ(traversal.error().kind, ErrorKind::kInvalid);
+  EXPECT_FALSE(loadSecret(dir_, "a/b").ok());
+}
+
+// Errors name the GitRepo and the secret; the spec's caBundle and TLS flag are applied.
+TEST_F(PollerCredentialsTest, CredentialsForAGitRepo) {
+  auto missing = credentialsFor(gitrepo("absent"), dir_);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("GitRepo fleet-default/app"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("\"absent\""), std::string::npos);
+
+  write("ca/cacerts", "-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n");
+  model::GitRepo g = gitrepo("ca");
+  g.spec.ca_bundle = base64Encode("-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n");
+  g.spec.insecure_skip_tls_verify = true;
+  auto credentials = credentialsFor(g, dir_);
+  ASSERT_TRUE(credentials.ok()) << credentials.error().describe();
+  EXPECT_NE(credentials->ca_bundle.find("\nA\n"), std::string::npos);
+  EXPECT_NE(credentials->ca_bundle.find("\nB\n"), std::string::npos);
+  EXPECT_TRUE(credentials->insecure_skip_tls_verify);
+
+  model::GitRepo plain = gitrepo("");
+  plain.spec.ca_bundle = "-----BEGIN CERTIFICATE-----\nC\n-----END CERTIFICATE-----\n";
+  EXPECT_TRUE(credentialsFor(plain, "").ok());
+  plain.spec.ca_bundle = "not base64 or pem!";
+  auto bad = credentialsFor(plain, "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("spec.caBundle"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flotilla::poller

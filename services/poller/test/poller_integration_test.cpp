@@ -1,0 +1,565 @@
+// Integration tests of the poller against a real nats-server -js (tests/harness/nats) and a real git server
+// (git http-backend, tests/harness/git): GitRepo specs in KV in, commit events, source archives and poll status
+// out. Polling intervals are 1s so each test takes a few seconds.
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/harness/git_server.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/poller/gitrepo.h"
+#include "flotilla/poller/poll_status.h"
+#include "flotilla/poller/poller.h"
+#include "flotilla/service/hub.h"
+#include "flotilla/source/archive.h"
+
+namespace flotilla::poller {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr const char* kWs = "fleet-default";
+
+bool waitFor(const std::function<bool()>& check, milliseconds timeout = seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) {
+      return true;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return check();
+}
+
+//! A TCP listener that never accepts: connections complete in the kernel and then hear nothing, the case libgit2
+//! 1.5 cannot time out by itself.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(fd_, 16) == 0) {
+      socklen_t len = sizeof(addr);
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~SilentServer() { close(); }
+  void close() {
+    if (fd_ >= 0) {
+      ::close(fd_);  // pending connections get a reset, so the stuck git call finally returns
+      fd_ = -1;
+    }
+  }
+  [[nodiscard]] int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+class PollerIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto nats = harness::NatsServer::start();
+    ASSERT_TRUE(nats.ok()) << nats.error().describe();
+    nats_ = std::move(nats).value();
+    auto git = startGit({});
+    ASSERT_TRUE(git.ok()) << git.error().describe();
+    git_ = std::move(git).value();
+    ASSERT_TRUE(git_->createRepo("app").ok());
+    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "poller-test"},
+                                   service::HubAccess::kProvision, nullptr, seconds(20));
+    ASSERT_TRUE(hub.ok()) << hub.error().describe();
+    hub_ = std::move(hub).value();
+    auto dir = makeTempDir("poller-data");
+    ASSERT_TRUE(dir.ok());
+    data_dir_ = *dir;
+  }
+
+  void TearDown() override {
+    pollers_.clear();
+    hub_ = {};
+    git_.reset();
+    nats_.reset();
+    removeAll(data_dir_);
+  }
+
+  static Result<std::unique_ptr<harness::GitServer>> startGit(harness::GitServerOptions options) {
+    options.https = false;
+    options.git_daemon = false;
+    options.ssh = false;
+    return harness::GitServer::start(options);
+  }
+
+  PollerOptions defaultOptions() const {
+    return PollerOptions{.data_dir = data_dir_,
+                         .workers = 2,
+                         .git_timeout = seconds(10),
+                         .watchdog_grace = milliseconds(500),
+                         .max_backoff = seconds(2)};
+  }
+
+  Poller& startPoller(std::optional<PollerOptions> options = std::nullopt) {
+    auto poller = Poller::create(options.value_or(defaultOptions()), hub_, metrics_);
+    EXPECT_TRUE(poller.ok()) << poller.error().describe();
+    EXPECT_TRUE((*poller)->start().ok());
+    pollers_.push_back(std::move(poller).value());
+    return *pollers_.back();
+  }
+
+  static std::string gitRepoJson(const std::string& name, const std::string& url, const std::string& extra_spec = "",
+                                 const std::string& paths = R"(["simple"])") {
+    return R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"GitRepo","metadata":{"name":")" + name +
+           R"(","namespace":"fleet-default"},"spec":{"repo":")" + url + R"(","paths":)" + paths +
+           R"(,"pollingInterval":"1s")" + extra_spec + "}}";
+  }
+
+  void putGitRepo(const std::string& name, const std::string& json) {
+    ASSERT_TRUE(hub_.gitrepos->put(events::gitRepoKey(kWs, name), json).ok());
+  }
+
+  uint64_t commitCount() {
+    auto info = hub_.js->streamInfo(service::kCommitsStream);
+    return info.ok() ? info->messages : 0;
+  }
+
+  //! The commit event at stream sequence `sequence` (1-based), with its Nats-Msg-Id.
+  std::pair<events::CommitEvent, std::string> commitEvent(uint64_t sequence) {
+    auto message = hub_.js->getMessage(service::kCommitsStream, sequence);
+    EXPECT_TRUE(message.ok()) << message.error().describe();
+    if (!message.ok()) {
+      return {};
+    }
+    auto event = events::parsePayload<events::CommitEvent>(message->data());
+    EXPECT_TRUE(event.ok()) << event.error().describe();
+    return {event.ok() ? *event : events::CommitEvent{}, message->header("Nats-Msg-Id").value_or("")};
+  }
+
+  std::optional<PollStatus> status(const std::string& name) {
+    auto entry = hub_.status->get(pollStatusKey(kWs, name));
+    if (!entry.ok()) {
+      return std::nullopt;
+    }
+    auto decoded = decodePollStatus(entry->value);
+    return decoded.ok() ? std::optional<PollStatus>(*decoded) : std::nullopt;
+  }
+
+  source::Archive archive(const std::string& object_name) {
+    auto bytes = hub_.sources->get(object_name);
+    EXPECT_TRUE(bytes.ok()) << (bytes.ok() ? "" : bytes.error().describe());
+    auto decoded = source::decode(bytes.ok() ? *bytes : "");
+    EXPECT_TRUE(decoded.ok()) << (decoded.ok() ? "" : decoded.error().describe());
+    return decoded.ok() ? *decoded : source::Archive{};
+  }
+
+  double metric(const std::string& name, const prometheus::Labels& labels = {}) { return metrics_.value(name, labels); }
+
+  size_t mirrorDirs() {
+    size_t n = 0;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(data_dir_ + "/mirrors", ec), end; !ec && it != end; it.increment(ec)) {
+      ++n;
+    }
+    return n;
+  }
+
+  std::unique_ptr<harness::NatsServer> nats_;
+  std::unique_ptr<harness::GitServer> git_;
+  service::Hub hub_;
+  Metrics metrics_{"poller"};
+  std::string data_dir_;
+  std::vector<std::unique_ptr<Poller>> pollers_;
+};
+
+// A GitRepo put in KV -> a commit event with the right commit, Msg-Id and a source archive holding the files
+// under its paths; status records it.
+TEST_F(PollerIntegrationTest, PublishesCommitEventWithSourceArchive) {
+  auto head = git_->commitFiles(
+      "app", "main",
+      {{"simple/deploy.yaml", "kind: ConfigMap\n"}, {"simple/sub/more.yaml", "a: 1\n"}, {"other/x.yaml", "b: 2\n"}},
+      "first");
+  ASSERT_TRUE(head.ok());
+  Poller& poller = startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; })) << git_->logTail();
+  auto [event, msg_id] = commitEvent(1);
+  EXPECT_EQ(event.workspace, kWs);
+  EXPECT_EQ(event.gitrepo, "app");
+  EXPECT_EQ(event.commit, *head);
+  EXPECT_EQ(event.previous_commit, "");
+  EXPECT_EQ(event.branch, "main");  // the remote's default branch
+  EXPECT_EQ(event.repo, git_->httpUrl("app"));
+  EXPECT_EQ(event.paths, std::vector<std::string>{"simple"});
+  EXPECT_TRUE(event.changed);
+  EXPECT_EQ(event.id, msg_id);
+  EXPECT_EQ(msg_id.rfind(events::commitMsgId(kWs, "app", *head, 0) + "/", 0), 0u) << msg_id;
+
+  source::Archive files = archive(event.source_object);
+  EXPECT_EQ(files.commit, *head);
+  ASSERT_EQ(files.files.size(), 2u);
+  EXPECT_EQ(files.files[0].path, "simple/deploy.yaml");
+  EXPECT_EQ(files.files[0].content, "kind: ConfigMap\n");
+  EXPECT_EQ(files.files[1].path, "simple/sub/more.yaml");
+
+  ASSERT_TRUE(waitFor([&] {
+    auto s = status("app");
+    return s && s->commit == *head;
+  }));
+  auto s = status("app");
+  EXPECT_EQ(s->polling_commit, *head);
+  EXPECT_EQ(s->source_object, event.source_object);
+  EXPECT_EQ(s->last_error, "");
+  EXPECT_FALSE(s->last_poll_time.empty());
+  EXPECT_FALSE(s->next_poll_time.empty());
+  EXPECT_EQ(s->failures, 0);
+  std::string why;
+  EXPECT_TRUE(poller.ready(why)) << why;
+  EXPECT_EQ(metric("commits_published_total"), 1);
+}
+
+// No new commit -> no event however often it polls; a new commit -> a new event that names the previous one.
+TEST_F(PollerIntegrationTest, NewCommitPublishesAgainAndUnchangedPublishesNothing) {
+  auto first = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "first");
+  ASSERT_TRUE(first.ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+
+  ASSERT_TRUE(waitFor([&] { return metric("polls_total", {{"outcome", "unchanged"}}) >= 3; }));
+  EXPECT_EQ(commitCount(), 1u);
+  EXPECT_EQ(metric("fetches_total", {{"result", "ok"}}), 1);  // ls-remote only while nothing moves
+
+  auto second = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}}, "second");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  auto [event, msg_id] = commitEvent(2);
+  EXPECT_EQ(event.commit, *second);
+  EXPECT_EQ(event.previous_commit, *first);
+  EXPECT_TRUE(event.changed);
+  EXPECT_EQ(archive(event.source_object).files.at(0).content, "v: 2\n");
+}
+
+// Documented behaviour: a commit that touches only files outside `paths` is still published, with
+// changed=false, so the bundler can skip rendering; status records the commit.
+TEST_F(PollerIntegrationTest, CommitOutsidePathsIsPublishedAsUnchanged) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}, {"docs/README.md", "x\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+
+  auto docs = git_->commitFiles("app", "main", {{"docs/README.md", "y\n"}}, "docs only");
+  ASSERT_TRUE(docs.ok());
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  auto [event, msg_id] = commitEvent(2);
+  EXPECT_EQ(event.commit, *docs);
+  EXPECT_FALSE(event.changed);
+  ASSERT_TRUE(waitFor([&] { return status("app") && status("app")->commit == *docs; }));
+  EXPECT_FALSE(status("app")->changed);
+}
+
+// Two GitRepos on one URL share one mirror, and each new commit is fetched once for both.
+TEST_F(PollerIntegrationTest, GitReposOnOneUrlShareOneMirrorAndOneFetch) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}, {"web/b.yaml", "w: 1\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("one", gitRepoJson("one", git_->httpUrl("app")));
+  putGitRepo("two", gitRepoJson("two", git_->httpUrl("app"), "", R"(["web"])"));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  EXPECT_EQ(metric("fetches_total", {{"result", "ok"}}), 1);
+  EXPECT_EQ(mirrorDirs(), 1u);
+
+  auto second = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}, {"web/b.yaml", "w: 2\n"}}, "two");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 4; }));
+  EXPECT_EQ(metric("fetches_total", {{"result", "ok"}}), 2);
+  EXPECT_EQ(mirrorDirs(), 1u);
+  EXPECT_EQ(commitEvent(3).first.commit, *second);
+  EXPECT_EQ(commitEvent(4).first.commit, *second);
+}
+
+// The git server goes away: status shows the error, the failure count and the next try (backing off); it comes
+// back: the next commit is published and the error clears.
+TEST_F(PollerIntegrationTest, GitServerOutageBacksOffAndRecovers) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+
+  git_->stopHttp();
+  ASSERT_TRUE(waitFor([&] {
+    auto s = status("app");
+    return s && s->failures >= 2;
+  }));
+  auto down = *status("app");
+  EXPECT_NE(down.last_error.find(git_->httpUrl("app")), std::string::npos) << down.last_error;
+  EXPECT_EQ(down.last_error_kind, "Transient");
+  EXPECT_FALSE(down.last_error_time.empty());
+  EXPECT_FALSE(down.next_poll_time.empty());
+  EXPECT_GT(down.next_poll_time, down.last_error_time);
+  EXPECT_GE(metric("errors_total", {{"stage", "ls_remote"}, {"kind", "Transient"}}), 2);
+  EXPECT_GE(metric("polls_total", {{"outcome", "failed"}}), 2);
+
+  ASSERT_TRUE(git_->startHttp().ok());
+  auto second = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}}, "two");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  EXPECT_EQ(commitEvent(2).first.commit, *second);
+  ASSERT_TRUE(waitFor([&] {
+    auto s = status("app");
+    return s && s->failures == 0 && s->last_error.empty() && s->commit == *second;
+  }));
+}
+
+// A GitRepo document with a typo gets a status error naming the field; other GitRepos are not affected.
+TEST_F(PollerIntegrationTest, InvalidDocumentReportsTheFieldInStatus) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("bad", gitRepoJson("bad", git_->httpUrl("app"), R"(,"pollingIntervall":"1s")"));
+  putGitRepo("garbage", "{not json");
+  putGitRepo("good", gitRepoJson("good", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  EXPECT_EQ(commitEvent(1).first.gitrepo, "good");
+
+  ASSERT_TRUE(waitFor([&] { return status("bad").has_value() && status("garbage").has_value(); }));
+  auto bad = *status("bad");
+  EXPECT_NE(bad.last_error.find("spec.pollingIntervall"), std::string::npos) << bad.last_error;
+  EXPECT_EQ(bad.last_error_kind, "Invalid");
+  EXPECT_EQ(bad.next_poll_time, "");
+  EXPECT_NE(status("garbage")->last_error.find("not a JSON document"), std::string::npos);
+  EXPECT_EQ(metric("errors_total", {{"stage", "spec"}, {"kind", "Invalid"}}), 2);
+
+  // Fixing the document clears the error and the GitRepo publishes.
+  putGitRepo("bad", gitRepoJson("bad", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  ASSERT_TRUE(waitFor([&] { return status("bad")->last_error.empty() && !status("bad")->commit.empty(); }));
+}
+
+// forceSyncGeneration -> the same commit is published again under a new Msg-Id.
+TEST_F(PollerIntegrationTest, ForceSyncGenerationRepublishes) {
+  auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
+  ASSERT_TRUE(head.ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), R"(,"forceSyncGeneration":1)"));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  auto [first, first_id] = commitEvent(1);
+  auto [second, second_id] = commitEvent(2);
+  EXPECT_EQ(second.commit, *head);
+  EXPECT_EQ(second.force_sync_generation, 1);
+  EXPECT_EQ(second.previous_commit, *head);
+  EXPECT_NE(first_id, second_id);
+  ASSERT_TRUE(waitFor([&] { return status("app")->force_sync_generation == 1; }));
+}
+
+// A spec change that shapes the sources (paths) republishes the same commit with the new selection.
+TEST_F(PollerIntegrationTest, PathsChangeRepublishesTheCommit) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}, {"web/b.yaml", "w\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), "", R"(["web"])"));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  auto [event, msg_id] = commitEvent(2);
+  EXPECT_TRUE(event.changed);
+  EXPECT_EQ(archive(event.source_object).files.at(0).path, "web/b.yaml");
+  // A polling-only change (the interval) does not.
+  putGitRepo("app", R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"GitRepo","metadata":{"name":"app",)"
+                    R"("namespace":"fleet-default"},"spec":{"repo":")" +
+                        git_->httpUrl("app") + R"(","paths":["web"],"pollingInterval":"2s"}})");
+  ASSERT_TRUE(waitFor([&] { return metric("polls_total", {{"outcome", "unchanged"}}) >= 2; }));
+  EXPECT_EQ(commitCount(), 2u);
+}
+
+// A new poller instance with the same data dir and KV does not publish the commit again; and if its status
+// record were lost, JetStream drops the republish as a duplicate (same Msg-Id).
+TEST_F(PollerIntegrationTest, RestartDoesNotPublishADuplicate) {
+  auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
+  ASSERT_TRUE(head.ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1 && status("app") && status("app")->commit == *head; }));
+  pollers_.clear();
+
+  const double polls_before = metric("polls_total", {{"outcome", "unchanged"}});
+  startPoller();
+  ASSERT_TRUE(waitFor([&] { return metric("polls_total", {{"outcome", "unchanged"}}) >= polls_before + 2; }));
+  EXPECT_EQ(commitCount(), 1u);
+  EXPECT_EQ(metric("commits_published_total"), 1);
+  pollers_.clear();
+
+  // Lose the status record: the next instance publishes again, and JetStream drops it.
+  ASSERT_TRUE(hub_.status->remove(pollStatusKey(kWs, "app")).ok());
+  startPoller();
+  ASSERT_TRUE(waitFor([&] { return metric("publish_duplicates_total") == 1; }));
+  EXPECT_EQ(commitCount(), 1u);
+  ASSERT_TRUE(waitFor([&] { return status("app") && status("app")->commit == *head; }));
+}
+
+// A server that accepts and then never answers blocks only its own mirror: with a single worker the watchdog
+// abandons the stuck call, reports it, and the other GitRepo still publishes.
+TEST_F(PollerIntegrationTest, StuckServerDoesNotBlockOtherMirrors) {
+  SilentServer silent;
+  ASSERT_GT(silent.port(), 0);
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  PollerOptions options = defaultOptions();
+  options.workers = 1;
+  options.git_timeout = seconds(1);
+  startPoller(options);
+  putGitRepo("stuck", gitRepoJson("stuck", "http://127.0.0.1:" + std::to_string(silent.port()) + "/x.git"));
+  ASSERT_TRUE(waitFor([&] { return metric("git_operations_in_flight") == 1; }));
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  EXPECT_EQ(commitEvent(1).first.gitrepo, "app");
+  EXPECT_GE(metric("git_operations_abandoned_total"), 1);
+  ASSERT_TRUE(waitFor([&] { return status("stuck") && status("stuck")->failures >= 1; }));
+  EXPECT_NE(status("stuck")->last_error.find("did not finish within"), std::string::npos)
+      << status("stuck")->last_error;
+  EXPECT_GE(metric("errors_total", {{"stage", "timeout"}, {"kind", "Transient"}}), 1);
+
+  silent.close();  // the stuck call returns; its mirror becomes usable again
+  ASSERT_TRUE(waitFor([&] { return metric("git_operations_stuck") == 0; }));
+}
+
+// Deleting a GitRepo removes its status record and, once no GitRepo uses the URL, its mirror.
+TEST_F(PollerIntegrationTest, DeletedGitRepoLosesStatusAndMirror) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1 && status("app").has_value(); }));
+  EXPECT_EQ(mirrorDirs(), 1u);
+  ASSERT_TRUE(hub_.gitrepos->remove(events::gitRepoKey(kWs, "app")).ok());
+  ASSERT_TRUE(waitFor([&] { return !status("app").has_value(); }));
+  ASSERT_TRUE(waitFor([&] { return mirrorDirs() == 0; }));
+  EXPECT_EQ(metric("mirrors_removed_total"), 1);
+}
+
+// revision: a tag follows the tag; a commit sha (not advertised by ls-remote) is fetched and resolved.
+TEST_F(PollerIntegrationTest, RevisionTagAndCommitSha) {
+  auto first = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(git_->createTag("app", "v1", *first, "release 1").ok());
+  auto second = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}}, "two");
+  ASSERT_TRUE(second.ok());
+  auto third = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 3\n"}}, "three");
+  ASSERT_TRUE(third.ok());
+  startPoller();
+  putGitRepo("tag", gitRepoJson("tag", git_->httpUrl("app"), R"(,"revision":"v1")"));
+  putGitRepo("sha", gitRepoJson("sha", git_->httpUrl("app"), R"(,"revision":")" + second->substr(0, 10) + "\""));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  std::map<std::string, std::string> commits;
+  for (uint64_t i = 1; i <= 2; ++i) {
+    auto [event, id] = commitEvent(i);
+    commits[event.gitrepo] = event.commit;
+  }
+  EXPECT_EQ(commits["tag"], *first);
+  EXPECT_EQ(commits["sha"], *second);
+  ASSERT_TRUE(waitFor([&] { return status("sha") && status("sha")->polling_commit == *second; }));
+}
+
+// Credentials from --credentials-dir; a wrong secret gives a status error naming the GitRepo and the secret,
+// never the password.
+TEST_F(PollerIntegrationTest, CredentialsFromTheCredentialsDir) {
+  auto git = startGit({.basic_user = "alice", .basic_password = "correct-horse"});
+  ASSERT_TRUE(git.ok()) << git.error().describe();
+  git_ = std::move(git).value();
+  ASSERT_TRUE(git_->createRepo("app").ok());
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  const std::string creds = data_dir_ + "/creds";
+  std::filesystem::create_directories(creds + "/good");
+  ASSERT_TRUE(writeFile(creds + "/good/username", "alice\n").ok());
+  ASSERT_TRUE(writeFile(creds + "/good/password", "correct-horse\n").ok());
+  ASSERT_TRUE(writeFile(creds + "/wrong.yaml", "username: alice\npassword: battery-staple\n").ok());
+  PollerOptions options = defaultOptions();
+  options.credentials_dir = creds;
+  startPoller(options);
+  putGitRepo("good", gitRepoJson("good", git_->httpUrl("app"), R"(,"clientSecretName":"good")"));
+  putGitRepo("wrong", gitRepoJson("wrong", git_->httpUrl("app"), R"(,"clientSecretName":"wrong")"));
+  putGitRepo("none", gitRepoJson("none", git_->httpUrl("app"), R"(,"clientSecretName":"missing")"));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  EXPECT_EQ(commitEvent(1).first.gitrepo, "good");
+  ASSERT_TRUE(waitFor([&] { return status("wrong") && !status("wrong")->last_error.empty(); }));
+  const std::string wrong = status("wrong")->last_error;
+  EXPECT_NE(wrong.find("authentication failed"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("GitRepo fleet-default/wrong (clientSecretName \"wrong\")"), std::string::npos) << wrong;
+  EXPECT_EQ(wrong.find("battery-staple"), std::string::npos);
+  EXPECT_EQ(status("wrong")->last_error_kind, "Permanent");
+  ASSERT_TRUE(waitFor([&] { return status("none") && !status("none")->last_error.empty(); }));
+  const std::string none = status("none")->last_error;
+  EXPECT_NE(none.find("GitRepo fleet-default/none"), std::string::npos) << none;
+  EXPECT_NE(none.find("\"missing\""), std::string::npos) << none;
+  EXPECT_EQ(commitCount(), 1u);
+}
+
+// disablePolling: the GitRepo is synced once when it appears, and not polled on a timer afterwards.
+TEST_F(PollerIntegrationTest, DisablePollingSkipsTimedPolls) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), R"(,"disablePolling":true)"));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(waitFor([&] { return status("app") && !status("app")->commit.empty(); }));
+  EXPECT_EQ(status("app")->next_poll_time, "");
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}}, "two").ok());
+  std::this_thread::sleep_for(seconds(3));
+  EXPECT_EQ(commitCount(), 1u);
+  EXPECT_EQ(metric("polls_total", {{"outcome", "unchanged"}}) + metric("polls_total", {{"outcome", "published"}}), 1);
+}
+
+// NATS restarts: the poller reconnects, its KV watch keeps (or resumes) delivering new GitRepos, and publishing
+// continues.
+TEST_F(PollerIntegrationTest, SurvivesANatsRestart) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  Poller& poller = startPoller();
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+
+  ASSERT_TRUE(nats_->restart().ok());
+  ASSERT_TRUE(waitFor([&] {
+    std::string why;
+    return poller.ready(why);
+  }));
+  ASSERT_TRUE(waitFor([&] {
+    return hub_.gitrepos->put(events::gitRepoKey(kWs, "two"), gitRepoJson("two", git_->httpUrl("app"))).ok();
+  }));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }, seconds(30)));
+  auto second = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}}, "two");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 4; }, seconds(30)));
+}
+
+// Mirror directories no GitRepo uses (left from GitRepos deleted while the poller was down) are removed once
+// the initial GitRepos are loaded; an unusable directory of a mirror in use is recreated.
+TEST_F(PollerIntegrationTest, OrphanMirrorsAreRemovedAtStartup) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
+  std::filesystem::create_directories(data_dir_ + "/mirrors/" + std::string(64, '0') + "/objects");
+  // The used mirror's directory is garbage (say, a crash during the first clone): it is recreated.
+  const std::string used = data_dir_ + "/mirrors/" + mirrorId(git_->httpUrl("app"));
+  std::filesystem::create_directories(used);
+  ASSERT_TRUE(writeFile(used + "/garbage", "not a repository").ok());
+  startPoller();
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(waitFor([&] { return mirrorDirs() == 1; }));
+  EXPECT_TRUE(std::filesystem::exists(used + "/HEAD"));
+  EXPECT_FALSE(std::filesystem::exists(used + "/garbage"));
+  EXPECT_EQ(metric("mirrors_removed_total"), 1);
+  EXPECT_EQ(metric("errors_total", {{"stage", "mirror"}, {"kind", "Internal"}}), 1);
+}
+
+}  // namespace
+}  // namespace flotilla::poller
