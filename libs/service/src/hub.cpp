@@ -37,11 +37,11 @@ Status ensureTopology(bus::JetStream& js) {
     }
     return {};
   };
-  FLOTILLA_TRY(stream(kCommitsStream, "flotilla.commit.>", hours(24 * 7), minutes(10)));
-  FLOTILLA_TRY(stream(kBundlesStream, "flotilla.bundle.>", hours(24 * 7), minutes(10)));
-  FLOTILLA_TRY(stream(kDeployStream, "flotilla.deploy.>", hours(24 * 7), minutes(10)));
-  FLOTILLA_TRY(stream(kStatusStream, "flotilla.status.>", hours(24), minutes(2)));
-  FLOTILLA_TRY(stream(kEventsStream, "flotilla.events.>", hours(24 * 7), minutes(2)));
+  FLOTILLA_TRY(stream(kCommitsStream, events::kCommitFilter.data(), hours(24 * 7), minutes(10)));
+  FLOTILLA_TRY(stream(kBundlesStream, events::kBundleFilter.data(), hours(24 * 7), minutes(10)));
+  FLOTILLA_TRY(stream(kDeployStream, events::kDeployFilter.data(), hours(24 * 7), minutes(10)));
+  FLOTILLA_TRY(stream(kStatusStream, events::kStatusFilter.data(), hours(24), minutes(2)));
+  FLOTILLA_TRY(stream(kEventsStream, events::kEventsFilter.data(), hours(24 * 7), minutes(2)));
   return {};
 }
 

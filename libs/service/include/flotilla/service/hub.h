@@ -14,23 +14,26 @@
 #include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/result.h"
+#include "flotilla/events/subjects.h"
 #include "flotilla/service/runtime.h"
 
 namespace flotilla::service {
 
-inline constexpr const char* kCommitsStream = "FLOTILLA_COMMITS";
-inline constexpr const char* kBundlesStream = "FLOTILLA_BUNDLES";
-inline constexpr const char* kDeployStream = "FLOTILLA_DEPLOY";
-inline constexpr const char* kStatusStream = "FLOTILLA_STATUS";
-inline constexpr const char* kEventsStream = "FLOTILLA_EVENTS";
+// The names come from the bus contract (libs/events); these aliases keep C-string call sites short.
+// string_view::data() of a literal is null-terminated.
+inline constexpr const char* kCommitsStream = events::kCommitStream.data();
+inline constexpr const char* kBundlesStream = events::kBundleStream.data();
+inline constexpr const char* kDeployStream = events::kDeployStream.data();
+inline constexpr const char* kStatusStream = events::kStatusStream.data();
+inline constexpr const char* kEventsStream = events::kEventsStream.data();
 
-inline constexpr const char* kGitReposBucket = "gitrepos";
-inline constexpr const char* kClustersBucket = "clusters";
-inline constexpr const char* kBundlesBucket = "bundles";
-inline constexpr const char* kDeploymentsBucket = "deployments";
-inline constexpr const char* kStatusBucket = "status";
-inline constexpr const char* kManifestsObjects = "manifests";
-inline constexpr const char* kSourcesObjects = "sources";
+inline constexpr const char* kGitReposBucket = events::kGitReposBucket.data();
+inline constexpr const char* kClustersBucket = events::kClustersBucket.data();
+inline constexpr const char* kBundlesBucket = events::kBundlesBucket.data();
+inline constexpr const char* kDeploymentsBucket = events::kDeploymentsBucket.data();
+inline constexpr const char* kStatusBucket = events::kStatusBucket.data();
+inline constexpr const char* kManifestsObjects = events::kManifestsBucket.data();
+inline constexpr const char* kSourcesObjects = events::kSourcesBucket.data();
 
 //! Handles to everything on the hub a service may use. Agents open only what their permissions allow
 //! (see `HubAccess`).
