@@ -1,0 +1,126 @@
+// flotilla/agent/agent.h
+//
+// The agent process around the DeployHandler: it registers the cluster with the hub (request/reply on
+// flotilla.register, retried with backoff until the scheduler answers), sends a heartbeat every
+// heartbeat_interval, binds the durable consumer agent-<cluster> on FLOTILLA_DEPLOY (filter
+// flotilla.deploy.<cluster>) and feeds its messages to the handler one at a time, and re-checks the health of
+// bundles that are not Ready every resync_interval. Three threads: consumer (registration, then the loop),
+// heartbeat, resync. stop() ends them; a message being handled is finished (or abandoned unacked, to be
+// redelivered, if it was waiting on the cluster).
+//
+// Heartbeats go to flotilla.status.<cluster>.= (events::statusSubject(cluster, "")): DESIGN.md lets an agent
+// publish only under flotilla.status.<its cluster>.>, and "=" is the token of the empty bundle name, which no
+// bundle can have. The payload is a Heartbeat (events::payloadKind tells it apart from StatusEvents).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "flotilla/agent/applier.h"
+#include "flotilla/agent/deploy_handler.h"
+#include "flotilla/agent/inventory.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/object_store.h"
+#include "flotilla/core/metrics.h"
+#include "flotilla/core/result.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/kube/client.h"
+
+namespace flotilla::agent {
+
+struct AgentOptions {
+  std::string cluster_name;               //!< required
+  std::string workspace = "fleet-default";  //!< where the hub keeps the Cluster record
+  events::StringMap labels;
+  std::string agent_namespace = "flotilla-system";  //!< where inventories live in the downstream cluster
+  std::chrono::milliseconds heartbeat_interval{30000};
+  std::chrono::milliseconds resync_interval{30000};
+  std::chrono::milliseconds crd_timeout{60000};
+  std::chrono::milliseconds register_timeout{5000};      //!< per registration request
+  std::chrono::milliseconds register_backoff_min{500};   //!< first pause after a failed registration
+  std::chrono::milliseconds register_backoff_max{30000};
+  std::chrono::milliseconds fetch_timeout{1000};  //!< how long one fetch waits; bounds shutdown latency
+  std::chrono::milliseconds ack_wait{120000};     //!< before JetStream redelivers an unacknowledged message
+  DeployHandlerOptions retry;
+  std::string agent_version = std::string(kAgentVersion);
+};
+
+//! Parses --labels: "k=v,k2=v2" (empty -> no labels). Keys and values are checked as Kubernetes labels.
+Result<events::StringMap> parseLabels(std::string_view text);
+//! Parses a duration flag: a Go duration ("30s", "1m") or a plain number of seconds.
+Result<std::chrono::milliseconds> parseInterval(std::string_view text);
+//! The heartbeat subject of a cluster (see the file comment).
+std::string heartbeatSubjectFor(std::string_view cluster);
+//! The durable consumer name of a cluster's agent: "agent-<escaped cluster>".
+std::string consumerName(std::string_view cluster);
+
+class Agent {
+ public:
+  //! `js` is the hub's JetStream context (its connection is used for registration); `manifests` its manifests
+  //! object store, or null to open it on first use. Nothing is contacted until start().
+  static Result<std::unique_ptr<Agent>> create(AgentOptions options, std::shared_ptr<bus::JetStream> js,
+                                               std::shared_ptr<bus::ObjectStore> manifests,
+                                               std::shared_ptr<kube::KubeClient> kube, Metrics& metrics);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  //! Starts the threads (registration happens on the consumer thread, so start() does not block).
+  void start();
+  //! Stops the threads and waits for them. Idempotent.
+  void stop();
+  //! Ready when registered and the consumer is bound (for /readyz).
+  bool ready(std::string& why) const;
+  [[nodiscard]] bool registered() const { return registered_; }
+  //! The cluster id the hub answered with (the deploy/status subject token); "" until registered.
+  [[nodiscard]] std::string clusterId() const;
+
+  [[nodiscard]] DeployHandler& handler() { return *handler_; }
+  [[nodiscard]] Applier& applier() { return *applier_; }
+  [[nodiscard]] InventoryStore& inventories() { return *inventories_; }
+
+ private:
+  Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
+        std::shared_ptr<kube::KubeClient> kube, Metrics& metrics);
+
+  //! Sleeps up to `duration`; false when stop() was called meanwhile.
+  bool sleepFor(std::chrono::milliseconds duration);
+  //! Registration with retries; false when stopped first.
+  bool registerWithHub();
+  Result<events::RegisterReply> registerOnce();
+  //! ensureConsumer + bindPull, retried; false when stopped first.
+  bool bindConsumer(bus::PullConsumer& consumer);
+  void consumerLoop();
+  void heartbeatLoop();
+  void resyncLoop();
+  void handleMessage(bus::Message& message);
+
+  AgentOptions options_;
+  std::shared_ptr<bus::JetStream> js_;
+  std::unique_ptr<ManifestSource> manifests_;
+  std::shared_ptr<kube::KubeClient> kube_;
+  Metrics& metrics_;
+
+  std::unique_ptr<Applier> applier_;
+  std::unique_ptr<InventoryStore> inventories_;
+  std::unique_ptr<StatusPublisher> publisher_;
+  std::unique_ptr<DeployHandler> handler_;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> registered_{false};
+  std::atomic<bool> bound_{false};
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::string cluster_id_;
+  std::thread consumer_thread_;
+  std::thread heartbeat_thread_;
+  std::thread resync_thread_;
+  bool started_ = false;
+};
+
+}  // namespace flotilla::agent

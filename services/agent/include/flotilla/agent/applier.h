@@ -1,0 +1,100 @@
+// flotilla/agent/applier.h
+//
+// The part of the agent that changes the downstream cluster: staged server-side apply of a bundle's objects,
+// health checks of live objects, and prune. Each object is applied on its own: one that fails (rejected by the
+// API server, owned by another bundle, of a kind the cluster does not serve) becomes a failed outcome and the
+// others still go in. Only failures that say nothing about the bundle itself (API server unreachable, 5xx,
+// throttling: ErrorKind::kTransient) abort the call, so the caller can retry the whole deploy later; every step
+// is idempotent, so a retry converges.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "flotilla/agent/objects.h"
+#include "flotilla/agent/report.h"
+#include "flotilla/core/metrics.h"
+#include "flotilla/core/result.h"
+#include "flotilla/kube/client.h"
+#include "flotilla/model/labels.h"
+
+namespace flotilla::agent {
+
+//! The field manager of every bundle object the agent applies (DESIGN.md "Apply semantics").
+inline constexpr std::string_view kFieldManager = "flotilla";
+
+struct ApplierOptions {
+  //! How long to wait for the CRDs of a bundle to become Established before applying their custom resources.
+  std::chrono::milliseconds crd_timeout{60000};
+  std::chrono::milliseconds crd_poll{200};
+};
+
+//! What to apply.
+struct ApplyRequest {
+  std::string owner;  //!< "<workspace>/<bundle>", written to kBundleAnnotation
+  std::vector<Json> manifest;
+  NamespacePolicy namespaces;
+  //! Apply with force=true: take over fields (and objects) other managers or bundles own (takeOwnership).
+  bool force = false;
+  //! Identities (ObjectRef::identity) of objects the bundle already owns: no ownership check for those.
+  std::set<std::string> owned;
+  model::Labels namespace_labels;       //!< for namespaces the agent creates for the bundle
+  model::Labels namespace_annotations;  //!< idem
+  //! Called before each stage with the refs of the objects about to be applied (the caller widens its inventory
+  //! with them, so a crash mid-apply leaves nothing unaccounted for). A failure aborts the apply.
+  std::function<Status(const std::vector<ObjectRef>&)> record_intent = [](const std::vector<ObjectRef>&) {
+    return Status();
+  };
+};
+
+struct ApplyResult {
+  std::vector<ObjectOutcome> outcomes;  //!< one per manifest element, in apply order
+  std::vector<ObjectRef> objects;       //!< what the bundle may now have in the cluster (the new inventory)
+  size_t applied = 0;
+  size_t failed = 0;
+  size_t adopted = 0;  //!< objects taken over from another bundle (force)
+};
+
+struct PruneResult {
+  size_t deleted = 0;
+  size_t gone = 0;                   //!< already absent
+  std::vector<ObjectRef> orphaned;   //!< deliberately left in place (CRDs, objects another bundle adopted)
+  std::vector<ObjectRef> remaining;  //!< could not be deleted (listed in errors)
+  std::vector<std::string> errors;
+};
+
+class Applier {
+ public:
+  //! `stopping` is polled during long waits (CRDs) so shutdown is not delayed by them.
+  Applier(kube::KubeClient& client, ApplierOptions options, Metrics& metrics, std::function<bool()> stopping);
+
+  //! Staged apply (objects.h): stage 1, wait for CRDs, then stages 2 and 3. Per-object failures are outcomes;
+  //! a kTransient failure aborts with that error. `progress` is called between objects (keeps the message alive).
+  Result<ApplyResult> apply(const ApplyRequest& request, const std::function<void()>& progress);
+  //! The health of each object, read live (an object that does not exist is not Ready: "not found").
+  //! kTransient when the API server cannot be asked.
+  Result<std::vector<ObjectOutcome>> checkHealth(const std::vector<ObjectRef>& refs);
+  //! Deletes `refs` (Background propagation), namespaced objects first. Skips objects whose kBundleAnnotation
+  //! names another owner, and CRDs unless `delete_crds` (deleting a CRD deletes every custom resource of it in
+  //! the cluster: Fleet's deleteCRDResources). kTransient aborts; other failures are listed in the result.
+  Result<PruneResult> prune(std::vector<ObjectRef> refs, std::string_view owner, bool delete_crds,
+                            const std::function<void()>& progress);
+
+ private:
+  //! One object: ownership check for objects new to the bundle, then server-side apply and health. `adopted`: it
+  //! was another bundle's and force took it; `foreign`: it is another bundle's and was left alone.
+  Result<ObjectOutcome> applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
+                                 bool& foreign);
+  Status waitForCrds(std::vector<std::pair<size_t, std::string>>& crds, std::vector<ObjectOutcome>& outcomes);
+  Status ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request);
+
+  kube::KubeClient& client_;
+  ApplierOptions options_;
+  Metrics& metrics_;
+  std::function<bool()> stopping_;
+};
+
+}  // namespace flotilla::agent

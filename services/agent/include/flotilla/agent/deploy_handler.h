@@ -1,0 +1,194 @@
+// flotilla/agent/deploy_handler.h
+//
+// What the agent does with one DeployEvent (docs/pipeline.md stage 5), as short ordered steps:
+//   decode -> check (own cluster, options decode, inventory, stale generation)
+//   dependsOn: a dependency (same workspace, by name) not in an accepted state -> WaitApplied, come back later
+//   delete:   prune what the inventory owns (or just drop the inventory with keepResources) -> report
+//   apply:    same deploymentID already applied -> re-report its current health, nothing else
+//             else load the manifest -> record intent in the inventory -> staged apply -> prune what left the
+//             bundle -> write the inventory -> report
+// Each handled event ends in an Outcome the consumer loop turns into ack / nak-with-delay / term. Every step
+// is idempotent, so a redelivery (after a crash, a nak or a lost ack) converges on the same cluster state:
+// before applying, the inventory is widened to old ∪ new objects, so objects created by an apply that never
+// finished are still known (and pruned exactly) on the retry.
+//
+// The handler also remembers the state it last reported per bundle, so the periodic resync can report a
+// change (NotReady -> Ready) without a new DeployEvent.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/agent/applier.h"
+#include "flotilla/agent/inventory.h"
+#include "flotilla/agent/report.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/object_store.h"
+#include "flotilla/core/metrics.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/model/options.h"
+#include "flotilla/model/state.h"
+
+namespace flotilla::agent {
+
+//! The agent's version, reported at registration, in heartbeats and in status events.
+inline constexpr std::string_view kAgentVersion = "0.1.0";
+//! Reason of the WaitApplied state while dependsOn is not satisfied.
+inline constexpr std::string_view kReasonDependencies = "DependenciesNotReady";
+
+//! What the consumer loop does with a message after the handler ran.
+struct Outcome {
+  enum class Action { kAck, kRetry, kReject };
+  Action action = Action::kAck;
+  std::chrono::milliseconds delay{0};  //!< for kRetry
+  std::string result;                  //!< metrics label: applied, skipped, deleted, orphaned, stale, invalid, ...
+
+  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
+  static Outcome retry(std::chrono::milliseconds delay, std::string result = "retry") {
+    return Outcome{Action::kRetry, delay, std::move(result)};
+  }
+  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
+};
+
+//! Where a message came from, for ids and backoff.
+struct Delivery {
+  uint64_t stream_sequence = 0;  //!< of the DeployEvent in FLOTILLA_DEPLOY (for logs)
+  uint64_t delivery_count = 1;   //!< 1 on the first delivery
+  std::function<void()> progress = [] {};  //!< keeps a long-running message from being redelivered
+};
+
+//! Publishes StatusEvents on flotilla.status.<cluster>.<bundle>; id and Nats-Msg-Id are events::statusMsgId.
+//! The `sequence` (the report counter of a bundle) is max(previous + 1, Unix time in ms): it grows with every
+//! report and does not repeat after a restart, so a new report is never mistaken for a duplicate, while the
+//! retries of one publish reuse their id and are dropped by JetStream.
+class StatusPublisher {
+ public:
+  StatusPublisher(std::shared_ptr<bus::JetStream> js, std::string cluster, Metrics& metrics,
+                  std::string agent_version = std::string(kAgentVersion));
+  //! Fills id, time, cluster, sequence and agentVersion, publishes and waits for the stream's ack (a few quick
+  //! retries; each failure is logged and counted). kTransient when it could not be stored.
+  Status publish(events::StatusEvent event);
+  //! The next report counter of `bundle` (see the class comment).
+  int64_t nextSequence(const std::string& bundle);
+
+ private:
+  std::shared_ptr<bus::JetStream> js_;
+  std::string cluster_;
+  Metrics& metrics_;
+  std::string agent_version_;
+  std::mutex mutex_;
+  std::map<std::string, int64_t> sequences_;
+};
+
+//! The hub's manifests object store, opened on first use when it did not exist yet at start-up (the hub's services
+//! create it, and an agent may start first). Thread-safe.
+class ManifestSource {
+ public:
+  ManifestSource(std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> store = nullptr)
+      : js_(std::move(js)), store_(std::move(store)) {}
+  //! The manifest's bytes. kNotFound when the object is missing; kTransient when the bucket does not exist yet.
+  Result<std::string> get(std::string_view manifest_id);
+
+ private:
+  std::shared_ptr<bus::JetStream> js_;
+  std::mutex mutex_;
+  std::shared_ptr<bus::ObjectStore> store_;
+};
+
+struct DeployHandlerOptions {
+  std::chrono::milliseconds retry_base{1000};  //!< first nak delay; doubles per delivery
+  std::chrono::milliseconds retry_max{60000};  //!< cap of the nak delay
+};
+
+//! The nak delay for the n-th delivery: retry_base * 2^(n-1), capped at retry_max.
+std::chrono::milliseconds retryDelay(uint64_t delivery_count, const DeployHandlerOptions& options);
+
+//! The last state the agent reported for a bundle (for resync).
+struct TrackedBundle {
+  std::string workspace;
+  std::string bundle;
+  std::string deployment_id;
+  int64_t generation = 0;
+  std::vector<ObjectRef> objects;
+  std::optional<model::BundleState> state;  //!< nullopt: not reported by this process yet (found after a restart)
+  std::string waiting_for;  //!< the deploymentID reported as WaitApplied (dependsOn), so it is reported once
+};
+
+class DeployHandler {
+ public:
+  DeployHandler(std::string cluster, Applier& applier, InventoryStore& inventories,
+                ManifestSource& manifests, StatusPublisher& publisher, Metrics& metrics,
+                DeployHandlerOptions options = {});
+
+  //! Decodes and handles one message payload.
+  Outcome handle(std::string_view data, const Delivery& delivery);
+  //! Handles a decoded event.
+  Outcome handleEvent(const events::DeployEvent& event, const Delivery& delivery);
+
+  //! Loads every inventory of the cluster into the tracked set (bundles applied before a restart), so resync
+  //! re-reports them. Bundles already tracked are left alone.
+  Status seedFromCluster();
+  //! Re-evaluates the health of tracked bundles that are not Ready (or not reported since start) and publishes a
+  //! StatusEvent for each whose state changed. Returns how many were published.
+  size_t resync();
+  //! A snapshot of the tracked bundles.
+  [[nodiscard]] std::vector<TrackedBundle> tracked() const;
+
+  //! retryDelay() with this handler's options.
+  [[nodiscard]] std::chrono::milliseconds backoff(uint64_t delivery_count) const {
+    return retryDelay(delivery_count, options_);
+  }
+
+ private:
+  Outcome handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                       const std::optional<Inventory>& inventory, const Delivery& delivery);
+  Outcome handleUnchanged(const events::DeployEvent& event, const Inventory& inventory, const Delivery& delivery);
+  Outcome handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                      const std::optional<Inventory>& inventory, const Delivery& delivery);
+  //! The dependsOn entries that are not satisfied, described ("bundle infra is NotReady (accepted: Ready)");
+  //! kInvalid for malformed entries, kTransient when the cluster cannot be read.
+  Result<std::vector<std::string>> unmetDependencies(const events::DeployEvent& event);
+  //! Reports WaitApplied (once per deployment) and asks for redelivery later.
+  Outcome waitForDependencies(const events::DeployEvent& event, const std::vector<std::string>& unmet,
+                              const Delivery& delivery);
+  //! The state of another bundle of this cluster, from its inventory and live health; nullopt when not deployed.
+  Result<std::optional<model::BundleState>> bundleState(std::string_view workspace, std::string_view bundle);
+  //! Publishes `report` for the event's bundle; on success remembers it (unless `forget`).
+  Status report(const events::DeployEvent& event, const BundleReport& bundle_report, std::string_view deployment_id,
+                const std::vector<ObjectRef>& objects, bool forget = false);
+  //! Reports a failure of the whole bundle, then rejects (or retries when the report could not be published).
+  Outcome rejectWithReport(const events::DeployEvent& event, const Delivery& delivery, std::string_view reason,
+                           std::string message, std::string result);
+  Outcome transientFailure(const events::DeployEvent& event, const Delivery& delivery, std::string_view step,
+                           const Error& error);
+
+  std::string cluster_;
+  Applier& applier_;
+  InventoryStore& inventories_;
+  ManifestSource& manifests_;
+  StatusPublisher& publisher_;
+  Metrics& metrics_;
+  DeployHandlerOptions options_;
+
+  //! Serialises the handler and resync on the cluster (one bundle operation at a time).
+  std::mutex work_mutex_;
+  mutable std::mutex tracked_mutex_;
+  std::map<std::string, TrackedBundle> tracked_;  //!< by "<workspace>/<bundle>"
+};
+
+//! "<workspace>/<bundle>": the owner annotation value and the tracked-bundle key.
+std::string ownerOf(std::string_view workspace, std::string_view bundle);
+//! Whether the options ask the agent to take over fields and objects others own (helm.takeOwnership, helm.force
+//! or correctDrift.force in Fleet's schema): apply with force=true.
+bool wantsForce(const model::BundleDeploymentOptions& options);
+
+}  // namespace flotilla::agent

@@ -1,0 +1,77 @@
+// flotilla/agent/inventory.h
+//
+// What a bundle applied, kept in the downstream cluster itself (docs/pipeline.md stage 5) so pruning stays exact
+// across agent restarts and even a new agent installation: one ConfigMap per bundle,
+//   name       flotilla-inv-<first 40 hex of sha256("<workspace>/<bundle>")> (names escaped with escapeToken,
+//              which leaves ordinary names unchanged, so "a" + "b/c" and "a/b" + "c" differ)
+//   namespace  the agent namespace (flotilla-system by default)
+//   labels     flotilla.io/inventory=true (so the agent can list them after a restart)
+//   data       inventory.json = {"bundle", "workspace", "deploymentID", "generation", "applied",
+//                                "objects": [{"apiVersion", "kind", "namespace", "name"}]}
+// `workspace`, `generation` and `applied` are additions to pipeline.md's {bundle, deploymentID, objects}:
+// generation lets the agent drop stale deploy events, and applied says whether every object of deploymentID went
+// in (only then is a redelivery of the same deploymentID skipped).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/agent/objects.h"
+#include "flotilla/core/json.h"
+#include "flotilla/core/result.h"
+#include "flotilla/kube/client.h"
+
+namespace flotilla::agent {
+
+inline constexpr std::string_view kInventoryDataKey = "inventory.json";
+inline constexpr std::string_view kInventoryLabel = "flotilla.io/inventory";
+
+struct Inventory {
+  std::string workspace;
+  std::string bundle;
+  std::string deployment_id;  //!< the deployment these objects belong to ("" before the first complete apply)
+  int64_t generation = 0;     //!< the DeployEvent generation last handled
+  bool applied = false;       //!< every object of deployment_id was applied without error
+  std::vector<ObjectRef> objects;
+
+  bool operator==(const Inventory&) const = default;
+};
+
+//! "flotilla-inv-<40 hex>" for a bundle.
+std::string inventoryName(std::string_view workspace, std::string_view bundle);
+//! The inventory.json document.
+Json encodeInventory(const Inventory& inventory);
+//! Strict inverse of encodeInventory: kInvalid naming the field on a wrong shape.
+Result<Inventory> decodeInventory(const Json& value);
+//! The ConfigMap that stores `inventory` in namespace `ns`.
+Json inventoryConfigMap(const Inventory& inventory, std::string_view ns);
+//! Reads the inventory out of a ConfigMap (as returned by the API server).
+Result<Inventory> inventoryFromConfigMap(const Json& config_map);
+
+//! Reads and writes inventories in one namespace of the downstream cluster.
+class InventoryStore {
+ public:
+  InventoryStore(kube::KubeClient& client, std::string ns) : client_(client), ns_(std::move(ns)) {}
+
+  //! The bundle's inventory; nullopt when it has none. A ConfigMap that does not decode is kInvalid.
+  Result<std::optional<Inventory>> load(std::string_view workspace, std::string_view bundle);
+  //! Creates or replaces the inventory (server-side apply), creating the namespace first when it is missing.
+  Status save(const Inventory& inventory);
+  //! Deletes the inventory (done when it does not exist).
+  Status remove(std::string_view workspace, std::string_view bundle);
+  //! Every inventory in the namespace (ones that do not decode are logged and skipped).
+  Result<std::vector<Inventory>> list();
+
+  [[nodiscard]] const std::string& ns() const { return ns_; }
+
+ private:
+  Status ensureNamespace();
+
+  kube::KubeClient& client_;
+  std::string ns_;
+};
+
+}  // namespace flotilla::agent

@@ -1,0 +1,65 @@
+// flotilla/agent/report.h
+//
+// Turning per-object results into a bundle's state (DESIGN.md: ErrApplied > ... > NotReady > Ready) and the
+// StatusEvent the agent publishes on flotilla.status.<cluster>.<bundle>:
+//   - any object failed to apply          -> ErrApplied, reason "ApplyFailed", the message names each failed
+//                                            object "kind/namespace/name: <the API server's message>"
+//   - else any object is not healthy      -> NotReady, reason "ResourcesNotReady", per-object messages
+//   - else                                -> Ready
+// Pure functions.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/agent/objects.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/model/state.h"
+
+namespace flotilla::agent {
+
+//! How many objects a StatusEvent lists at most (its `resources`), and names in its message.
+inline constexpr size_t kMaxReportedResources = 50;
+inline constexpr size_t kMaxMessageItems = 10;
+//! Longest per-object message kept (API server messages can be long).
+inline constexpr size_t kMaxObjectMessage = 1024;
+
+// Machine-readable reasons.
+inline constexpr std::string_view kReasonApplyFailed = "ApplyFailed";
+inline constexpr std::string_view kReasonNotReady = "ResourcesNotReady";
+inline constexpr std::string_view kReasonInvalidManifest = "InvalidManifest";
+inline constexpr std::string_view kReasonInvalidOptions = "InvalidOptions";
+inline constexpr std::string_view kReasonManifestNotFound = "ManifestNotFound";
+inline constexpr std::string_view kReasonPruneFailed = "PruneFailed";
+inline constexpr std::string_view kReasonPruneToEmpty = "PruneToEmptyRefused";
+inline constexpr std::string_view kReasonDeleted = "Deleted";
+inline constexpr std::string_view kReasonOrphaned = "Orphaned";
+
+//! The result for one object of a bundle.
+struct ObjectOutcome {
+  ObjectRef ref;
+  bool apply_failed = false;
+  std::string error;  //!< why apply failed (the API server's message)
+  bool ready = false;
+  std::string message;  //!< why it is not Ready
+};
+
+//! A bundle's state with the fields of a StatusEvent that describe it.
+struct BundleReport {
+  model::BundleState state = model::BundleState::kReady;
+  std::string reason;
+  std::string message;
+  std::vector<events::ObjectResult> resources;  //!< objects that are not Ready, at most kMaxReportedResources
+};
+
+//! The bundle's state from its objects' outcomes (see the file comment).
+BundleReport summarize(const std::vector<ObjectOutcome>& outcomes);
+//! A report for a failure of the whole bundle (invalid manifest, missing manifest, ...).
+BundleReport bundleFailure(model::BundleState state, std::string_view reason, std::string message);
+
+//! Caps a message at `limit` bytes (adding "...") without splitting a UTF-8 sequence.
+std::string truncateMessage(std::string text, size_t limit = kMaxObjectMessage);
+
+}  // namespace flotilla::agent

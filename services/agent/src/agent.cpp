@@ -1,0 +1,364 @@
+#include "flotilla/agent/agent.h"
+
+#include <exception>
+
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/duration.h"
+#include "flotilla/model/labels.h"
+#include "flotilla/service/hub.h"
+
+namespace flotilla::agent {
+
+using std::chrono::milliseconds;
+
+Result<events::StringMap> parseLabels(std::string_view text) {
+  events::StringMap labels;
+  for (const auto& item : split(text, ',')) {
+    std::string pair = trim(item);
+    if (pair.empty()) {
+      continue;
+    }
+    auto eq = pair.find('=');
+    if (eq == std::string::npos) {
+      return fail(ErrorKind::kInvalid, "--labels: \"" + pair + "\" is not key=value");
+    }
+    std::string key = trim(pair.substr(0, eq));
+    std::string value = trim(pair.substr(eq + 1));
+    FLOTILLA_TRY(model::validateLabelKey(key));
+    FLOTILLA_TRY(model::validateLabelValue(value));
+    labels[key] = value;
+  }
+  return labels;
+}
+
+Result<milliseconds> parseInterval(std::string_view text) {
+  std::string value = trim(text);
+  if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
+    return milliseconds(std::stoll(value) * 1000);
+  }
+  auto duration = model::parseDuration(value);
+  FLOTILLA_TRY(duration);
+  if (duration->count() <= 0) {
+    return fail(ErrorKind::kInvalid, "interval must be positive, got \"" + value + "\"");
+  }
+  return *duration;
+}
+
+std::string heartbeatSubjectFor(std::string_view cluster) { return events::statusSubject(cluster, ""); }
+
+std::string consumerName(std::string_view cluster) { return "agent-" + events::escapeToken(cluster); }
+
+Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
+             std::shared_ptr<kube::KubeClient> kube, Metrics& metrics)
+    : options_(std::move(options)),
+      js_(std::move(js)),
+      manifests_(std::make_unique<ManifestSource>(js_, std::move(manifests))),
+      kube_(std::move(kube)),
+      metrics_(metrics) {
+  applier_ = std::make_unique<Applier>(*kube_, ApplierOptions{.crd_timeout = options_.crd_timeout}, metrics_,
+                                       [this] { return stopping_.load(); });
+  inventories_ = std::make_unique<InventoryStore>(*kube_, options_.agent_namespace);
+  publisher_ = std::make_unique<StatusPublisher>(js_, options_.cluster_name, metrics_, options_.agent_version);
+  handler_ = std::make_unique<DeployHandler>(options_.cluster_name, *applier_, *inventories_, *manifests_, *publisher_,
+                                             metrics_, options_.retry);
+}
+
+Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::shared_ptr<bus::JetStream> js,
+                                             std::shared_ptr<bus::ObjectStore> manifests,
+                                             std::shared_ptr<kube::KubeClient> kube, Metrics& metrics) {
+  if (options.cluster_name.empty()) {
+    return fail(ErrorKind::kInvalid, "--cluster-name is required");
+  }
+  if (!js || !kube) {
+    return fail(ErrorKind::kInvalid, "agent: JetStream and Kubernetes client are required");
+  }
+  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(js), std::move(manifests), std::move(kube),
+                                          metrics));
+}
+
+Agent::~Agent() { stop(); }
+
+void Agent::start() {
+  std::lock_guard lock(mutex_);
+  if (started_) {
+    return;
+  }
+  started_ = true;
+  consumer_thread_ = std::thread([this] { consumerLoop(); });
+  heartbeat_thread_ = std::thread([this] { heartbeatLoop(); });
+  resync_thread_ = std::thread([this] { resyncLoop(); });
+}
+
+void Agent::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto* thread : {&consumer_thread_, &heartbeat_thread_, &resync_thread_}) {
+    if (thread->joinable()) {
+      thread->join();
+    }
+  }
+  bound_ = false;
+}
+
+bool Agent::ready(std::string& why) const {
+  if (!registered_) {
+    why = "not registered with the hub yet";
+    return false;
+  }
+  if (!bound_) {
+    why = "deploy consumer not bound";
+    return false;
+  }
+  return true;
+}
+
+std::string Agent::clusterId() const {
+  std::lock_guard lock(mutex_);
+  return cluster_id_;
+}
+
+bool Agent::sleepFor(milliseconds duration) {
+  std::unique_lock lock(mutex_);
+  return !wake_.wait_for(lock, duration, [this] { return stopping_.load(); });
+}
+
+// ---- registration ---------------------------------------------------------------------------------------------
+
+Result<events::RegisterReply> Agent::registerOnce() {
+  events::RegisterRequest request{.id = events::newEventId(),
+                                  .time = log::nowRfc3339(),
+                                  .cluster = options_.cluster_name,
+                                  .workspace = options_.workspace,
+                                  .labels = options_.labels,
+                                  .agent_version = options_.agent_version};
+  auto version = kube_->serverVersion();
+  if (version.ok()) {
+    request.kubernetes_version = version->git_version;
+  } else {
+    log::warn("cannot read the Kubernetes version; registering without it",
+              {{"cluster", options_.cluster_name}, {"error", version.error().describe()}});
+  }
+  auto reply = js_->connection()->request(events::kRegisterSubject, events::encode(request).dump(),
+                                          options_.register_timeout);
+  FLOTILLA_TRY(reply);
+  auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
+  FLOTILLA_TRY(decoded);
+  return decoded;
+}
+
+bool Agent::registerWithHub() {
+  milliseconds delay = options_.register_backoff_min;
+  for (int attempt = 1; !stopping_; ++attempt) {
+    auto reply = registerOnce();
+    std::string problem;
+    if (!reply.ok()) {
+      problem = reply.error().describe();
+    } else if (!reply->accepted) {
+      problem = "registration rejected: " + reply->message;
+    } else {
+      std::string id = reply->cluster_id.empty() ? options_.cluster_name : reply->cluster_id;
+      if (id != options_.cluster_name) {
+        // The hub knows the cluster by another name: deploy and status subjects use the hub's.
+        log::warn("the hub assigned a different cluster id", {{"cluster", options_.cluster_name}, {"cluster_id", id}});
+        publisher_ = std::make_unique<StatusPublisher>(js_, id, metrics_, options_.agent_version);
+        handler_ = std::make_unique<DeployHandler>(id, *applier_, *inventories_, *manifests_, *publisher_, metrics_,
+                                                   options_.retry);
+      }
+      {
+        std::lock_guard lock(mutex_);
+        cluster_id_ = id;
+      }
+      registered_ = true;
+      wake_.notify_all();
+      log::info("registered with the hub", {{"cluster", id}, {"attempts", attempt}});
+      return true;
+    }
+    metrics_.counter("register_retries_total", "Failed registration attempts (retried with backoff)").Increment();
+    log::warn("registration failed, retrying", {{"cluster", options_.cluster_name},
+                                                {"attempt", attempt},
+                                                {"retry_in_ms", static_cast<int64_t>(delay.count())},
+                                                {"error", problem}});
+    if (!sleepFor(delay)) {
+      break;
+    }
+    delay = std::min(delay * 2, options_.register_backoff_max);
+  }
+  return false;
+}
+
+// ---- consumer -------------------------------------------------------------------------------------------------
+
+bool Agent::bindConsumer(bus::PullConsumer& consumer) {
+  std::string cluster = clusterId();
+  bus::ConsumerConfig config{.durable = consumerName(cluster),
+                             .filter_subject = events::deploySubject(cluster),
+                             .ack_wait = options_.ack_wait,
+                             .description = "flotilla agent of cluster " + cluster};
+  milliseconds delay = options_.register_backoff_min;
+  while (!stopping_) {
+    auto ensured = js_->ensureConsumer(service::kDeployStream, config);
+    if (ensured.ok()) {
+      auto bound = js_->bindPull(service::kDeployStream, config.durable);
+      if (bound.ok()) {
+        consumer = std::move(bound).value();
+        bound_ = true;
+        log::info("deploy consumer bound", {{"cluster", cluster}, {"consumer", config.durable}});
+        return true;
+      }
+      ensured = fail(bound.error());
+    }
+    metrics_.counter("consumer_setup_retries_total", "Failed attempts to create or bind the deploy consumer")
+        .Increment();
+    log::warn("cannot set up the deploy consumer, retrying", {{"cluster", cluster},
+                                                              {"retry_in_ms", static_cast<int64_t>(delay.count())},
+                                                              {"error", ensured.error().describe()}});
+    if (!sleepFor(delay)) {
+      break;
+    }
+    delay = std::min(delay * 2, options_.register_backoff_max);
+  }
+  return false;
+}
+
+void Agent::handleMessage(bus::Message& message) {
+  auto started = std::chrono::steady_clock::now();
+  auto& in_flight = metrics_.gauge("in_flight_messages", "Deploy messages being handled");
+  in_flight.Increment();
+  Delivery delivery;
+  if (auto meta = message.metadata(); meta.ok()) {
+    delivery.stream_sequence = meta->stream_sequence;
+    delivery.delivery_count = meta->num_delivered;
+  }
+  delivery.progress = [&message] { (void)message.inProgress(); };
+  Outcome outcome;
+  try {
+    outcome = handler_->handle(message.data(), delivery);
+  } catch (const std::exception& e) {
+    metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
+    log::error("deploy handler threw", {{"cluster", clusterId()}, {"error", std::string(e.what())}});
+    outcome = Outcome::retry(handler_->backoff(delivery.delivery_count), "exception");
+  }
+  Status settled;
+  std::string action;
+  switch (outcome.action) {
+    case Outcome::Action::kAck:
+      settled = message.ack();
+      action = "ack";
+      break;
+    case Outcome::Action::kRetry:
+      settled = message.nakWithDelay(outcome.delay);
+      action = "nak";
+      break;
+    case Outcome::Action::kReject:
+      settled = message.term();
+      action = "term";
+      break;
+  }
+  if (!settled.ok()) {
+    metrics_.counter("ack_failures_total", "Failed ack/nak/term calls (the message will be redelivered)")
+        .Increment();
+    log::warn("could not settle a deploy message", {{"action", action}, {"error", settled.error().describe()}});
+  }
+  in_flight.Decrement();
+  metrics_.counter("messages_total", "Deploy messages handled, by bus action", {{"action", action}}).Increment();
+  metrics_.counter("deploys_total", "Deploy events handled, by outcome", {{"outcome", outcome.result}}).Increment();
+  metrics_
+      .histogram("handler_duration_seconds", "Time to handle one deploy message", Metrics::durationBuckets())
+      .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+void Agent::consumerLoop() {
+  if (!registerWithHub()) {
+    return;
+  }
+  bus::PullConsumer consumer;
+  if (!bindConsumer(consumer)) {
+    return;
+  }
+  milliseconds error_delay(500);
+  while (!stopping_) {
+    auto batch = consumer.fetch(1, options_.fetch_timeout);
+    if (!batch.ok()) {
+      metrics_.counter("fetch_errors_total", "Failed fetches from the deploy consumer").Increment();
+      log::warn("fetch failed", {{"cluster", clusterId()}, {"error", batch.error().describe()}});
+      if (batch.error().kind == ErrorKind::kNotFound) {
+        // The consumer was deleted (by an operator or a stream reset): create and bind it again.
+        bound_ = false;
+        if (!bindConsumer(consumer)) {
+          return;
+        }
+        continue;
+      }
+      if (!sleepFor(error_delay)) {
+        return;
+      }
+      error_delay = std::min(error_delay * 2, milliseconds(10000));
+      continue;
+    }
+    error_delay = milliseconds(500);
+    for (auto& message : *batch) {
+      handleMessage(message);
+    }
+  }
+}
+
+// ---- heartbeat and resync -------------------------------------------------------------------------------------
+
+void Agent::heartbeatLoop() {
+  {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [this] { return stopping_.load() || registered_.load(); });
+  }
+  while (!stopping_) {
+    std::string cluster = clusterId();
+    events::Heartbeat heartbeat{.id = events::newEventId(),
+                                .time = log::nowRfc3339(),
+                                .cluster = cluster,
+                                .agent_version = options_.agent_version};
+    auto sent = js_->publish(heartbeatSubjectFor(cluster), events::encode(heartbeat).dump(),
+                             "heartbeat/" + events::escapeToken(cluster) + "/" + heartbeat.id);
+    if (sent.ok()) {
+      metrics_.counter("heartbeats_total", "Heartbeats published").Increment();
+      log::debug("heartbeat sent", {{"cluster", cluster}});
+    } else {
+      metrics_.counter("heartbeat_failures_total", "Heartbeats that could not be published").Increment();
+      log::warn("heartbeat failed", {{"cluster", cluster}, {"error", sent.error().describe()}});
+    }
+    if (!sleepFor(options_.heartbeat_interval)) {
+      return;
+    }
+  }
+}
+
+void Agent::resyncLoop() {
+  {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [this] { return stopping_.load() || registered_.load(); });
+  }
+  bool seeded = false;
+  while (sleepFor(options_.resync_interval)) {
+    if (!seeded) {
+      // Bundles applied before this process started: re-report them once, then watch them like the others.
+      auto loaded = handler_->seedFromCluster();
+      if (loaded.ok()) {
+        seeded = true;
+      } else {
+        metrics_.counter("resync_errors_total", "Health re-checks that could not read the cluster").Increment();
+        log::warn("cannot list inventories", {{"cluster", clusterId()}, {"error", loaded.error().describe()}});
+      }
+    }
+    try {
+      handler_->resync();
+    } catch (const std::exception& e) {
+      metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
+      log::error("resync threw", {{"cluster", clusterId()}, {"error", std::string(e.what())}});
+    }
+  }
+}
+
+}  // namespace flotilla::agent

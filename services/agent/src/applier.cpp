@@ -1,0 +1,343 @@
+#include "flotilla/agent/applier.h"
+
+#include <thread>
+
+#include "flotilla/agent/health.h"
+#include "flotilla/core/log.h"
+
+namespace flotilla::agent {
+namespace {
+
+bool transient(const Error& error) { return error.kind == ErrorKind::kTransient || error.kind == ErrorKind::kWait; }
+
+// A manifest element that is not a usable object still gets a name in the report.
+ObjectRef lenientRef(const Json& object, size_t index) {
+  ObjectRef ref;
+  if (object.isObject()) {
+    ref.api_version = object.getString("apiVersion");
+    ref.kind = object.getString("kind");
+    const Json* name = object.at({"metadata", "name"});
+    const Json* ns = object.at({"metadata", "namespace"});
+    ref.name = name != nullptr && name->isString() ? name->asString() : std::string();
+    ref.ns = ns != nullptr && ns->isString() ? ns->asString() : std::string();
+  }
+  if (ref.kind.empty()) {
+    ref.kind = "Object";
+  }
+  if (ref.name.empty()) {
+    ref.name = "manifest[" + std::to_string(index) + "]";
+  }
+  return ref;
+}
+
+std::string annotationOf(const Json& live) {
+  const Json* owner = live.at({"metadata", "annotations", kBundleAnnotation});
+  return owner != nullptr && owner->isString() ? owner->asString() : std::string();
+}
+
+}  // namespace
+
+Applier::Applier(kube::KubeClient& client, ApplierOptions options, Metrics& metrics, std::function<bool()> stopping)
+    : client_(client), options_(options), metrics_(metrics), stopping_(std::move(stopping)) {}
+
+Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
+                                        bool& foreign) {
+  ObjectOutcome outcome{.ref = planned.ref};
+  adopted = false;
+  foreign = false;
+  if (!request.owned.contains(planned.ref.identity())) {
+    // An object new to this bundle may belong to another bundle: adopting it is an explicit decision.
+    auto live = client_.get(planned.ref.api_version, planned.ref.kind, planned.ref.ns, planned.ref.name);
+    if (live.ok()) {
+      std::string owner = annotationOf(*live);
+      if (!owner.empty() && owner != request.owner) {
+        if (!request.force) {
+          foreign = true;
+          outcome.apply_failed = true;
+          outcome.error = "owned by bundle " + owner + " (set takeOwnership to adopt it)";
+          metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "foreign"}}).Increment();
+          return outcome;
+        }
+        adopted = true;
+      }
+    } else if (transient(live.error())) {
+      return fail(live.error());
+    }
+  }
+  kube::ApplyOptions apply_options{.field_manager = std::string(kFieldManager), .force = request.force};
+  auto applied = client_.apply(planned.object, apply_options);
+  if (!applied.ok()) {
+    if (transient(applied.error())) {
+      return fail(applied.error());
+    }
+    outcome.apply_failed = true;
+    outcome.error = applied.error().message;
+    metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "failed"}}).Increment();
+    log::warn("object rejected", {{"object", planned.ref.describe()},
+                                  {"owner", request.owner},
+                                  {"error", applied.error().describe()}});
+    return outcome;
+  }
+  Health health = evaluateHealth(*applied);
+  outcome.ready = health.ready;
+  outcome.message = health.message;
+  metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "ok"}}).Increment();
+  if (adopted) {
+    metrics_.counter("objects_adopted_total", "Objects taken over from another bundle (takeOwnership)").Increment();
+    log::info("took ownership of an object", {{"object", planned.ref.describe()}, {"owner", request.owner}});
+  }
+  return outcome;
+}
+
+Status Applier::waitForCrds(std::vector<std::pair<size_t, std::string>>& crds, std::vector<ObjectOutcome>& outcomes) {
+  auto deadline = std::chrono::steady_clock::now() + options_.crd_timeout;
+  for (const auto& [index, api_version] : crds) {
+    ObjectOutcome& outcome = outcomes[index];
+    while (true) {
+      auto live = client_.get(api_version, outcome.ref.kind, "", outcome.ref.name);
+      if (live.ok()) {
+        Health health = evaluateHealth(*live);
+        outcome.ready = health.ready;
+        outcome.message = health.message;
+        if (health.ready) {
+          break;
+        }
+      } else if (transient(live.error())) {
+        return fail(live.error());
+      } else {
+        outcome.ready = false;
+        outcome.message = live.error().message;
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        metrics_.counter("crd_wait_timeouts_total", "CRDs not Established within --crd-timeout").Increment();
+        log::warn("CRD not established in time; its custom resources will fail",
+                  {{"crd", outcome.ref.name}, {"timeout_ms", static_cast<int64_t>(options_.crd_timeout.count())}});
+        outcome.message = "not established after " + std::to_string(options_.crd_timeout.count()) + " ms: " +
+                          outcome.message;
+        break;
+      }
+      if (stopping_()) {
+        return fail(ErrorKind::kTransient, "stopping while waiting for CRD " + outcome.ref.name);
+      }
+      std::this_thread::sleep_for(options_.crd_poll);
+    }
+  }
+  return {};
+}
+
+Status Applier::ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request) {
+  for (const auto& ns : namespaces) {
+    auto live = client_.get("v1", "Namespace", "", ns);
+    if (live.ok()) {
+      continue;
+    }
+    if (transient(live.error())) {
+      return fail(live.error());
+    }
+    if (live.error().kind != ErrorKind::kNotFound) {
+      continue;  // e.g. forbidden: the objects' own apply will report it
+    }
+    // Fleet creates a bundle's target namespace when it is missing; it is not part of the bundle's inventory.
+    Json object = Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", ns}})}});
+    for (const auto& [key, value] : request.namespace_labels) {
+      object["metadata"]["labels"][key] = value;
+    }
+    for (const auto& [key, value] : request.namespace_annotations) {
+      object["metadata"]["annotations"][key] = value;
+    }
+    auto created = client_.apply(object, kube::ApplyOptions{.field_manager = std::string(kFieldManager)});
+    if (!created.ok()) {
+      if (transient(created.error())) {
+        return fail(created.error());
+      }
+      log::warn("could not create a namespace for the bundle",
+                {{"namespace", ns}, {"owner", request.owner}, {"error", created.error().describe()}});
+      continue;
+    }
+    metrics_.counter("namespaces_created_total", "Target namespaces created for bundles").Increment();
+    log::info("created the bundle's namespace", {{"namespace", ns}, {"owner", request.owner}});
+  }
+  return {};
+}
+
+Result<ApplyResult> Applier::apply(const ApplyRequest& request, const std::function<void()>& progress) {
+  ApplyResult result;
+  std::vector<PlannedObject> definitions;
+  std::vector<PlannedObject> rest;
+  for (size_t i = 0; i < request.manifest.size(); ++i) {
+    const Json& object = request.manifest[i];
+    auto ref = objectRefOf(object);
+    if (!ref.ok()) {
+      result.outcomes.push_back(
+          ObjectOutcome{.ref = lenientRef(object, i), .apply_failed = true, .error = ref.error().message});
+      continue;
+    }
+    PlannedObject planned{.object = object, .ref = *ref, .stage = Stage::kNamespaced, .index = i};
+    if (isDefinitionKind(planned.ref)) {
+      planned.stage = Stage::kDefinitions;
+      planned.object = placeObject(std::move(planned.object), false, request.namespaces, request.owner);
+      planned.ref.ns.clear();
+      definitions.push_back(std::move(planned));
+    } else {
+      rest.push_back(std::move(planned));
+    }
+  }
+
+  auto run = [&](const PlannedObject& planned) -> Status {
+    bool adopted = false;
+    bool foreign = false;
+    auto outcome = applyOne(planned, request, adopted, foreign);
+    FLOTILLA_TRY(outcome);
+    if (!foreign) {  // an object we may not touch stays out of our inventory
+      result.objects.push_back(planned.ref);
+    }
+    (outcome->apply_failed ? result.failed : result.applied) += 1;
+    result.adopted += adopted ? 1 : 0;
+    result.outcomes.push_back(std::move(outcome).value());
+    progress();
+    return {};
+  };
+
+  // Stage 1: CRDs and Namespaces, then wait until the CRDs are served.
+  sortForApply(definitions);
+  std::set<std::string> bundle_namespaces;
+  std::vector<std::pair<size_t, std::string>> crds;
+  std::vector<ObjectRef> refs;
+  for (const auto& planned : definitions) {
+    refs.push_back(planned.ref);
+  }
+  FLOTILLA_TRY(request.record_intent(refs));
+  for (const auto& planned : definitions) {
+    FLOTILLA_TRY(run(planned));
+    if (isNamespace(planned.ref)) {
+      bundle_namespaces.insert(planned.ref.name);
+    }
+    if (isCrd(planned.ref) && !result.outcomes.back().apply_failed) {
+      crds.emplace_back(result.outcomes.size() - 1, planned.ref.api_version);
+    }
+  }
+  FLOTILLA_TRY(waitForCrds(crds, result.outcomes));
+
+  // Stages 2 and 3: the scope of each kind comes from discovery, which now knows the new CRDs.
+  std::vector<PlannedObject> placed;
+  std::set<std::string> needed_namespaces;
+  for (auto& planned : rest) {
+    auto mapping = client_.mapping(planned.ref.api_version, planned.ref.kind);
+    if (!mapping.ok()) {
+      if (transient(mapping.error())) {
+        return fail(mapping.error());
+      }
+      // Never created, so not part of the inventory.
+      result.outcomes.push_back(
+          ObjectOutcome{.ref = planned.ref, .apply_failed = true, .error = mapping.error().message});
+      result.failed += 1;
+      metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "failed"}}).Increment();
+      continue;
+    }
+    planned.object = placeObject(std::move(planned.object), mapping->namespaced, request.namespaces, request.owner);
+    planned.ref.ns = mapping->namespaced ? planned.object.at({"metadata", "namespace"})->asString() : std::string();
+    planned.stage = stageOf(planned.ref, mapping->namespaced);
+    if (mapping->namespaced && !bundle_namespaces.contains(planned.ref.ns)) {
+      needed_namespaces.insert(planned.ref.ns);
+    }
+    placed.push_back(std::move(planned));
+  }
+  sortForApply(placed);
+  refs.clear();
+  for (const auto& planned : placed) {
+    refs.push_back(planned.ref);
+  }
+  FLOTILLA_TRY(request.record_intent(refs));
+  FLOTILLA_TRY(ensureNamespaces(needed_namespaces, request));
+  for (const auto& planned : placed) {
+    FLOTILLA_TRY(run(planned));
+  }
+  return result;
+}
+
+Result<std::vector<ObjectOutcome>> Applier::checkHealth(const std::vector<ObjectRef>& refs) {
+  std::vector<ObjectOutcome> outcomes;
+  outcomes.reserve(refs.size());
+  for (const auto& ref : refs) {
+    ObjectOutcome outcome{.ref = ref};
+    auto live = client_.get(ref.api_version, ref.kind, ref.ns, ref.name);
+    if (live.ok()) {
+      Health health = evaluateHealth(*live);
+      outcome.ready = health.ready;
+      outcome.message = health.message;
+    } else if (transient(live.error())) {
+      return fail(live.error());
+    } else {
+      outcome.message = live.error().kind == ErrorKind::kNotFound ? std::string("not found") : live.error().message;
+    }
+    outcomes.push_back(std::move(outcome));
+  }
+  return outcomes;
+}
+
+Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view owner, bool delete_crds,
+                                   const std::function<void()>& progress) {
+  PruneResult result;
+  sortForPrune(refs);
+  auto count = [&](std::string_view what) {
+    metrics_.counter("objects_pruned_total", "Objects handled by prune, by result", {{"result", std::string(what)}})
+        .Increment();
+  };
+  for (const auto& ref : refs) {
+    if (isCrd(ref) && !delete_crds) {
+      log::info("keeping a CRD that left the bundle (deleteCRDResources is off)",
+                {{"object", ref.describe()}, {"owner", std::string(owner)}});
+      result.orphaned.push_back(ref);
+      count("orphaned");
+      continue;
+    }
+    auto live = client_.get(ref.api_version, ref.kind, ref.ns, ref.name);
+    if (!live.ok()) {
+      if (transient(live.error())) {
+        return fail(live.error());
+      }
+      if (live.error().kind == ErrorKind::kNotFound) {  // the object, or its kind, is gone
+        result.gone += 1;
+        count("gone");
+        continue;
+      }
+      result.remaining.push_back(ref);
+      result.errors.push_back(ref.describe() + ": " + live.error().message);
+      count("failed");
+      continue;
+    }
+    std::string current_owner = annotationOf(*live);
+    if (!current_owner.empty() && current_owner != owner) {
+      log::info("not pruning an object another bundle has adopted",
+                {{"object", ref.describe()}, {"owner", std::string(owner)}, {"adopted_by", current_owner}});
+      result.orphaned.push_back(ref);
+      count("orphaned");
+      continue;
+    }
+    auto removed = client_.remove(ref.api_version, ref.kind, ref.ns, ref.name,
+                                  kube::DeleteOptions{.propagation = kube::Propagation::kBackground});
+    if (!removed.ok()) {
+      if (transient(removed.error())) {
+        return fail(removed.error());
+      }
+      if (removed.error().kind == ErrorKind::kNotFound) {
+        result.gone += 1;
+        count("gone");
+        continue;
+      }
+      result.remaining.push_back(ref);
+      result.errors.push_back(ref.describe() + ": " + removed.error().message);
+      count("failed");
+      log::warn("prune failed", {{"object", ref.describe()}, {"error", removed.error().describe()}});
+      continue;
+    }
+    result.deleted += 1;
+    count("deleted");
+    log::info("pruned", {{"object", ref.describe()}, {"owner", std::string(owner)}});
+    progress();
+  }
+  return result;
+}
+
+}  // namespace flotilla::agent

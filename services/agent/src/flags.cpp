@@ -1,0 +1,52 @@
+#include "flotilla/agent/flags.h"
+
+namespace flotilla::agent {
+
+std::map<std::string, std::string> agentFlags() {
+  return {
+      {"cluster-name", "name of this downstream cluster on the hub (required)"},
+      {"kubeconfig", "kubeconfig of the downstream cluster (default: in-cluster service account, then $KUBECONFIG, "
+                     "then ~/.kube/config)"},
+      {"kube-context", "context in --kubeconfig (default: its current-context)"},
+      {"labels", "cluster labels for targeting, k=v,k2=v2"},
+      {"heartbeat-interval", "how often to send a heartbeat (default 30s)"},
+      {"resync-interval", "how often to re-check the health of bundles that are not Ready (default 30s)"},
+      {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
+      {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
+  };
+}
+
+Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
+  AgentOptions options;
+  options.cluster_name = config.get("cluster-name");
+  if (options.cluster_name.empty()) {
+    return fail(ErrorKind::kInvalid, "--cluster-name is required");
+  }
+  options.workspace = config.get("workspace", "fleet-default");
+  options.agent_namespace = config.get("agent-namespace", "flotilla-system");
+  auto labels = parseLabels(config.get("labels"));
+  if (!labels.ok()) {
+    return fail(labels.error());
+  }
+  options.labels = std::move(labels).value();
+  struct IntervalFlag {
+    const char* name;
+    std::chrono::milliseconds* target;
+  };
+  for (auto [name, target] : {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
+                              IntervalFlag{"resync-interval", &options.resync_interval},
+                              IntervalFlag{"crd-timeout", &options.crd_timeout}}) {
+    std::string text = config.get(name);
+    if (text.empty()) {
+      continue;
+    }
+    auto interval = parseInterval(text);
+    if (!interval.ok()) {
+      return fail(ErrorKind::kInvalid, "--" + std::string(name) + ": " + interval.error().message);
+    }
+    *target = *interval;
+  }
+  return options;
+}
+
+}  // namespace flotilla::agent

@@ -1,0 +1,120 @@
+// Unit tests for bundle state summaries, status ids and flag parsing.
+#include <gtest/gtest.h>
+
+#include "flotilla/agent/agent.h"
+#include "flotilla/agent/deploy_handler.h"
+#include "flotilla/agent/flags.h"
+#include "flotilla/agent/report.h"
+
+namespace flotilla::agent {
+namespace {
+
+ObjectOutcome ok(std::string name) { return ObjectOutcome{.ref = {"v1", "ConfigMap", "ns", name}, .ready = true}; }
+
+// All applied and healthy: Ready without reason.
+TEST(ReportTest, ReadyWhenEverythingIsHealthy) {
+  BundleReport r = summarize({ok("a"), ok("b")});
+  EXPECT_EQ(r.state, model::BundleState::kReady);
+  EXPECT_TRUE(r.reason.empty());
+  EXPECT_TRUE(r.resources.empty());
+}
+
+// Unhealthy objects make NotReady with per-object messages.
+TEST(ReportTest, NotReadyListsObjects) {
+  ObjectOutcome web{.ref = {"apps/v1", "Deployment", "prod", "web"}, .message = "0 of 2 replicas available"};
+  BundleReport r = summarize({ok("a"), web});
+  EXPECT_EQ(r.state, model::BundleState::kNotReady);
+  EXPECT_EQ(r.reason, kReasonNotReady);
+  EXPECT_EQ(r.message, "1 of 2 objects not ready: Deployment/prod/web: 0 of 2 replicas available");
+  ASSERT_EQ(r.resources.size(), 1u);
+  EXPECT_EQ(r.resources[0].state, "NotReady");
+  EXPECT_EQ(r.resources[0].ns, "prod");
+}
+
+// Any apply failure wins, and the message names each failed object with the server's message.
+TEST(ReportTest, ErrAppliedNamesFailedObjects) {
+  ObjectOutcome bad{.ref = {"v1", "ConfigMap", "prod", "bad"}, .apply_failed = true, .error = "data: expected map"};
+  ObjectOutcome web{.ref = {"apps/v1", "Deployment", "prod", "web"}, .message = "waiting"};
+  BundleReport r = summarize({bad, web, ok("c")});
+  EXPECT_EQ(r.state, model::BundleState::kErrApplied);
+  EXPECT_EQ(r.reason, kReasonApplyFailed);
+  EXPECT_EQ(r.message, "failed to apply 1 of 3 objects: ConfigMap/prod/bad: data: expected map");
+  ASSERT_EQ(r.resources.size(), 2u);
+  EXPECT_EQ(r.resources[0].state, "ErrApplied");
+  EXPECT_EQ(r.resources[1].state, "NotReady");
+}
+
+// Long lists are capped in the message and in resources.
+TEST(ReportTest, CapsLongLists) {
+  std::vector<ObjectOutcome> outcomes;
+  for (int i = 0; i < 60; ++i) {
+    outcomes.push_back(ObjectOutcome{.ref = {"v1", "ConfigMap", "ns", "c" + std::to_string(i)}, .message = "no"});
+  }
+  BundleReport r = summarize(outcomes);
+  EXPECT_EQ(r.resources.size(), kMaxReportedResources);
+  EXPECT_NE(r.message.find("(and 50 more)"), std::string::npos);
+  EXPECT_EQ(truncateMessage(std::string(2000, 'x')).size(), kMaxObjectMessage + 3);
+  EXPECT_EQ(truncateMessage("short"), "short");
+  // A two-byte UTF-8 character is never split.
+  std::string text = std::string(kMaxObjectMessage - 1, 'x') + "\xC3\xA9";
+  EXPECT_EQ(truncateMessage(text), std::string(kMaxObjectMessage - 1, 'x') + "...");
+}
+
+TEST(ReportTest, ForceFromOptions) {
+  model::BundleDeploymentOptions options;
+  EXPECT_FALSE(wantsForce(options));
+  options.helm = model::HelmOptions{.take_ownership = true};
+  EXPECT_TRUE(wantsForce(options));
+  options.helm.reset();
+  options.correct_drift = model::CorrectDrift{.enabled = true, .force = true};
+  EXPECT_TRUE(wantsForce(options));
+}
+
+// Retry delays double per delivery and stop at the cap.
+TEST(ReportTest, BackoffGrowsAndCaps) {
+  DeployHandlerOptions options{.retry_base = std::chrono::milliseconds(100), .retry_max = std::chrono::milliseconds(1000)};
+  EXPECT_EQ(retryDelay(0, options).count(), 100);
+  EXPECT_EQ(retryDelay(1, options).count(), 100);
+  EXPECT_EQ(retryDelay(3, options).count(), 400);
+  EXPECT_EQ(retryDelay(10, options).count(), 1000);
+  EXPECT_EQ(retryDelay(1000000, options).count(), 1000);
+}
+
+// --labels and interval flags.
+TEST(FlagsTest, ParseLabelsAndIntervals) {
+  auto labels = parseLabels("env=cluster1, region = eu ,");
+  ASSERT_TRUE(labels.ok()) << labels.error().describe();
+  EXPECT_EQ(labels->size(), 2u);
+  EXPECT_EQ(labels->at("region"), "eu");
+  EXPECT_TRUE(parseLabels("")->empty());
+  EXPECT_FALSE(parseLabels("novalue").ok());
+  EXPECT_FALSE(parseLabels("bad key=x").ok());
+  EXPECT_EQ(parseInterval("30s")->count(), 30000);
+  EXPECT_EQ(parseInterval("5")->count(), 5000);
+  EXPECT_EQ(parseInterval("1m30s")->count(), 90000);
+  EXPECT_FALSE(parseInterval("soon").ok());
+  EXPECT_FALSE(parseInterval("0s").ok());
+}
+
+TEST(FlagsTest, OptionsFromFlags) {
+  const char* argv[] = {"flotilla-agent", "--cluster-name", "c1", "--labels", "env=x", "--resync-interval", "2s",
+                        "--agent-namespace", "agent-ns"};
+  auto config = service::Config::parse(9, argv, agentFlags());
+  ASSERT_TRUE(config.ok()) << config.error().describe();
+  auto options = agentOptionsFrom(*config);
+  ASSERT_TRUE(options.ok()) << options.error().describe();
+  EXPECT_EQ(options->cluster_name, "c1");
+  EXPECT_EQ(options->labels.at("env"), "x");
+  EXPECT_EQ(options->resync_interval.count(), 2000);
+  EXPECT_EQ(options->heartbeat_interval.count(), 30000);
+  EXPECT_EQ(options->agent_namespace, "agent-ns");
+  const char* missing[] = {"flotilla-agent"};
+  auto bare = service::Config::parse(1, missing, agentFlags());
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(agentOptionsFrom(*bare).ok());
+  EXPECT_EQ(heartbeatSubjectFor("c.1"), "flotilla.status.c=2E1.=");
+  EXPECT_EQ(consumerName("c.1"), "agent-c=2E1");
+}
+
+}  // namespace
+}  // namespace flotilla::agent
