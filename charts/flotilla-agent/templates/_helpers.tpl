@@ -1,0 +1,60 @@
+{{- define "flotilla-agent.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "flotilla-agent.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "flotilla-agent.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "flotilla-agent.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "flotilla-agent.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "flotilla-agent.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: flotilla
+{{- end -}}
+
+{{- define "flotilla-agent.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "flotilla-agent.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end -}}
+
+{{- define "flotilla-agent.clusterName" -}}
+{{- required "clusterName is required: the name of this cluster on the hub (--set clusterName=...)" .Values.clusterName -}}
+{{- end -}}
+
+{{- define "flotilla-agent.agentNamespace" -}}
+{{- default .Release.Namespace .Values.agentNamespace -}}
+{{- end -}}
+
+{{/* The Secret holding the NATS credentials file: an existing one, or the chart's own made from content. */}}
+{{- define "flotilla-agent.natsCredentialsSecret" -}}
+{{- if .Values.nats.credentials.secretName -}}
+{{- .Values.nats.credentials.secretName -}}
+{{- else if .Values.nats.credentials.content -}}
+{{- printf "%s-nats-credentials" (include "flotilla-agent.fullname" . | trunc 46 | trimSuffix "-") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* ClusterRole/Binding names carry the namespace: they are cluster-scoped, releases in two namespaces must not clash. */}}
+{{- define "flotilla-agent.clusterRoleName" -}}
+{{- printf "%s-%s" (include "flotilla-agent.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

@@ -1,0 +1,232 @@
+// Unit tests of charts/flotilla-hub and charts/flotilla-agent: `helm lint` is clean and `helm template` renders
+// valid Kubernetes objects of the expected kinds, with the settings the values promise (probes, non-root,
+// NATS wiring, credentials mounts, RBAC choice, required values).
+#include <algorithm>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "deploy_util.h"
+
+namespace flotilla::deploy_test {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+// The values the agent chart cannot render without.
+std::vector<std::string> agentRequired() {
+  return {"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222"};
+}
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+std::string stringAt(const Json& object, std::initializer_list<std::string_view> path) {
+  const Json* value = object.at(path);
+  return value && value->isString() ? value->asString() : std::string();
+}
+
+// Every container of a hub or agent workload: probes on /healthz and /readyz, non-root, read-only root fs,
+// no privilege escalation, resources set.
+void expectHardenedWorkload(const Json& workload) {
+  const std::string name = stringAt(workload, {"metadata", "name"});
+  const Json* pod = workload.at({"spec", "template", "spec"});
+  ASSERT_NE(pod, nullptr) << name;
+  EXPECT_TRUE(pod->at({"securityContext", "runAsNonRoot"}) && pod->at({"securityContext", "runAsNonRoot"})->asBool())
+      << name;
+  const Json* container = firstContainer(workload);
+  ASSERT_NE(container, nullptr) << name;
+  EXPECT_EQ(stringAt(*container, {"livenessProbe", "httpGet", "path"}), "/healthz") << name;
+  EXPECT_EQ(stringAt(*container, {"readinessProbe", "httpGet", "path"}), "/readyz") << name;
+  EXPECT_EQ(container->at({"securityContext", "readOnlyRootFilesystem"})->asBool(), true) << name;
+  EXPECT_EQ(container->at({"securityContext", "allowPrivilegeEscalation"})->asBool(), false) << name;
+  EXPECT_NE(container->at({"resources", "requests"}), nullptr) << name;
+  EXPECT_THAT(stringAt(*container, {"image"}), HasSubstr("flotilla/runtime:")) << name;
+}
+
+TEST(HubChart, LintIsClean) {
+  const std::string helm = toolPath("helm");
+  ASSERT_FALSE(helm.empty()) << "helm missing: run scripts/setup --no-run";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {}, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://nats:4222"}}) {
+    auto result = run(with({helm, "lint", "--strict", chartDir("flotilla-hub")}, args));
+    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    EXPECT_THAT(result.out, HasSubstr("0 chart(s) failed"));
+    EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[WARNING]")));
+    EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[INFO]")));
+  }
+}
+
+TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
+  auto objects = renderChart("flotilla-hub", {});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  EXPECT_EQ(kindCounts(*objects),
+            (std::map<std::string, int>{{"Deployment", 3}, {"Service", 5}, {"ServiceAccount", 1}, {"StatefulSet", 1}}));
+  for (const std::string component : {"poller", "bundler", "scheduler"}) {
+    const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-hub-" + component);
+    ASSERT_NE(deployment, nullptr) << component;
+    expectHardenedWorkload(*deployment);
+    const Json* container = firstContainer(*deployment);
+    EXPECT_EQ(stringList(container->find("command")), std::vector<std::string>{"flotilla-" + component});
+    const auto args = stringList(container->find("args"));
+    EXPECT_THAT(args, Contains("--nats-url=nats://t-flotilla-hub-nats.flotilla-system.svc:4222"));
+    EXPECT_THAT(args, Contains("--http-addr=0.0.0.0:8080"));
+    EXPECT_NE(findObject(*objects, "Service", "t-flotilla-hub-" + component), nullptr) << component;
+  }
+  const Json* nats = findObject(*objects, "StatefulSet", "t-flotilla-hub-nats");
+  ASSERT_NE(nats, nullptr);
+  EXPECT_THAT(stringList(firstContainer(*nats)->find("args")), Contains("--jetstream"));
+  EXPECT_NE(nats->at({"spec", "volumeClaimTemplates"}), nullptr);
+  // The poller keeps its mirrors in an emptyDir unless persistence is on; git credentials are not mounted.
+  const Json* poller = findObject(*objects, "Deployment", "t-flotilla-hub-poller");
+  const auto args = stringList(firstContainer(*poller)->find("args"));
+  EXPECT_THAT(args, Contains("--data-dir=/var/lib/flotilla/poller"));
+  EXPECT_EQ(std::count_if(args.begin(), args.end(), [](const auto& a) { return a.starts_with("--credentials-dir"); }),
+            0);
+  EXPECT_EQ(findObject(*objects, "PersistentVolumeClaim", "t-flotilla-hub-poller-data"), nullptr);
+}
+
+TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {
+  auto objects = renderChart(
+      "flotilla-hub", {"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://a:4222\\,nats://b:4222"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  EXPECT_EQ(kindCounts(*objects).count("StatefulSet"), 0u);
+  EXPECT_EQ(kindCounts(*objects)["Service"], 3);
+  const Json* scheduler = findObject(*objects, "Deployment", "t-flotilla-hub-scheduler");
+  ASSERT_NE(scheduler, nullptr);
+  EXPECT_THAT(stringList(firstContainer(*scheduler)->find("args")), Contains("--nats-url=nats://a:4222,nats://b:4222"));
+}
+
+TEST(HubChart, ExternalNatsWithoutUrlIsAnError) {
+  auto objects = renderChart("flotilla-hub", {"--set", "nats.embedded.enabled=false"});
+  ASSERT_FALSE(objects.ok());
+  EXPECT_THAT(objects.error().message, HasSubstr("nats.url is required"));
+}
+
+TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
+  auto objects = renderChart(
+      "flotilla-hub", {"--set", "poller.gitCredentials.secretNames={github-token,gitlab-ssh}", "--set",
+                       "poller.persistence.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set",
+                       "nats.credentials.secretName=hub-nats", "--set", "nats.tls.secretName=nats-ca"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  EXPECT_EQ(kindCounts(*objects)["ServiceMonitor"], 1);
+  ASSERT_NE(findObject(*objects, "PersistentVolumeClaim", "t-flotilla-hub-poller-data"), nullptr);
+
+  const Json* poller = findObject(*objects, "Deployment", "t-flotilla-hub-poller");
+  ASSERT_NE(poller, nullptr);
+  EXPECT_EQ(stringAt(*poller, {"spec", "strategy", "type"}), "Recreate");
+  const Json* container = firstContainer(*poller);
+  const auto args = stringList(container->find("args"));
+  EXPECT_THAT(args, Contains("--credentials-dir=/etc/flotilla/git-credentials"));
+  EXPECT_THAT(args, Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));
+  EXPECT_THAT(args, Contains("--nats-ca=/etc/flotilla/nats-tls/ca.crt"));
+  // Each secret is a directory named like the GitRepo's clientSecretName, as the poller's credentials store reads.
+  std::vector<std::string> mounts;
+  for (const auto& mount : container->find("volumeMounts")->asArray()) {
+    mounts.push_back(mount.getString("mountPath"));
+  }
+  EXPECT_THAT(mounts, Contains("/etc/flotilla/git-credentials/github-token"));
+  EXPECT_THAT(mounts, Contains("/etc/flotilla/git-credentials/gitlab-ssh"));
+  std::vector<std::string> secrets;
+  for (const auto& volume : poller->at({"spec", "template", "spec", "volumes"})->asArray()) {
+    if (const Json* secret = volume.at({"secret", "secretName"})) {
+      secrets.push_back(secret->asString());
+    }
+    if (const Json* claim = volume.at({"persistentVolumeClaim", "claimName"})) {
+      EXPECT_EQ(claim->asString(), "t-flotilla-hub-poller-data");
+    }
+  }
+  EXPECT_THAT(secrets, Contains("github-token"));
+  EXPECT_THAT(secrets, Contains("hub-nats"));
+}
+
+TEST(AgentChart, LintIsClean) {
+  const std::string helm = toolPath("helm");
+  ASSERT_FALSE(helm.empty()) << "helm missing: run scripts/setup --no-run";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"})}) {
+    auto result = run(with({helm, "lint", "--strict", chartDir("flotilla-agent")}, args));
+    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    EXPECT_THAT(result.out, HasSubstr("0 chart(s) failed"));
+    EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[WARNING]")));
+    EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[INFO]")));
+  }
+}
+
+TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {
+  auto no_name = renderChart("flotilla-agent", {"--set", "nats.url=nats://hub:4222"});
+  ASSERT_FALSE(no_name.ok());
+  EXPECT_THAT(no_name.error().message, HasSubstr("clusterName is required"));
+  auto no_url = renderChart("flotilla-agent", {"--set", "clusterName=edge-1"});
+  ASSERT_FALSE(no_url.ok());
+  EXPECT_THAT(no_url.error().message, HasSubstr("nats.url is required"));
+}
+
+TEST(AgentChart, DefaultsBindClusterAdmin) {
+  auto objects = renderChart(
+      "flotilla-agent", with(agentRequired(), {"--set", "clusterLabels.env=prod", "--set", "clusterLabels.region=eu",
+                                               "--set-string", "nats.credentials.content=-----BEGIN NATS-----"}));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  EXPECT_EQ(kindCounts(*objects),
+            (std::map<std::string, int>{
+                {"ClusterRoleBinding", 1}, {"Deployment", 1}, {"Secret", 1}, {"Service", 1}, {"ServiceAccount", 1}}));
+  const Json* binding = findObject(*objects, "ClusterRoleBinding", "t-flotilla-agent-flotilla-system");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ(stringAt(*binding, {"roleRef", "name"}), "cluster-admin");
+  const Json* subject = &binding->find("subjects")->asArray().front();
+  EXPECT_EQ(subject->getString("name"), "t-flotilla-agent");
+  EXPECT_EQ(subject->getString("namespace"), "flotilla-system");
+
+  const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
+  ASSERT_NE(deployment, nullptr);
+  expectHardenedWorkload(*deployment);
+  EXPECT_EQ(stringAt(*deployment, {"spec", "strategy", "type"}), "Recreate");
+  const auto args = stringList(firstContainer(*deployment)->find("args"));
+  EXPECT_THAT(args, Contains("--cluster-name=edge-1"));
+  EXPECT_THAT(args, Contains("--nats-url=nats://hub:4222"));
+  EXPECT_THAT(args, Contains("--labels=env=prod,region=eu"));
+  EXPECT_THAT(args, Contains("--agent-namespace=flotilla-system"));
+  EXPECT_THAT(args, Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));
+  const Json* secret = findObject(*objects, "Secret", "t-flotilla-agent-nats-credentials");
+  ASSERT_NE(secret, nullptr);
+  EXPECT_EQ(stringAt(*secret, {"data", "nats.creds"}), "LS0tLS1CRUdJTiBOQVRTLS0tLS0=");
+}
+
+TEST(AgentChart, RestrictedRbacGrantsRulesCrdsAndInventory) {
+  auto objects = renderChart(
+      "flotilla-agent", with(agentRequired(), {"--set", "rbac.clusterAdmin=false", "--set", "agentNamespace=inv"}));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const auto counts = kindCounts(*objects);
+  EXPECT_EQ(counts.at("ClusterRole"), 1);
+  EXPECT_EQ(counts.at("Role"), 1);
+  EXPECT_EQ(counts.at("RoleBinding"), 1);
+  const Json* binding = findObject(*objects, "ClusterRoleBinding", "t-flotilla-agent-flotilla-system");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ(stringAt(*binding, {"roleRef", "name"}), "t-flotilla-agent-flotilla-system");
+  const Json* role = findObject(*objects, "ClusterRole", "t-flotilla-agent-flotilla-system");
+  ASSERT_NE(role, nullptr);
+  EXPECT_THAT(role->find("rules")->dump(), HasSubstr("customresourcedefinitions"));
+  const Json* inventory = findObject(*objects, "Role", "t-flotilla-agent-inventory");
+  ASSERT_NE(inventory, nullptr);
+  EXPECT_EQ(stringAt(*inventory, {"metadata", "namespace"}), "inv");
+  const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
+  EXPECT_THAT(stringList(firstContainer(*deployment)->find("args")), Contains("--agent-namespace=inv"));
+}
+
+TEST(AgentChart, KubeconfigSecretManagesAnotherCluster) {
+  auto objects = renderChart("flotilla-agent", with(agentRequired(), {"--set", "kubeconfig.secretName=edge-kubeconfig",
+                                                                      "--set", "kubeconfig.context=edge"}));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
+  ASSERT_NE(deployment, nullptr);
+  const auto args = stringList(firstContainer(*deployment)->find("args"));
+  EXPECT_THAT(args, Contains("--kubeconfig=/etc/flotilla/kubeconfig/kubeconfig"));
+  EXPECT_THAT(args, Contains("--kube-context=edge"));
+  EXPECT_FALSE(deployment->at({"spec", "template", "spec", "automountServiceAccountToken"})->asBool());
+}
+
+}  // namespace
+}  // namespace flotilla::deploy_test
