@@ -1,5 +1,7 @@
 #include "hub_fixture.h"
 
+#include <signal.h>
+
 #include <thread>
 
 #include "flotilla/core/log.h"
@@ -101,7 +103,9 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
   if (name == "poller") {
     args = {binaries_.poller, "--data-dir", dir_ + "/poller"};
   } else if (name == "bundler") {
-    args = {binaries_.bundler, "--work-dir", dir_ + "/bundler"};
+    std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
+    args = {binaries_.bundler, "--work-dir", dir_ + "/bundler", "--helm-binary", tools + "/helm",
+            "--kustomize-binary", tools + "/kustomize"};
   } else if (name == "scheduler") {
     args = {binaries_.scheduler};
   } else if (startsWith(name, "agent-")) {

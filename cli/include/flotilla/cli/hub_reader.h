@@ -1,0 +1,67 @@
+// flotilla/cli/hub_reader.h
+//
+// The CLI's access to the hub: a NATS connection that opens the existing KV buckets and never creates anything
+// (a missing bucket means the hub is not initialised: no Flotilla service has run against this NATS yet), and a
+// snapshot of every record the read commands show, decoded leniently so one bad record does not hide the rest.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/bus/connection.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
+#include "flotilla/core/json.h"
+#include "flotilla/core/result.h"
+#include "flotilla/model/resources.h"
+#include "flotilla/scheduler/records.h"
+
+namespace flotilla::cli {
+
+//! How to reach NATS (the CLI's global flags).
+struct ConnectSettings {
+  std::string url = "nats://127.0.0.1:4222";  //!< comma-separated for a cluster
+  std::string creds_file;
+  std::string user;
+  std::string password;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::chrono::milliseconds timeout{5000};
+};
+
+//! An open connection with the buckets a command asked for.
+struct HubConnection {
+  std::shared_ptr<bus::Connection> connection;
+  std::shared_ptr<bus::JetStream> js;
+  std::map<std::string, std::shared_ptr<bus::KeyValue>, std::less<>> buckets;
+
+  //! The bucket (it was opened by openHub).
+  [[nodiscard]] bus::KeyValue& bucket(std::string_view name) const;
+};
+
+//! Connects and opens `buckets` without creating them. A missing bucket is kNotFound with a message saying the hub
+//! is not initialised; an unreachable server is kTransient naming the URL.
+Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector<std::string>& buckets);
+
+//! Every record the read commands need, as stored.
+struct Snapshot {
+  std::vector<model::GitRepo> gitrepos;
+  std::vector<model::Cluster> clusters;
+  std::vector<model::ClusterGroup> groups;
+  std::map<std::string, std::string> heartbeats;  //!< cluster -> time, from clusters/heartbeat.<cluster>
+  std::map<std::string, Json> bundles;            //!< bundles bucket, by key
+  std::vector<scheduler::DeploymentRecord> deployments;
+  std::map<std::string, scheduler::BdStatus> bd_statuses;  //!< by deployments key (cluster.ws.bundle)
+  std::map<std::string, Json> status;                       //!< status bucket, every record by key
+  std::vector<std::string> warnings;                        //!< records that could not be read
+};
+
+//! Reads the gitrepos, clusters, bundles, deployments and status buckets.
+Result<Snapshot> loadSnapshot(const HubConnection& hub);
+
+}  // namespace flotilla::cli

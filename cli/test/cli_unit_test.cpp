@@ -1,0 +1,120 @@
+// Unit tests of the CLI's pure parts: kind names, ages, views and tables built from an in-memory snapshot, and
+// usage errors that never touch NATS.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "flotilla/cli/cli.h"
+#include "flotilla/cli/views.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/scheduler/keys.h"
+
+namespace flotilla::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(CliViewsTest, ParsesKindsAndAliases) {
+  EXPECT_EQ(parseKind("gitrepos").value(), Kind::kGitRepo);
+  EXPECT_EQ(parseKind("GitRepo").value(), Kind::kGitRepo);
+  EXPECT_EQ(parseKind("gitrepos.fleet.cattle.io").value(), Kind::kGitRepo);
+  EXPECT_EQ(parseKind("bd").value(), Kind::kBundleDeployment);
+  EXPECT_EQ(parseKind("clustergroups").value(), Kind::kClusterGroup);
+  EXPECT_FALSE(parseKind("pods").ok());
+  EXPECT_FALSE(parseKind("gitrepos.example.com").ok());
+  EXPECT_EQ(qualifiedKind(Kind::kGitRepo), "gitrepo.fleet.cattle.io");
+}
+
+TEST(CliViewsTest, Ages) {
+  auto now = std::chrono::system_clock::from_time_t(1'800'000'000);
+  EXPECT_EQ(age("", now), "-");
+  EXPECT_EQ(age("garbage", now), "-");
+  std::time_t t = 1'800'000'000 - 30;
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S.000Z", std::gmtime(&t));
+  EXPECT_EQ(age(buf, now), "30s");
+  t = 1'800'000'000 - 3 * 86400;
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  EXPECT_EQ(age(buf, now), "3d");
+}
+
+Snapshot sampleSnapshot() {
+  Snapshot snap;
+  auto gitrepo = model::decodeGitRepo(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"GitRepo",
+      "metadata":{"name":"demo","namespace":"fleet-default"},"spec":{"repo":"https://git.example/demo","paths":["app"]}})")
+                                          .value());
+  snap.gitrepos.push_back(gitrepo.value());
+  snap.status[scheduler::pollStatusKey("fleet-default", "demo")] =
+      Json::obj({{"commit", "0123456789abcdef"}, {"lastError", ""}});
+  snap.deployments.push_back(scheduler::DeploymentRecord{.cluster = "c1",
+                                                         .workspace = "fleet-default",
+                                                         .bundle = "demo-app",
+                                                         .gitrepo = "demo",
+                                                         .deployment_id = "aaaa:bbbb",
+                                                         .generation = 1});
+  snap.deployments.push_back(scheduler::DeploymentRecord{.cluster = "c2",
+                                                         .workspace = "fleet-default",
+                                                         .bundle = "demo-app",
+                                                         .gitrepo = "demo",
+                                                         .deployment_id = "aaaa:bbbb",
+                                                         .generation = 1});
+  snap.bd_statuses[scheduler::deploymentRecordKey("c1", "fleet-default", "demo-app")] =
+      scheduler::BdStatus{.cluster = "c1", .workspace = "fleet-default", .bundle = "demo-app",
+                          .deployment_id = "aaaa:bbbb", .generation = 1, .state = "NotReady",
+                          .message = "1 of 3 replicas"};
+  return snap;
+}
+
+// Bundles and bundle deployments come from the records even before the scheduler wrote a summary.
+TEST(CliViewsTest, ViewsFromRecords) {
+  auto snap = sampleSnapshot();
+  auto bds = listViews(snap, Kind::kBundleDeployment, {});
+  ASSERT_EQ(bds.size(), 2u);
+  EXPECT_EQ(bds[0].at({"status", "state"})->asString(), "NotReady");
+  EXPECT_EQ(bds[1].at({"status", "state"})->asString(), "WaitApplied");
+  EXPECT_EQ(listViews(snap, Kind::kBundleDeployment, {.name = "c2/demo-app"}).size(), 1u);
+  EXPECT_EQ(listViews(snap, Kind::kBundleDeployment, {.name = "c1"}).size(), 1u);
+
+  auto bundles = listViews(snap, Kind::kBundle, {});
+  ASSERT_EQ(bundles.size(), 1u);
+  EXPECT_EQ(bundles[0].at({"status", "display", "state"})->asString(), "WaitApplied");
+  EXPECT_EQ(bundles[0].at({"status", "gitrepo"})->asString(), "demo");
+
+  auto gitrepos = listViews(snap, Kind::kGitRepo, {.workspace = "fleet-default"});
+  ASSERT_EQ(gitrepos.size(), 1u);
+  EXPECT_EQ(gitrepos[0].at({"status", "commit"})->asString(), "0123456789abcdef");
+  EXPECT_TRUE(listViews(snap, Kind::kGitRepo, {.workspace = "other"}).empty());
+
+  std::string table = renderTable(Kind::kBundleDeployment, bds, false, std::chrono::system_clock::now());
+  EXPECT_NE(table.find("CLUSTER"), std::string::npos);
+  EXPECT_NE(table.find("1 of 3 replicas"), std::string::npos);
+  std::string repos = renderTable(Kind::kGitRepo, gitrepos, true, std::chrono::system_clock::now());
+  EXPECT_NE(repos.find("WORKSPACE"), std::string::npos);
+  EXPECT_NE(repos.find("01234567"), std::string::npos);
+  EXPECT_NE(repos.find("https://git.example/demo"), std::string::npos);
+}
+
+// Usage problems exit 2 without contacting NATS.
+TEST(CliUsageTest, UsageErrorsExitTwo) {
+  auto run = [](std::vector<std::string> args, std::string& err_text) {
+    std::istringstream in;
+    std::ostringstream out;
+    std::ostringstream err;
+    int code = runCli(args, in, out, err);
+    err_text = err.str();
+    return code;
+  };
+  std::string err;
+  EXPECT_EQ(run({}, err), kExitUsage);
+  EXPECT_EQ(run({"frobnicate"}, err), kExitUsage);
+  EXPECT_NE(err.find("unknown command"), std::string::npos);
+  EXPECT_EQ(run({"get"}, err), kExitUsage);
+  EXPECT_EQ(run({"get", "pods"}, err), kExitUsage);
+  EXPECT_EQ(run({"apply"}, err), kExitUsage);
+  EXPECT_EQ(run({"get", "gitrepos", "-o", "xml"}, err), kExitUsage);
+  EXPECT_EQ(run({"get", "gitrepos", "--bogus"}, err), kExitUsage);
+  EXPECT_EQ(run({"--help"}, err), kExitOk);
+}
+
+}  // namespace
+}  // namespace flotilla::cli

@@ -1,0 +1,177 @@
+// flotilla/bundler/commit_handler.h
+//
+// What the bundler does with one CommitEvent (docs/pipeline.md stage 3), as short ordered steps:
+//   1. decode         the event (strict); bad input is rejected (term) after a log line
+//   2. gitrepo        read the GitRepo from KV `gitrepos` (targets, labels, option overrides); gone -> ack, skip
+//   3. records        the GitRepo's bundle records from KV `bundles`; one written from a newer CommitEvent (higher
+//                     stream sequence) means this event is stale -> ack, skip
+//   4. source         load the source archive named by the event from the `sources` object store and decode it
+//   5. checkout       extract it into a fresh directory under the work dir (removed when the handler returns)
+//   6. discover       the bundle directories under the event's paths (discovery.h)
+//   7. per bundle     render (renderBundle: fleet.yaml, renderer, canonical manifest per distinct customization),
+//                     store new manifests in `manifests`, write the BundleRecord and the render status, publish
+//                     the BundleEvent. A bundle whose files are bad gets an error event and status; its record keeps
+//                     the last good render, and the other bundles still publish.
+//   8. deletions      bundles recorded for this GitRepo that the commit no longer has: publish deleted=true, then
+//                     drop their record and render status
+//   9. ack            only now; any transient failure before this naks the event (backoff by delivery count) and
+//                     the whole commit is redone — every step is idempotent (same manifestIDs, same Msg-Ids).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/bundler/bundle_spec.h"
+#include "flotilla/bundler/discovery.h"
+#include "flotilla/bundler/manifest.h"
+#include "flotilla/bundler/metrics.h"
+#include "flotilla/bundler/records.h"
+#include "flotilla/bundler/render.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
+#include "flotilla/bus/object_store.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/model/resources.h"
+#include "flotilla/source/archive.h"
+
+namespace flotilla::bundler {
+
+//! What the consumer loop does with a message after the handler ran.
+struct Outcome {
+  enum class Action { kAck, kRetry, kReject };
+  Action action = Action::kAck;
+  std::chrono::milliseconds delay{0};  //!< for kRetry
+  std::string result;                  //!< metrics label
+
+  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
+  static Outcome retry(std::chrono::milliseconds delay) { return Outcome{Action::kRetry, delay, "retry"}; }
+  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
+};
+
+//! Where a message came from.
+struct Delivery {
+  uint64_t stream_sequence = 0;            //!< of the CommitEvent in FLOTILLA_COMMITS
+  uint64_t delivery_count = 1;             //!< 1 on the first delivery
+  std::function<void()> progress = [] {};  //!< keeps a long render from being redelivered
+};
+
+//! The hub handles the handler uses.
+struct HandlerBus {
+  std::shared_ptr<bus::JetStream> js;
+  std::shared_ptr<bus::ObjectStore> sources;
+  std::shared_ptr<bus::ObjectStore> manifests;
+  std::shared_ptr<bus::KeyValue> gitrepos;
+  std::shared_ptr<bus::KeyValue> bundles;
+  std::shared_ptr<bus::KeyValue> status;
+};
+
+struct HandlerOptions {
+  std::string work_dir = "/var/lib/flotilla/bundler";
+  RenderLimits limits;
+  std::chrono::milliseconds retry_base{1000};  //!< first nak delay; doubles per delivery
+  std::chrono::milliseconds retry_max{60000};  //!< cap of the nak delay
+};
+
+//! An extracted source archive; the directory is removed when this is destroyed.
+class Checkout {
+ public:
+  Checkout() = default;
+  explicit Checkout(std::string root) : root_(std::move(root)) {}
+  Checkout(Checkout&& other) noexcept : root_(std::exchange(other.root_, {})) {}
+  Checkout& operator=(Checkout&& other) noexcept;
+  Checkout(const Checkout&) = delete;
+  Checkout& operator=(const Checkout&) = delete;
+  ~Checkout();
+
+  [[nodiscard]] const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+//! Creates `work_dir` if needed, checks that it is writable, and removes checkouts a killed process left behind
+//! (commit-* directories). The work dir must belong to one bundler process.
+Status prepareWorkDir(const std::string& work_dir);
+
+//! Extracts `archive` into a fresh directory under `work_dir` (created if missing).
+Result<Checkout> extractCheckout(const source::Archive& archive, const std::string& work_dir);
+
+//! The result of rendering one bundle directory.
+struct RenderedBundle {
+  std::string bundle;  //!< the bundle ID
+  std::string path;    //!< the directory ("." for the root)
+  std::string renderer;
+  //! Set when the bundle's files are bad (fleet.yaml, YAML, not an object, size limits...). `event` then carries
+  //! only the identity fields.
+  std::optional<events::RenderError> error;
+  events::BundleEvent event;                           //!< complete except id and time
+  std::map<std::string, CanonicalManifest> manifests;  //!< by manifestID: the default and each distinct customization
+  double seconds = 0;
+};
+
+//! Everything renderBundle needs besides the directory.
+struct RenderContext {
+  const std::string& root;
+  const events::CommitEvent& commit;
+  const model::GitRepo& gitrepo;
+  const RendererSet& renderers;
+  const RenderLimits& limits;
+  //! Bundle IDs recorded for this GitRepo, by path: keeps a bundle's identity when its fleet.yaml (and with it a
+  //! `name:` override) cannot be read, so a typo does not delete the deployed bundle.
+  const std::map<std::string, std::string>& previous_ids;
+};
+
+//! Renders one bundle directory. Bad user input is not a failure: it comes back as RenderedBundle::error. Only
+//! failures that are not the commit's fault (file system, renderer binaries) are returned as errors.
+Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDir& dir);
+
+//! A RenderError from a kInvalid Error (where = "file:line"); `fallback_file` when the error names no file.
+events::RenderError renderErrorOf(const Error& error, std::string_view fallback_file);
+
+class CommitHandler {
+ public:
+  CommitHandler(HandlerBus bus, std::shared_ptr<const RendererSet> renderers, BundlerMetrics& metrics,
+                HandlerOptions options);
+
+  //! Decodes and handles one message payload.
+  Outcome handle(std::string_view data, const Delivery& delivery);
+  //! Handles a decoded event.
+  Outcome handleEvent(const events::CommitEvent& event, const Delivery& delivery);
+
+  //! The nak delay for the n-th delivery: retry_base * 2^(n-1), capped at retry_max.
+  [[nodiscard]] std::chrono::milliseconds backoff(uint64_t delivery_count) const;
+
+  // Steps, public so tests can drive them one by one.
+
+  //! The GitRepo from KV `gitrepos`; nullopt when it is gone.
+  Result<std::optional<model::GitRepo>> loadGitRepo(std::string_view workspace, std::string_view name);
+  //! Every BundleRecord of the GitRepo (records of other GitRepos in the workspace are skipped).
+  Result<std::vector<BundleRecord>> recordsOf(std::string_view workspace, std::string_view gitrepo);
+  //! The source archive named by the event.
+  Result<source::Archive> loadSource(const events::CommitEvent& event);
+  //! Stores a manifest unless the object store already has it (content-addressed).
+  Status storeManifest(const CanonicalManifest& manifest);
+  //! Writes the record and status of a rendered (or failed) bundle and publishes its event.
+  Status commitBundle(RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence);
+  //! Publishes deleted=true for a bundle the commit no longer has, then drops its record and status.
+  Status deleteBundle(const BundleRecord& record, const events::CommitEvent& event);
+
+ private:
+  Outcome transient(const events::CommitEvent& event, const Delivery& delivery, std::string_view step,
+                    const Error& error);
+  Status publish(events::BundleEvent& event);
+
+  HandlerBus bus_;
+  std::shared_ptr<const RendererSet> renderers_;
+  BundlerMetrics& metrics_;
+  HandlerOptions options_;
+};
+
+}  // namespace flotilla::bundler

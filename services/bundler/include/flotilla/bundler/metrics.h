@@ -1,0 +1,43 @@
+// flotilla/bundler/metrics.h
+//
+// The bundler's Prometheus metrics (flotilla_bundler_*), in one place so names and labels stay consistent:
+//   commits_handled_total{outcome}        rendered | stale | gitrepo_missing | invalid | retry | failed
+//   commit_duration_seconds               one CommitEvent, decode to ack
+//   commits_in_flight                     CommitEvents being handled now
+//   bundles_rendered_total{outcome}       ok | error | deleted
+//   render_duration_seconds{renderer}     rendering one bundle (all its customizations)
+//   manifest_bytes                        histogram of canonical manifest sizes
+//   manifest_puts_total{result}           stored | existing (content-addressed dedup hit)
+//   events_published_total{result}        published | duplicate (dropped by Nats-Msg-Id)
+//   step_failures_total{step}             transient failures by step (source, gitrepo, records, store, publish, ...)
+//   fetch_errors_total                    failed fetches from the durable consumer
+//   handler_exceptions_total              exceptions caught at the consumer loop
+#pragma once
+
+#include <string_view>
+
+#include "flotilla/core/metrics.h"
+
+namespace flotilla::bundler {
+
+class BundlerMetrics {
+ public:
+  explicit BundlerMetrics(Metrics& metrics) : metrics_(metrics) {}
+
+  void commitHandled(std::string_view outcome, double seconds);
+  void inFlight(int delta);
+  void bundle(std::string_view outcome);
+  void renderDuration(std::string_view renderer, double seconds);
+  void manifest(size_t bytes, bool stored);
+  void published(bool duplicate);
+  void stepFailure(std::string_view step);
+  void fetchError();
+  void exception();
+
+  [[nodiscard]] Metrics& raw() { return metrics_; }
+
+ private:
+  Metrics& metrics_;
+};
+
+}  // namespace flotilla::bundler

@@ -1,0 +1,177 @@
+#include "flotilla/bundler/flags.h"
+
+#include <cctype>
+#include <cstring>
+#include <functional>
+
+#include "flotilla/bundler/external_renderers.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+
+namespace flotilla::bundler {
+namespace {
+
+Result<uint64_t> parseNumber(std::string_view digits) {
+  if (digits.empty() || digits.size() > 18) {
+    return fail(ErrorKind::kInvalid, "expected a number");
+  }
+  uint64_t value = 0;
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return fail(ErrorKind::kInvalid, "expected a number");
+    }
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return value;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> bundlerFlags() {
+  return {
+      {"work-dir", "directory for per-commit checkouts, each removed after use (default /var/lib/flotilla/bundler)"},
+      {"workers", "commits rendered in parallel (default 2)"},
+      {"max-file-bytes", "largest single file a bundle may have, e.g. 16MiB (default 16MiB)"},
+      {"max-manifest-bytes", "largest rendered manifest of one bundle, e.g. 256MiB (default 256MiB)"},
+      {"render-timeout", "time limit of one helm/kustomize run (default 60s)"},
+      {"helm-binary", "helm executable for Helm bundles (default: helm on PATH; \"none\" disables Helm)"},
+      {"kustomize-binary",
+       "kustomize executable for kustomize bundles (default: kustomize on PATH; \"none\" disables kustomize)"},
+      {"retry-max", "longest delay before a failed commit is retried (default 60s)"},
+  };
+}
+
+Result<std::chrono::milliseconds> parseInterval(std::string_view text) {
+  std::string value = trim(text);
+  struct Unit {
+    const char* suffix;
+    int64_t ms;
+  };
+  for (const Unit& unit : {Unit{"ms", 1}, Unit{"s", 1000}, Unit{"m", 60000}, Unit{"h", 3600000}}) {
+    if (endsWith(value, unit.suffix)) {
+      auto number = parseNumber(std::string_view(value).substr(0, value.size() - std::strlen(unit.suffix)));
+      if (number.ok()) {
+        return std::chrono::milliseconds(static_cast<int64_t>(*number) * unit.ms);
+      }
+    }
+  }
+  auto seconds = parseNumber(value);
+  if (!seconds.ok()) {
+    return fail(ErrorKind::kInvalid, "\"" + value + "\" is not a duration (e.g. 30s, 2m, 500ms)");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(*seconds) * 1000);
+}
+
+Result<uint64_t> parseByteSize(std::string_view text) {
+  std::string value = trim(text);
+  struct Unit {
+    const char* suffix;
+    uint64_t factor;
+  };
+  for (const Unit& unit : {Unit{"KiB", 1ull << 10}, Unit{"MiB", 1ull << 20}, Unit{"GiB", 1ull << 30}, Unit{"KB", 1000},
+                           Unit{"MB", 1000000}, Unit{"GB", 1000000000}, Unit{"B", 1}}) {
+    if (endsWith(value, unit.suffix)) {
+      auto number = parseNumber(std::string_view(value).substr(0, value.size() - std::strlen(unit.suffix)));
+      if (number.ok()) {
+        return *number * unit.factor;
+      }
+    }
+  }
+  auto bytes = parseNumber(value);
+  if (!bytes.ok()) {
+    return fail(ErrorKind::kInvalid, "\"" + value + "\" is not a size (e.g. 16MiB, 512KiB, 1000000)");
+  }
+  return *bytes;
+}
+
+Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
+  BundlerOptions options;
+  options.handler.work_dir = config.get("work-dir", "/var/lib/flotilla/bundler");
+  options.workers = static_cast<int>(config.getInt("workers", 2));
+  if (options.workers < 1 || options.workers > 256) {
+    return fail(ErrorKind::kInvalid, "--workers must be between 1 and 256");
+  }
+  struct SizeFlag {
+    const char* name;
+    uint64_t* target;
+  };
+  for (auto [name, target] : {SizeFlag{"max-file-bytes", &options.handler.limits.max_file_bytes},
+                              SizeFlag{"max-manifest-bytes", &options.handler.limits.max_output_bytes}}) {
+    std::string text = config.get(name);
+    if (text.empty()) {
+      continue;
+    }
+    auto size = parseByteSize(text);
+    if (!size.ok() || *size == 0) {
+      return fail(ErrorKind::kInvalid, "--" + std::string(name) + ": " +
+                                           (size.ok() ? std::string("must be more than 0") : size.error().message));
+    }
+    *target = *size;
+  }
+  struct IntervalFlag {
+    const char* name;
+    std::chrono::milliseconds* target;
+  };
+  for (auto [name, target] : {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
+                              IntervalFlag{"retry-max", &options.handler.retry_max}}) {
+    std::string text = config.get(name);
+    if (text.empty()) {
+      continue;
+    }
+    auto interval = parseInterval(text);
+    if (!interval.ok() || interval->count() <= 0) {
+      return fail(ErrorKind::kInvalid,
+                  "--" + std::string(name) + ": " +
+                      (interval.ok() ? std::string("must be positive") : interval.error().message));
+    }
+    *target = *interval;
+  }
+  return options;
+}
+
+RendererBinaries rendererBinariesFrom(const service::Config& config) {
+  RendererBinaries binaries;
+  binaries.helm = config.get("helm-binary", "helm");
+  binaries.kustomize = config.get("kustomize-binary", "kustomize");
+  if (binaries.helm == "none") {
+    binaries.helm.clear();
+  }
+  if (binaries.kustomize == "none") {
+    binaries.kustomize.clear();
+  }
+  return binaries;
+}
+
+}  // namespace flotilla::bundler
+
+namespace flotilla::bundler {
+
+std::shared_ptr<const RendererSet> makeRenderers(const RendererBinaries& binaries) {
+  auto set = std::make_shared<RendererSet>();
+  struct Tool {
+    const std::string& requested;
+    const char* what;
+    std::function<void(const std::string&)> install;
+  };
+  for (const Tool& tool : {Tool{binaries.helm, "helm",
+                                [&](const std::string& path) { set->setHelm(std::make_shared<HelmRenderer>(path)); }},
+                           Tool{binaries.kustomize, "kustomize", [&](const std::string& path) {
+                                  set->setKustomize(std::make_shared<KustomizeRenderer>(path));
+                                }}}) {
+    if (tool.requested.empty()) {
+      log::info("renderer disabled", {{"renderer", tool.what}});
+      continue;
+    }
+    std::string path = findExecutable(tool.requested);
+    if (path.empty()) {
+      log::warn("renderer binary not found; its bundles will get an error event",
+                {{"renderer", tool.what}, {"binary", tool.requested}});
+      continue;
+    }
+    log::info("renderer enabled", {{"renderer", tool.what}, {"binary", path}});
+    tool.install(path);
+  }
+  return set;
+}
+
+}  // namespace flotilla::bundler

@@ -1,0 +1,62 @@
+#include "flotilla/bundler/metrics.h"
+
+#include <string>
+
+namespace flotilla::bundler {
+
+void BundlerMetrics::commitHandled(std::string_view outcome, double seconds) {
+  metrics_.counter("commits_handled_total", "CommitEvents handled, by outcome", {{"outcome", std::string(outcome)}})
+      .Increment();
+  metrics_.histogram("commit_duration_seconds", "Time to handle one CommitEvent", Metrics::durationBuckets())
+      .Observe(seconds);
+}
+
+void BundlerMetrics::inFlight(int delta) {
+  metrics_.gauge("commits_in_flight", "CommitEvents being handled").Increment(delta);
+}
+
+void BundlerMetrics::bundle(std::string_view outcome) {
+  metrics_
+      .counter("bundles_rendered_total", "Bundles handled, by outcome (ok, error, deleted)",
+               {{"outcome", std::string(outcome)}})
+      .Increment();
+}
+
+void BundlerMetrics::renderDuration(std::string_view renderer, double seconds) {
+  metrics_
+      .histogram("render_duration_seconds", "Time to render one bundle", Metrics::durationBuckets(),
+                 {{"renderer", std::string(renderer)}})
+      .Observe(seconds);
+}
+
+void BundlerMetrics::manifest(size_t bytes, bool stored) {
+  static const std::vector<double> kBuckets = {1e3, 1e4, 1e5, 1e6, 4e6, 16e6, 64e6, 256e6};
+  metrics_.histogram("manifest_bytes", "Size of canonical rendered manifests", kBuckets)
+      .Observe(static_cast<double>(bytes));
+  metrics_
+      .counter("manifest_puts_total", "Manifests stored vs already present (content-addressed)",
+               {{"result", stored ? "stored" : "existing"}})
+      .Increment();
+}
+
+void BundlerMetrics::published(bool duplicate) {
+  metrics_
+      .counter("events_published_total", "BundleEvents published (duplicate: dropped by Nats-Msg-Id)",
+               {{"result", duplicate ? "duplicate" : "published"}})
+      .Increment();
+}
+
+void BundlerMetrics::stepFailure(std::string_view step) {
+  metrics_.counter("step_failures_total", "Transient failures, by handler step", {{"step", std::string(step)}})
+      .Increment();
+}
+
+void BundlerMetrics::fetchError() {
+  metrics_.counter("fetch_errors_total", "Failed fetches from the bundler consumer").Increment();
+}
+
+void BundlerMetrics::exception() {
+  metrics_.counter("handler_exceptions_total", "Exceptions caught around the commit handler").Increment();
+}
+
+}  // namespace flotilla::bundler

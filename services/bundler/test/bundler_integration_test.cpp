@@ -1,0 +1,550 @@
+// The bundler against a real nats-server: commits in, bundle events, manifests and records out.
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "flotilla/bundler/bundler.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/process.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/model/identity.h"
+#include "flotilla/service/hub.h"
+#include "flotilla/source/archive.h"
+
+namespace flotilla::bundler {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string configMap(const std::string& name, const std::string& value = "v") {
+  return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  key: " + value + "\n";
+}
+
+template <typename F>
+bool eventually(F&& condition, std::chrono::milliseconds timeout = 20s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return condition();
+}
+
+class BundlerIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = harness::NatsServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    server_ = std::move(server).value();
+    auto hub = service::connectHub(bus::ConnectOptions{.servers = {server_->url()}, .name = "bundler-test"},
+                                   service::HubAccess::kProvision, nullptr, 20s);
+    ASSERT_TRUE(hub.ok()) << hub.error().describe();
+    hub_ = std::move(hub).value();
+    auto work = makeTempDir("bundler-work");
+    ASSERT_TRUE(work.ok());
+    work_dir_ = *work;
+    putGitRepo();
+    // A reader of every BundleEvent of the workspace.
+    ASSERT_TRUE(hub_.js
+                    ->ensureConsumer(service::kBundlesStream,
+                                     bus::ConsumerConfig{.durable = "test-reader",
+                                                         .filter_subject = "flotilla.bundle." + ws_ + ".>"})
+                    .ok());
+    auto reader = hub_.js->bindPull(service::kBundlesStream, "test-reader");
+    ASSERT_TRUE(reader.ok());
+    reader_ = std::move(reader).value();
+  }
+
+  void TearDown() override {
+    if (bundler_) {
+      bundler_->stop();
+      bundler_.reset();
+    }
+    hub_ = service::Hub{};
+    server_.reset();
+    // Every checkout is gone: only the (empty) work dir is left.
+    if (!work_dir_.empty()) {
+      EXPECT_TRUE(std::filesystem::is_empty(work_dir_)) << "checkouts left in " << work_dir_;
+      removeAll(work_dir_);
+    }
+  }
+
+  HandlerBus handlerBus() {
+    return HandlerBus{hub_.js, hub_.sources, hub_.manifests, hub_.gitrepos, hub_.bundles, hub_.status};
+  }
+
+  BundlerOptions options() {
+    BundlerOptions options;
+    options.handler.work_dir = work_dir_;
+    options.handler.retry_base = 100ms;
+    options.handler.retry_max = 500ms;
+    options.workers = 2;
+    options.ack_wait = 3s;
+    return options;
+  }
+
+  void startBundler() {
+    bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const RendererSet>(), metrics_, options());
+    auto started = bundler_->start();
+    ASSERT_TRUE(started.ok()) << started.error().describe();
+  }
+
+  void putGitRepo(std::vector<std::string> paths = {}) {
+    model::GitRepo repo;
+    repo.metadata.name = gitrepo_;
+    repo.metadata.ns = ws_;
+    repo.metadata.labels = {{"team", "web"}};
+    repo.spec.repo = "https://example.com/repo.git";
+    repo.spec.paths = std::move(paths);
+    repo.spec.targets.push_back(model::GitTarget{"prod", "", model::LabelSelector{{{"env", "prod"}}, {}}, "", {}});
+    ASSERT_TRUE(hub_.gitrepos->put(events::gitRepoKey(ws_, gitrepo_), model::encode(repo).dump()).ok());
+  }
+
+  //! Stores the archive of `files` for `commit` and publishes its CommitEvent; returns the event.
+  events::CommitEvent publishCommit(const std::string& commit, const std::map<std::string, std::string>& files,
+                                    std::vector<std::string> paths = {}) {
+    source::Archive archive;
+    archive.commit = commit;
+    archive.paths = paths;
+    for (const auto& [path, content] : files) {
+      archive.files.push_back(source::File{path, "100644", content});
+    }
+    const std::string encoded = source::encode(archive);
+    const std::string object = source::objectName(encoded);
+    auto stored = hub_.sources->put(object, encoded);
+    EXPECT_TRUE(stored.ok()) << stored.error().describe();
+    events::CommitEvent event;
+    event.workspace = ws_;
+    event.gitrepo = gitrepo_;
+    event.repo = "https://example.com/repo.git";
+    event.commit = commit;
+    event.paths = std::move(paths);
+    event.source_object = object;
+    event.id = events::commitMsgId(ws_, gitrepo_, commit, 0);
+    event.time = log::nowRfc3339();
+    auto ack = hub_.js->publish(events::commitSubject(ws_, gitrepo_), events::encode(event).dump(), event.id);
+    EXPECT_TRUE(ack.ok()) << ack.error().describe();
+    return event;
+  }
+
+  //! Reads BundleEvents until `count` arrived (or the timeout).
+  std::vector<events::BundleEvent> readEvents(size_t count, std::chrono::milliseconds timeout = 30s) {
+    std::vector<events::BundleEvent> out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+      auto batch = reader_.fetch(static_cast<int>(count - out.size()), 500ms);
+      if (!batch.ok()) {
+        continue;
+      }
+      for (auto& message : *batch) {
+        auto event = events::parsePayload<events::BundleEvent>(message.data());
+        EXPECT_TRUE(event.ok()) << event.error().describe() << ": " << message.data();
+        if (event.ok()) {
+          EXPECT_EQ(message.header("Nats-Msg-Id").value_or(""), event->id);
+          out.push_back(std::move(event).value());
+        }
+        (void)message.ackSync();
+      }
+    }
+    return out;
+  }
+
+  //! No further event arrives within `wait`.
+  void expectNoMoreEvents(std::chrono::milliseconds wait = 1500ms) {
+    auto batch = reader_.fetch(10, wait);
+    ASSERT_TRUE(batch.ok());
+    for (auto& message : *batch) {
+      ADD_FAILURE() << "unexpected event: " << message.data();
+    }
+  }
+
+  static const events::BundleEvent* find(const std::vector<events::BundleEvent>& events, const std::string& bundle) {
+    for (const auto& e : events) {
+      if (e.bundle == bundle) {
+        return &e;
+      }
+    }
+    return nullptr;
+  }
+
+  std::optional<BundleRecord> record(const std::string& bundle) {
+    auto entry = hub_.bundles->get(events::bundleKey(ws_, bundle));
+    if (!entry.ok()) {
+      return std::nullopt;
+    }
+    auto decoded = decodeBundleRecord(Json::parse(entry->value).value());
+    EXPECT_TRUE(decoded.ok()) << decoded.error().describe();
+    return decoded.ok() ? std::optional<BundleRecord>(*decoded) : std::nullopt;
+  }
+
+  std::optional<RenderStatus> renderStatus(const std::string& bundle) {
+    auto entry = hub_.status->get(renderStatusKey(ws_, bundle));
+    if (!entry.ok()) {
+      return std::nullopt;
+    }
+    auto decoded = decodeRenderStatus(Json::parse(entry->value).value());
+    return decoded.ok() ? std::optional<RenderStatus>(*decoded) : std::nullopt;
+  }
+
+  uint64_t bundleMessages() {
+    auto info = hub_.js->streamInfo(service::kBundlesStream, "flotilla.bundle." + ws_ + ".>");
+    EXPECT_TRUE(info.ok());
+    uint64_t total = 0;
+    for (const auto& [subject, count] : info->subjects) {
+      total += count;
+    }
+    return total;
+  }
+
+  std::unique_ptr<harness::NatsServer> server_;
+  service::Hub hub_;
+  std::string work_dir_;
+  std::string ws_ = "fleet-default";
+  std::string gitrepo_ = "repo";
+  Metrics metrics_{"bundler"};
+  bus::PullConsumer reader_;
+  std::unique_ptr<Bundler> bundler_;
+};
+
+const std::string kCommit1 = "1111111111111111111111111111111111111111";
+const std::string kCommit2 = "2222222222222222222222222222222222222222";
+const std::string kCommit3 = "3333333333333333333333333333333333333333";
+
+std::map<std::string, std::string> threeBundles() {
+  return {{"apps/web/fleet.yaml", "defaultNamespace: web\nlabels: {tier: front}\n"},
+          {"apps/web/cm.yaml", configMap("web-a") + "---\n" + configMap("web-b")},
+          {"apps/api/fleet.yaml", "namespace: api\n"},
+          {"apps/api/svc.yaml", configMap("api")},
+          {"apps/db/db.json", R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"db"}})"},
+          {"README.md", "not a manifest"}};
+}
+
+TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
+  startBundler();
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto events = readEvents(3);
+  ASSERT_EQ(events.size(), 3u);
+  for (const char* name : {"repo-apps-web", "repo-apps-api", "repo-apps-db"}) {
+    const auto* event = find(events, name);
+    ASSERT_NE(event, nullptr) << name;
+    EXPECT_EQ(event->commit, kCommit1);
+    EXPECT_EQ(event->gitrepo, gitrepo_);
+    ASSERT_EQ(event->manifest_id.size(), 64u);
+    EXPECT_FALSE(event->error);
+    EXPECT_EQ(event->targets.dump(), R"([{"clusterSelector":{"matchLabels":{"env":"prod"}},"name":"prod"}])");
+    EXPECT_EQ(event->labels.at("team"), "web");
+    // The manifest is in the object store under its ID, and the ID is the sha256 of its bytes.
+    auto manifest = hub_.manifests->get(events::manifestObjectName(event->manifest_id));
+    ASSERT_TRUE(manifest.ok()) << manifest.error().describe();
+    EXPECT_EQ(model::manifestID(*manifest), event->manifest_id);
+    // The record and the render status.
+    auto rec = record(name);
+    ASSERT_TRUE(rec);
+    EXPECT_EQ(rec->commit, kCommit1);
+    ASSERT_TRUE(rec->last_good);
+    EXPECT_EQ(rec->last_good->manifest_id, event->manifest_id);
+    EXPECT_EQ(rec->last_good->id, event->id);
+    EXPECT_FALSE(rec->error);
+    auto status = renderStatus(name);
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->manifest_id, event->manifest_id);
+    EXPECT_FALSE(status->error);
+  }
+  const auto* web = find(events, "repo-apps-web");
+  EXPECT_EQ(web->options.getString("defaultNamespace"), "web");
+  EXPECT_EQ(web->labels.at("tier"), "front");
+  EXPECT_EQ(find(events, "repo-apps-api")->options.getString("namespace"), "api");
+  auto objects = Json::parse(hub_.manifests->get(web->manifest_id).value()).value();
+  ASSERT_EQ(objects.size(), 2u);
+  EXPECT_EQ(objects.asArray()[0].at({"metadata", "name"})->asString(), "web-a");
+  // Namespaces are options for the agent, not written into the objects.
+  EXPECT_EQ(objects.asArray()[0].at({"metadata", "namespace"}), nullptr);
+  EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 1; }));
+  EXPECT_EQ(metrics_.value("bundles_rendered_total", {{"outcome", "ok"}}), 3);
+  EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "stored"}}), 3);
+  expectNoMoreEvents();
+}
+
+TEST_F(BundlerIntegrationTest, UnchangedBundlesKeepTheirManifestAndRemovedOnesAreDeleted) {
+  startBundler();
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto first = readEvents(3);
+  ASSERT_EQ(first.size(), 3u);
+
+  auto files = threeBundles();
+  files["apps/web/cm.yaml"] = configMap("web-a", "changed");
+  files.erase("apps/db/db.json");
+  publishCommit(kCommit2, files, {"apps/*"});
+  auto second = readEvents(3);
+  ASSERT_EQ(second.size(), 3u);
+  const auto* api = find(second, "repo-apps-api");
+  const auto* web = find(second, "repo-apps-web");
+  const auto* db = find(second, "repo-apps-db");
+  ASSERT_TRUE(api && web && db);
+  EXPECT_EQ(api->commit, kCommit2);
+  EXPECT_EQ(api->manifest_id, find(first, "repo-apps-api")->manifest_id);
+  EXPECT_NE(web->manifest_id, find(first, "repo-apps-web")->manifest_id);
+  EXPECT_TRUE(db->deleted);
+  EXPECT_EQ(db->commit, kCommit2);
+  EXPECT_TRUE(db->manifest_id.empty());
+  EXPECT_FALSE(record("repo-apps-db"));
+  EXPECT_FALSE(renderStatus("repo-apps-db"));
+  EXPECT_EQ(record("repo-apps-api")->commit, kCommit2);
+  EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 2; }));
+  EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "existing"}}), 1);  // api's manifest was shared
+  EXPECT_EQ(metrics_.value("bundles_rendered_total", {{"outcome", "deleted"}}), 1);
+  expectNoMoreEvents();
+}
+
+TEST_F(BundlerIntegrationTest, ABrokenBundleReportsFileAndLineWhileTheOthersPublish) {
+  startBundler();
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto first = readEvents(3);
+  ASSERT_EQ(first.size(), 3u);
+  const std::string good_web = find(first, "repo-apps-web")->manifest_id;
+
+  auto files = threeBundles();
+  files["apps/web/cm.yaml"] = configMap("web-a") + "---\n- not\n- an object\n";
+  files["apps/api/svc.yaml"] = configMap("api", "v2");
+  publishCommit(kCommit2, files, {"apps/*"});
+  auto second = readEvents(3);
+  ASSERT_EQ(second.size(), 3u);
+  const auto* web = find(second, "repo-apps-web");
+  ASSERT_NE(web, nullptr);
+  ASSERT_TRUE(web->error);
+  EXPECT_EQ(web->error->file, "apps/web/cm.yaml");
+  EXPECT_EQ(web->error->line, 8);
+  EXPECT_NE(web->error->message.find("apps/web/cm.yaml:8"), std::string::npos) << web->error->message;
+  EXPECT_TRUE(web->manifest_id.empty());
+  const auto* api = find(second, "repo-apps-api");
+  ASSERT_NE(api, nullptr);
+  EXPECT_FALSE(api->error);
+  EXPECT_NE(api->manifest_id, find(first, "repo-apps-api")->manifest_id);
+  // The last good render stays recorded next to the error.
+  auto rec = record("repo-apps-web");
+  ASSERT_TRUE(rec && rec->last_good && rec->error);
+  EXPECT_EQ(rec->last_good->manifest_id, good_web);
+  EXPECT_EQ(rec->last_good->commit, kCommit1);
+  EXPECT_EQ(rec->commit, kCommit2);
+  auto status = renderStatus("repo-apps-web");
+  ASSERT_TRUE(status && status->error);
+  EXPECT_EQ(status->error->line, 8);
+  EXPECT_EQ(status->last_good_manifest_id, good_web);
+  EXPECT_EQ(status->commit, kCommit2);
+
+  // Fixing it in the next commit clears the error.
+  publishCommit(kCommit3, threeBundles(), {"apps/*"});
+  auto third = readEvents(3);
+  ASSERT_EQ(third.size(), 3u);
+  const auto* fixed = find(third, "repo-apps-web");
+  ASSERT_NE(fixed, nullptr);
+  EXPECT_FALSE(fixed->error);
+  EXPECT_EQ(fixed->manifest_id, good_web);
+  EXPECT_FALSE(record("repo-apps-web")->error);
+  EXPECT_FALSE(renderStatus("repo-apps-web")->error);
+  EXPECT_EQ(metrics_.value("bundles_rendered_total", {{"outcome", "error"}}), 1);
+}
+
+TEST_F(BundlerIntegrationTest, UnknownFleetYamlFieldIsAnErrorEvent) {
+  startBundler();
+  auto files = threeBundles();
+  files["apps/api/fleet.yaml"] = "namespace: api\nhelm:\n  releaseNmae: x\n";
+  publishCommit(kCommit1, files, {"apps/*"});
+  auto events = readEvents(3);
+  const auto* api = find(events, "repo-apps-api");
+  ASSERT_NE(api, nullptr);
+  ASSERT_TRUE(api->error);
+  EXPECT_EQ(api->error->file, "apps/api/fleet.yaml");
+  EXPECT_EQ(api->error->line, 3);
+  EXPECT_NE(api->error->message.find("releaseNmae"), std::string::npos);
+  EXPECT_FALSE(find(events, "repo-apps-web")->error);
+  // Never rendered well: the record holds only the error.
+  auto rec = record("repo-apps-api");
+  ASSERT_TRUE(rec);
+  EXPECT_FALSE(rec->last_good);
+  EXPECT_TRUE(rec->error);
+}
+
+TEST_F(BundlerIntegrationTest, RedeliveryAfterACrashPublishesNoDuplicates) {
+  // A first "process" handles the commit but dies before acking it.
+  auto opts = options();
+  bus::ConsumerConfig config{.durable = std::string(kConsumerName),
+                             .filter_subject = std::string(events::kCommitFilter),
+                             .ack_wait = opts.ack_wait};
+  ASSERT_TRUE(hub_.js->ensureConsumer(service::kCommitsStream, config).ok());
+  auto consumer = hub_.js->bindPull(service::kCommitsStream, std::string(kConsumerName));
+  ASSERT_TRUE(consumer.ok());
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto batch = consumer->fetch(1, 5s);
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->size(), 1u);
+  {
+    Metrics crashed_metrics("bundler");
+    BundlerMetrics m(crashed_metrics);
+    CommitHandler crashed(handlerBus(), std::make_shared<const RendererSet>(), m, opts.handler);
+    auto meta = (*batch)[0].metadata();
+    ASSERT_TRUE(meta.ok());
+    auto outcome = crashed.handle((*batch)[0].data(), Delivery{meta->stream_sequence, meta->num_delivered});
+    EXPECT_EQ(outcome.action, Outcome::Action::kAck);
+    // ... and the process dies here: no ack.
+  }
+  auto first = readEvents(3);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(bundleMessages(), 3u);
+
+  // The restarted bundler gets the message again after ack_wait and redoes it; JetStream drops the copies.
+  startBundler();
+  EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 1; }, 30s));
+  EXPECT_EQ(metrics_.value("events_published_total", {{"result", "duplicate"}}), 3);
+  EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "existing"}}), 3);
+  EXPECT_EQ(bundleMessages(), 3u);
+  expectNoMoreEvents();
+  auto info = hub_.js->consumerInfo(service::kCommitsStream, std::string(kConsumerName));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->num_ack_pending, 0);
+}
+
+TEST_F(BundlerIntegrationTest, AStaleCommitDoesNotOverwriteANewerOne) {
+  auto older = publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto files = threeBundles();
+  files["apps/web/cm.yaml"] = configMap("web-a", "newer");
+  auto newer = publishCommit(kCommit2, files, {"apps/*"});
+  BundlerMetrics m(metrics_);
+  CommitHandler handler(handlerBus(), std::make_shared<const RendererSet>(), m, options().handler);
+  // The newer event (stream sequence 2) is handled first, then the older one (1) arrives late.
+  EXPECT_EQ(handler.handleEvent(newer, Delivery{2, 1}).result, "rendered");
+  EXPECT_EQ(handler.handleEvent(older, Delivery{1, 2}).result, "stale");
+  auto events = readEvents(3);
+  ASSERT_EQ(events.size(), 3u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.commit, kCommit2);
+  }
+  expectNoMoreEvents();
+  EXPECT_EQ(record("repo-apps-web")->commit, kCommit2);
+}
+
+TEST_F(BundlerIntegrationTest, ABundleLargerThanOneMiBGoesThroughTheObjectStore) {
+  startBundler();
+  std::map<std::string, std::string> files = {{"big/fleet.yaml", "defaultNamespace: big\n"}};
+  const std::string payload(100 * 1024, 'x');
+  for (int i = 0; i < 50; ++i) {
+    files["big/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
+  }
+  publishCommit(kCommit1, files, {"big"});
+  auto events = readEvents(1, 60s);
+  ASSERT_EQ(events.size(), 1u);
+  ASSERT_FALSE(events[0].error) << events[0].error->message;
+  auto manifest = hub_.manifests->get(events[0].manifest_id);
+  ASSERT_TRUE(manifest.ok()) << manifest.error().describe();
+  EXPECT_GT(manifest->size(), 5u * 1000 * 1000);
+  EXPECT_EQ(model::manifestID(*manifest), events[0].manifest_id);
+  EXPECT_EQ(Json::parse(*manifest)->size(), 50u);
+  auto info = hub_.manifests->info(events[0].manifest_id);
+  ASSERT_TRUE(info.ok());
+  EXPECT_GT(info->chunks, 1u);
+}
+
+TEST_F(BundlerIntegrationTest, AMissingGitRepoIsSkippedAndAMissingSourceRejected) {
+  BundlerMetrics m(metrics_);
+  CommitHandler handler(handlerBus(), std::make_shared<const RendererSet>(), m, options().handler);
+  auto event = publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto missing_repo = event;
+  missing_repo.gitrepo = "gone";
+  EXPECT_EQ(handler.handleEvent(missing_repo, Delivery{1, 1}).result, "gitrepo_missing");
+  auto missing_source = event;
+  missing_source.source_object = std::string(64, '0');
+  auto outcome = handler.handleEvent(missing_source, Delivery{1, 1});
+  EXPECT_EQ(outcome.action, Outcome::Action::kReject);
+  EXPECT_EQ(handler.handle("{not json", Delivery{1, 1}).action, Outcome::Action::kReject);
+  expectNoMoreEvents(500ms);
+}
+
+TEST_F(BundlerIntegrationTest, AMalformedCommitMessageIsTerminated) {
+  startBundler();
+  ASSERT_TRUE(hub_.js->publish(events::commitSubject(ws_, gitrepo_), "{\"kind\":\"nonsense\"}", "bad-1").ok());
+  EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "invalid"}}) == 1; }));
+  // term'd: not redelivered, nothing pending.
+  EXPECT_TRUE(eventually([&] {
+    auto info = hub_.js->consumerInfo(service::kCommitsStream, std::string(kConsumerName));
+    return info.ok() && info->num_ack_pending == 0 && info->num_pending == 0;
+  }));
+  expectNoMoreEvents(500ms);
+  EXPECT_EQ(metrics_.value("commits_handled_total", {{"outcome", "invalid"}}), 1);
+}
+
+TEST_F(BundlerIntegrationTest, ATransientFailureIsRetriedWithBackoffUntilItSucceeds) {
+  // The work dir turns into a file, so checkouts fail (not the commit's fault): nak with a delay, redeliver.
+  startBundler();
+  removeAll(work_dir_);
+  ASSERT_TRUE(writeFile(work_dir_, "not a directory").ok());
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  EXPECT_TRUE(eventually([&] { return metrics_.value("step_failures_total", {{"step", "checkout"}}) >= 2; }));
+  EXPECT_GE(metrics_.value("commits_handled_total", {{"outcome", "retry"}}), 2);
+  EXPECT_EQ(bundleMessages(), 0u);
+  // The disk is back: the next redelivery renders the commit.
+  removeAll(work_dir_);
+  std::filesystem::create_directories(work_dir_);
+  auto events = readEvents(3);
+  EXPECT_EQ(events.size(), 3u);
+  EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 1; }));
+}
+
+TEST_F(BundlerIntegrationTest, KeepsWorkingAcrossANatsRestart) {
+  startBundler();
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  ASSERT_EQ(readEvents(3).size(), 3u);
+  ASSERT_TRUE(server_->restart().ok()) << server_->logTail();
+  auto files = threeBundles();
+  files["apps/web/cm.yaml"] = configMap("web-a", "after-restart");
+  EXPECT_TRUE(eventually([&] { return hub_.js->streamInfo(service::kCommitsStream).ok(); }, 20s));
+  publishCommit(kCommit2, files, {"apps/*"});
+  auto events = readEvents(3, 40s);
+  ASSERT_EQ(events.size(), 3u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.commit, kCommit2);
+  }
+}
+
+TEST_F(BundlerIntegrationTest, AnUnusableWorkDirFailsTheStart) {
+  removeAll(work_dir_);
+  ASSERT_TRUE(writeFile(work_dir_, "not a directory").ok());
+  Bundler bundler(handlerBus(), std::make_shared<const RendererSet>(), metrics_, options());
+  auto started = bundler.start();
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.error().kind, ErrorKind::kPermanent);
+  std::string why;
+  EXPECT_FALSE(bundler.ready(why));
+  removeAll(work_dir_);
+  std::filesystem::create_directories(work_dir_);
+}
+
+TEST_F(BundlerIntegrationTest, TheBinaryRendersAndExitsCleanlyOnSigterm) {
+  auto log_dir = makeTempDir("bundler-bin");
+  ASSERT_TRUE(log_dir.ok());
+  auto process = Process::start({.argv = {FLOTILLA_BUNDLER_BINARY, "--work-dir", work_dir_, "--nats-url",
+                                          server_->url(), "--http-addr", "127.0.0.1:0", "--log-level", "info"},
+                                 .output_file = *log_dir + "/bundler.log",
+                                 .kill_with_parent = true});
+  ASSERT_TRUE(process.ok()) << process.error().describe();
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  auto events = readEvents(3);
+  EXPECT_EQ(events.size(), 3u);
+  process->signal(SIGTERM);
+  auto code = process->wait(15s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << readFile(*log_dir + "/bundler.log").valueOr("");
+  auto log_text = readFile(*log_dir + "/bundler.log").valueOr("");
+  EXPECT_NE(log_text.find("\"msg\":\"bundle rendered\""), std::string::npos) << log_text;
+  removeAll(*log_dir);
+}
+
+}  // namespace
+}  // namespace flotilla::bundler

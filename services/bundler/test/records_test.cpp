@@ -1,0 +1,105 @@
+#include "flotilla/bundler/records.h"
+
+#include <gtest/gtest.h>
+
+#include "flotilla/core/util.h"
+
+namespace flotilla::bundler {
+namespace {
+
+events::BundleEvent sampleEvent() {
+  events::BundleEvent event;
+  event.workspace = "fleet-default";
+  event.gitrepo = "simple";
+  event.bundle = "simple-app";
+  event.path = "app";
+  event.commit = "0123456789abcdef0123456789abcdef01234567";
+  event.manifest_id = std::string(64, 'a');
+  event.options = Json::obj({{"defaultNamespace", "web"}});
+  event.targets = Json::parse(R"([{"clusterGroup":"default","name":"default"}])").value();
+  event.labels = {{"fleet.cattle.io/repo-name", "simple"}};
+  return event;
+}
+
+TEST(BundleRecord, RoundTrip) {
+  BundleRecord record;
+  record.workspace = "fleet-default";
+  record.gitrepo = "simple";
+  record.bundle = "simple-app";
+  record.path = "app";
+  record.commit = "c2";
+  record.commit_sequence = 42;
+  record.last_good = sampleEvent();
+  stampEvent(*record.last_good);
+  record.error = events::RenderError{"app/x.yaml", 3, "app/x.yaml:3: bad"};
+  auto json = encode(record);
+  EXPECT_EQ(json.getString("manifestID"), std::string(64, 'a'));
+  auto decoded = decodeBundleRecord(json);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(*decoded, record);
+}
+
+TEST(BundleRecord, StrictDecoding) {
+  BundleRecord record{"ws", "repo", "b", ".", "c", 1, std::nullopt, std::nullopt};
+  auto json = encode(record);
+  json["surprise"] = 1;
+  auto decoded = decodeBundleRecord(json);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.error().message.find("surprise: unknown field"), std::string::npos);
+  auto wrong = encode(record);
+  wrong["commitSequence"] = "x";
+  EXPECT_FALSE(decodeBundleRecord(wrong).ok());
+  auto other = encode(record);
+  other["kind"] = "Other";
+  EXPECT_FALSE(decodeBundleRecord(other).ok());
+}
+
+TEST(RenderStatus, RoundTripWithAndWithoutError) {
+  RenderStatus status{"ws", "repo", "b", ".", "c", "", "m", events::RenderError{"f", 1, "f:1: x"}, "t"};
+  auto decoded = decodeRenderStatus(encode(status));
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(*decoded, status);
+  status.error.reset();
+  EXPECT_TRUE(encode(status).find("error")->isNull());
+  EXPECT_EQ(*decodeRenderStatus(encode(status)), status);
+}
+
+TEST(Keys, RenderStatusKeyEscapesNames) {
+  EXPECT_EQ(renderStatusKey("fleet-default", "a.b"), "bundle-render.fleet-default.a=2Eb");
+}
+
+TEST(MsgId, StateAndDigest) {
+  auto event = sampleEvent();
+  const std::string id = bundleMsgId(event);
+  EXPECT_TRUE(startsWith(
+      id, "bundle/fleet-default/simple-app/0123456789abcdef0123456789abcdef01234567/" + std::string(64, 'a') + "/"));
+  // id and time do not change it (a redelivery re-stamps them).
+  stampEvent(event);
+  EXPECT_EQ(bundleMsgId(event), id);
+  // Options do (a force-sync or a target change with the same commit and manifest must not be deduplicated).
+  event.force_sync_generation = 2;
+  EXPECT_NE(bundleMsgId(event), id);
+
+  auto failed = sampleEvent();
+  failed.manifest_id.clear();
+  failed.error = events::RenderError{"x", 1, "x:1: bad"};
+  EXPECT_EQ(eventState(failed), "error");
+  auto deleted = sampleEvent();
+  deleted.manifest_id.clear();
+  deleted.deleted = true;
+  EXPECT_EQ(eventState(deleted), "deleted");
+  EXPECT_NE(bundleMsgId(deleted).find("/deleted/"), std::string::npos);
+}
+
+TEST(StampEvent, TheIdIsTheMsgId) {
+  auto a = sampleEvent();
+  auto b = sampleEvent();
+  stampEvent(a);
+  stampEvent(b);
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.id, bundleMsgId(a));
+  EXPECT_FALSE(a.time.empty());
+}
+
+}  // namespace
+}  // namespace flotilla::bundler

@@ -1,0 +1,22 @@
+// flotilla/scheduler/flags.h
+//
+// The scheduler's own command-line flags (besides the common ones of service::Config: --nats-url, --http-addr,
+// --log-level, NATS credentials) and their translation into SchedulerOptions, kept out of main.cpp so they can
+// be tested.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "flotilla/core/result.h"
+#include "flotilla/scheduler/scheduler.h"
+#include "flotilla/service/runtime.h"
+
+namespace flotilla::scheduler {
+
+//! Flag name -> help text, for service::Config::parse.
+std::map<std::string, std::string> schedulerFlags();
+//! SchedulerOptions from parsed flags; a malformed value is kInvalid naming the flag.
+Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config);
+
+}  // namespace flotilla::scheduler

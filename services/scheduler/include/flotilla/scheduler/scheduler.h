@@ -1,0 +1,214 @@
+// flotilla/scheduler/scheduler.h
+//
+// The scheduler (docs/pipeline.md stage 4): the cluster registry, targeting, deploy events and the status
+// roll-up. Inputs and what each does:
+//
+//   flotilla.register (core request/reply, queue "scheduler")
+//       validate -> write clusters/cluster.<name> -> reply -> re-target every bundle for that cluster
+//   KV clusters (watch): group.<ws>.<group> from `flotilla apply`, cluster.* from other writers, heartbeat.*
+//       a group or label change -> re-target
+//   FLOTILLA_BUNDLES, durable "scheduler": BundleEvents
+//       deleted -> delete DeployEvent per cluster that has it, drop the records
+//       error   -> remember the render error for the summaries; the last good deployments stay
+//       else    -> place on every cluster; for each whose deployments record differs: publish DeployEvent on
+//                  flotilla.deploy.<cluster>, then write deployments/<cluster>.<ws>.<bundle>; clusters that no
+//                  longer match get a delete DeployEvent
+//   FLOTILLA_STATUS, durable "scheduler-status": StatusEvents and agent Heartbeats
+//       write status/bd.<cluster>.<ws>.<bundle>, recompute status/summary.{bundle,gitrepo,cluster}.*
+//
+// Ordering (publish first, then the record): a crash between the two leaves the old record, so the redelivered
+// BundleEvent (or the start-up reconcile) finds a difference and publishes again — with the same generation and
+// hence the same Nats-Msg-Id, which JetStream drops as a duplicate inside its window (and which the agent
+// recognises as already applied after it). Writing the record first would lose the deploy in that crash.
+//
+// All state lives in memory, rebuilt from KV at start; one mutex serializes every handler and its effects, so
+// a status report is never judged against a half-written deployment. Handlers return an Outcome; the consumer
+// loops turn it into ack / nak-with-delay / term.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "flotilla/bus/connection.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
+#include "flotilla/core/json.h"
+#include "flotilla/core/metrics.h"
+#include "flotilla/core/result.h"
+#include "flotilla/events/cloudevents.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/model/resources.h"
+#include "flotilla/scheduler/records.h"
+#include "flotilla/scheduler/rollup.h"
+#include "flotilla/scheduler/targeting.h"
+#include "flotilla/service/hub.h"
+
+namespace flotilla::scheduler {
+
+//! The durable consumers and the registration queue group (docs/pipeline.md).
+inline constexpr std::string_view kBundleConsumer = "scheduler";
+inline constexpr std::string_view kStatusConsumer = "scheduler-status";
+inline constexpr std::string_view kRegisterQueue = "scheduler";
+//! CloudEvents `source` of everything the scheduler publishes on flotilla.events.>.
+inline constexpr std::string_view kEventSource = "/flotilla/scheduler";
+
+struct SchedulerOptions {
+  int fetch_batch = 16;
+  std::chrono::milliseconds fetch_timeout{1000};  //!< one fetch's wait; bounds shutdown latency
+  std::chrono::milliseconds ack_wait{60000};      //!< before JetStream redelivers an unacked message
+  std::chrono::milliseconds retry_base{500};      //!< first nak delay; doubles per delivery
+  std::chrono::milliseconds retry_max{30000};     //!< cap of the nak delay
+  std::chrono::milliseconds load_timeout{30000};  //!< reading the KV state at start
+  //! How many deliveries a status report that is ahead of its deployment record (newer generation, other
+  //! deploymentID: the record write is in flight or was lost in a crash) waits before it is stored as stale.
+  uint64_t ahead_retries = 5;
+  bool public_events = true;  //!< publish CloudEvents on flotilla.events.>
+};
+
+//! What a consumer loop does with a message after its handler ran.
+struct Outcome {
+  enum class Action { kAck, kRetry, kReject };
+  Action action = Action::kAck;
+  std::chrono::milliseconds delay{0};  //!< for kRetry
+  std::string result;                  //!< metrics label
+
+  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
+  static Outcome retry(std::chrono::milliseconds delay, std::string result = "retry") {
+    return Outcome{Action::kRetry, delay, std::move(result)};
+  }
+  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
+};
+
+class Scheduler {
+ public:
+  //! Needs hub.connection, js, clusters, bundles, deployments and status. Nothing is contacted until start().
+  static Result<std::unique_ptr<Scheduler>> create(service::Hub hub, Metrics& metrics, SchedulerOptions options = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  //! Loads the state from KV, creates and binds the durables, subscribes to registrations and starts the
+  //! threads (bundle consumer, status consumer, clusters watcher, reconciler). The first full reconcile runs once
+  //! the bundle consumer has caught up with its backlog.
+  Status start();
+  //! Stops the threads (a message being handled is finished; fetched but unhandled ones are nak'd). Idempotent.
+  void stop();
+  //! For /readyz: connected, state loaded, consumers bound, subscribed to registrations.
+  bool ready(std::string& why) const;
+
+  // ---- the handlers, one message each (the loops call these; tests may too) ----
+
+  //! Validates a registration, writes the cluster record and queues a re-target of that cluster.
+  events::RegisterReply handleRegister(const events::RegisterRequest& request);
+  //! One BundleEvent payload. `clock_ms` (the message's stream timestamp) makes generations deterministic on
+  //! redelivery; 0 means now. `delivery_count` drives the retry backoff.
+  Outcome handleBundle(std::string_view data, int64_t clock_ms = 0, uint64_t delivery_count = 1);
+  //! One message of FLOTILLA_STATUS (a StatusEvent or a Heartbeat) on `subject`.
+  Outcome handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count = 1);
+  //! One change of the clusters bucket (groups, clusters, heartbeats).
+  void handleClustersEntry(const bus::KvEntry& entry);
+  //! Re-targets every bundle on every cluster (start-up, group changes).
+  Status reconcileAll();
+  //! Re-targets every bundle on one cluster (registration, label change).
+  Status reconcileCluster(const std::string& cluster);
+
+  // ---- introspection (tests, debugging) ----
+  [[nodiscard]] bool caughtUp() const { return caught_up_; }
+  [[nodiscard]] std::optional<model::Cluster> cluster(const std::string& name) const;
+  [[nodiscard]] std::optional<DeploymentRecord> deployment(const std::string& cluster, const std::string& workspace,
+                                                           const std::string& bundle) const;
+  [[nodiscard]] std::string lastHeartbeat(const std::string& cluster) const;
+
+ private:
+  //! What a handler touched: the summaries to recompute.
+  struct Affected {
+    std::set<std::pair<std::string, std::string>> bundles;   //!< (ws, bundle)
+    std::set<std::pair<std::string, std::string>> gitrepos;  //!< (ws, gitrepo)
+    std::set<std::string> clusters;
+  };
+
+  Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options);
+
+  // start-up
+  Status loadState();
+  Status setUpConsumers();
+  Status subscribeRegistrations();
+
+  // loops
+  void consumeLoop(bus::PullConsumer& consumer, const std::string& name,
+                   const std::function<Outcome(bus::Message&)>& handle);
+  void runOne(bus::Message& message, const std::string& name, const std::function<Outcome(bus::Message&)>& handle);
+  void watchLoop();
+  void reconcileLoop();
+  void enqueueReconcile(const std::string& cluster);
+  bool sleepFor(std::chrono::milliseconds duration);
+
+  // steps (mutex_ held)
+  Status reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
+                       const std::string& cluster, int64_t clock_ms, Affected& affected, bool& published);
+  Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published);
+  Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
+                      int64_t clock_ms, Affected& affected);
+  Status publishDeploy(const events::DeployEvent& event);
+  Status writeSummaries(const Affected& affected);
+  Status writeSummary(const std::string& key, Json record, std::string_view kind);
+  Status removeSummary(const std::string& key);
+  Outcome handleHeartbeat(const std::string& cluster, const Json& json);
+  Outcome handleStatusEvent(const std::string& cluster, const std::string& bundle, const Json& json,
+                            uint64_t delivery_count);
+  void publishPublic(const events::CloudEvent& event, std::string_view kind,
+                     std::initializer_list<std::string_view> parts);
+  void noteBundleState(const std::string& workspace, const std::string& bundle, const Json& summary);
+  std::vector<GroupInfo> groupList() const;
+  std::vector<DeploymentView> deploymentsOfBundle(const std::string& workspace, const std::string& bundle) const;
+  std::vector<DeploymentView> deploymentsOfCluster(const std::string& cluster) const;
+  const BdStatus* statusOf(const DeploymentRecord& record) const;
+  std::chrono::milliseconds backoff(uint64_t delivery_count) const;
+  void updateGauges();
+
+  service::Hub hub_;
+  Metrics& metrics_;
+  SchedulerOptions options_;
+
+  mutable std::mutex mutex_;  //!< guards everything below and serializes the handlers' effects
+  std::map<std::string, model::Cluster> clusters_;              //!< by cluster name
+  std::map<std::string, GroupInfo> groups_;                     //!< by clusters-bucket key
+  std::map<std::string, std::string> last_heartbeat_;           //!< cluster -> RFC 3339
+  std::map<std::string, BundleInfo> bundles_;                   //!< by bundles-bucket key "<ws>.<bundle>"
+  std::map<std::string, DeploymentRecord> deployments_;         //!< by deployments-bucket key
+  std::map<std::string, BdStatus> statuses_;                    //!< by deployments-bucket key (same triple)
+  std::map<std::string, Json> summaries_;                       //!< last written, by status-bucket key
+  bool loaded_ = false;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> started_{false};
+  std::atomic<bool> caught_up_{false};
+  std::atomic<bool> bound_{false};
+  std::atomic<bool> subscribed_{false};
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  std::deque<std::string> reconcile_queue_;  //!< cluster names; "" = everything
+  bus::PullConsumer bundle_consumer_;
+  bus::PullConsumer status_consumer_;
+  bus::KvWatcher clusters_watcher_;
+  bus::Subscription register_subscription_;
+  std::thread bundle_thread_;
+  std::thread status_thread_;
+  std::thread watch_thread_;
+  std::thread reconcile_thread_;
+};
+
+}  // namespace flotilla::scheduler

@@ -1,0 +1,48 @@
+#include "flotilla/scheduler/flags.h"
+
+#include <charconv>
+
+namespace flotilla::scheduler {
+
+std::map<std::string, std::string> schedulerFlags() {
+  return {
+      {"ack-wait", "seconds before JetStream redelivers a message the scheduler did not acknowledge (default 60)"},
+      {"fetch-batch", "messages fetched per pull from each durable consumer (default 16)"},
+      {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
+  };
+}
+
+namespace {
+
+Result<int64_t> positive(const service::Config& config, const std::string& name, int64_t fallback) {
+  std::string text = config.get(name);
+  if (text.empty()) {
+    return fallback;
+  }
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
+    return fail(ErrorKind::kInvalid, "--" + name + ": expected a positive integer, got \"" + text + "\"");
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
+  SchedulerOptions options;
+  auto ack_wait = positive(config, "ack-wait", options.ack_wait.count() / 1000);
+  FLOTILLA_TRY(ack_wait);
+  options.ack_wait = std::chrono::seconds(*ack_wait);
+  auto batch = positive(config, "fetch-batch", options.fetch_batch);
+  FLOTILLA_TRY(batch);
+  options.fetch_batch = static_cast<int>(*batch);
+  std::string events = config.get("public-events", "true");
+  if (events != "true" && events != "false") {
+    return fail(ErrorKind::kInvalid, "--public-events: expected true or false, got \"" + events + "\"");
+  }
+  options.public_events = events == "true";
+  return options;
+}
+
+}  // namespace flotilla::scheduler

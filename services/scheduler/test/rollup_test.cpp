@@ -1,0 +1,167 @@
+// Unit tests for the status roll-up: the effective state of one deployment, and the bundle, GitRepo and cluster
+// summaries (counts per state, desiredReady, worst state, capped non-ready details, render errors).
+#include <gtest/gtest.h>
+
+#include "flotilla/scheduler/rollup.h"
+
+namespace flotilla::scheduler {
+namespace {
+
+using model::BundleState;
+
+DeploymentRecord record(std::string cluster, std::string bundle, std::string deployment_id, int64_t generation = 1) {
+  return DeploymentRecord{.cluster = std::move(cluster),
+                          .workspace = "fleet-default",
+                          .bundle = std::move(bundle),
+                          .gitrepo = "repo",
+                          .deployment_id = std::move(deployment_id),
+                          .generation = generation};
+}
+
+BdStatus report(const DeploymentRecord& r, std::string state, std::string message = {}, std::string deployment_id = {},
+                int64_t generation = 0) {
+  return BdStatus{.cluster = r.cluster,
+                  .workspace = r.workspace,
+                  .bundle = r.bundle,
+                  .deployment_id = deployment_id.empty() ? r.deployment_id : deployment_id,
+                  .generation = generation == 0 ? r.generation : generation,
+                  .state = std::move(state),
+                  .message = std::move(message)};
+}
+
+// Sent but not reported yet counts as WaitApplied (Fleet: appliedDeploymentID != deploymentID).
+TEST(RollupTest, SentWithoutStatusIsWaitApplied) {
+  auto r = record("c1", "b", "m:o");
+  auto state = effectiveState(r, nullptr);
+  EXPECT_EQ(state.state, BundleState::kWaitApplied);
+  EXPECT_EQ(state.reason, "WaitingForAgent");
+}
+
+// A report about the current deployment gives its state; about an older one WaitApplied; an ErrApplied for this
+// generation (or newer) stays ErrApplied even if the agent names another deployment.
+TEST(RollupTest, StatusAgainstTheCurrentDeployment) {
+  auto r = record("c1", "b", "new:o", 5);
+  auto ready = report(r, "Ready");
+  EXPECT_EQ(effectiveState(r, &ready).state, BundleState::kReady);
+  auto not_ready = report(r, "NotReady", "1 of 3 replicas");
+  EXPECT_EQ(effectiveState(r, &not_ready).state, BundleState::kNotReady);
+  EXPECT_EQ(effectiveState(r, &not_ready).message, "1 of 3 replicas");
+
+  auto old = report(r, "Ready", "", "old:o", 4);
+  auto waiting = effectiveState(r, &old);
+  EXPECT_EQ(waiting.state, BundleState::kWaitApplied);
+  EXPECT_NE(waiting.message.find("waiting for"), std::string::npos);
+
+  auto failed = report(r, "ErrApplied", "manifest missing", "old:o", 5);
+  EXPECT_EQ(effectiveState(r, &failed).state, BundleState::kErrApplied);
+}
+
+// Paused bundles: nothing released -> Pending; a newer deployment held -> at least OutOfSync.
+TEST(RollupTest, PausedBundlesArePendingOrOutOfSync) {
+  auto held = record("c1", "b", "");
+  held.staged_deployment_id = "new:o";
+  EXPECT_EQ(effectiveState(held, nullptr).state, BundleState::kPending);
+
+  auto r = record("c1", "b", "old:o");
+  r.staged_deployment_id = "new:o";
+  auto ready = report(r, "Ready");
+  EXPECT_EQ(effectiveState(r, &ready).state, BundleState::kOutOfSync);
+  auto failed = report(r, "ErrApplied");
+  EXPECT_EQ(effectiveState(r, &failed).state, BundleState::kErrApplied);
+}
+
+// The bundle summary counts per state across clusters, names non-ready clusters and reports the worst state.
+TEST(RollupTest, BundleSummaryCountsAndWorstState) {
+  auto r1 = record("c1", "b", "m:o");
+  auto r2 = record("c2", "b", "m:o");
+  auto r3 = record("c3", "b", "m:o");
+  auto s1 = report(r1, "Ready");
+  auto s2 = report(r2, "NotReady", "pulling image");
+  std::vector<DeploymentView> views = {{&r1, &s1}, {&r2, &s2}, {&r3, nullptr}};
+  Json summary = bundleSummaryRecord("fleet-default", "b", nullptr, views);
+  EXPECT_EQ(summary.getString("state"), "WaitApplied");
+  EXPECT_EQ(summary.getString("readyClusters"), "1/3");
+  const Json& counts = *summary.find("summary");
+  EXPECT_EQ(counts.getInt("ready"), 1);
+  EXPECT_EQ(counts.getInt("notReady"), 1);
+  EXPECT_EQ(counts.getInt("waitApplied"), 1);
+  EXPECT_EQ(counts.getInt("desiredReady"), 3);
+  const Json* details = counts.find("nonReadyResources");
+  ASSERT_NE(details, nullptr);
+  ASSERT_EQ(details->size(), 2u);
+  EXPECT_EQ(details->asArray()[0].getString("name"), "c3");  // worst first
+  EXPECT_EQ(details->asArray()[1].getString("name"), "c2");
+  EXPECT_EQ(details->asArray()[1].getString("message"), "pulling image");
+}
+
+// At most ten non-ready details, however many clusters fail.
+TEST(RollupTest, DetailsAreCappedAtTen) {
+  std::vector<DeploymentRecord> records;
+  std::vector<BdStatus> reports;
+  records.reserve(25);
+  reports.reserve(25);
+  std::vector<DeploymentView> views;
+  for (int i = 0; i < 25; ++i) {
+    records.push_back(record("c" + std::to_string(i), "b", "m:o"));
+    reports.push_back(report(records.back(), "ErrApplied", "boom"));
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    views.push_back({&records[i], &reports[i]});
+  }
+  Json summary = bundleSummaryRecord("fleet-default", "b", nullptr, views);
+  EXPECT_EQ(summary.find("summary")->getInt("errApplied"), 25);
+  EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->size(), 10u);
+}
+
+// The GitRepo summary spans its bundles and shows render errors (which are not deployments: counts unchanged).
+TEST(RollupTest, GitRepoSummaryIncludesRenderErrors) {
+  auto a1 = record("c1", "repo-a", "m:o");
+  auto a2 = record("c2", "repo-a", "m:o");
+  auto b1 = record("c1", "repo-b", "n:o");
+  auto s_a1 = report(a1, "Ready");
+  auto s_a2 = report(a2, "Ready");
+  auto s_b1 = report(b1, "Modified", "configmap changed");
+  BundleInfo broken{.workspace = "fleet-default", .gitrepo = "repo", .bundle = "repo-b"};
+  broken.error = events::RenderError{.file = "b/fleet.yaml", .line = 3, .message = "helm.chart: expected a string"};
+  broken.error_commit = "abc";
+  std::vector<GitRepoBundle> bundles = {
+      GitRepoBundle{.deployments = {{&a1, &s_a1}, {&a2, &s_a2}}},
+      GitRepoBundle{.bundle = &broken, .deployments = {{&b1, &s_b1}}},
+  };
+  Json summary = gitRepoSummaryRecord("fleet-default", "repo", bundles);
+  EXPECT_EQ(summary.getString("state"), "Modified");
+  EXPECT_EQ(summary.getString("readyBundleDeployments"), "2/3");
+  EXPECT_EQ(summary.getInt("readyClusters"), 1);  // c2 only: c1 has a Modified bundle
+  EXPECT_EQ(summary.getInt("desiredReadyClusters"), 2);
+  EXPECT_TRUE(summary.getBool("error"));
+  ASSERT_EQ(summary.find("renderErrors")->size(), 1u);
+  EXPECT_EQ(summary.find("renderErrors")->asArray()[0].getString("file"), "b/fleet.yaml");
+  EXPECT_NE(summary.getString("message").find("render failed: b/fleet.yaml:3"), std::string::npos)
+      << summary.getString("message");
+  EXPECT_EQ(summary.find("summary")->getInt("desiredReady"), 3);
+  // The render error is listed among the details, worst first.
+  EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->asArray()[0].getString("name"), "repo-b");
+}
+
+// The cluster summary spans the cluster's bundles and carries the last heartbeat and versions.
+TEST(RollupTest, ClusterSummaryCarriesHeartbeat) {
+  auto a = record("c1", "repo-a", "m:o");
+  auto b = record("c1", "repo-b", "n:o");
+  auto s_a = report(a, "Ready");
+  model::Cluster cluster;
+  cluster.metadata.name = "c1";
+  cluster.metadata.ns = "fleet-default";
+  cluster.status.agent = model::AgentStatus{.last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0",
+                                            .kubernetes_version = "v1.31.2"};
+  Json summary = clusterSummaryRecord("c1", &cluster, {{&a, &s_a}, {&b, nullptr}}, "2026-12-02T10:05:00.000Z");
+  EXPECT_EQ(summary.getString("readyBundles"), "1/2");
+  EXPECT_EQ(summary.getString("state"), "WaitApplied");
+  EXPECT_EQ(summary.getString("lastHeartbeat"), "2026-12-02T10:05:00.000Z");
+  EXPECT_EQ(summary.getString("lastSeen"), "2026-12-02T10:05:00.000Z");
+  EXPECT_EQ(summary.getString("kubernetesVersion"), "v1.31.2");
+  EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->asArray()[0].getString("name"),
+            "fleet-default/repo-b");
+}
+
+}  // namespace
+}  // namespace flotilla::scheduler

@@ -1,0 +1,667 @@
+// Integration tests of the scheduler against a real nats-server -js: registrations over request/reply, BundleEvents
+// and StatusEvents through the real streams, DeployEvents read by agent-style durables, KV records and summaries.
+// The last test runs the flotilla-scheduler binary itself.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "flotilla/core/log.h"
+#include "flotilla/core/process.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/model/identity.h"
+#include "flotilla/scheduler/keys.h"
+#include "flotilla/scheduler/scheduler.h"
+
+namespace flotilla::scheduler {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kWs = "fleet-default";
+const std::string kCommit1(40, '1');
+const std::string kCommit2(40, '2');
+const std::string kManifestA(64, 'a');
+const std::string kManifestB(64, 'b');
+
+bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) {
+      return true;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return check();
+}
+
+events::BundleEvent bundleEvent(const std::string& bundle, const std::string& manifest, Json targets,
+                                const std::string& commit = kCommit1) {
+  events::BundleEvent event;
+  event.id = events::bundleMsgId(kWs, bundle, commit, manifest);
+  event.time = log::nowRfc3339();
+  event.workspace = kWs;
+  event.gitrepo = "repo";
+  event.bundle = bundle;
+  event.path = "app";
+  event.commit = commit;
+  event.manifest_id = manifest;
+  event.options = Json::obj({{"defaultNamespace", "app"}});
+  event.targets = std::move(targets);
+  return event;
+}
+
+Json prodOnly() { return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value(); }
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = harness::NatsServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    nats_ = std::move(server).value();
+    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "scheduler-test"},
+                                   service::HubAccess::kProvision, nullptr, 20s);
+    ASSERT_TRUE(hub.ok()) << hub.error().describe();
+    hub_ = std::move(hub).value();
+    startScheduler();
+  }
+
+  void TearDown() override {
+    if (scheduler_) {
+      scheduler_->stop();
+    }
+    scheduler_.reset();
+    hub_ = service::Hub{};
+    nats_.reset();
+  }
+
+  void startScheduler() {
+    metrics_ = std::make_unique<Metrics>("scheduler");
+    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 5s, .retry_base = 100ms, .retry_max = 1s};
+    auto created = Scheduler::create(hub_, *metrics_, options);
+    ASSERT_TRUE(created.ok()) << created.error().describe();
+    scheduler_ = std::move(created).value();
+    auto started = scheduler_->start();
+    ASSERT_TRUE(started.ok()) << started.error().describe();
+    ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }));
+  }
+
+  events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
+    events::RegisterRequest request{.id = events::newEventId(),
+                                    .time = log::nowRfc3339(),
+                                    .cluster = name,
+                                    .workspace = kWs,
+                                    .labels = std::move(labels),
+                                    .kubernetes_version = "v1.31.2",
+                                    .agent_version = "0.1.0"};
+    auto reply = hub_.connection->request(events::kRegisterSubject, events::encode(request).dump(), 5s);
+    EXPECT_TRUE(reply.ok()) << reply.error().describe();
+    if (!reply.ok()) {
+      return {};
+    }
+    auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
+    EXPECT_TRUE(decoded.ok());
+    return decoded.ok() ? *decoded : events::RegisterReply{};
+  }
+
+  void publishBundle(const events::BundleEvent& event, const std::string& msg_id_suffix = "") {
+    auto ack = hub_.js->publish(events::bundleSubject(event.workspace, event.bundle), events::encode(event).dump(),
+                                event.id + msg_id_suffix);
+    ASSERT_TRUE(ack.ok()) << ack.error().describe();
+  }
+
+  //! A durable like the agent's: agent-<cluster> on flotilla.deploy.<cluster>.
+  bus::PullConsumer agentConsumer(const std::string& cluster) {
+    bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
+                               .filter_subject = events::deploySubject(cluster),
+                               .ack_wait = 30s};
+    EXPECT_TRUE(hub_.js->ensureConsumer(service::kDeployStream, config).ok());
+    auto bound = hub_.js->bindPull(service::kDeployStream, config.durable);
+    EXPECT_TRUE(bound.ok());
+    return std::move(bound).value();
+  }
+
+  //! Reads DeployEvents until `count` arrived or `timeout` passed (acking them).
+  std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
+                                           std::chrono::milliseconds timeout = 10s) {
+    std::vector<events::DeployEvent> out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+      auto batch = consumer.fetch(static_cast<int>(count - out.size()), 200ms);
+      if (!batch.ok()) {
+        continue;
+      }
+      for (auto& message : *batch) {
+        auto event = events::parsePayload<events::DeployEvent>(message.data());
+        EXPECT_TRUE(event.ok()) << message.data();
+        if (event.ok()) {
+          out.push_back(*event);
+        }
+        (void)message.ackSync();
+      }
+    }
+    return out;
+  }
+
+  //! True when nothing more arrives within `quiet`.
+  bool noMoreDeploys(bus::PullConsumer& consumer, std::chrono::milliseconds quiet = 700ms) {
+    auto more = deploys(consumer, 1, quiet);
+    for (const auto& event : more) {
+      ADD_FAILURE() << "unexpected DeployEvent: " << events::encode(event).dump();
+    }
+    return more.empty();
+  }
+
+  std::optional<Json> kv(bus::KeyValue& bucket, const std::string& key) {
+    auto entry = bucket.get(key);
+    if (!entry.ok()) {
+      return std::nullopt;
+    }
+    auto json = Json::parse(entry->value);
+    return json.ok() ? std::optional<Json>(*json) : std::nullopt;
+  }
+
+  //! Waits until the KV record exists and `check` holds for it.
+  std::optional<Json> kvWhen(bus::KeyValue& bucket, const std::string& key, const std::function<bool(const Json&)>& check,
+                             std::chrono::milliseconds timeout = 10s) {
+    std::optional<Json> last;
+    waitFor(
+        [&] {
+          last = kv(bucket, key);
+          return last && check(*last);
+        },
+        timeout);
+    return last && check(*last) ? last : std::nullopt;
+  }
+
+  double metric(std::string_view name, const prometheus::Labels& labels = {}) { return metrics_->value(name, labels); }
+
+  void publishStatus(const std::string& cluster, const std::string& bundle, const std::string& deployment_id,
+                     int64_t generation, const std::string& state, const std::string& message = "") {
+    static int64_t sequence = 0;
+    ++sequence;
+    events::StatusEvent event{.id = events::statusMsgId(cluster, bundle, deployment_id, state, sequence),
+                              .time = log::nowRfc3339(),
+                              .cluster = cluster,
+                              .workspace = kWs,
+                              .bundle = bundle,
+                              .deployment_id = deployment_id,
+                              .generation = generation,
+                              .sequence = sequence,
+                              .state = state,
+                              .reason = state == "Ready" ? "" : "Test",
+                              .message = message,
+                              .agent_version = "0.1.0"};
+    auto ack = hub_.js->publish(events::statusSubject(cluster, bundle), events::encode(event).dump(), event.id);
+    ASSERT_TRUE(ack.ok()) << ack.error().describe();
+  }
+
+  std::unique_ptr<harness::NatsServer> nats_;
+  service::Hub hub_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+// Registration: valid clusters are accepted and recorded with labels and versions; bad names and labels are
+// rejected with a reason.
+TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
+  auto reply = registerCluster("prod-1", {{"env", "prod"}});
+  EXPECT_TRUE(reply.accepted) << reply.message;
+  EXPECT_EQ(reply.cluster_id, "prod-1");
+  auto record = kv(*hub_.clusters, clusterRecordKey("prod-1"));
+  ASSERT_TRUE(record.has_value());
+  auto cluster = model::decodeCluster(*record);
+  ASSERT_TRUE(cluster.ok()) << cluster.error().describe();
+  EXPECT_EQ(cluster->metadata.labels.at("env"), "prod");
+  EXPECT_EQ(cluster->metadata.ns, kWs);
+  EXPECT_EQ(cluster->status.agent.kubernetes_version, "v1.31.2");
+  EXPECT_FALSE(cluster->metadata.creation_timestamp.empty());
+
+  auto bad_name = registerCluster("Prod_1", {});
+  EXPECT_FALSE(bad_name.accepted);
+  EXPECT_NE(bad_name.message.find("DNS-1123"), std::string::npos) << bad_name.message;
+  auto bad_label = registerCluster("prod-2", {{"env", "not ok!"}});
+  EXPECT_FALSE(bad_label.accepted);
+  EXPECT_FALSE(kv(*hub_.clusters, clusterRecordKey("prod-2")).has_value());
+  EXPECT_EQ(metric("registrations_total", {{"result", "rejected"}}), 2);
+  EXPECT_EQ(metric("registrations_total", {{"result", "new"}}), 1);
+}
+
+// Targeting by clusterSelector: one DeployEvent, to the matching cluster only, and the BD record; the same
+// BundleEvent again (redelivery) sends nothing; a new manifest sends a new DeployEvent with a higher generation.
+TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  ASSERT_TRUE(registerCluster("dev-1", {{"env", "dev"}}).accepted);
+  auto prod = agentConsumer("prod-1");
+  auto dev = agentConsumer("dev-1");
+
+  auto event = bundleEvent("repo-app", kManifestA, prodOnly());
+  publishBundle(event);
+  auto sent = deploys(prod, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_FALSE(sent[0].remove);
+  EXPECT_EQ(sent[0].cluster, "prod-1");
+  EXPECT_EQ(sent[0].bundle, "repo-app");
+  EXPECT_EQ(sent[0].manifest_id, kManifestA);
+  EXPECT_EQ(sent[0].deployment_id, model::deploymentID(kManifestA, event.options));
+  EXPECT_EQ(sent[0].id, events::deployMsgId("prod-1", "repo-app", sent[0].deployment_id, sent[0].generation));
+  EXPECT_TRUE(noMoreDeploys(dev, 300ms));
+
+  auto record = kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"),
+                       [](const Json&) { return true; });
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->getString("deploymentID"), sent[0].deployment_id);
+  EXPECT_EQ(record->getInt("generation"), sent[0].generation);
+  EXPECT_EQ(record->getString("commit"), kCommit1);
+  EXPECT_FALSE(kv(*hub_.deployments, deploymentRecordKey("dev-1", kWs, "repo-app")).has_value());
+
+  // Redelivery (a different Msg-Id, so JetStream does not drop it): nothing new is sent.
+  publishBundle(event, "/redelivered");
+  ASSERT_TRUE(waitFor([&] { return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1; }));
+  EXPECT_EQ(scheduler_->handleBundle(events::encode(event).dump()).result, "unchanged");
+  EXPECT_TRUE(noMoreDeploys(prod));
+
+  // The same content at a newer commit: no DeployEvent, but the record follows the commit.
+  auto same_content = bundleEvent("repo-app", kManifestA, prodOnly(), std::string(40, '9'));
+  publishBundle(same_content);
+  EXPECT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"),
+                     [](const Json& r) { return r.getString("commit") == std::string(40, '9'); }));
+  EXPECT_TRUE(noMoreDeploys(prod, 300ms));
+
+  auto next = bundleEvent("repo-app", kManifestB, prodOnly(), kCommit2);
+  publishBundle(next);
+  auto again = deploys(prod, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].manifest_id, kManifestB);
+  EXPECT_GT(again[0].generation, sent[0].generation);
+  EXPECT_TRUE(noMoreDeploys(dev, 300ms));
+  EXPECT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"),
+                     [&](const Json& r) { return r.getString("manifestID") == kManifestB; })
+                  .has_value());
+}
+
+// A cluster that registers after the bundle gets every bundle that targets it; a label change that takes it out
+// of the target sends a delete DeployEvent and removes the record.
+TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  auto first = agentConsumer("prod-1");
+  ASSERT_EQ(deploys(first, 1).size(), 1u);
+
+  auto late = agentConsumer("prod-2");
+  ASSERT_TRUE(registerCluster("prod-2", {{"env", "prod"}}).accepted);
+  auto sent = deploys(late, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].manifest_id, kManifestA);
+  ASSERT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-2", kWs, "repo-app"), [](const Json&) { return true; }));
+
+  // Re-registering unchanged sends nothing.
+  ASSERT_TRUE(registerCluster("prod-2", {{"env", "prod"}}).accepted);
+  EXPECT_TRUE(noMoreDeploys(late));
+
+  ASSERT_TRUE(registerCluster("prod-2", {{"env", "dev"}}).accepted);
+  auto removed = deploys(late, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_TRUE(removed[0].remove);
+  EXPECT_GT(removed[0].generation, sent[0].generation);
+  EXPECT_EQ(removed[0].id, events::deployMsgId("prod-2", "repo-app", "deleted", removed[0].generation));
+  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, deploymentRecordKey("prod-2", kWs, "repo-app")); }));
+  EXPECT_TRUE(noMoreDeploys(first, 300ms));
+}
+
+// ClusterGroup targeting: a group written to clusters/group.<ws>.<name> (as `flotilla apply` does) selects its
+// members; changing the group's selector moves the bundle.
+TEST_F(SchedulerTest, ClusterGroupTargeting) {
+  ASSERT_TRUE(registerCluster("eu-1", {{"region", "eu"}}).accepted);
+  ASSERT_TRUE(registerCluster("us-1", {{"region", "us"}}).accepted);
+  auto eu = agentConsumer("eu-1");
+  auto us = agentConsumer("us-1");
+  auto group = model::decodeClusterGroup(
+      Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
+        "metadata":{"name":"europe","namespace":"fleet-default"},
+        "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
+          .value());
+  ASSERT_TRUE(group.ok()) << group.error().describe();
+  ASSERT_TRUE(hub_.clusters->put(clusterGroupRecordKey(kWs, "europe"), model::encode(*group).dump()).ok());
+  std::this_thread::sleep_for(300ms);  // let the watcher see the group before the bundle arrives
+
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::parse(R"([{"clusterGroup":"europe"}])").value()));
+  ASSERT_EQ(deploys(eu, 1).size(), 1u);
+  EXPECT_TRUE(noMoreDeploys(us, 300ms));
+
+  group->spec.selector = model::parseSelector("region=us").value();
+  ASSERT_TRUE(hub_.clusters->put(clusterGroupRecordKey(kWs, "europe"), model::encode(*group).dump()).ok());
+  auto to_us = deploys(us, 1);
+  ASSERT_EQ(to_us.size(), 1u);
+  EXPECT_FALSE(to_us[0].remove);
+  auto from_eu = deploys(eu, 1);
+  ASSERT_EQ(from_eu.size(), 1u);
+  EXPECT_TRUE(from_eu[0].remove);
+}
+
+// A GitRepo without targets deploys to every cluster of its workspace (Fleet's default target and the implicit
+// "default" group).
+TEST_F(SchedulerTest, NoTargetsMeansEveryClusterOfTheWorkspace) {
+  ASSERT_TRUE(registerCluster("a-1", {{"env", "a"}}).accepted);
+  ASSERT_TRUE(registerCluster("b-1", {}).accepted);
+  auto a = agentConsumer("a-1");
+  auto b = agentConsumer("b-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+  EXPECT_EQ(deploys(a, 1).size(), 1u);
+  EXPECT_EQ(deploys(b, 1).size(), 1u);
+}
+
+// StatusEvents become bd status records and roll up into the bundle, GitRepo and cluster summaries (counts per
+// state, worst state, non-ready details); a public CloudEvent is published for each state change.
+TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "prod"}}).accepted);
+  ASSERT_TRUE(registerCluster("c-2", {{"env", "prod"}}).accepted);
+  auto c1 = agentConsumer("c-1");
+  auto c2 = agentConsumer("c-2");
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  auto d1 = deploys(c1, 1);
+  auto d2 = deploys(c2, 1);
+  ASSERT_EQ(d1.size(), 1u);
+  ASSERT_EQ(d2.size(), 1u);
+
+  // Sent, no status yet: WaitApplied.
+  auto waiting = kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"),
+                        [](const Json& s) { return s.find("summary")->getInt("waitApplied") == 2; });
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->getString("state"), "WaitApplied");
+
+  publishStatus("c-1", "repo-app", d1[0].deployment_id, d1[0].generation, "Ready");
+  publishStatus("c-2", "repo-app", d2[0].deployment_id, d2[0].generation, "NotReady", "1 of 3 replicas available");
+
+  auto bd = kvWhen(*hub_.status, bdStatusKey("c-2", kWs, "repo-app"),
+                   [](const Json& s) { return s.getString("state") == "NotReady"; });
+  ASSERT_TRUE(bd.has_value());
+  EXPECT_EQ(bd->getString("deploymentID"), d2[0].deployment_id);
+  EXPECT_FALSE(bd->getBool("stale"));
+
+  auto bundle = kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"), [](const Json& s) {
+    return s.find("summary")->getInt("ready") == 1 && s.find("summary")->getInt("notReady") == 1;
+  });
+  ASSERT_TRUE(bundle.has_value());
+  EXPECT_EQ(bundle->getString("state"), "NotReady");
+  EXPECT_EQ(bundle->getString("readyClusters"), "1/2");
+  EXPECT_EQ(bundle->find("summary")->getInt("desiredReady"), 2);
+  const Json& detail = bundle->find("summary")->find("nonReadyResources")->asArray()[0];
+  EXPECT_EQ(detail.getString("name"), "c-2");
+  EXPECT_EQ(detail.getString("message"), "1 of 3 replicas available");
+
+  auto gitrepo = kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"),
+                        [](const Json& s) { return s.getString("readyBundleDeployments") == "1/2"; });
+  ASSERT_TRUE(gitrepo.has_value());
+  EXPECT_EQ(gitrepo->getString("state"), "NotReady");
+  EXPECT_EQ(gitrepo->getInt("readyClusters"), 1);
+
+  auto cluster = kvWhen(*hub_.status, clusterSummaryKey("c-1"),
+                        [](const Json& s) { return s.getString("readyBundles") == "1/1"; });
+  ASSERT_TRUE(cluster.has_value());
+  EXPECT_EQ(cluster->getString("state"), "Ready");
+  EXPECT_EQ(cluster->getString("kubernetesVersion"), "v1.31.2");
+
+  // Public events: a bundledeployment state event for each report.
+  ASSERT_TRUE(waitFor([&] {
+    auto info = hub_.js->streamInfo(service::kEventsStream, "flotilla.events.bundledeployment.>");
+    return info.ok() && info->subjects.count(events::eventsSubject("bundledeployment", {"c-2", "repo-app"})) &&
+           info->subjects.at(events::eventsSubject("bundledeployment", {"c-2", "repo-app"})) >= 2;
+  }));
+  auto last = hub_.js->getLastMessage(service::kEventsStream, events::eventsSubject("bundledeployment", {"c-2", "repo-app"}));
+  ASSERT_TRUE(last.ok());
+  auto cloud = events::decodeCloudEvent(Json::parse(last->data()).value());
+  ASSERT_TRUE(cloud.ok()) << cloud.error().describe();
+  EXPECT_EQ(cloud->type, "io.flotilla.bundledeployment.notready");
+}
+
+// A report about an older deployment does not overwrite the current one's state.
+TEST_F(SchedulerTest, StaleStatusIsDropped) {
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "prod"}}).accepted);
+  auto c1 = agentConsumer("c-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+  publishBundle(bundleEvent("repo-app", kManifestB, prodOnly(), kCommit2));
+  auto second = deploys(c1, 1);
+  ASSERT_EQ(second.size(), 1u);
+
+  publishStatus("c-1", "repo-app", second[0].deployment_id, second[0].generation, "Ready");
+  ASSERT_TRUE(kvWhen(*hub_.status, bdStatusKey("c-1", kWs, "repo-app"),
+                     [&](const Json& s) { return s.getString("deploymentID") == second[0].deployment_id; }));
+  publishStatus("c-1", "repo-app", first[0].deployment_id, first[0].generation, "ErrApplied", "old failure");
+  ASSERT_TRUE(waitFor([&] { return metric("status_events_total", {{"result", "stale-dropped"}}) == 1; }));
+  auto bd = kv(*hub_.status, bdStatusKey("c-1", kWs, "repo-app"));
+  ASSERT_TRUE(bd.has_value());
+  EXPECT_EQ(bd->getString("state"), "Ready");
+  auto summary = kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
+  ASSERT_TRUE(summary.has_value());
+  EXPECT_EQ(summary->getString("state"), "Ready");
+}
+
+// A render error is shown in the bundle and GitRepo summaries while the last good deployment stays.
+TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "prod"}}).accepted);
+  auto c1 = agentConsumer("c-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  auto sent = deploys(c1, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+
+  auto broken = bundleEvent("repo-app", "", Json::array(), kCommit2);
+  broken.id = events::bundleMsgId(kWs, "repo-app", kCommit2, "error");
+  broken.options = Json::object();
+  broken.error = events::RenderError{.file = "app/fleet.yaml", .line = 12, .message = "helm.chart: expected a string"};
+  publishBundle(broken);
+
+  auto gitrepo = kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return s.getBool("error"); });
+  ASSERT_TRUE(gitrepo.has_value());
+  ASSERT_EQ(gitrepo->find("renderErrors")->size(), 1u);
+  const Json& error = gitrepo->find("renderErrors")->asArray()[0];
+  EXPECT_EQ(error.getString("bundle"), "repo-app");
+  EXPECT_EQ(error.getString("file"), "app/fleet.yaml");
+  EXPECT_EQ(error.getInt("line"), 12);
+  EXPECT_EQ(error.getString("commit"), kCommit2);
+  EXPECT_NE(gitrepo->getString("message").find("app/fleet.yaml:12"), std::string::npos) << gitrepo->getString("message");
+  auto bundle = kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
+  ASSERT_TRUE(bundle.has_value());
+  EXPECT_TRUE(bundle->getBool("error"));
+
+  // The deployment is untouched: same record, no delete.
+  auto record = kv(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app"));
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->getString("deploymentID"), sent[0].deployment_id);
+  EXPECT_TRUE(noMoreDeploys(c1));
+
+  // The next good rendering clears the error.
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly(), std::string(40, '3')));
+  EXPECT_TRUE(kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return !s.getBool("error"); }));
+}
+
+// A deleted bundle: a delete DeployEvent per cluster, records and summaries removed.
+TEST_F(SchedulerTest, DeletedBundleIsRemovedEverywhere) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  ASSERT_TRUE(registerCluster("c-2", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  auto c2 = agentConsumer("c-2");
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+  ASSERT_EQ(deploys(c2, 1).size(), 1u);
+  ASSERT_TRUE(kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"), [](const Json&) { return true; }));
+
+  auto gone = bundleEvent("repo-app", "", Json::array(), kCommit2);
+  gone.id = events::bundleMsgId(kWs, "repo-app", kCommit2, "deleted");
+  gone.deleted = true;
+  publishBundle(gone);
+  auto r1 = deploys(c1, 1);
+  auto r2 = deploys(c2, 1);
+  ASSERT_EQ(r1.size(), 1u);
+  ASSERT_EQ(r2.size(), 1u);
+  EXPECT_TRUE(r1[0].remove);
+  EXPECT_TRUE(r2[0].remove);
+  EXPECT_TRUE(waitFor([&] {
+    return !kv(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app")) &&
+           !kv(*hub_.deployments, deploymentRecordKey("c-2", kWs, "repo-app")) &&
+           !kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
+  }));
+}
+
+// Heartbeats, on the status stream (flotilla.status.<cluster>.=) or as the agent's KV key, update the cluster
+// summary's last heartbeat.
+TEST_F(SchedulerTest, HeartbeatsUpdateTheClusterSummary) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  events::Heartbeat beat{.id = events::newEventId(), .time = "2099-01-01T00:00:00.000Z", .cluster = "c-1",
+                         .agent_version = "0.1.0"};
+  auto ack = hub_.js->publish(events::statusSubject("c-1", ""), events::encode(beat).dump(), beat.id);
+  ASSERT_TRUE(ack.ok()) << ack.error().describe();
+  EXPECT_TRUE(kvWhen(*hub_.status, clusterSummaryKey("c-1"),
+                     [](const Json& s) { return s.getString("lastHeartbeat") == "2099-01-01T00:00:00.000Z"; }));
+
+  beat.time = "2099-01-02T00:00:00.000Z";
+  ASSERT_TRUE(hub_.clusters->put(heartbeatRecordKey("c-1"), events::encode(beat).dump()).ok());
+  EXPECT_TRUE(kvWhen(*hub_.status, clusterSummaryKey("c-1"),
+                     [](const Json& s) { return s.getString("lastHeartbeat") == "2099-01-02T00:00:00.000Z"; }));
+  EXPECT_EQ(scheduler_->lastHeartbeat("c-1"), "2099-01-02T00:00:00.000Z");
+
+  // Another cluster's heartbeat on this cluster's subject is not trusted.
+  beat.cluster = "c-2";
+  auto spoofed = scheduler_->handleStatus(events::statusSubject("c-1", ""), events::encode(beat).dump());
+  EXPECT_EQ(spoofed.action, Outcome::Action::kReject);
+}
+
+// Invalid messages are term'd and counted; handlers never throw them back.
+TEST_F(SchedulerTest, InvalidMessagesAreRejected) {
+  EXPECT_EQ(scheduler_->handleBundle("not json").action, Outcome::Action::kReject);
+  EXPECT_EQ(scheduler_->handleBundle(R"({"apiVersion":"events.flotilla.io/v1","kind":"BundleEvent"})").action,
+            Outcome::Action::kReject);
+  EXPECT_EQ(scheduler_->handleStatus("flotilla.status.c-1.app", "{}").action, Outcome::Action::kReject);
+  EXPECT_EQ(scheduler_->handleStatus("flotilla.deploy.c-1", "{}").action, Outcome::Action::kReject);
+  EXPECT_EQ(metric("invalid_messages_total", {{"consumer", "bundles"}}), 2);
+  EXPECT_EQ(metric("invalid_messages_total", {{"consumer", "status"}}), 2);
+
+  // Invalid targets: reported like a render error, term'd.
+  auto bad = bundleEvent("repo-app", kManifestA, Json::parse(R"([{"clusterSelectr":{}}])").value());
+  EXPECT_EQ(scheduler_->handleBundle(events::encode(bad).dump()).action, Outcome::Action::kReject);
+  auto summary = kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return s.getBool("error"); });
+  ASSERT_TRUE(summary.has_value());
+  EXPECT_NE(summary->getString("message").find("clusterSelectr"), std::string::npos);
+}
+
+// After a restart the scheduler rebuilds its state from KV: a redelivered event sends nothing, and a cluster that
+// registers later still gets the bundles (read from the bundler's KV record).
+TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "prod"}}).accepted);
+  auto c1 = agentConsumer("c-1");
+  auto event = bundleEvent("repo-app", kManifestA, prodOnly());
+  publishBundle(event);
+  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+  // What the bundler keeps in KV bundles (its BundleRecord: the last good event as published).
+  Json record = Json::obj({{"apiVersion", "bundler.flotilla.io/v1"},
+                           {"kind", "BundleRecord"},
+                           {"workspace", kWs},
+                           {"gitrepo", "repo"},
+                           {"bundle", "repo-app"},
+                           {"path", "app"},
+                           {"commit", kCommit1},
+                           {"commitSequence", 1},
+                           {"manifestID", kManifestA},
+                           {"lastGood", events::encode(event)}});
+  ASSERT_TRUE(hub_.bundles->put(bundleRecordKey(kWs, "repo-app"), record.dump()).ok());
+  ASSERT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+
+  scheduler_->stop();
+  scheduler_.reset();
+  startScheduler();
+  // Before any new BundleEvent: the new instance knows the bundle only from KV.
+  auto c2 = agentConsumer("c-2");
+  ASSERT_TRUE(registerCluster("c-2", {{"env", "prod"}}).accepted);
+  auto sent = deploys(c2, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].manifest_id, kManifestA);
+
+  publishBundle(event, "/after-restart");
+  ASSERT_TRUE(waitFor([&] { return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1; }));
+  EXPECT_TRUE(noMoreDeploys(c1));
+  EXPECT_TRUE(noMoreDeploys(c2, 300ms));
+}
+
+// A paused bundle holds new deployments (OutOfSync) until it is resumed.
+TEST_F(SchedulerTest, PausedBundleHoldsNewDeployments) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+  publishStatus("c-1", "repo-app", first[0].deployment_id, first[0].generation, "Ready");
+
+  auto paused = bundleEvent("repo-app", kManifestB, Json::array(), kCommit2);
+  paused.paused = true;
+  publishBundle(paused);
+  auto summary = kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"),
+                        [](const Json& s) { return s.getString("state") == "OutOfSync"; });
+  ASSERT_TRUE(summary.has_value());
+  EXPECT_TRUE(noMoreDeploys(c1));
+
+  auto resumed = bundleEvent("repo-app", kManifestB, Json::array(), kCommit2);
+  resumed.id += "-resumed";
+  publishBundle(resumed);
+  auto released = deploys(c1, 1);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].manifest_id, kManifestB);
+}
+
+// NATS goes away: a handler that cannot publish asks for a retry (nak with backoff) and changes nothing; once NATS
+// is back (same store) the connection recovers and the work goes through.
+TEST_F(SchedulerTest, RetriesWhileNatsIsDownAndRecovers) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto event = bundleEvent("repo-app", kManifestA, Json::array());
+  nats_->kill9();
+  auto outcome = scheduler_->handleBundle(events::encode(event).dump());
+  EXPECT_EQ(outcome.action, Outcome::Action::kRetry);
+  EXPECT_FALSE(scheduler_->deployment("c-1", kWs, "repo-app").has_value());
+
+  ASSERT_TRUE(nats_->restart().ok());
+  ASSERT_TRUE(waitFor([&] { return hub_.connection->connected(); }, 20s));
+  auto c1 = agentConsumer("c-1");
+  ASSERT_TRUE(waitFor(
+      [&] { return hub_.js->publish(events::bundleSubject(kWs, "repo-app"), events::encode(event).dump(), event.id).ok(); },
+      20s));
+  auto sent = deploys(c1, 1, 20s);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].manifest_id, kManifestA);
+}
+
+// The binary: starts with the e2e flags, answers registrations, serves /readyz, exits 0 on SIGTERM.
+TEST_F(SchedulerTest, BinaryRunsAndStopsCleanly) {
+  scheduler_->stop();
+  scheduler_.reset();
+  auto port = harness::freeTcpPort();
+  ASSERT_TRUE(port.ok());
+  auto dir = makeTempDir("scheduler-bin");
+  ASSERT_TRUE(dir.ok());
+  std::string log_file = *dir + "/scheduler.log";
+  auto process = Process::start({.argv = {FLOTILLA_SCHEDULER_BINARY, "--nats-url", nats_->url(), "--http-addr",
+                                          "127.0.0.1:" + std::to_string(*port), "--log-level", "info"},
+                                 .output_file = log_file});
+  ASSERT_TRUE(process.ok()) << process.error().describe();
+  bool ready = waitFor(
+      [&] {
+        auto curl = runCommand({.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(*port) + "/readyz"},
+                                .timeout = 2s});
+        return curl.ok() && curl->exit_code == 0;
+      },
+      20s);
+  EXPECT_TRUE(ready) << readFile(log_file).valueOr("");
+  EXPECT_TRUE(registerCluster("c-1", {}).accepted);
+  auto metrics = runCommand({.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(*port) + "/metrics"}});
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->out.find("flotilla_scheduler_registrations_total"), std::string::npos);
+  EXPECT_EQ(process->stop(10s), 0) << readFile(log_file).valueOr("");
+  removeAll(*dir);
+}
+
+}  // namespace
+}  // namespace flotilla::scheduler
