@@ -43,8 +43,8 @@ Stats stats(std::vector<double> values) {
 std::string manifests(const std::string& ns, int round) {
   std::string out = namespaceYaml(ns);
   for (int i = 0; i < 5; ++i) {
-    out += "---\n" + configMap("cm-" + std::to_string(i), "round-" + std::to_string(round)) + "  namespace: " + ns +
-           "\n";
+    out += "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-" + std::to_string(i) + "\n  namespace: " + ns +
+           "\ndata:\n  value: round-" + std::to_string(round) + "\n";
   }
   return out;
 }
