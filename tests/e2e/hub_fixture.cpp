@@ -77,6 +77,13 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   for (size_t i = 0; i < hub->clusters_.size(); ++i) {
     FLOTILLA_TRY(hub->startService("agent-" + std::to_string(i)));
   }
+  // The CLI never provisions: wait until the services have created the hub's buckets before tests use it.
+  bool provisioned = waitFor(
+      [&] { return hub->kv("gitrepos").ok() && hub->kv("clusters").ok() && hub->kv("status").ok(); },
+      std::chrono::seconds(60));
+  if (!provisioned) {
+    return fail(ErrorKind::kTransient, "hub services did not provision the hub within 60s\n" + hub->allLogs());
+  }
   return hub;
 }
 
