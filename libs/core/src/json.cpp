@@ -121,6 +121,25 @@ size_t Json::size() const {
   return 0;
 }
 
+std::string jsonTypeName(const Json& value) {
+  switch (value.type()) {
+    case Json::Type::kNull:
+      return "null";
+    case Json::Type::kBool:
+      return "a boolean";
+    case Json::Type::kInt:
+    case Json::Type::kDouble:
+      return "a number";
+    case Json::Type::kString:
+      return "a string";
+    case Json::Type::kArray:
+      return "a list";
+    case Json::Type::kObject:
+      return "a map";
+  }
+  return "a value";
+}
+
 std::string jsonQuote(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);

@@ -2,24 +2,7 @@
 
 namespace flotilla::events::detail {
 
-std::string Reader::typeName(const Json& value) {
-  switch (value.type()) {
-    case Json::Type::kNull:
-      return "null";
-    case Json::Type::kBool:
-      return "a boolean";
-    case Json::Type::kInt:
-    case Json::Type::kDouble:
-      return "a number";
-    case Json::Type::kString:
-      return "a string";
-    case Json::Type::kArray:
-      return "a list";
-    case Json::Type::kObject:
-      return "a map";
-  }
-  return "a value";
-}
+std::string Reader::typeName(const Json& value) { return jsonTypeName(value); }
 
 Reader::Reader(const Json& value, std::string path, std::vector<std::string>& problems)
     : path_(std::move(path)), problems_(problems) {

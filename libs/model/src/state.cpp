@@ -32,25 +32,6 @@ void normalizeDetails(std::vector<NonReadyDetail>& details) {
   }
 }
 
-std::string typeName(const Json& value) {
-  switch (value.type()) {
-    case Json::Type::kNull:
-      return "null";
-    case Json::Type::kBool:
-      return "a boolean";
-    case Json::Type::kInt:
-    case Json::Type::kDouble:
-      return "a number";
-    case Json::Type::kString:
-      return "a string";
-    case Json::Type::kArray:
-      return "a list";
-    case Json::Type::kObject:
-      return "a map";
-  }
-  return "a value";
-}
-
 std::string join(std::string_view path, std::string_view key) {
   return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
 }
@@ -180,7 +161,7 @@ Result<StateSummary> decodeStateSummary(const Json& value, std::string_view path
     return summary;
   }
   if (!value.isObject()) {
-    return fail(ErrorKind::kInvalid, std::string(path) + ": expected a map, got " + typeName(value));
+    return fail(ErrorKind::kInvalid, std::string(path) + ": expected a map, got " + jsonTypeName(value));
   }
   for (const auto& [key, item] : value.asObject()) {
     if (item.isNull()) {
@@ -194,7 +175,7 @@ Result<StateSummary> decodeStateSummary(const Json& value, std::string_view path
     }
     if (counter != nullptr || key == "desiredReady") {
       if (!item.isInt() || item.asInt() < 0) {
-        return invalid(key, "expected a non-negative integer, got " + typeName(item));
+        return invalid(key, "expected a non-negative integer, got " + jsonTypeName(item));
       }
       (counter != nullptr ? summary.counts[stateRank(counter->state) - 1] : summary.desired_ready) = item.asInt();
       continue;
@@ -203,13 +184,13 @@ Result<StateSummary> decodeStateSummary(const Json& value, std::string_view path
       return invalid(key, "unknown field");
     }
     if (!item.isArray()) {
-      return invalid(key, "expected a list, got " + typeName(item));
+      return invalid(key, "expected a list, got " + jsonTypeName(item));
     }
     for (size_t i = 0; i < item.asArray().size(); ++i) {
       const Json& entry = item.asArray()[i];
       std::string entry_path = "nonReadyResources[" + std::to_string(i) + "]";
       if (!entry.isObject()) {
-        return invalid(entry_path, "expected a map, got " + typeName(entry));
+        return invalid(entry_path, "expected a map, got " + jsonTypeName(entry));
       }
       NonReadyDetail detail;
       for (const auto& [field, field_value] : entry.asObject()) {
@@ -221,7 +202,7 @@ Result<StateSummary> decodeStateSummary(const Json& value, std::string_view path
           return invalid(field_path, "unknown field");
         }
         if (!field_value.isString()) {
-          return invalid(field_path, "expected a string, got " + typeName(field_value));
+          return invalid(field_path, "expected a string, got " + jsonTypeName(field_value));
         }
         if (field == "name") {
           detail.name = field_value.asString();

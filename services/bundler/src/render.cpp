@@ -17,25 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string typeName(const Json& value) {
-  switch (value.type()) {
-    case Json::Type::kNull:
-      return "null";
-    case Json::Type::kBool:
-      return "a boolean";
-    case Json::Type::kInt:
-    case Json::Type::kDouble:
-      return "a number";
-    case Json::Type::kString:
-      return "a string";
-    case Json::Type::kArray:
-      return "a list";
-    case Json::Type::kObject:
-      return "a map";
-  }
-  return "a value";
-}
-
 std::string at(const std::string& file, int line) {
   return line > 0 ? file + ":" + std::to_string(line) : file;
 }
@@ -193,7 +174,7 @@ Status validateObject(const Json& document) {
   if (!document.isObject()) {
     return fail(
         ErrorKind::kInvalid,
-        "expected a Kubernetes object (a map with apiVersion, kind and metadata.name), got " + typeName(document));
+        "expected a Kubernetes object (a map with apiVersion, kind and metadata.name), got " + jsonTypeName(document));
   }
   for (const char* field : {"apiVersion", "kind"}) {
     const Json* value = document.find(field);
@@ -202,7 +183,7 @@ Status validateObject(const Json& document) {
     }
     if (!value->isString() || value->asString().empty()) {
       return fail(ErrorKind::kInvalid, std::string("not a Kubernetes object: ") + field +
-                                           " must be a non-empty string, got " + typeName(*value));
+                                           " must be a non-empty string, got " + jsonTypeName(*value));
     }
   }
   const Json* metadata = document.find("metadata");
@@ -214,7 +195,7 @@ Status validateObject(const Json& document) {
     return fail(ErrorKind::kInvalid, "not a Kubernetes object: metadata.name is missing");
   }
   if (const Json* ns = metadata->find("namespace"); ns != nullptr && !ns->isNull() && !ns->isString()) {
-    return fail(ErrorKind::kInvalid, "metadata.namespace must be a string, got " + typeName(*ns));
+    return fail(ErrorKind::kInvalid, "metadata.namespace must be a string, got " + jsonTypeName(*ns));
   }
   return {};
 }

@@ -93,6 +93,9 @@ class Json {
   std::variant<std::nullptr_t, bool, int64_t, double, std::string, Array, Object> value_;
 };
 
+//! "null", "a boolean", "a number", "a string", "a list" or "a map": for "expected X, got Y" messages.
+std::string jsonTypeName(const Json& value);
+
 //! Escapes a string as a JSON string literal including the quotes.
 std::string jsonQuote(std::string_view s);
 
