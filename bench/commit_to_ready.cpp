@@ -19,7 +19,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 struct Stats {
   double median = 0, max = 0, mean = 0;
@@ -31,8 +33,8 @@ Stats stats(std::vector<double> values) {
   if (values.empty()) {
     return s;
   }
-  s.median = values.size() % 2 ? values[values.size() / 2]
-                               : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+  s.median =
+      values.size() % 2 ? values[values.size() / 2] : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
   s.max = values.back();
   for (double v : values) {
     s.mean += v / static_cast<double>(values.size());

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "flotilla/cli/hub_reader.h"
+#include "flotilla/cli/render_command.h"
 #include "flotilla/cli/views.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -14,6 +15,7 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/keys.h"
+#include "force_sync.h"
 
 namespace flotilla::cli {
 
@@ -28,6 +30,10 @@ Commands:
   describe <kind> <name> [-n ws]       spec, status, summary and per-cluster states of one object
   delete <gitrepo|clustergroup> <name> [-n ws]
                                        remove a spec (the pipeline then removes what it deployed)
+  force-sync <gitrepo> [-n ws]         re-run the pipeline for the GitRepo's current commit
+  render <dir> [-l key=value]... [--cluster-name N] [--group G]...
+                                       print what a cluster would get from a checkout, without a hub
+                                       (see 'flotilla render --help')
 
 Kinds: gitrepos, bundles, clusters, clustergroups, bundledeployments (bd). Without -n every workspace is shown.
 A bundledeployment is named <cluster>/<bundle>.
@@ -64,13 +70,20 @@ std::variant<Args, UsageError> parseArgs(const std::vector<std::string>& argv) {
   Args args;
   args.connect.url = envOr("FLOTILLA_NATS_URL", args.connect.url);
   std::map<std::string, std::string*> with_value = {
-      {"--nats-url", &args.connect.url},      {"--nats-creds", &args.connect.creds_file},
-      {"--nats-user", &args.connect.user},    {"--nats-password", &args.connect.password},
-      {"--nats-ca", &args.connect.ca_file},   {"--nats-cert", &args.connect.cert_file},
-      {"--nats-key", &args.connect.key_file}, {"-f", &args.file},
-      {"--filename", &args.file},             {"-n", &args.workspace},
-      {"--namespace", &args.workspace},       {"--workspace", &args.workspace},
-      {"-o", &args.output},                   {"--output", &args.output},
+      {"--nats-url", &args.connect.url},
+      {"--nats-creds", &args.connect.creds_file},
+      {"--nats-user", &args.connect.user},
+      {"--nats-password", &args.connect.password},
+      {"--nats-ca", &args.connect.ca_file},
+      {"--nats-cert", &args.connect.cert_file},
+      {"--nats-key", &args.connect.key_file},
+      {"-f", &args.file},
+      {"--filename", &args.file},
+      {"-n", &args.workspace},
+      {"--namespace", &args.workspace},
+      {"--workspace", &args.workspace},
+      {"-o", &args.output},
+      {"--output", &args.output},
   };
   std::string timeout;
   with_value["--timeout"] = &timeout;
@@ -239,10 +252,10 @@ int apply(const Args& args, std::istream& in, std::ostream& out, std::ostream& e
     } else if (auto* group = std::get_if<model::ClusterGroup>(&resource)) {
       group->status = {};
       label = qualifiedKind(Kind::kClusterGroup) + "/" + group->metadata.name;
-      stored = storeSpec<model::ClusterGroup>(
-          hub->bucket(events::kClustersBucket),
-          scheduler::clusterGroupRecordKey(group->metadata.ns, group->metadata.name), *group,
-          [](const Json& j) { return model::decodeClusterGroup(j); });
+      stored =
+          storeSpec<model::ClusterGroup>(hub->bucket(events::kClustersBucket),
+                                         scheduler::clusterGroupRecordKey(group->metadata.ns, group->metadata.name),
+                                         *group, [](const Json& j) { return model::decodeClusterGroup(j); });
     }
     if (!stored.ok()) {
       return failWith(err, label + ": " + stored.error().describe());
@@ -357,8 +370,8 @@ int remove(const Args& args, std::ostream& out, std::ostream& err) {
   }
   auto& kv = hub->bucket(bucket);
   // Find the workspace when none was given: the name must exist in exactly one.
-  std::string pattern = *kind == Kind::kGitRepo ? std::string("*.") + events::escapeToken(name)
-                                                : "group.*." + events::escapeToken(name);
+  std::string pattern =
+      *kind == Kind::kGitRepo ? std::string("*.") + events::escapeToken(name) : "group.*." + events::escapeToken(name);
   if (!args.workspace.empty()) {
     pattern = *kind == Kind::kGitRepo ? scheduler::gitRepoRecordKey(args.workspace, name)
                                       : scheduler::clusterGroupRecordKey(args.workspace, name);
@@ -372,8 +385,8 @@ int remove(const Args& args, std::ostream& out, std::ostream& err) {
                              (args.workspace.empty() ? "" : " in workspace " + args.workspace));
   }
   if (keys->size() > 1) {
-    return failWith(err, std::string(kindName(*kind)) + " \"" + name +
-                             "\" exists in several workspaces; choose one with -n");
+    return failWith(
+        err, std::string(kindName(*kind)) + " \"" + name + "\" exists in several workspaces; choose one with -n");
   }
   auto removed = kv.remove(keys->front());
   if (!removed.ok()) {
@@ -386,6 +399,14 @@ int remove(const Args& args, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int runCli(const std::vector<std::string>& argv, std::istream& in, std::ostream& out, std::ostream& err) {
+  // `render` works without a hub and has its own flags (cluster labels, groups, ...).
+  if (!argv.empty() && argv[0] == "render") {
+    try {
+      return runRender(std::vector<std::string>(argv.begin() + 1, argv.end()), out, err);
+    } catch (const std::exception& e) {
+      return failWith(err, std::string("unexpected failure: ") + e.what());
+    }
+  }
   auto parsed = parseArgs(argv);
   if (auto* problem = std::get_if<UsageError>(&parsed)) {
     return usageError(err, problem->message);
@@ -414,6 +435,9 @@ int runCli(const std::vector<std::string>& argv, std::istream& in, std::ostream&
     }
     if (command == "delete") {
       return remove(args, out, err);
+    }
+    if (command == "force-sync") {
+      return forceSync(args.positional, args.workspace, args.connect, out, err);
     }
   } catch (const std::exception& e) {
     return failWith(err, std::string("unexpected failure: ") + e.what());

@@ -31,7 +31,8 @@ Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector
   HubConnection hub;
   auto connection = bus::Connection::connect(options);
   if (!connection.ok()) {
-    return fail(connection.error().kind, "cannot connect to NATS at " + settings.url + ": " + connection.error().message,
+    return fail(connection.error().kind,
+                "cannot connect to NATS at " + settings.url + ": " + connection.error().message,
                 connection.error().where);
   }
   hub.connection = std::move(connection).value();
@@ -42,8 +43,8 @@ Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector
     auto kv = bus::KeyValue::open(hub.js, name);
     if (!kv.ok()) {
       if (kv.error().kind == ErrorKind::kNotFound) {
-        return fail(ErrorKind::kNotFound, "the hub is not initialised: KV bucket \"" + name +
-                                              "\" does not exist on " + settings.url +
+        return fail(ErrorKind::kNotFound, "the hub is not initialised: KV bucket \"" + name + "\" does not exist on " +
+                                              settings.url +
                                               " (start the Flotilla services once; they create the buckets)");
       }
       return fail(kv.error().kind, "cannot open KV bucket \"" + name + "\": " + kv.error().message, kv.error().where);

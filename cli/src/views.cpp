@@ -166,7 +166,9 @@ std::string statusText(const Json& display) {
   return truncate(message.empty() ? state : state + ": " + message, 100);
 }
 
-std::string orDash(std::string text) { return text.empty() ? "-" : text; }
+std::string orDash(std::string text) {
+  return text.empty() ? "-" : text;
+}
 
 // ---- views ----
 
@@ -310,8 +312,9 @@ Json bundleView(const Snapshot& snap, const BundleId& id) {
       info = std::move(parsed).value();
     }
   }
-  Json rollup = stored != nullptr ? *stored
-                                  : scheduler::bundleSummaryRecord(id.workspace, id.name, info ? &*info : nullptr, views);
+  Json rollup = stored != nullptr
+                    ? *stored
+                    : scheduler::bundleSummaryRecord(id.workspace, id.name, info ? &*info : nullptr, views);
 
   Json metadata = Json::obj({{"name", id.name}, {"namespace", id.workspace}});
   if (event != nullptr && event->find("labels") != nullptr && event->find("labels")->isObject()) {
@@ -388,10 +391,9 @@ Json clusterView(const Snapshot& snap, const model::Cluster& cluster) {
     status["readyGitRepos"] = rollup->getInt("readyGitRepos");
     status["desiredReadyGitRepos"] = rollup->getInt("desiredReadyGitRepos");
   }
-  status["display"] =
-      Json::obj({{"readyBundles", rollup != nullptr ? rollup->getString("readyBundles", "0/0") : "0/0"},
-                 {"state", rollup != nullptr ? rollup->getString("state") : "WaitCheckIn"},
-                 {"message", rollup != nullptr ? rollup->getString("message") : ""}});
+  status["display"] = Json::obj({{"readyBundles", rollup != nullptr ? rollup->getString("readyBundles", "0/0") : "0/0"},
+                                 {"state", rollup != nullptr ? rollup->getString("state") : "WaitCheckIn"},
+                                 {"message", rollup != nullptr ? rollup->getString("message") : ""}});
   return view;
 }
 
@@ -452,8 +454,12 @@ std::string nameOf(const Json& view) {
   const Json* name = view.at({"metadata", "name"});
   return name != nullptr && name->isString() ? name->asString() : std::string();
 }
-const Json& statusOf(const Json& view) { return orEmpty(view.find("status")); }
-const Json& displayOf(const Json& view) { return orEmpty(statusOf(view).find("display")); }
+const Json& statusOf(const Json& view) {
+  return orEmpty(view.find("status"));
+}
+const Json& displayOf(const Json& view) {
+  return orEmpty(statusOf(view).find("display"));
+}
 
 }  // namespace
 
@@ -502,7 +508,9 @@ std::string_view kindName(Kind kind) {
   return "";
 }
 
-std::string qualifiedKind(Kind kind) { return lower(kindName(kind)) + ".fleet.cattle.io"; }
+std::string qualifiedKind(Kind kind) {
+  return lower(kindName(kind)) + ".fleet.cattle.io";
+}
 
 std::string age(std::string_view rfc3339, std::chrono::system_clock::time_point now) {
   auto at = parseTime(rfc3339);
@@ -623,9 +631,8 @@ std::string renderTable(Kind kind, const std::vector<Json>& views, bool with_wor
       for (const auto& v : views) {
         const Json& agent = orEmpty(statusOf(v).find("agent"));
         table->add(row(v, {nameOf(v), labelsText(v.at({"metadata", "labels"})),
-                           orDash(agent.getString("kubernetesVersion")),
-                           displayOf(v).getString("readyBundles", "0/0"), age(agent.getString("lastSeen"), now),
-                           statusText(displayOf(v))}));
+                           orDash(agent.getString("kubernetesVersion")), displayOf(v).getString("readyBundles", "0/0"),
+                           age(agent.getString("lastSeen"), now), statusText(displayOf(v))}));
       }
       break;
     case Kind::kClusterGroup:
@@ -748,17 +755,17 @@ std::string describeView(const Snapshot& snapshot, Kind kind, const Json& view,
     case Kind::kGitRepo: {
       const Json& spec = orEmpty(view.find("spec"));
       line(out, "Repo", spec.getString("repo"));
-      line(out, "Generation", std::to_string(view.at({"metadata", "generation"}) != nullptr
-                                                 ? view.at({"metadata", "generation"})->asInt()
-                                                 : 0));
+      line(out, "Generation",
+           std::to_string(view.at({"metadata", "generation"}) != nullptr ? view.at({"metadata", "generation"})->asInt()
+                                                                         : 0));
       out << "Status:\n";
       line(out, "Commit", status.getString("commit"), 2);
       line(out, "Polling commit", status.getString("pollingCommit"), 2);
       line(out, "Last poll", status.getString("lastPollingTime"), 2);
       line(out, "Next poll", status.getString("nextPollTime"), 2);
       std::string error = status.getString("lastError");
-      line(out, "Last error", error.empty() ? "none" : error + " (at " + orDash(status.getString("lastErrorTime")) + ")",
-           2);
+      line(out, "Last error",
+           error.empty() ? "none" : error + " (at " + orDash(status.getString("lastErrorTime")) + ")", 2);
       summaryBlock(out, orEmpty(status.find("summary")), display, "readyBundleDeployments", "Ready");
       line(out, "Ready clusters",
            std::to_string(status.getInt("readyClusters")) + "/" + std::to_string(status.getInt("desiredReadyClusters")),
@@ -825,9 +832,10 @@ std::string describeView(const Snapshot& snapshot, Kind kind, const Json& view,
       }
       line(out, "Last registration", last_registration);
       line(out, "Last heartbeat", status.getString("lastHeartbeat"));
-      line(out, "Last seen", agent.getString("lastSeen").empty()
-                                 ? std::string()
-                                 : agent.getString("lastSeen") + " (" + age(agent.getString("lastSeen"), now) + " ago)");
+      line(out, "Last seen",
+           agent.getString("lastSeen").empty()
+               ? std::string()
+               : agent.getString("lastSeen") + " (" + age(agent.getString("lastSeen"), now) + " ago)");
       summaryBlock(out, orEmpty(status.find("summary")), display, "readyBundles", "Ready bundles");
       Json deployments = Json::array();
       for (const auto& bd : listViews(snapshot, Kind::kBundleDeployment, {.name = nameOf(view)})) {
@@ -848,8 +856,8 @@ std::string describeView(const Snapshot& snapshot, Kind kind, const Json& view,
       line(out, "Clusters", std::to_string(status.getInt("clusterCount")));
       line(out, "Ready clusters", display.getString("readyClusters"));
       std::string members;
-      for (const auto& m : orEmpty(status.find("clusters")).isArray() ? status.find("clusters")->asArray()
-                                                                        : Json::Array{}) {
+      for (const auto& m :
+           orEmpty(status.find("clusters")).isArray() ? status.find("clusters")->asArray() : Json::Array{}) {
         members += (members.empty() ? "" : ", ") + m.asString();
       }
       line(out, "Members", members);
@@ -880,8 +888,7 @@ std::string describeView(const Snapshot& snapshot, Kind kind, const Json& view,
         for (const auto& r : resources.asArray()) {
           std::string ns = r.getString("namespace");
           out << "    " << r.getString("kind") << " " << (ns.empty() ? "" : ns + "/") << r.getString("name") << ": "
-              << r.getString("state")
-              << (r.getString("message").empty() ? "" : " - " + r.getString("message")) << "\n";
+              << r.getString("state") << (r.getString("message").empty() ? "" : " - " + r.getString("message")) << "\n";
         }
       }
       block(out, "Options", orEmpty(spec.find("options")));

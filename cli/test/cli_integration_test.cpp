@@ -102,8 +102,8 @@ class CliTest : public ::testing::Test {
     c1.metadata.name = "prod-1";
     c1.metadata.ns = "fleet-default";
     c1.metadata.labels = {{"env", "prod"}};
-    c1.status.agent = model::AgentStatus{.last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0",
-                                         .kubernetes_version = "v1.31.2"};
+    c1.status.agent = model::AgentStatus{
+        .last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0", .kubernetes_version = "v1.31.2"};
     model::Cluster c2 = c1;
     c2.metadata.name = "prod-2";
     put(*hub_.clusters, scheduler::clusterRecordKey("prod-1"), model::encode(c1));
@@ -121,8 +121,11 @@ class CliTest : public ::testing::Test {
       put(*hub_.deployments, scheduler::deploymentRecordKey(cluster, "fleet-default", "simple-simple"),
           scheduler::encode(record));
     }
-    scheduler::BdStatus ready{.cluster = "prod-1", .workspace = "fleet-default", .bundle = "simple-simple",
-                              .deployment_id = std::string(64, 'a') + ":" + std::string(64, 'o'), .generation = 3,
+    scheduler::BdStatus ready{.cluster = "prod-1",
+                              .workspace = "fleet-default",
+                              .bundle = "simple-simple",
+                              .deployment_id = std::string(64, 'a') + ":" + std::string(64, 'o'),
+                              .generation = 3,
                               .state = "Ready"};
     scheduler::BdStatus failing = ready;
     failing.cluster = "prod-2";
@@ -197,7 +200,8 @@ TEST_F(CliTest, UnknownFieldIsRejectedWithLineAndPath) {
   EXPECT_FALSE(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "broken")).ok());
   EXPECT_FALSE(hub_.clusters->get(scheduler::clusterGroupRecordKey("fleet-default", "europe")).ok());
 
-  auto cluster = cli({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\n");
+  auto cluster =
+      cli({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\n");
   EXPECT_EQ(cluster.exit_code, 1);
   EXPECT_NE(cluster.err.find("only GitRepo and ClusterGroup"), std::string::npos) << cluster.err;
 }
@@ -259,8 +263,7 @@ TEST_F(CliTest, DescribeShowsPerClusterStates) {
   EXPECT_NE(result.out.find("prod-1/simple-simple"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("prod-2/simple-simple"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("configmaps \"x\" is forbidden"), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find("authentication required (at 2026-12-02T10:01:00.000Z)"), std::string::npos)
-      << result.out;
+  EXPECT_NE(result.out.find("authentication required (at 2026-12-02T10:01:00.000Z)"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("ErrApplied"), std::string::npos);
 
   auto bundle = cli({"describe", "bundle", "simple-simple"});
@@ -316,8 +319,8 @@ TEST_F(CliTest, UninitialisedOrUnreachableHub) {
 
 // FLOTILLA_NATS_URL is used when --nats-url is absent.
 TEST_F(CliTest, UrlFromEnvironment) {
-  auto result = runCommand({.argv = {FLOTILLA_CLI_BINARY, "get", "gitrepos", "-o", "json"},
-                            .env = {{"FLOTILLA_NATS_URL", nats_->url()}}});
+  auto result = runCommand(
+      {.argv = {FLOTILLA_CLI_BINARY, "get", "gitrepos", "-o", "json"}, .env = {{"FLOTILLA_NATS_URL", nats_->url()}}});
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->exit_code, 0) << result->err;
   EXPECT_EQ(trim(result->out), "[]");

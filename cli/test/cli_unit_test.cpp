@@ -1,8 +1,8 @@
 // Unit tests of the CLI's pure parts: kind names, ages, views and tables built from an in-memory snapshot, and
 // usage errors that never touch NATS.
-#include <gtest/gtest.h>
-
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/cli/cli.h"
 #include "flotilla/cli/views.h"
@@ -59,8 +59,12 @@ Snapshot sampleSnapshot() {
                                                          .deployment_id = "aaaa:bbbb",
                                                          .generation = 1});
   snap.bd_statuses[scheduler::deploymentRecordKey("c1", "fleet-default", "demo-app")] =
-      scheduler::BdStatus{.cluster = "c1", .workspace = "fleet-default", .bundle = "demo-app",
-                          .deployment_id = "aaaa:bbbb", .generation = 1, .state = "NotReady",
+      scheduler::BdStatus{.cluster = "c1",
+                          .workspace = "fleet-default",
+                          .bundle = "demo-app",
+                          .deployment_id = "aaaa:bbbb",
+                          .generation = 1,
+                          .state = "NotReady",
                           .message = "1 of 3 replicas"};
   return snap;
 }

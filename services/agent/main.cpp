@@ -77,9 +77,9 @@ int main(int argc, char** argv) {
   } else {
     return startupFailure("cannot connect to the hub", hub.error());
   }
-  auto created = agent::Agent::create(*options, js, manifests,
-                                      std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()),
-                                      (*runtime)->metrics());
+  auto created =
+      agent::Agent::create(*options, js, manifests, std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()),
+                           (*runtime)->metrics());
   if (!created.ok()) {
     return startupFailure("cannot create the agent", created.error());
   }

@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   if (!hub.ok()) {
     return startupFailure("cannot connect to the hub", hub.error());
   }
-  bundler::HandlerBus bus{hub->js, hub->sources, hub->manifests, hub->gitrepos, hub->bundles, hub->status};
+  bundler::HandlerBus bus{hub->js,      hub->sources, hub->manifests, hub->gitrepos,
+                          hub->bundles, hub->status,  hub->clusters};
   auto service = std::make_shared<bundler::Bundler>(bus, renderers, (*runtime)->metrics(), *options);
   (*runtime)->addReadinessCheck("bundler", [service](std::string& why) { return service->ready(why); });
   if (auto started = service->start(); !started.ok()) {

@@ -22,6 +22,12 @@ std::map<std::string, std::string> pollerFlags() {
       {"git-timeout", "limit of one ls-remote or fetch, Go duration (default 2m)"},
       {"max-backoff", "cap of the retry delay after failures, Go duration (default 5m)"},
       {"allow-local-repos", "accept file:// and local-path repos (tests and demos only; default false)"},
+      {"max-per-host", "mirror syncs (git connections) at once against one git host (default 4)"},
+      {"webhook-addr", "listen address of the webhook receiver, host:port (default: off; port 0 = any free port)"},
+      {"webhook-secret", "name of the poller-wide webhook secret in --credentials-dir (default: none)"},
+      {"webhook-max-body", "largest webhook payload in bytes; larger gets 413 (default 10485760)"},
+      {"webhook-coalesce", "delay after a push before polling, so a burst is one sync, Go duration (default 100ms)"},
+      {"align-phases", "TEST/BENCHMARK ONLY: poll every GitRepo on the same grid, no phase spread (default false)"},
   };
 }
 
@@ -31,6 +37,40 @@ Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Con
   options.workers = static_cast<int>(config.getInt("workers", options.workers));
   options.credentials_dir = config.get("credentials-dir");
   options.allow_local = config.getBool("allow-local-repos");
+  options.max_per_host = static_cast<int>(config.getInt("max-per-host", options.max_per_host));
+  options.webhook_secret = config.get("webhook-secret");
+  options.webhook_max_body =
+      static_cast<size_t>(config.getInt("webhook-max-body", static_cast<int64_t>(options.webhook_max_body)));
+  options.align_phases = config.getBool("align-phases");
+  if (const std::string addr = config.get("webhook-addr"); !addr.empty()) {
+    const auto colon = addr.rfind(':');
+    int port = -1;
+    if (colon != std::string::npos) {
+      try {
+        port = std::stoi(addr.substr(colon + 1));
+      } catch (...) {
+        port = -1;
+      }
+    }
+    if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535) {
+      return flotilla::fail(flotilla::ErrorKind::kInvalid,
+                            "--webhook-addr must be host:port (port 0 = any free port), got \"" + addr + "\"");
+    }
+    std::string host = addr.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    options.webhook_address = host;
+    options.webhook_port = static_cast<uint16_t>(port);
+  }
+  if (const std::string text = config.get("webhook-coalesce"); !text.empty()) {
+    auto parsed = flotilla::model::parseDuration(text);
+    if (!parsed.ok() || parsed->count() < 0) {
+      return flotilla::fail(flotilla::ErrorKind::kInvalid,
+                            "--webhook-coalesce must be a duration like 100ms or 1s, got \"" + text + "\"");
+    }
+    options.webhook_coalesce = *parsed;
+  }
   for (auto [flag, target] : {std::pair{"git-timeout", &options.git_timeout}, {"max-backoff", &options.max_backoff}}) {
     const std::string text = config.get(flag);
     if (text.empty()) {
@@ -88,6 +128,11 @@ int main(int argc, char** argv) {
   if (auto started = p.start(); !started.ok()) {
     log::error("cannot start the poller", {{"error", started.error().describe()}});
     return 1;
+  }
+  if (p.webhookPort() != 0) {
+    // Tests and scripts that asked for port 0 read the real one from this line.
+    std::printf("webhook listening on %s:%u\n", options->webhook_address.c_str(), p.webhookPort());
+    std::fflush(stdout);
   }
   rt.waitForShutdown();
   log::info("shutting down");

@@ -15,8 +15,8 @@ inline std::string gitRepoYaml(const std::string& name, const std::string& url, 
                                const std::string& targets_yaml = "  targets:\n  - clusterSelector: {}\n",
                                const std::string& interval = "1s") {
   std::string yaml = "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata:\n  name: " + name +
-                     "\n  namespace: fleet-default\nspec:\n  repo: " + url + "\n  branch: main\n  pollingInterval: " +
-                     interval + "\n  paths:\n";
+                     "\n  namespace: fleet-default\nspec:\n  repo: " + url +
+                     "\n  branch: main\n  pollingInterval: " + interval + "\n  paths:\n";
   for (const auto& path : paths) {
     yaml += "  - " + path + "\n";
   }

@@ -2,10 +2,10 @@
 // nats-server -js, a git server with an example repo, two Kubernetes API servers, and the four services as
 // separate processes — registers a GitRepo for the example repo, waits until both clusters have its objects,
 // then prints how to watch the system and push a change. Runs until Ctrl-C (or SIGTERM).
-#include <signal.h>
-
 #include <cstdio>
 #include <iostream>
+
+#include <signal.h>
 
 #include "flotilla/core/util.h"
 #include "hub_fixture.h"
@@ -35,7 +35,8 @@ labels:
 
 std::string gitRepoYaml(const std::string& url) {
   return "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata:\n  name: demo\n  namespace: fleet-default\n"
-         "spec:\n  repo: " + url + "\n  branch: main\n  paths:\n  - app\n  pollingInterval: 5s\n";
+         "spec:\n  repo: " +
+         url + "\n  branch: main\n  paths:\n  - app\n  pollingInterval: 5s\n";
 }
 
 }  // namespace
@@ -47,7 +48,8 @@ int main() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  std::cout << "Starting nats-server, a git server, two Kubernetes API servers and the Flotilla services..." << std::endl;
+  std::cout << "Starting nats-server, a git server, two Kubernetes API servers and the Flotilla services..."
+            << std::endl;
   auto hub = e2e::Hub::start({.clusters = 2, .share_clusters = false});
   if (!hub.ok()) {
     std::cerr << "flotilla-up: " << hub.error().describe() << std::endl;
@@ -95,7 +97,8 @@ int main() {
             << "  " << cli << " get bundledeployments\n"
             << "  " << cli << " describe gitrepo demo\n"
             << "  kubectl --kubeconfig " << h.cluster(0).kubeconfigPath() << " get configmap -n demo greeting -o yaml\n"
-            << "  kubectl --kubeconfig " << h.cluster(1).kubeconfigPath() << " get configmap -n demo greeting -o yaml\n\n"
+            << "  kubectl --kubeconfig " << h.cluster(1).kubeconfigPath()
+            << " get configmap -n demo greeting -o yaml\n\n"
             << "Push a change (it arrives on both clusters within seconds):\n"
             << "  git clone " << repo->http << " /tmp/flotilla-demo && cd /tmp/flotilla-demo\n"
             << "  sed -i 's/hello from flotilla/hello again/' app/configmap.yaml\n"

@@ -1,8 +1,8 @@
 #include "hub_fixture.h"
 
-#include <signal.h>
-
 #include <thread>
+
+#include <signal.h>
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -78,9 +78,9 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
     FLOTILLA_TRY(hub->startService("agent-" + std::to_string(i)));
   }
   // The CLI never provisions: wait until the services have created the hub's buckets before tests use it.
-  bool provisioned = waitFor(
-      [&] { return hub->kv("gitrepos").ok() && hub->kv("clusters").ok() && hub->kv("status").ok(); },
-      std::chrono::seconds(60));
+  bool provisioned =
+      waitFor([&] { return hub->kv("gitrepos").ok() && hub->kv("clusters").ok() && hub->kv("status").ok(); },
+              std::chrono::seconds(60));
   if (!provisioned) {
     return fail(ErrorKind::kTransient, "hub services did not provision the hub within 60s\n" + hub->allLogs());
   }
@@ -104,15 +104,15 @@ Hub::~Hub() {
 }
 
 std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
-  std::vector<std::string> common = {"--nats-url", nats_->url(), "--http-addr", "127.0.0.1:0", "--log-level",
-                                     options_.log_level};
+  std::vector<std::string> common = {"--nats-url",  nats_->url(),  "--http-addr",
+                                     "127.0.0.1:0", "--log-level", options_.log_level};
   std::vector<std::string> args;
   if (name == "poller") {
     args = {binaries_.poller, "--data-dir", dir_ + "/poller"};
   } else if (name == "bundler") {
     std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
-    args = {binaries_.bundler, "--work-dir", dir_ + "/bundler", "--helm-binary", tools + "/helm",
-            "--kustomize-binary", tools + "/kustomize"};
+    args = {binaries_.bundler, "--work-dir",         dir_ + "/bundler",   "--helm-binary",
+            tools + "/helm",   "--kustomize-binary", tools + "/kustomize"};
   } else if (name == "scheduler") {
     args = {binaries_.scheduler};
   } else if (startsWith(name, "agent-")) {
@@ -124,8 +124,13 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
         labels += (labels.empty() ? "" : ",") + k + "=" + v;
       }
     }
-    args = {binaries_.agent, "--cluster-name", cluster_names_.at(i), "--kubeconfig", clusters_.at(i)->kubeconfigPath(),
-            "--labels", labels};
+    args = {binaries_.agent,
+            "--cluster-name",
+            cluster_names_.at(i),
+            "--kubeconfig",
+            clusters_.at(i)->kubeconfigPath(),
+            "--labels",
+            labels};
   }
   args.insert(args.end(), common.begin(), common.end());
   return args;

@@ -28,7 +28,7 @@ namespace flotilla::e2e {
 struct HubOptions {
   size_t clusters = 2;
   std::vector<std::map<std::string, std::string>> cluster_labels;  //!< per cluster; default env=cluster<i>
-  bool share_clusters = true;       //!< reuse the process-wide clusters (namespaces differ per test)
+  bool share_clusters = true;  //!< reuse the process-wide clusters (namespaces differ per test)
   std::string log_level = "info";
 };
 

@@ -1,8 +1,8 @@
 // End-to-end: a commit reaches two real clusters, is updated and pruned, and its status is visible (issue 3).
 // Real nats-server, git server and kube-apiservers; the four services run as separate processes.
-#include <gtest/gtest.h>
-
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "e2e_util.h"
 #include "flotilla/core/util.h"
@@ -60,15 +60,18 @@ TEST_F(PipelineTest, CommitReachesBothClustersIsUpdatedAndPruned) {
   auto second = git.commitFiles(name, "main", {{"app/a.yaml", configMap("a", "two")}}, "change a");
   ASSERT_TRUE(second.ok());
   ASSERT_TRUE(Hub::waitFor(
-      [&] { return configMapValue(*hub_, 0, ns, "a", "value") == "two" && configMapValue(*hub_, 1, ns, "a", "value") == "two"; },
+      [&] {
+        return configMapValue(*hub_, 0, ns, "a", "value") == "two" &&
+               configMapValue(*hub_, 1, ns, "a", "value") == "two";
+      },
       kLands))
       << "update did not reach both clusters";
   EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *second, clusters()); }, kLands));
 
   auto third = git.deleteFiles(name, "main", {"app/b.yaml"}, "remove b");
   ASSERT_TRUE(third.ok());
-  ASSERT_TRUE(Hub::waitFor(
-      [&] { return !configMapExists(*hub_, 0, ns, "b") && !configMapExists(*hub_, 1, ns, "b"); }, kLands))
+  ASSERT_TRUE(
+      Hub::waitFor([&] { return !configMapExists(*hub_, 0, ns, "b") && !configMapExists(*hub_, 1, ns, "b"); }, kLands))
       << "b was not pruned on both clusters";
   EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *third, clusters()); }, kLands));
   for (size_t c = 0; c < 2; ++c) {
@@ -95,13 +98,14 @@ TEST_F(PipelineTest, ClusterSelectorMatchingOneClusterDeploysOnlyThere) {
   std::string ns = "ns-" + name;
   auto repo = hub_->git().createRepo(name);
   ASSERT_TRUE(repo.ok());
-  auto commit = hub_->git().commitFiles(
-      name, "main",
-      {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"}, {"app/ns.yaml", namespaceYaml(ns)},
-       {"app/cm.yaml", configMap("only", "here")}},
-      "first");
+  auto commit = hub_->git().commitFiles(name, "main",
+                                        {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+                                         {"app/ns.yaml", namespaceYaml(ns)},
+                                         {"app/cm.yaml", configMap("only", "here")}},
+                                        "first");
   ASSERT_TRUE(commit.ok());
-  std::string targets = "  targets:\n  - name: first\n    clusterSelector:\n      matchLabels:\n        env: cluster1\n";
+  std::string targets =
+      "  targets:\n  - name: first\n    clusterSelector:\n      matchLabels:\n        env: cluster1\n";
   ASSERT_TRUE(hub_->apply(gitRepoYaml(name, repo->http, {"app"}, targets)).ok());
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *commit, {hub_->clusterName(0)}); }, kLands));
   EXPECT_TRUE(configMapExists(*hub_, 0, ns, "only"));
@@ -115,12 +119,13 @@ TEST_F(PipelineTest, InvalidObjectIsErrAppliedWhileAnotherBundleStaysReadyAndAFi
   auto repo = hub_->git().createRepo(name);
   ASSERT_TRUE(repo.ok());
   const std::string invalid = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata: 5\n";
-  auto first = hub_->git().commitFiles(
-      name, "main",
-      {{"good/fleet.yaml", "defaultNamespace: " + ns + "\n"}, {"good/ns.yaml", namespaceYaml(ns)},
-       {"good/cm.yaml", configMap("fine", "ok")},
-       {"bad/fleet.yaml", "defaultNamespace: " + ns + "\n"}, {"bad/cm.yaml", invalid}},
-      "one good, one bad");
+  auto first = hub_->git().commitFiles(name, "main",
+                                       {{"good/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+                                        {"good/ns.yaml", namespaceYaml(ns)},
+                                        {"good/cm.yaml", configMap("fine", "ok")},
+                                        {"bad/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+                                        {"bad/cm.yaml", invalid}},
+                                       "one good, one bad");
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(hub_->apply(gitRepoYaml(name, repo->http, {"good", "bad"})).ok());
 
@@ -128,7 +133,8 @@ TEST_F(PipelineTest, InvalidObjectIsErrAppliedWhileAnotherBundleStaysReadyAndAFi
   std::string bad_bundle = name + "-bad";
   for (size_t c = 0; c < 2; ++c) {
     std::string cluster = hub_->clusterName(c);
-    ASSERT_TRUE(Hub::waitFor([&] { return bundleState(*hub_, cluster, name, bad_bundle, "ErrApplied", *first); }, kLands))
+    ASSERT_TRUE(
+        Hub::waitFor([&] { return bundleState(*hub_, cluster, name, bad_bundle, "ErrApplied", *first); }, kLands))
         << "bad bundle not ErrApplied on " << cluster;
     EXPECT_TRUE(Hub::waitFor([&] { return bundleState(*hub_, cluster, name, good_bundle, "Ready", *first); }, kLands))
         << "good bundle not Ready on " << cluster;
@@ -165,11 +171,11 @@ TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
   std::string ns = "ns-" + name;
   auto repo = hub.git().createRepo(name);
   ASSERT_TRUE(repo.ok());
-  auto first = hub.git().commitFiles(
-      name, "main",
-      {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"}, {"app/ns.yaml", namespaceYaml(ns)},
-       {"app/cm.yaml", configMap("c", "v1")}},
-      "first");
+  auto first = hub.git().commitFiles(name, "main",
+                                     {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+                                      {"app/ns.yaml", namespaceYaml(ns)},
+                                      {"app/cm.yaml", configMap("c", "v1")}},
+                                     "first");
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(hub.apply(gitRepoYaml(name, repo->http, {"app"})).ok());
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *first, both); }, kLands)) << hub.allLogs();
@@ -196,9 +202,9 @@ TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
   auto second = hub.git().commitFiles(name, "main", {{"app/cm.yaml", configMap("c", "v2")}}, "second");
   ASSERT_TRUE(second.ok());
   // The moment the poller has published the commit, kill the bundler and agent 1 hard.
-  ASSERT_TRUE(Hub::waitFor(
-      [&] { return count("FLOTILLA_COMMITS", "flotilla.commit.fleet-default." + name) > commits_before; },
-      std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      Hub::waitFor([&] { return count("FLOTILLA_COMMITS", "flotilla.commit.fleet-default." + name) > commits_before; },
+                   std::chrono::seconds(30)));
   hub.kill9("bundler");
   hub.kill9("agent-0");
   std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -95,7 +95,9 @@ Headers Message::headers() const {
   return out;
 }
 
-uint64_t Message::sequence() const { return impl_ ? natsMsg_GetSequence(impl_->msg.get()) : 0; }
+uint64_t Message::sequence() const {
+  return impl_ ? natsMsg_GetSequence(impl_->msg.get()) : 0;
+}
 
 Result<MessageMetadata> Message::metadata() const {
   if (!impl_) {
@@ -234,7 +236,9 @@ Subscription& Subscription::operator=(Subscription&& other) noexcept {
   }
   return *this;
 }
-Subscription::~Subscription() { unsubscribe(); }
+Subscription::~Subscription() {
+  unsubscribe();
+}
 
 void Subscription::unsubscribe() {
   if (!state_) {
@@ -332,14 +336,14 @@ Result<NatsOptionsPtr> buildOptions(const ConnectOptions& options, void* closure
   if (servers.empty()) {
     return fail(ErrorKind::kInvalid, "no NATS server URL given", "Connection::connect");
   }
-  FLOTILLA_TRY(check(natsOptions_SetServers(raw, servers.data(), static_cast<int>(servers.size())),
-                     "natsOptions_SetServers"));
+  FLOTILLA_TRY(
+      check(natsOptions_SetServers(raw, servers.data(), static_cast<int>(servers.size())), "natsOptions_SetServers"));
   if (!options.name.empty()) {
     FLOTILLA_TRY(check(natsOptions_SetName(raw, options.name.c_str()), "natsOptions_SetName"));
   }
   if (!options.user.empty()) {
-    FLOTILLA_TRY(check(natsOptions_SetUserInfo(raw, options.user.c_str(), options.password.c_str()),
-                       "natsOptions_SetUserInfo"));
+    FLOTILLA_TRY(
+        check(natsOptions_SetUserInfo(raw, options.user.c_str(), options.password.c_str()), "natsOptions_SetUserInfo"));
   }
   if (!options.token.empty()) {
     FLOTILLA_TRY(check(natsOptions_SetToken(raw, options.token.c_str()), "natsOptions_SetToken"));
@@ -361,11 +365,10 @@ Result<NatsOptionsPtr> buildOptions(const ConnectOptions& options, void* closure
   }
   FLOTILLA_TRY(check(natsOptions_SetAllowReconnect(raw, true), "natsOptions_SetAllowReconnect"));
   FLOTILLA_TRY(check(natsOptions_SetMaxReconnect(raw, options.max_reconnect), "natsOptions_SetMaxReconnect"));
-  FLOTILLA_TRY(check(natsOptions_SetReconnectWait(raw, toMillis(options.reconnect_wait)),
-                     "natsOptions_SetReconnectWait"));
+  FLOTILLA_TRY(
+      check(natsOptions_SetReconnectWait(raw, toMillis(options.reconnect_wait)), "natsOptions_SetReconnectWait"));
   FLOTILLA_TRY(check(natsOptions_SetTimeout(raw, toMillis(options.connect_timeout)), "natsOptions_SetTimeout"));
-  FLOTILLA_TRY(check(natsOptions_SetPingInterval(raw, toMillis(options.ping_interval)),
-                     "natsOptions_SetPingInterval"));
+  FLOTILLA_TRY(check(natsOptions_SetPingInterval(raw, toMillis(options.ping_interval)), "natsOptions_SetPingInterval"));
   // A request made while disconnected fails at once (kTransient) instead of waiting out its timeout.
   FLOTILLA_TRY(check(natsOptions_SetFailRequestsOnDisconnect(raw, true), "natsOptions_SetFailRequestsOnDisconnect"));
   FLOTILLA_TRY(check(natsOptions_UseGlobalMessageDelivery(raw, options.global_message_delivery),
@@ -425,7 +428,9 @@ bool Connection::connected() const {
   return natsConnection_Status(impl_->conn.get()) == NATS_CONN_STATUS_CONNECTED;
 }
 
-std::string Connection::connectedUrl() const { return currentUrl(impl_->conn.get()); }
+std::string Connection::connectedUrl() const {
+  return currentUrl(impl_->conn.get());
+}
 
 Status Connection::publish(std::string_view subject, std::string_view data, const Headers& headers) {
   if (headers.empty()) {
@@ -440,8 +445,8 @@ Status Connection::publish(std::string_view subject, std::string_view data, cons
   return check(natsConnection_PublishMsg(impl_->conn.get(), msg->get()), "natsConnection_PublishMsg");
 }
 
-Result<Message> Connection::request(std::string_view subject, std::string_view data,
-                                    std::chrono::milliseconds timeout, const Headers& headers) {
+Result<Message> Connection::request(std::string_view subject, std::string_view data, std::chrono::milliseconds timeout,
+                                    const Headers& headers) {
   auto msg = makeMessage(subject, data, headers, "natsConnection_RequestMsg");
   if (!msg.ok()) {
     return fail(msg.error());
@@ -456,8 +461,7 @@ Result<Message> Connection::request(std::string_view subject, std::string_view d
   return wrapMessage(reply);
 }
 
-Result<Subscription> Connection::subscribe(std::string_view subject, std::string_view queue,
-                                           MessageHandler handler) {
+Result<Subscription> Connection::subscribe(std::string_view subject, std::string_view queue, MessageHandler handler) {
   auto dispatch = std::make_shared<SubscriptionDispatch>();
   dispatch->handler = std::move(handler);
   auto state = std::make_shared<Subscription::State>();
@@ -466,11 +470,10 @@ Result<Subscription> Connection::subscribe(std::string_view subject, std::string
   std::string subj(subject);
   std::string group(queue);
   natsSubscription* raw = nullptr;
-  natsStatus s = group.empty()
-                     ? natsConnection_Subscribe(&raw, impl_->conn.get(), subj.c_str(), onSubscriptionMessage,
-                                                dispatch.get())
-                     : natsConnection_QueueSubscribe(&raw, impl_->conn.get(), subj.c_str(), group.c_str(),
-                                                     onSubscriptionMessage, dispatch.get());
+  natsStatus s = group.empty() ? natsConnection_Subscribe(&raw, impl_->conn.get(), subj.c_str(), onSubscriptionMessage,
+                                                          dispatch.get())
+                               : natsConnection_QueueSubscribe(&raw, impl_->conn.get(), subj.c_str(), group.c_str(),
+                                                               onSubscriptionMessage, dispatch.get());
   if (s != NATS_OK) {
     return fail(lastNatsError(s, group.empty() ? "natsConnection_Subscribe" : "natsConnection_QueueSubscribe"));
   }

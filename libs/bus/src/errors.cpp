@@ -1,14 +1,16 @@
 #include "flotilla/bus/errors.h"
 
-#include <nats/nats.h>
-
 #include <optional>
 #include <string>
+
+#include <nats/nats.h>
 
 namespace flotilla::bus {
 namespace {
 
-bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
+bool contains(std::string_view text, std::string_view needle) {
+  return text.find(needle) != std::string_view::npos;
+}
 
 // JetStream API error codes that decide the kind on their own, whatever the natsStatus.
 std::optional<ErrorKind> classifyJsCode(int js_code) {

@@ -84,8 +84,8 @@ Result<std::vector<Message>> PullConsumer::fetch(int batch, std::chrono::millise
     NatsMsgList list;
     jsErrCode jerr = kNoJsError;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    natsStatus s = natsSubscription_Fetch(&list.list, impl_->sub.get(), batch, std::max<int64_t>(1, toMillis(left)),
-                                          &jerr);
+    natsStatus s =
+        natsSubscription_Fetch(&list.list, impl_->sub.get(), batch, std::max<int64_t>(1, toMillis(left)), &jerr);
     out.reserve(static_cast<size_t>(list.list.Count));
     for (int i = 0; i < list.list.Count; ++i) {
       // Take ownership; natsMsgList_Destroy skips the NULLs left behind.
@@ -119,8 +119,7 @@ Result<ConsumerInfo> PullConsumer::info() {
 // ---------------------------------------------------------------------------------------------------------------
 // JetStream
 
-Result<std::shared_ptr<JetStream>> JetStream::create(std::shared_ptr<Connection> connection,
-                                                     JetStreamOptions options) {
+Result<std::shared_ptr<JetStream>> JetStream::create(std::shared_ptr<Connection> connection, JetStreamOptions options) {
   if (!connection) {
     return fail(ErrorKind::kInvalid, "no connection", "natsConnection_JetStream");
   }
@@ -129,8 +128,8 @@ Result<std::shared_ptr<JetStream>> JetStream::create(std::shared_ptr<Connection>
   impl->wait = options.api_timeout;
   jsOptions opts = impl->options();
   jsCtx* raw = nullptr;
-  FLOTILLA_TRY(check(natsConnection_JetStream(&raw, impl->connection->impl().conn.get(), &opts),
-                     "natsConnection_JetStream"));
+  FLOTILLA_TRY(
+      check(natsConnection_JetStream(&raw, impl->connection->impl().conn.get(), &opts), "natsConnection_JetStream"));
   impl->js.reset(raw);
   return std::make_shared<JetStream>(std::move(impl));
 }
@@ -138,8 +137,12 @@ Result<std::shared_ptr<JetStream>> JetStream::create(std::shared_ptr<Connection>
 JetStream::JetStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 JetStream::~JetStream() = default;
 
-const std::shared_ptr<Connection>& JetStream::connection() const { return impl_->connection; }
-std::chrono::milliseconds JetStream::apiTimeout() const { return impl_->wait; }
+const std::shared_ptr<Connection>& JetStream::connection() const {
+  return impl_->connection;
+}
+std::chrono::milliseconds JetStream::apiTimeout() const {
+  return impl_->wait;
+}
 
 Result<StreamInfo> JetStream::ensureStream(const StreamConfig& config) {
   if (config.name.empty() || config.subjects.empty()) {
@@ -242,9 +245,8 @@ Result<PublishAck> JetStream::publish(std::string_view subject, std::string_view
     return fail(std::move(error));
   }
   JsPubAckPtr ack(raw);
-  return PublishAck{.stream = ack->Stream != nullptr ? ack->Stream : "",
-                    .sequence = ack->Sequence,
-                    .duplicate = ack->Duplicate};
+  return PublishAck{
+      .stream = ack->Stream != nullptr ? ack->Stream : "", .sequence = ack->Sequence, .duplicate = ack->Duplicate};
 }
 
 Result<ConsumerInfo> JetStream::ensureConsumer(std::string_view stream, const ConsumerConfig& config) {
@@ -333,9 +335,8 @@ Result<PullConsumer> JetStream::bindPull(std::string_view stream, std::string_vi
   FLOTILLA_TRY(check(js_GetConsumerInfo(&raw_info, impl_->js.get(), name.c_str(), consumer.c_str(), &opts, &jerr),
                      "js_GetConsumerInfo", jerr));
   JsConsumerInfoPtr info(raw_info);
-  std::string subject = info->Config != nullptr && info->Config->FilterSubject != nullptr
-                            ? info->Config->FilterSubject
-                            : "";
+  std::string subject =
+      info->Config != nullptr && info->Config->FilterSubject != nullptr ? info->Config->FilterSubject : "";
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = name.c_str();
@@ -359,8 +360,8 @@ Result<Message> JetStream::getLastMessage(std::string_view stream, std::string_v
   jsOptions opts = impl_->options();
   natsMsg* raw = nullptr;
   jsErrCode jerr = kNoJsError;
-  FLOTILLA_TRY(check(js_GetLastMsg(&raw, impl_->js.get(), name.c_str(), subj.c_str(), &opts, &jerr), "js_GetLastMsg",
-                     jerr));
+  FLOTILLA_TRY(
+      check(js_GetLastMsg(&raw, impl_->js.get(), name.c_str(), subj.c_str(), &opts, &jerr), "js_GetLastMsg", jerr));
   return wrapMessage(raw);
 }
 

@@ -122,7 +122,9 @@ Result<std::optional<KvEntry>> KvWatcher::next(std::chrono::milliseconds timeout
   }
 }
 
-bool KvWatcher::initialDone() const { return impl_ && impl_->initial_done; }
+bool KvWatcher::initialDone() const {
+  return impl_ && impl_->initial_done;
+}
 
 Result<std::vector<KvEntry>> KvWatcher::initialValues(std::chrono::milliseconds timeout) {
   std::vector<KvEntry> out;
@@ -213,7 +215,9 @@ Status KeyValue::destroy(const std::shared_ptr<JetStream>& js, std::string_view 
 KeyValue::KeyValue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 KeyValue::~KeyValue() = default;
 
-const std::string& KeyValue::bucket() const { return impl_->bucket; }
+const std::string& KeyValue::bucket() const {
+  return impl_->bucket;
+}
 
 Result<KvEntry> KeyValue::get(std::string_view key) {
   FLOTILLA_TRY(checkKey(key, "kvStore_Get"));

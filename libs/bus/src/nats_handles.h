@@ -4,8 +4,6 @@
 // classes. Nothing outside libs/bus/src includes this, so nats.h stays out of the public headers.
 #pragma once
 
-#include <nats/nats.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +11,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <nats/nats.h>
 
 #include "flotilla/bus/connection.h"
 #include "flotilla/bus/errors.h"
@@ -53,7 +53,9 @@ struct NatsMsgList {
   ~NatsMsgList() { natsMsgList_Destroy(&list); }
 };
 
-inline int64_t toMillis(std::chrono::milliseconds d) { return static_cast<int64_t>(d.count()); }
+inline int64_t toMillis(std::chrono::milliseconds d) {
+  return static_cast<int64_t>(d.count());
+}
 inline int64_t toNanos(std::chrono::milliseconds d) {
   return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }

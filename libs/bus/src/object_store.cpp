@@ -1,12 +1,12 @@
 #include "flotilla/bus/object_store.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+
+#include <openssl/evp.h>
 
 #include "flotilla/core/json.h"
 #include "flotilla/core/log.h"
@@ -69,9 +69,8 @@ void onChunkAck(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, voi
     ++tracker->failed;
     std::lock_guard lock(tracker->mutex);
     if (tracker->first_error.empty() && pae != nullptr) {
-      tracker->first_error = natsError(pae->Err, "js_PublishAsync", pae->ErrCode,
-                                       pae->ErrText != nullptr ? pae->ErrText : "")
-                                 .describe();
+      tracker->first_error =
+          natsError(pae->Err, "js_PublishAsync", pae->ErrCode, pae->ErrText != nullptr ? pae->ErrText : "").describe();
     }
   }
   natsMsg_Destroy(msg);  // the ack handler owns the published message
@@ -97,7 +96,9 @@ struct ObjectStore::Impl {
 // ---------------------------------------------------------------------------------------------------------------
 // Wire layout helpers
 
-std::string objectStreamName(std::string_view bucket) { return "OBJ_" + std::string(bucket); }
+std::string objectStreamName(std::string_view bucket) {
+  return "OBJ_" + std::string(bucket);
+}
 
 std::string objectChunkSubject(std::string_view bucket, std::string_view nuid) {
   return "$O." + std::string(bucket) + ".C." + std::string(nuid);
@@ -107,7 +108,9 @@ std::string objectMetaSubject(std::string_view bucket, std::string_view name) {
   return "$O." + std::string(bucket) + ".M." + base64UrlEncode(name);
 }
 
-std::string objectDigest(std::string_view raw_sha256) { return "SHA-256=" + base64UrlEncode(raw_sha256); }
+std::string objectDigest(std::string_view raw_sha256) {
+  return "SHA-256=" + base64UrlEncode(raw_sha256);
+}
 
 bool isValidBucketName(std::string_view bucket) {
   return !bucket.empty() && std::all_of(bucket.begin(), bucket.end(), [](char c) {
@@ -216,7 +219,9 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::open(std::shared_ptr<JetStream
 ObjectStore::ObjectStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ObjectStore::~ObjectStore() = default;
 
-const std::string& ObjectStore::bucket() const { return impl_->bucket; }
+const std::string& ObjectStore::bucket() const {
+  return impl_->bucket;
+}
 
 Result<ObjectInfo> ObjectStore::Impl::readMeta(std::string_view name) {
   auto msg = js->getLastMessage(stream, objectMetaSubject(bucket, name));
@@ -250,8 +255,8 @@ void ObjectStore::Impl::discardChunks(const std::string& nuid) {
   Status purged = js->purgeSubject(stream, objectChunkSubject(bucket, nuid));
   if (!purged.ok()) {
     // Orphaned chunks waste space but hurt nothing: no meta points at them.
-    log::warn("object store could not purge chunks", {{"bucket", bucket}, {"nuid", nuid},
-                                                      {"error", purged.error().describe()}});
+    log::warn("object store could not purge chunks",
+              {{"bucket", bucket}, {"nuid", nuid}, {"error", purged.error().describe()}});
   }
 }
 
@@ -295,8 +300,8 @@ Result<ObjectInfo> ObjectStore::Impl::putChunks(std::string_view name, const Obj
       break;
     }
     std::string_view chunk(buffer.data(), filled);
-    natsStatus s = js_PublishAsync(async_js.get(), subject.c_str(), chunk.data(), static_cast<int>(chunk.size()),
-                                   nullptr);
+    natsStatus s =
+        js_PublishAsync(async_js.get(), subject.c_str(), chunk.data(), static_cast<int>(chunk.size()), nullptr);
     if (s != NATS_OK) {
       return abandon(lastNatsError(s, "js_PublishAsync"));
     }
@@ -527,8 +532,8 @@ Result<std::vector<ObjectInfo>> ObjectStore::list(bool include_deleted) {
     }
     auto info = decodeObjectMeta(msg->data());
     if (!info.ok()) {
-      log::warn("object store skipped a malformed meta", {{"bucket", impl_->bucket}, {"subject", subject},
-                                                           {"error", info.error().message}});
+      log::warn("object store skipped a malformed meta",
+                {{"bucket", impl_->bucket}, {"subject", subject}, {"error", info.error().message}});
       continue;
     }
     if (!info->deleted || include_deleted) {

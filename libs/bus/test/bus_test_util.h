@@ -5,9 +5,9 @@
 // see each other's data.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <memory>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/bus/connection.h"
 #include "flotilla/bus/jetstream.h"

@@ -1,9 +1,9 @@
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <future>
 #include <mutex>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "bus_test_util.h"
 #include "flotilla/core/log.h"
@@ -20,8 +20,7 @@ class BusConnectionTest : public BusTest {};
 TEST(BusConnectTest, NothingListeningIsTransient) {
   auto port = harness::freeTcpPort();
   ASSERT_TRUE(port.ok());
-  auto conn = Connection::connect({.servers = {"nats://127.0.0.1:" + std::to_string(*port)},
-                                   .connect_timeout = 500ms});
+  auto conn = Connection::connect({.servers = {"nats://127.0.0.1:" + std::to_string(*port)}, .connect_timeout = 500ms});
   ASSERT_FALSE(conn.ok());
   EXPECT_EQ(conn.error().kind, ErrorKind::kTransient) << conn.error().describe();
   EXPECT_EQ(conn.error().where, "natsConnection_Connect");
@@ -204,10 +203,8 @@ TEST(BusReconnectTest, ReconnectsAfterServerRestartAndJetStreamStateSurvives) {
     lines.emplace_back(line);
   });
   auto metrics = std::make_shared<Metrics>("bustest");
-  auto conn = Connection::connect({.servers = {(*server)->url()},
-                                   .name = "reconnect-test",
-                                   .reconnect_wait = 100ms,
-                                   .metrics = metrics});
+  auto conn = Connection::connect(
+      {.servers = {(*server)->url()}, .name = "reconnect-test", .reconnect_wait = 100ms, .metrics = metrics});
   ASSERT_TRUE(conn.ok()) << conn.error().describe();
   auto js = JetStream::create(*conn);
   ASSERT_TRUE(js.ok());

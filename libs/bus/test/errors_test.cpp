@@ -30,8 +30,7 @@ TEST(BusNatsErrorTest, NotFoundByStatusAndByJetStreamCode) {
 
 // Optimistic concurrency failures are conflicts, whether the code or only the text survives.
 TEST(BusNatsErrorTest, WrongLastSequenceIsConflict) {
-  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamWrongLastSequenceErr, "wrong last sequence: 5"),
-            ErrorKind::kConflict);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamWrongLastSequenceErr, "wrong last sequence: 5"), ErrorKind::kConflict);
   EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "wrong last sequence: 5"), ErrorKind::kConflict);
   EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamNameExistErr, ""), ErrorKind::kConflict);
 }

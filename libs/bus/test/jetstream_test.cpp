@@ -1,7 +1,7 @@
-#include <gtest/gtest.h>
-
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "bus_test_util.h"
 
@@ -93,8 +93,8 @@ TEST_F(BusJetStreamTest, DurableConsumerKeepsUnackedMessagesAcrossClientRestart)
     ASSERT_TRUE(ack.ok());
     all.insert(ack->sequence);
   }
-  ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "worker", .filter_subject = subject("work"), .ack_wait = 1s})
-                  .ok());
+  ASSERT_TRUE(
+      js_->ensureConsumer(stream_, {.durable = "worker", .filter_subject = subject("work"), .ack_wait = 1s}).ok());
   std::set<uint64_t> acked;
   {
     auto conn = Connection::connect({.servers = {server_->url()}, .name = "first-life"});
@@ -266,11 +266,11 @@ TEST_F(BusJetStreamTest, DeleteConsumer) {
 
 TEST_F(BusJetStreamTest, RedeliveryFollowsBackoff) {
   ASSERT_TRUE(js_->publish(subject("backoff"), "x").ok());
-  ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "backer",
-                                            .filter_subject = subject("backoff"),
-                                            .max_deliver = 3,
-                                            .backoff = {200ms, 1500ms}})
-                  .ok());
+  ASSERT_TRUE(
+      js_->ensureConsumer(
+             stream_,
+             {.durable = "backer", .filter_subject = subject("backoff"), .max_deliver = 3, .backoff = {200ms, 1500ms}})
+          .ok());
   auto consumer = js_->bindPull(stream_, "backer");
   ASSERT_TRUE(consumer.ok());
   auto first = consumer->fetch(1, 5s);

@@ -24,8 +24,13 @@ TEST(BusObjectMetaTest, DigestIsBase64UrlPaddedSha256) {
 }
 
 TEST(BusObjectMetaTest, EncodeWritesTheStandardFields) {
-  ObjectInfo info{.name = "bundle/x.json", .bucket = "manifests", .nuid = "n1", .size = 300000, .chunks = 3,
-                  .digest = "SHA-256=abc=", .mtime = "2026-01-02T03:04:05.678Z"};
+  ObjectInfo info{.name = "bundle/x.json",
+                  .bucket = "manifests",
+                  .nuid = "n1",
+                  .size = 300000,
+                  .chunks = 3,
+                  .digest = "SHA-256=abc=",
+                  .mtime = "2026-01-02T03:04:05.678Z"};
   auto json = Json::parse(encodeObjectMeta(info));
   ASSERT_TRUE(json.ok());
   EXPECT_EQ(json->getString("name"), "bundle/x.json");
@@ -42,8 +47,14 @@ TEST(BusObjectMetaTest, EncodeWritesTheStandardFields) {
 }
 
 TEST(BusObjectMetaTest, DecodeRoundTripsAndReadsOtherClientsFields) {
-  ObjectInfo info{.name = "a", .bucket = "b", .nuid = "n", .size = 5, .chunks = 1, .digest = "SHA-256=x",
-                  .mtime = "2026-01-01T00:00:00Z", .deleted = true};
+  ObjectInfo info{.name = "a",
+                  .bucket = "b",
+                  .nuid = "n",
+                  .size = 5,
+                  .chunks = 1,
+                  .digest = "SHA-256=x",
+                  .mtime = "2026-01-01T00:00:00Z",
+                  .deleted = true};
   auto decoded = decodeObjectMeta(encodeObjectMeta(info));
   ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
   EXPECT_EQ(decoded->name, "a");
@@ -53,9 +64,9 @@ TEST(BusObjectMetaTest, DecodeRoundTripsAndReadsOtherClientsFields) {
   EXPECT_EQ(decoded->max_chunk_size, kObjectChunkSize);
 
   // A meta as nats.go writes it (extra fields, nanosecond mtime, no digest for an empty object).
-  auto go = decodeObjectMeta(
-      R"({"name":"x","description":"d","headers":{"A":["b"]},"options":{"max_chunk_size":65536},)"
-      R"("bucket":"blobs","nuid":"Z9","size":0,"mtime":"2023-01-02T15:04:05.123456789Z","chunks":0})");
+  auto go =
+      decodeObjectMeta(R"({"name":"x","description":"d","headers":{"A":["b"]},"options":{"max_chunk_size":65536},)"
+                       R"("bucket":"blobs","nuid":"Z9","size":0,"mtime":"2023-01-02T15:04:05.123456789Z","chunks":0})");
   ASSERT_TRUE(go.ok()) << go.error().describe();
   EXPECT_EQ(go->max_chunk_size, 65536u);
   EXPECT_EQ(go->digest, "");

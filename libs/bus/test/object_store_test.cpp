@@ -1,9 +1,9 @@
 #include "flotilla/bus/object_store.h"
 
-#include <gtest/gtest.h>
-
 #include <cstring>
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "bus_test_util.h"
 #include "flotilla/core/util.h"
@@ -182,9 +182,9 @@ TEST_F(BusObjectStoreTest, DigestMismatchIsDetected) {
   ASSERT_TRUE(put.ok());
   ObjectInfo forged = *put;
   forged.digest = objectDigest(sha256Raw("something else"));
-  ASSERT_TRUE(js_->publish(objectMetaSubject(bucket_, "tampered"), encodeObjectMeta(forged), {},
-                           {{"Nats-Rollup", "sub"}})
-                  .ok());
+  ASSERT_TRUE(
+      js_->publish(objectMetaSubject(bucket_, "tampered"), encodeObjectMeta(forged), {}, {{"Nats-Rollup", "sub"}})
+          .ok());
   auto got = store_->get("tampered");
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().kind, ErrorKind::kInternal);

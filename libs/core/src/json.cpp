@@ -1,11 +1,11 @@
 #include "flotilla/core/json.h"
 
-#include <simdjson.h>
-
 #include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+
+#include <simdjson.h>
 
 namespace flotilla {
 
@@ -146,13 +146,27 @@ std::string jsonQuote(std::string_view s) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -193,11 +207,21 @@ void dumpTo(const Json& v, std::string& out, int indent, int depth) {
     }
   };
   switch (v.type()) {
-    case Json::Type::kNull: out += "null"; break;
-    case Json::Type::kBool: out += v.asBool() ? "true" : "false"; break;
-    case Json::Type::kInt: out += std::to_string(v.asInt()); break;
-    case Json::Type::kDouble: appendDouble(out, v.asDouble()); break;
-    case Json::Type::kString: out += jsonQuote(v.asString()); break;
+    case Json::Type::kNull:
+      out += "null";
+      break;
+    case Json::Type::kBool:
+      out += v.asBool() ? "true" : "false";
+      break;
+    case Json::Type::kInt:
+      out += std::to_string(v.asInt());
+      break;
+    case Json::Type::kDouble:
+      appendDouble(out, v.asDouble());
+      break;
+    case Json::Type::kString:
+      out += jsonQuote(v.asString());
+      break;
     case Json::Type::kArray: {
       const auto& array = v.asArray();
       out.push_back('[');
@@ -241,9 +265,12 @@ void dumpTo(const Json& v, std::string& out, int indent, int depth) {
 
 Result<Json> fromElement(simdjson::dom::element element) {
   switch (element.type()) {
-    case simdjson::dom::element_type::NULL_VALUE: return Json();
-    case simdjson::dom::element_type::BOOL: return Json(bool(element.get_bool().value()));
-    case simdjson::dom::element_type::INT64: return Json(int64_t(element.get_int64().value()));
+    case simdjson::dom::element_type::NULL_VALUE:
+      return Json();
+    case simdjson::dom::element_type::BOOL:
+      return Json(bool(element.get_bool().value()));
+    case simdjson::dom::element_type::INT64:
+      return Json(int64_t(element.get_int64().value()));
     case simdjson::dom::element_type::UINT64: {
       uint64_t u = element.get_uint64().value();
       if (u > static_cast<uint64_t>(INT64_MAX)) {
@@ -251,8 +278,10 @@ Result<Json> fromElement(simdjson::dom::element element) {
       }
       return Json(static_cast<int64_t>(u));
     }
-    case simdjson::dom::element_type::DOUBLE: return Json(double(element.get_double().value()));
-    case simdjson::dom::element_type::STRING: return Json(std::string(element.get_string().value()));
+    case simdjson::dom::element_type::DOUBLE:
+      return Json(double(element.get_double().value()));
+    case simdjson::dom::element_type::STRING:
+      return Json(std::string(element.get_string().value()));
     case simdjson::dom::element_type::ARRAY: {
       Json::Array array;
       simdjson::dom::array items = element.get_array().value();

@@ -1,8 +1,8 @@
 #include "flotilla/core/metrics.h"
 
-#include <prometheus/text_serializer.h>
-
 #include <sstream>
+
+#include <prometheus/text_serializer.h>
 
 namespace flotilla {
 
@@ -72,10 +72,14 @@ double Metrics::value(std::string_view name, const prometheus::Labels& labels) c
         continue;
       }
       switch (family.type) {
-        case prometheus::MetricType::Counter: return metric.counter.value;
-        case prometheus::MetricType::Gauge: return metric.gauge.value;
-        case prometheus::MetricType::Histogram: return static_cast<double>(metric.histogram.sample_count);
-        default: return 0;
+        case prometheus::MetricType::Counter:
+          return metric.counter.value;
+        case prometheus::MetricType::Gauge:
+          return metric.gauge.value;
+        case prometheus::MetricType::Histogram:
+          return static_cast<double>(metric.histogram.sample_count);
+        default:
+          return 0;
       }
     }
   }

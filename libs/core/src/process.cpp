@@ -1,15 +1,15 @@
 #include "flotilla/core/process.h"
 
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <thread>
 
 extern char** environ;
 
@@ -57,8 +57,8 @@ int decodeStatus(int status) {
 }
 
 // Runs in the forked child before exec: only async-signal-safe calls.
-[[noreturn]] void execChild(char** argv, char** envp, const char* cwd, int out_fd, int err_fd, int in_fd,
-                            bool group, pid_t die_with = 0) {
+[[noreturn]] void execChild(char** argv, char** envp, const char* cwd, int out_fd, int err_fd, int in_fd, bool group,
+                            pid_t die_with = 0) {
   if (die_with != 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != die_with) {
@@ -262,9 +262,8 @@ Result<CommandResult> runCommand(const CommandOptions& options) {
       ::kill(pid, SIGKILL);
       break;
     }
-    pollfd fds[3] = {{out_open ? out_pipe[0] : -1, POLLIN, 0},
-                     {err_open ? err_pipe[0] : -1, POLLIN, 0},
-                     {in_fd, POLLOUT, 0}};
+    pollfd fds[3] = {
+        {out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}, {in_fd, POLLOUT, 0}};
     int n = ::poll(fds, 3, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
     if (n < 0 && errno != EINTR) {
       break;

@@ -4,13 +4,20 @@ namespace flotilla {
 
 std::string_view errorKindName(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kTransient: return "Transient";
-    case ErrorKind::kInvalid: return "Invalid";
-    case ErrorKind::kNotFound: return "NotFound";
-    case ErrorKind::kConflict: return "Conflict";
-    case ErrorKind::kWait: return "Wait";
-    case ErrorKind::kPermanent: return "Permanent";
-    case ErrorKind::kInternal: return "Internal";
+    case ErrorKind::kTransient:
+      return "Transient";
+    case ErrorKind::kInvalid:
+      return "Invalid";
+    case ErrorKind::kNotFound:
+      return "NotFound";
+    case ErrorKind::kConflict:
+      return "Conflict";
+    case ErrorKind::kWait:
+      return "Wait";
+    case ErrorKind::kPermanent:
+      return "Permanent";
+    case ErrorKind::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -1,14 +1,13 @@
 #include "flotilla/core/yaml.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-
-#include "flotilla/core/util.h"
-
 #include <charconv>
 #include <cstdlib>
 #include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "flotilla/core/util.h"
 
 namespace flotilla {
 namespace {
@@ -24,15 +23,23 @@ std::string location(std::string_view source, const YAML::Mark& mark) {
 bool allOf(std::string_view text, bool (*accept)(char)) {
   return !text.empty() && std::all_of(text.begin(), text.end(), accept);
 }
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
-bool isOctDigit(char c) { return c >= '0' && c <= '7'; }
-bool isHexDigit(char c) { return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool isOctDigit(char c) {
+  return c >= '0' && c <= '7';
+}
+bool isHexDigit(char c) {
+  return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 std::string_view withoutSign(std::string_view text) {
   return !text.empty() && (text[0] == '-' || text[0] == '+') ? text.substr(1) : text;
 }
 
 // [-+]? digits
-bool isCoreInt(std::string_view text) { return allOf(withoutSign(text), isDigit); }
+bool isCoreInt(std::string_view text) {
+  return allOf(withoutSign(text), isDigit);
+}
 
 // [-+]? ( . digits | digits ( . digits? )? ) ( [eE] [-+]? digits )?
 bool isCoreFloat(std::string_view text) {
@@ -100,14 +107,15 @@ class Converter {
   Result<Json> convert(const YAML::Node& node, const std::string& path = {},
                        std::map<std::string, int, std::less<>>* lines = nullptr) {
     if (++nodes_ > limits_.max_nodes) {
-      return fail(ErrorKind::kInvalid,
-                  "document expands to more than " + std::to_string(limits_.max_nodes) +
-                      " nodes (aliases nested too deeply?)",
-                  location(source_, node.Mark()));
+      return fail(
+          ErrorKind::kInvalid,
+          "document expands to more than " + std::to_string(limits_.max_nodes) + " nodes (aliases nested too deeply?)",
+          location(source_, node.Mark()));
     }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null: return Json();
+      case YAML::NodeType::Null:
+        return Json();
       case YAML::NodeType::Scalar:
         // yaml-cpp tags quoted scalars "!" and plain ones "?"; an explicit !!str also stays a string.
         if (node.Tag() == "?") {
@@ -310,10 +318,18 @@ namespace {
 
 void emit(YAML::Emitter& out, const Json& value) {
   switch (value.type()) {
-    case Json::Type::kNull: out << YAML::Null; break;
-    case Json::Type::kBool: out << value.asBool(); break;
-    case Json::Type::kInt: out << value.asInt(); break;
-    case Json::Type::kDouble: out << value.asDouble(); break;
+    case Json::Type::kNull:
+      out << YAML::Null;
+      break;
+    case Json::Type::kBool:
+      out << value.asBool();
+      break;
+    case Json::Type::kInt:
+      out << value.asInt();
+      break;
+    case Json::Type::kDouble:
+      out << value.asDouble();
+      break;
     case Json::Type::kString: {
       const std::string& s = value.asString();
       // Quote strings that would otherwise read back as another type ("true", "1", "null", "").
@@ -335,6 +351,10 @@ void emit(YAML::Emitter& out, const Json& value) {
       break;
     }
     case Json::Type::kArray:
+      // Empty collections in flow style ("rules: []"); block style would put "[]" on a line of its own.
+      if (value.asArray().empty()) {
+        out << YAML::Flow;
+      }
       out << YAML::BeginSeq;
       for (const auto& item : value.asArray()) {
         emit(out, item);
@@ -342,6 +362,9 @@ void emit(YAML::Emitter& out, const Json& value) {
       out << YAML::EndSeq;
       break;
     case Json::Type::kObject:
+      if (value.asObject().empty()) {
+        out << YAML::Flow;
+      }
       out << YAML::BeginMap;
       for (const auto& [key, item] : value.asObject()) {
         out << YAML::Key << key << YAML::Value;

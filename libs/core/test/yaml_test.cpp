@@ -59,6 +59,16 @@ TEST(YamlTest, EmitsCanonicalYamlThatParsesBack) {
   EXPECT_LT(text.find("a:"), text.find("z:"));
 }
 
+TEST(YamlTest, EmitsEmptyCollectionsInFlowStyle) {
+  auto doc = parseYaml("rules: []\nlabels: {}\nnested: {list: []}\n", "t.yaml");
+  ASSERT_TRUE(doc.ok());
+  std::string text = toYaml(*doc);
+  EXPECT_EQ(text, "labels: {}\nnested:\n  list: []\nrules: []\n");
+  auto back = parseYaml(text, "round.yaml");
+  ASSERT_TRUE(back.ok()) << text;
+  EXPECT_EQ(*back, *doc);
+}
+
 TEST(YamlTest, RecordsFieldLinesWhenAsked) {
   const char* text =
       "kind: GitRepo\n"

@@ -174,6 +174,9 @@ Json encode(const BundleEvent& v) {
   out["paused"] = v.paused;
   out["labels"] = stringMap(v.labels);
   out["forceSyncGeneration"] = v.force_sync_generation;
+  if (!v.variants_object.empty()) {
+    out["variantsObject"] = v.variants_object;
+  }
   out["deleted"] = v.deleted;
   if (v.error) {
     out["error"] = Json::obj({{"file", v.error->file}, {"line", v.error->line}, {"message", v.error->message}});
@@ -195,7 +198,8 @@ Result<BundleEvent> decodePayload<BundleEvent>(const Json& json) {
       e.str("message", error.message, true);
     });
     in.boolean("deleted", v.deleted);
-    in.str("manifestID", v.manifest_id, !v.error.has_value() && !v.deleted);
+    in.str("variantsObject", v.variants_object);
+    in.str("manifestID", v.manifest_id, !v.error.has_value() && !v.deleted && v.variants_object.empty());
     in.object("options", v.options);
     in.objects("customizations", v.customizations, [](Reader& c, TargetManifest& t) {
       c.str("name", t.name);

@@ -2,7 +2,9 @@
 
 namespace flotilla::events::detail {
 
-std::string Reader::typeName(const Json& value) { return jsonTypeName(value); }
+std::string Reader::typeName(const Json& value) {
+  return jsonTypeName(value);
+}
 
 Reader::Reader(const Json& value, std::string path, std::vector<std::string>& problems)
     : path_(std::move(path)), problems_(problems) {

@@ -111,6 +111,13 @@ TEST(PayloadsTest, EveryKindRoundTrips) {
                    .commit = "abc",
                    .deleted = true};
   expectRoundTrip(gone);
+  // Rendered per cluster: the variants table replaces the manifestID, which is then not required.
+  BundleEvent per_cluster = sampleBundle();
+  per_cluster.manifest_id.clear();
+  per_cluster.variants_object = "variants-" + std::string(64, 'e');
+  expectRoundTrip(per_cluster);
+  per_cluster.variants_object.clear();
+  EXPECT_FALSE(decodePayload<BundleEvent>(encode(per_cluster)).ok());
   expectRoundTrip(sampleDeploy());
   DeployEvent removal{
       .id = "d2", .time = kTime, .cluster = "eu-1", .workspace = "ws", .bundle = "b", .remove = true, .generation = 10};

@@ -1,9 +1,9 @@
 #include "flotilla/git/errors.h"
 
-#include <git2/errors.h>
-
 #include <algorithm>
 #include <cctype>
+
+#include <git2/errors.h>
 
 namespace flotilla::git {
 namespace {
@@ -18,9 +18,7 @@ Error toError(const GitFailure& failure) {
   const std::string& where = failure.function;
   const std::string target = failure.url.empty() ? "" : " " + failure.url;
   std::string message = failure.message.empty() ? "libgit2 error " + std::to_string(failure.code) : failure.message;
-  auto explained = [&](std::string head) {
-    return head + ": " + (failure.detail.empty() ? message : failure.detail);
-  };
+  auto explained = [&](std::string head) { return head + ": " + (failure.detail.empty() ? message : failure.detail); };
 
   switch (failure.verdict) {
     case CallbackVerdict::kAuthRejected:
@@ -50,17 +48,15 @@ Error toError(const GitFailure& failure) {
   if (http && contains(lower, "403")) {
     return makeError(ErrorKind::kPermanent, "access denied to" + target + ": " + message, where);
   }
-  if (failure.network &&
-      ((http && contains(lower, "404")) || contains(lower, "repository not found") ||
-       contains(lower, "does not appear to be a git repository") || contains(lower, "no such repository") ||
-       contains(lower, "not exported"))) {
+  if (failure.network && ((http && contains(lower, "404")) || contains(lower, "repository not found") ||
+                          contains(lower, "does not appear to be a git repository") ||
+                          contains(lower, "no such repository") || contains(lower, "not exported"))) {
     return makeError(ErrorKind::kNotFound, "repository not found at" + target + ": " + message, where);
   }
   if (failure.code == GIT_ENOTFOUND) {
     return makeError(ErrorKind::kNotFound, failure.url.empty() ? message : failure.url + ": " + message, where);
   }
-  if (failure.code == GIT_EINVALIDSPEC || failure.code == GIT_EAMBIGUOUS ||
-      failure.error_class == GIT_ERROR_INVALID) {
+  if (failure.code == GIT_EINVALIDSPEC || failure.code == GIT_EAMBIGUOUS || failure.error_class == GIT_ERROR_INVALID) {
     return makeError(ErrorKind::kInvalid, failure.url.empty() ? message : failure.url + ": " + message, where);
   }
   if (failure.network) {

@@ -1,10 +1,10 @@
 #include "flotilla/git/known_hosts.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <cctype>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "flotilla/core/util.h"
 
@@ -50,8 +50,9 @@ bool globMatch(std::string_view pattern, std::string_view text) {
   size_t t = 0;
   size_t star = std::string_view::npos;
   size_t mark = 0;
-  auto same = [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) ==
-                                          std::tolower(static_cast<unsigned char>(b)); };
+  auto same = [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  };
   while (t < text.size()) {
     if (p < pattern.size() && (pattern[p] == '?' || same(pattern[p], text[t]))) {
       ++p;

@@ -2,11 +2,11 @@
 // (through toError in errors.cpp, the only mapping). Private to libs/git.
 #pragma once
 
-#include <git2.h>
-
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <git2.h>
 
 #include "flotilla/core/result.h"
 #include "flotilla/git/errors.h"

@@ -1,14 +1,14 @@
 #include "flotilla/git/mirror.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -116,8 +116,12 @@ Mirror::Mirror(Mirror&& other) noexcept = default;
 Mirror& Mirror::operator=(Mirror&& other) noexcept = default;
 Mirror::~Mirror() = default;
 
-const std::string& Mirror::path() const { return impl_->path; }
-const std::string& Mirror::url() const { return impl_->url; }
+const std::string& Mirror::path() const {
+  return impl_->path;
+}
+const std::string& Mirror::url() const {
+  return impl_->url;
+}
 
 Result<Mirror> Mirror::open(const std::string& path, const std::string& url, bool allow_local) {
   detail::ensureInit();
@@ -161,9 +165,8 @@ Result<Mirror> Mirror::open(const std::string& path, const std::string& url, boo
     if ((rc = git_remote_set_url(repo, kOrigin, url.c_str())) < 0) {
       return fail(localError(rc, "git_remote_set_url", "cannot update mirror " + path));
     }
-    log::info("git mirror now follows a new URL", {{"path", path},
-                                                   {"old_url", redactUrl(current != nullptr ? current : "")},
-                                                   {"url", redactUrl(url)}});
+    log::info("git mirror now follows a new URL",
+              {{"path", path}, {"old_url", redactUrl(current != nullptr ? current : "")}, {"url", redactUrl(url)}});
   }
   return Mirror(std::move(impl));
 }
@@ -186,9 +189,8 @@ Result<FetchResult> Mirror::fetch(const Credentials& credentials, const FetchOpt
   auto failed = [&](int rc, const char* function) {
     Error error = s.failure(rc, function);
     git_remote_disconnect(remote.get());
-    log::debug("git fetch failed", {{"url", s.displayUrl()},
-                                    {"kind", std::string(errorKindName(error.kind))},
-                                    {"error", error.message}});
+    log::debug("git fetch failed",
+               {{"url", s.displayUrl()}, {"kind", std::string(errorKindName(error.kind))}, {"error", error.message}});
     return fail(std::move(error));
   };
   // Connect once, read the advertisement, then download on the same connection: one round of negotiation.
@@ -275,8 +277,7 @@ Result<git_oid> Mirror::Impl::resolveOid(std::string_view ref) const {
   if (hex && name.size() == GIT_OID_HEXSZ) {
     git_oid oid;
     git_object* object = nullptr;
-    if (git_oid_fromstr(&oid, name.c_str()) == 0 &&
-        git_object_lookup(&object, repo.get(), &oid, GIT_OBJECT_ANY) == 0) {
+    if (git_oid_fromstr(&oid, name.c_str()) == 0 && git_object_lookup(&object, repo.get(), &oid, GIT_OBJECT_ANY) == 0) {
       GitPtr<git_object> owned(object);
       return peelToCommit(object, name);
     }
@@ -371,8 +372,7 @@ Result<GitPtr<git_tree>> Mirror::Impl::rootTree(std::string_view ref) const {
   return GitPtr<git_tree>(tree);
 }
 
-Result<Mirror::Impl::Found> Mirror::Impl::walk(git_tree* root, std::vector<std::string> parts,
-                                               bool follow_last) const {
+Result<Mirror::Impl::Found> Mirror::Impl::walk(git_tree* root, std::vector<std::string> parts, bool follow_last) const {
   const std::string shown = joinParts(parts);
   int hops = 0;
   while (true) {
@@ -477,8 +477,7 @@ Result<std::string> Mirror::Impl::blobText(const git_oid& oid, uint64_t max_byte
   const auto size = static_cast<uint64_t>(git_blob_rawsize(blob.get()));
   if (size > max_bytes) {
     return fail(ErrorKind::kInvalid,
-                "'" + shown + "' is " + std::to_string(size) + " bytes, over the limit of " +
-                    std::to_string(max_bytes),
+                "'" + shown + "' is " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes),
                 "Mirror");
   }
   return std::string(static_cast<const char*>(git_blob_rawcontent(blob.get())), size);
@@ -520,15 +519,15 @@ Result<std::string> Mirror::treeId(std::string_view commit, std::string_view sub
   return oidHex(*git_tree_id(tree->get()));
 }
 
-Status Mirror::Impl::collect(git_tree* tree, const std::string& prefix, int depth,
-                             std::vector<TreeEntry>& out) const {
+Status Mirror::Impl::collect(git_tree* tree, const std::string& prefix, int depth, std::vector<TreeEntry>& out) const {
   if (depth > kMaxTreeDepth) {
     return fail(ErrorKind::kInvalid, "directory nesting deeper than " + std::to_string(kMaxTreeDepth), "Mirror");
   }
   const size_t count = git_tree_entrycount(tree);
   for (size_t i = 0; i < count; ++i) {
     const git_tree_entry* entry = git_tree_entry_byindex(tree, i);
-    const std::string entry_path = prefix.empty() ? git_tree_entry_name(entry) : prefix + "/" + git_tree_entry_name(entry);
+    const std::string entry_path =
+        prefix.empty() ? git_tree_entry_name(entry) : prefix + "/" + git_tree_entry_name(entry);
     TreeEntry item{.path = entry_path, .oid = oidHex(*git_tree_entry_id(entry))};
     switch (git_tree_entry_filemode(entry)) {
       case GIT_FILEMODE_TREE: {
@@ -612,8 +611,7 @@ Status Mirror::Impl::exportDir(git_tree* tree, const std::string& dest, int dept
     if (!content.ok()) {
       if (content.error().kind == ErrorKind::kInvalid) {
         return fail(ErrorKind::kInvalid,
-                    "the tree is larger than the export limit of " + std::to_string(options.max_total_bytes) +
-                        " bytes",
+                    "the tree is larger than the export limit of " + std::to_string(options.max_total_bytes) + " bytes",
                     kWhere);
       }
       return fail(content.error());

@@ -37,9 +37,8 @@ Result<RemoteHeads> lsRemote(const std::string& url, const Credentials& credenti
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
   if (int rc = git_remote_connect(remote.get(), GIT_DIRECTION_FETCH, &callbacks, &proxy, nullptr); rc < 0) {
     Error error = s.failure(rc, "git_remote_connect");
-    log::debug("git ls-remote failed", {{"url", s.displayUrl()},
-                                        {"kind", std::string(errorKindName(error.kind))},
-                                        {"error", error.message}});
+    log::debug("git ls-remote failed",
+               {{"url", s.displayUrl()}, {"kind", std::string(errorKindName(error.kind))}, {"error", error.message}});
     return fail(std::move(error));
   }
   auto heads = s.heads(remote.get());

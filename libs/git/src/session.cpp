@@ -145,10 +145,9 @@ int RemoteSession::onCredentials(git_credential** out, const char* url, const ch
   const bool ssh_key = (allowed_types & (GIT_CREDENTIAL_SSH_MEMORY | GIT_CREDENTIAL_SSH_KEY)) != 0;
   if (ssh_key && !creds.ssh_private_key.empty()) {
     const std::string user = !url_user.empty() ? url_user : !creds.username.empty() ? creds.username : "git";
-    return git_credential_ssh_key_memory_new(out, user.c_str(),
-                                             creds.ssh_public_key.empty() ? nullptr : creds.ssh_public_key.c_str(),
-                                             creds.ssh_private_key.c_str(),
-                                             creds.ssh_passphrase.empty() ? nullptr : creds.ssh_passphrase.c_str());
+    return git_credential_ssh_key_memory_new(
+        out, user.c_str(), creds.ssh_public_key.empty() ? nullptr : creds.ssh_public_key.c_str(),
+        creds.ssh_private_key.c_str(), creds.ssh_passphrase.empty() ? nullptr : creds.ssh_passphrase.c_str());
   }
   if ((allowed_types & GIT_CREDENTIAL_USERPASS_PLAINTEXT) != 0) {
     if (!creds.token.empty()) {
@@ -158,8 +157,8 @@ int RemoteSession::onCredentials(git_credential** out, const char* url, const ch
     if (!creds.password.empty()) {
       const std::string user = !creds.username.empty() ? creds.username : url_user;
       if (user.empty()) {
-        return self->reject(CallbackVerdict::kNoCredentials, "a password is configured but no user name",
-                            GIT_EAUTH, GIT_ERROR_NET);
+        return self->reject(CallbackVerdict::kNoCredentials, "a password is configured but no user name", GIT_EAUTH,
+                            GIT_ERROR_NET);
       }
       return git_credential_userpass_plaintext_new(out, user.c_str(), creds.password.c_str());
     }
@@ -203,8 +202,7 @@ int RemoteSession::checkX509(const git_cert_x509& cert, bool valid, const std::s
   if (!valid) {
     // libgit2 keeps its own error (GIT_PASSTHROUGH); the verdict only improves the message.
     verdict_ = CallbackVerdict::kCertificateRejected;
-    detail_ = "not signed by a CA the system trusts, or not issued for " + host +
-              " (set ca_bundle for a private CA)";
+    detail_ = "not signed by a CA the system trusts, or not issued for " + host + " (set ca_bundle for a private CA)";
     log::warn("git server certificate rejected", {{"url", display_url_}, {"reason", detail_}});
   }
   return GIT_PASSTHROUGH;

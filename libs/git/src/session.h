@@ -23,7 +23,7 @@ class RemoteSession {
   //! kInvalid for a bad URL, unparsable known_hosts or CA bundle, or SSH without known_hosts (and without
   //! insecure_ignore_host_key). `credentials` must outlive the session.
   static Result<std::unique_ptr<RemoteSession>> create(const std::string& url, const Credentials& credentials,
-                                                        std::chrono::milliseconds timeout, bool allow_local);
+                                                       std::chrono::milliseconds timeout, bool allow_local);
 
   //! Callbacks whose payload is this session.
   git_remote_callbacks callbacks();

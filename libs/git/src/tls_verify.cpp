@@ -1,11 +1,11 @@
 #include "tls_verify.h"
 
+#include <string>
+
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
-
-#include <string>
 
 namespace flotilla::git::detail {
 namespace {
@@ -79,10 +79,10 @@ Status TrustStore::verify(const unsigned char* der, size_t length, std::string_v
   if (X509_verify_cert(ctx.get()) != 1) {
     int code = X509_STORE_CTX_get_error(ctx.get());
     ERR_clear_error();
-    return fail(ErrorKind::kPermanent,
-                std::string("certificate not trusted by the configured ca_bundle: ") +
-                    X509_verify_cert_error_string(code),
-                kWhere);
+    return fail(
+        ErrorKind::kPermanent,
+        std::string("certificate not trusted by the configured ca_bundle: ") + X509_verify_cert_error_string(code),
+        kWhere);
   }
   return okStatus();
 }

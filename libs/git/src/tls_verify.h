@@ -3,10 +3,10 @@
 // which receives the server's leaf certificate as DER. Private to libs/git.
 #pragma once
 
-#include <openssl/x509.h>
-
 #include <memory>
 #include <string_view>
+
+#include <openssl/x509.h>
 
 #include "flotilla/core/result.h"
 

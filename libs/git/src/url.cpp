@@ -37,10 +37,14 @@ int GitUrl::effectivePort() const {
   if (port != 0) {
     return port;
   }
-  if (scheme == "https") return 443;
-  if (scheme == "http") return 80;
-  if (scheme == "ssh") return 22;
-  if (scheme == "git") return 9418;
+  if (scheme == "https")
+    return 443;
+  if (scheme == "http")
+    return 80;
+  if (scheme == "ssh")
+    return 22;
+  if (scheme == "git")
+    return 9418;
   return 0;
 }
 

@@ -17,7 +17,9 @@ constexpr const char* kEcdsa =
     "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBHdrAmMiAWUMxQG2F3EFMoAsc7WOARfGMIb0ln0eWTXewecb6F9nmda9ieXH"
     "le9HJqSP/kQbaigo/maQ5Rc1qVU=";
 
-std::string blob(const char* base64) { return base64Decode(base64).value(); }
+std::string blob(const char* base64) {
+  return base64Decode(base64).value();
+}
 
 std::vector<KnownHost> parse(const std::string& text) {
   auto parsed = parseKnownHosts(text);
@@ -42,9 +44,9 @@ TEST(KnownHostsTest, ParsesPlainLinesMarkersAndComments) {
 // Malformed lines are rejected with their line number.
 TEST(KnownHostsTest, RejectsMalformedLines) {
   for (const std::string& text : {std::string("host ssh-ed25519\n"), std::string("host ssh-ed25519 !!!notbase64\n"),
-                                 std::string("host ssh-rsa ") + kEd25519 + "\n",  // type does not match the key
-                                 std::string("@bogus host ssh-ed25519 ") + kEd25519 + "\n",
-                                 std::string("|1|bad ssh-ed25519 ") + kEd25519 + "\n"}) {
+                                  std::string("host ssh-rsa ") + kEd25519 + "\n",  // type does not match the key
+                                  std::string("@bogus host ssh-ed25519 ") + kEd25519 + "\n",
+                                  std::string("|1|bad ssh-ed25519 ") + kEd25519 + "\n"}) {
     auto parsed = parseKnownHosts("# first\n" + text);
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_EQ(parsed.error().kind, ErrorKind::kInvalid);

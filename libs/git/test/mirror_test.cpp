@@ -1,14 +1,14 @@
 // Mirror against the real git server harness: fetch (full, incremental, pruning), resolving refs, reading
 // trees and files, tree ids for change detection, and exporting a tree to disk.
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <gtest/gtest.h>
+#include "flotilla/git/mirror.h"
 
 #include <filesystem>
 
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "flotilla/core/util.h"
-#include "flotilla/git/mirror.h"
 #include "flotilla/harness/git_server.h"
 
 namespace flotilla::git {
@@ -121,7 +121,7 @@ TEST_F(MirrorTest, ResolvesBranchesTagsAndShas) {
     names.push_back(ref.name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"refs/heads/main", "refs/heads/release/1.x", "refs/tags/light",
-                                              "refs/tags/v1.0.0"}));
+                                             "refs/tags/v1.0.0"}));
 }
 
 // Files and listings are read at a given commit, not at the branch tip.
@@ -171,14 +171,15 @@ TEST_F(MirrorTest, ReadsFilesAndListsTreesAtACommit) {
 
 // Symlinks that leave the repository or loop are refused when read through.
 TEST_F(MirrorTest, SymlinksThatEscapeOrLoopAreRefused) {
-  ASSERT_TRUE(server_->commit(repo_, CommitRequest{.files = {{"ok.yaml", "x: 1\n"}},
-                                                   .symlinks = {{"escape", "../../etc/passwd"},
-                                                                {"absolute", "/etc/passwd"},
-                                                                {"loop-a", "loop-b"},
-                                                                {"loop-b", "loop-a"},
-                                                                {"dirlink", "sub"},
-                                                                {"sub/file.yaml", "../ok.yaml"}},
-                                                   .message = "links"})
+  ASSERT_TRUE(server_
+                  ->commit(repo_, CommitRequest{.files = {{"ok.yaml", "x: 1\n"}},
+                                                .symlinks = {{"escape", "../../etc/passwd"},
+                                                             {"absolute", "/etc/passwd"},
+                                                             {"loop-a", "loop-b"},
+                                                             {"loop-b", "loop-a"},
+                                                             {"dirlink", "sub"},
+                                                             {"sub/file.yaml", "../ok.yaml"}},
+                                                .message = "links"})
                   .ok());
   Mirror mirror = openMirror(server_->httpUrl(repo_));
   fetchOk(mirror);
@@ -210,14 +211,15 @@ TEST_F(MirrorTest, TreeIdOfAPathIsStableWhenOnlyAnotherPathChanges) {
 
 // exportTree writes a subdirectory's files with their modes and its symlinks as symlinks.
 TEST_F(MirrorTest, ExportTreeWritesFilesModesAndSymlinks) {
-  ASSERT_TRUE(server_->commit(repo_, CommitRequest{.files = {{"deploy/app/a.yaml", "a: 1\n"},
-                                                             {"deploy/app/nested/b.yaml", "b: 2\n"},
-                                                             {"deploy/app/hook.sh", "#!/bin/sh\necho hi\n"},
-                                                             {"other/c.yaml", "c: 3\n"}},
-                                                   .executable = {"deploy/app/hook.sh"},
-                                                   .symlinks = {{"deploy/app/link.yaml", "a.yaml"},
-                                                                {"deploy/app/escape", "../../../etc/passwd"}},
-                                                   .message = "export me"})
+  ASSERT_TRUE(server_
+                  ->commit(repo_, CommitRequest{.files = {{"deploy/app/a.yaml", "a: 1\n"},
+                                                          {"deploy/app/nested/b.yaml", "b: 2\n"},
+                                                          {"deploy/app/hook.sh", "#!/bin/sh\necho hi\n"},
+                                                          {"other/c.yaml", "c: 3\n"}},
+                                                .executable = {"deploy/app/hook.sh"},
+                                                .symlinks = {{"deploy/app/link.yaml", "a.yaml"},
+                                                             {"deploy/app/escape", "../../../etc/passwd"}},
+                                                .message = "export me"})
                   .ok());
   Mirror mirror = openMirror(server_->httpUrl(repo_));
   fetchOk(mirror);

@@ -1,11 +1,12 @@
 // lsRemote against the real git server harness: every transport, TLS and SSH trust, auth, outages.
-#include <gtest/gtest.h>
+#include "flotilla/git/remote.h"
 
 #include <atomic>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "flotilla/core/log.h"
-#include "flotilla/git/remote.h"
 #include "flotilla/harness/git_server.h"
 
 namespace flotilla::git {
@@ -237,8 +238,8 @@ TEST_F(LsRemoteTest, CredentialsArePerCallAcrossThreads) {
   std::atomic<int> untrusted_rejected{0};
   auto run = [&](bool with_ca) {
     for (int i = 0; i < 6; ++i) {
-      auto heads = lsRemote(server_->httpsUrl("app"), with_ca ? Credentials{.ca_bundle = server_->caPem()}
-                                                              : Credentials{});
+      auto heads =
+          lsRemote(server_->httpsUrl("app"), with_ca ? Credentials{.ca_bundle = server_->caPem()} : Credentials{});
       if (with_ca && heads.ok()) {
         ++trusted_ok;
       }
@@ -257,8 +258,8 @@ TEST_F(LsRemoteTest, CredentialsArePerCallAcrossThreads) {
 
 // Bad URLs are rejected before any network traffic; an embedded password never appears in the message.
 TEST_F(LsRemoteTest, InvalidUrlsAreInvalid) {
-  for (const std::string url : {"", "not a url", "ftp://127.0.0.1/x.git", "/etc", "file:///etc",
-                                "https://user:hunter2@127.0.0.1/x.git"}) {
+  for (const std::string url :
+       {"", "not a url", "ftp://127.0.0.1/x.git", "/etc", "file:///etc", "https://user:hunter2@127.0.0.1/x.git"}) {
     auto heads = lsRemote(url, {});
     ASSERT_FALSE(heads.ok()) << url;
     EXPECT_EQ(heads.error().kind, ErrorKind::kInvalid) << url << ": " << heads.error().describe();
@@ -269,8 +270,11 @@ TEST_F(LsRemoteTest, InvalidUrlsAreInvalid) {
 // HTTPS basic auth: the right password works; a wrong one is a permanent "authentication failed" error
 // that names the URL but never the password; no credentials at all is "authentication required".
 TEST(LsRemoteAuthTest, BasicAuthAndTokens) {
-  auto started = GitServer::start({.git_daemon = false, .ssh = false, .basic_user = "alice",
-                                   .basic_password = "correct-horse", .token = "tok-0123456789"});
+  auto started = GitServer::start({.git_daemon = false,
+                                   .ssh = false,
+                                   .basic_user = "alice",
+                                   .basic_password = "correct-horse",
+                                   .token = "tok-0123456789"});
   ASSERT_TRUE(started.ok()) << started.error().describe();
   auto& server = **started;
   ASSERT_TRUE(server.createRepo("private").ok());
@@ -281,7 +285,8 @@ TEST(LsRemoteAuthTest, BasicAuthAndTokens) {
   ASSERT_TRUE(good.ok()) << good.error().describe() << "\n" << server.logTail();
   EXPECT_TRUE(good->branch("main").has_value());
 
-  auto wrong = lsRemote(url, Credentials{.username = "alice", .password = "wrong-battery", .ca_bundle = server.caPem()});
+  auto wrong =
+      lsRemote(url, Credentials{.username = "alice", .password = "wrong-battery", .ca_bundle = server.caPem()});
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error().kind, ErrorKind::kPermanent);
   EXPECT_NE(wrong.error().message.find("authentication failed"), std::string::npos) << wrong.error().describe();
@@ -304,8 +309,8 @@ TEST(LsRemoteAuthTest, BasicAuthAndTokens) {
 
 // A redirect to another host name: fine without credentials, but a secret is never sent to the new host.
 TEST(LsRemoteAuthTest, CredentialsAreNotSentToARedirectedHost) {
-  auto started = GitServer::start({.https = false, .git_daemon = false, .ssh = false, .basic_user = "alice",
-                                   .basic_password = "correct-horse"});
+  auto started = GitServer::start(
+      {.https = false, .git_daemon = false, .ssh = false, .basic_user = "alice", .basic_password = "correct-horse"});
   ASSERT_TRUE(started.ok()) << started.error().describe();
   auto& server = **started;
   ASSERT_TRUE(server.createRepo("private").ok());

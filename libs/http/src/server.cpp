@@ -1,12 +1,12 @@
 #include "flotilla/http/server.h"
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 #include "flotilla/core/log.h"
 
@@ -103,6 +103,23 @@ struct Server::Impl {
         reply.result(bhttp::status::payload_too_large);
         reply.body() = "request body over " + std::to_string(options.max_body_bytes) + " bytes\n";
         log::warn("http request rejected: body too large", {{"remote", remote}, {"limit", options.max_body_bytes}});
+        if (options.on_body_too_large) {
+          Request rejected;
+          auto& message = parser.get();
+          rejected.method = std::string(message.method_string());
+          std::string target(message.target());
+          rejected.path = target.substr(0, target.find('?'));
+          for (const auto& field : message) {
+            auto name = field.name_string();
+            rejected.headers[lower(std::string_view(name.data(), name.size()))] = std::string(field.value());
+          }
+          rejected.remote_address = remote;
+          try {
+            options.on_body_too_large(rejected);
+          } catch (const std::exception& e) {
+            log::error("http body-too-large callback threw", {{"error", e.what()}});
+          }
+        }
       } else if (read_ec) {
         break;
       } else {
@@ -158,7 +175,9 @@ struct Server::Impl {
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::map<std::string, Handler> routes) {
   auto impl = std::make_unique<Impl>();
@@ -181,10 +200,10 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::map<st
     impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   }
   if (ec) {
-    return fail(ErrorKind::kPermanent,
-                "cannot listen on " + impl->options.address + ":" + std::to_string(impl->options.port) + ": " +
-                    ec.message(),
-                "http::Server::start");
+    return fail(
+        ErrorKind::kPermanent,
+        "cannot listen on " + impl->options.address + ":" + std::to_string(impl->options.port) + ": " + ec.message(),
+        "http::Server::start");
   }
   Impl* raw = impl.get();
   asio::co_spawn(raw->io, raw->acceptLoop(), asio::detached);
@@ -192,7 +211,9 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::map<st
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-uint16_t Server::port() const { return impl_->acceptor.local_endpoint().port(); }
+uint16_t Server::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
 
 void Server::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) {

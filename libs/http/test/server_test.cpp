@@ -33,9 +33,9 @@ TEST(HttpServerTest, ServesStandardRoutes) {
   metrics.counter("requests_total", "Requests").Increment();
   bool ready = false;
   auto server = Server::start({}, standardRoutes(metrics, [&](std::string& why) {
-                                 why = "nats not connected";
-                                 return ready;
-                               }));
+                                why = "nats not connected";
+                                return ready;
+                              }));
   ASSERT_TRUE(server.ok()) << server.error().describe();
   uint16_t port = (*server)->port();
   ASSERT_NE(port, 0);
@@ -55,7 +55,9 @@ TEST(HttpServerTest, ServesStandardRoutes) {
 
 TEST(HttpServerTest, RejectsBodiesOverTheCapWith413) {
   std::map<std::string, Handler> routes;
-  routes[routeKey("POST", "/hook")] = [](const Request& r) { return Response::text(200, std::to_string(r.body.size())); };
+  routes[routeKey("POST", "/hook")] = [](const Request& r) {
+    return Response::text(200, std::to_string(r.body.size()));
+  };
   auto server = Server::start({.max_body_bytes = 1024}, routes);
   ASSERT_TRUE(server.ok());
   auto small = curl((*server)->port(), "/hook", {"-X", "POST", "--data-binary", std::string(100, 'x')});

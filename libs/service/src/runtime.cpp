@@ -1,9 +1,9 @@
 #include "flotilla/service/runtime.h"
 
-#include <signal.h>
-
 #include <cstdlib>
 #include <sstream>
+
+#include <signal.h>
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -150,6 +150,12 @@ Status Runtime::serveHttp(std::map<std::string, http::Handler> extra) {
   options.port = static_cast<uint16_t>(std::atoi(http_address_.c_str() + colon + 1));
   auto routes = http::standardRoutes(metrics_, [this](std::string& why) {
     std::lock_guard lock(checks_mutex_);
+    // Not ready until the service has said what "ready" means: a process that has only started its HTTP
+    // server must not receive traffic or count as rolled out.
+    if (checks_.empty()) {
+      why = "starting: no readiness check registered yet";
+      return false;
+    }
     for (auto& [name, check] : checks_) {
       std::string reason;
       if (!check(reason)) {
@@ -172,7 +178,9 @@ Status Runtime::serveHttp(std::map<std::string, http::Handler> extra) {
   return {};
 }
 
-uint16_t Runtime::httpPort() const { return http_ ? http_->port() : 0; }
+uint16_t Runtime::httpPort() const {
+  return http_ ? http_->port() : 0;
+}
 
 void Runtime::addReadinessCheck(std::string name, std::function<bool(std::string& why)> check) {
   std::lock_guard lock(checks_mutex_);

@@ -1,9 +1,9 @@
 #include "flotilla/service/hub.h"
 
-#include <gtest/gtest.h>
-
 #include <optional>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/harness/nats_server.h"
 

@@ -1,8 +1,8 @@
 #include "flotilla/service/runtime.h"
 
-#include <gtest/gtest.h>
-
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/core/process.h"
 
@@ -31,17 +31,19 @@ TEST(RuntimeTest, ServesHealthAndReadinessAndStopsOnRequest) {
   ASSERT_TRUE(config.ok());
   auto runtime = Runtime::start("svctest", *config);
   ASSERT_TRUE(runtime.ok()) << runtime.error().describe();
-  bool ready = false;
-  (*runtime)->addReadinessCheck("nats", [&](std::string& why) {
-    why = "not connected";
-    return ready;
-  });
   std::string base = "http://127.0.0.1:" + std::to_string((*runtime)->httpPort());
   auto status = [&](const std::string& path) {
     auto r = runCommand({.argv = {"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", base + path}});
     return r.ok() ? r->out : std::string();
   };
   EXPECT_EQ(status("/healthz"), "200");
+  // Before the service registers any readiness check it is starting, not ready.
+  EXPECT_EQ(status("/readyz"), "503");
+  bool ready = false;
+  (*runtime)->addReadinessCheck("nats", [&](std::string& why) {
+    why = "not connected";
+    return ready;
+  });
   EXPECT_EQ(status("/readyz"), "503");
   ready = true;
   EXPECT_EQ(status("/readyz"), "200");

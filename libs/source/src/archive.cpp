@@ -1,11 +1,11 @@
 #include "flotilla/source/archive.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include <unistd.h>
 
 #include "flotilla/core/json.h"
 #include "flotilla/core/util.h"
@@ -63,7 +63,9 @@ std::string encode(const Archive& archive) {
   return root.dump();
 }
 
-std::string objectName(std::string_view encoded) { return sha256Hex(encoded); }
+std::string objectName(std::string_view encoded) {
+  return sha256Hex(encoded);
+}
 
 Result<Archive> decode(std::string_view json) {
   auto parsed = Json::parse(json);
@@ -90,8 +92,8 @@ Result<Archive> decode(std::string_view json) {
       file.path = entry.getString("path");
       file.mode = entry.getString("mode", "100644");
       if (!isSafeRelativePath(file.path)) {
-        return fail(ErrorKind::kInvalid, "source archive: files[" + std::to_string(i) + "]: unsafe path \"" +
-                                             file.path + "\"");
+        return fail(ErrorKind::kInvalid,
+                    "source archive: files[" + std::to_string(i) + "]: unsafe path \"" + file.path + "\"");
       }
       auto content = base64Decode(entry.getString("content"));
       if (!content.ok()) {

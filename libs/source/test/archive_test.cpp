@@ -29,8 +29,8 @@ TEST(ArchiveTest, EncodeIsCanonicalAndRoundTrips) {
 
 TEST(ArchiveTest, DecodeRejectsUnsafePaths) {
   for (const char* path : {"../etc/passwd", "/abs", "a/../../b", "a//b", "./a"}) {
-    std::string json = R"({"apiVersion":"sources.flotilla.io/v1","files":[{"path":")" + std::string(path) +
-                       R"(","content":""}]})";
+    std::string json =
+        R"({"apiVersion":"sources.flotilla.io/v1","files":[{"path":")" + std::string(path) + R"(","content":""}]})";
     auto decoded = decode(json);
     ASSERT_FALSE(decoded.ok()) << path;
     EXPECT_EQ(decoded.error().kind, ErrorKind::kInvalid);

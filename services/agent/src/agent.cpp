@@ -46,9 +46,13 @@ Result<milliseconds> parseInterval(std::string_view text) {
   return *duration;
 }
 
-std::string heartbeatSubjectFor(std::string_view cluster) { return events::statusSubject(cluster, ""); }
+std::string heartbeatSubjectFor(std::string_view cluster) {
+  return events::statusSubject(cluster, "");
+}
 
-std::string consumerName(std::string_view cluster) { return "agent-" + events::escapeToken(cluster); }
+std::string consumerName(std::string_view cluster) {
+  return "agent-" + events::escapeToken(cluster);
+}
 
 Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
              std::shared_ptr<kube::KubeClient> kube, Metrics& metrics)
@@ -74,11 +78,13 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::shared_p
   if (!js || !kube) {
     return fail(ErrorKind::kInvalid, "agent: JetStream and Kubernetes client are required");
   }
-  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(js), std::move(manifests), std::move(kube),
-                                          metrics));
+  return std::unique_ptr<Agent>(
+      new Agent(std::move(options), std::move(js), std::move(manifests), std::move(kube), metrics));
 }
 
-Agent::~Agent() { stop(); }
+Agent::~Agent() {
+  stop();
+}
 
 void Agent::start() {
   std::lock_guard lock(mutex_);
@@ -143,8 +149,8 @@ Result<events::RegisterReply> Agent::registerOnce() {
     log::warn("cannot read the Kubernetes version; registering without it",
               {{"cluster", options_.cluster_name}, {"error", version.error().describe()}});
   }
-  auto reply = js_->connection()->request(events::kRegisterSubject, events::encode(request).dump(),
-                                          options_.register_timeout);
+  auto reply =
+      js_->connection()->request(events::kRegisterSubject, events::encode(request).dump(), options_.register_timeout);
   FLOTILLA_TRY(reply);
   auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
   FLOTILLA_TRY(decoded);
@@ -260,15 +266,13 @@ void Agent::handleMessage(bus::Message& message) {
       break;
   }
   if (!settled.ok()) {
-    metrics_.counter("ack_failures_total", "Failed ack/nak/term calls (the message will be redelivered)")
-        .Increment();
+    metrics_.counter("ack_failures_total", "Failed ack/nak/term calls (the message will be redelivered)").Increment();
     log::warn("could not settle a deploy message", {{"action", action}, {"error", settled.error().describe()}});
   }
   in_flight.Decrement();
   metrics_.counter("messages_total", "Deploy messages handled, by bus action", {{"action", action}}).Increment();
   metrics_.counter("deploys_total", "Deploy events handled, by outcome", {{"outcome", outcome.result}}).Increment();
-  metrics_
-      .histogram("handler_duration_seconds", "Time to handle one deploy message", Metrics::durationBuckets())
+  metrics_.histogram("handler_duration_seconds", "Time to handle one deploy message", Metrics::durationBuckets())
       .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 

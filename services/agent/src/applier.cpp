@@ -8,7 +8,9 @@
 namespace flotilla::agent {
 namespace {
 
-bool transient(const Error& error) { return error.kind == ErrorKind::kTransient || error.kind == ErrorKind::kWait; }
+bool transient(const Error& error) {
+  return error.kind == ErrorKind::kTransient || error.kind == ErrorKind::kWait;
+}
 
 // A manifest element that is not a usable object still gets a name in the report.
 ObjectRef lenientRef(const Json& object, size_t index) {
@@ -73,9 +75,8 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
     outcome.apply_failed = true;
     outcome.error = applied.error().message;
     metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "failed"}}).Increment();
-    log::warn("object rejected", {{"object", planned.ref.describe()},
-                                  {"owner", request.owner},
-                                  {"error", applied.error().describe()}});
+    log::warn("object rejected",
+              {{"object", planned.ref.describe()}, {"owner", request.owner}, {"error", applied.error().describe()}});
     return outcome;
   }
   Health health = evaluateHealth(*applied);
@@ -113,8 +114,8 @@ Status Applier::waitForCrds(std::vector<std::pair<size_t, std::string>>& crds, s
         metrics_.counter("crd_wait_timeouts_total", "CRDs not Established within --crd-timeout").Increment();
         log::warn("CRD not established in time; its custom resources will fail",
                   {{"crd", outcome.ref.name}, {"timeout_ms", static_cast<int64_t>(options_.crd_timeout.count())}});
-        outcome.message = "not established after " + std::to_string(options_.crd_timeout.count()) + " ms: " +
-                          outcome.message;
+        outcome.message =
+            "not established after " + std::to_string(options_.crd_timeout.count()) + " ms: " + outcome.message;
         break;
       }
       if (stopping_()) {

@@ -37,9 +37,9 @@ StatusPublisher::StatusPublisher(std::shared_ptr<bus::JetStream> js, std::string
     : js_(std::move(js)), cluster_(std::move(cluster)), metrics_(metrics), agent_version_(std::move(agent_version)) {}
 
 int64_t StatusPublisher::nextSequence(const std::string& bundle) {
-  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   std::lock_guard lock(mutex_);
   int64_t& last = sequences_[bundle];
   last = std::max(last + 1, now);
@@ -73,10 +73,8 @@ Status StatusPublisher::publish(events::StatusEvent event) {
     }
     last = ack.error();
     metrics_.counter("status_publish_failures_total", "Failed attempts to publish a StatusEvent").Increment();
-    log::warn("status publish failed", {{"cluster", cluster_},
-                                        {"bundle", event.bundle},
-                                        {"attempt", attempt},
-                                        {"error", last.describe()}});
+    log::warn("status publish failed",
+              {{"cluster", cluster_}, {"bundle", event.bundle}, {"attempt", attempt}, {"error", last.describe()}});
     if (attempt < kPublishAttempts) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
     }
@@ -108,8 +106,8 @@ Result<std::string> ManifestSource::get(std::string_view manifest_id) {
 // ---- DeployHandler --------------------------------------------------------------------------------------------
 
 DeployHandler::DeployHandler(std::string cluster, Applier& applier, InventoryStore& inventories,
-                             ManifestSource& manifests, StatusPublisher& publisher,
-                             Metrics& metrics, DeployHandlerOptions options)
+                             ManifestSource& manifests, StatusPublisher& publisher, Metrics& metrics,
+                             DeployHandlerOptions options)
     : cluster_(std::move(cluster)),
       applier_(applier),
       inventories_(inventories),
@@ -141,8 +139,9 @@ Outcome DeployHandler::handle(std::string_view data, const Delivery& delivery) {
 Outcome DeployHandler::transientFailure(const events::DeployEvent& event, const Delivery& delivery,
                                         std::string_view step, const Error& error) {
   auto delay = backoff(delivery.delivery_count);
-  metrics_.counter("deploy_retries_total", "Deploy events naked for a transient failure, by step",
-                   {{"step", std::string(step)}})
+  metrics_
+      .counter("deploy_retries_total", "Deploy events naked for a transient failure, by step",
+               {{"step", std::string(step)}})
       .Increment();
   log::warn("transient failure, will retry", {{"cluster", cluster_},
                                               {"workspace", event.workspace},
@@ -226,9 +225,8 @@ Outcome DeployHandler::handleEvent(const events::DeployEvent& event, const Deliv
   } else {
     // A damaged inventory cannot say what to prune: start over from the new manifest (nothing is deleted).
     metrics_.counter("inventory_invalid_total", "Inventories that could not be read and were replaced").Increment();
-    log::error("ignoring an unreadable inventory", {{"cluster", cluster_},
-                                                    {"bundle", event.bundle},
-                                                    {"error", loaded.error().describe()}});
+    log::error("ignoring an unreadable inventory",
+               {{"cluster", cluster_}, {"bundle", event.bundle}, {"error", loaded.error().describe()}});
   }
   if (inventory && inventory->generation > event.generation) {
     metrics_.counter("stale_events_total", "Deploy events older than the last one handled").Increment();
@@ -405,13 +403,13 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
   if (!removed.ok()) {
     return transientFailure(event, delivery, "inventory", removed.error());
   }
-  BundleReport done{.state = model::BundleState::kReady,
-                    .reason = std::string(kReasonDeleted),
-                    .message = "removed " + std::to_string(pruned->deleted + pruned->gone) + " objects" +
-                               (pruned->orphaned.empty()
-                                    ? std::string()
-                                    : ", kept " + std::to_string(pruned->orphaned.size()) +
-                                          " (CRDs without deleteCRDResources, or adopted by another bundle)")};
+  BundleReport done{
+      .state = model::BundleState::kReady,
+      .reason = std::string(kReasonDeleted),
+      .message = "removed " + std::to_string(pruned->deleted + pruned->gone) + " objects" +
+                 (pruned->orphaned.empty() ? std::string()
+                                           : ", kept " + std::to_string(pruned->orphaned.size()) +
+                                                 " (CRDs without deleteCRDResources, or adopted by another bundle)")};
   auto published = report(event, done, "", {}, /*forget=*/true);
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());
@@ -433,8 +431,7 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
   if (!data.ok()) {
     if (data.error().kind == ErrorKind::kNotFound) {
       return rejectWithReport(event, delivery, kReasonManifestNotFound,
-                              "manifest " + event.manifest_id + " is not in the manifests object store",
-                              "invalid");
+                              "manifest " + event.manifest_id + " is not in the manifests object store", "invalid");
     }
     return transientFailure(event, delivery, "manifest", data.error());
   }
@@ -449,14 +446,14 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
   for (const auto& ref : current.objects) {
     known.insert(ref.identity());
   }
-  ApplyRequest request{.owner = owner,
-                       .manifest = std::move(manifest).value(),
-                       .namespaces = {.default_namespace = options.default_namespace,
-                                      .target_namespace = options.target_namespace},
-                       .force = wantsForce(options),
-                       .owned = known,
-                       .namespace_labels = options.namespace_labels.value_or(model::Labels{}),
-                       .namespace_annotations = options.namespace_annotations.value_or(model::Labels{})};
+  ApplyRequest request{
+      .owner = owner,
+      .manifest = std::move(manifest).value(),
+      .namespaces = {.default_namespace = options.default_namespace, .target_namespace = options.target_namespace},
+      .force = wantsForce(options),
+      .owned = known,
+      .namespace_labels = options.namespace_labels.value_or(model::Labels{}),
+      .namespace_annotations = options.namespace_annotations.value_or(model::Labels{})};
   // The applier calls this before each stage with the refs it is about to create.
   request.record_intent = [&](const std::vector<ObjectRef>& planned) -> Status {
     bool grew = false;
@@ -474,8 +471,9 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
   if (!applied.ok()) {
     return transientFailure(event, delivery, "apply", applied.error());
   }
-  metrics_.histogram("apply_duration_seconds", "Time to apply one bundle (manifest load to last object)",
-                     Metrics::durationBuckets())
+  metrics_
+      .histogram("apply_duration_seconds", "Time to apply one bundle (manifest load to last object)",
+                 Metrics::durationBuckets())
       .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
   // 4. Prune what left the bundle, never down to nothing without an explicit delete.
@@ -547,8 +545,9 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());
   }
-  metrics_.counter("deploy_states_total", "Bundles applied, by resulting state",
-                   {{"state", std::string(model::stateName(bundle_report.state))}})
+  metrics_
+      .counter("deploy_states_total", "Bundles applied, by resulting state",
+               {{"state", std::string(model::stateName(bundle_report.state))}})
       .Increment();
   log::info("bundle applied", {{"cluster", cluster_},
                                {"workspace", event.workspace},
@@ -617,19 +616,16 @@ size_t DeployHandler::resync() {
     auto health = applier_.checkHealth(bundle.objects);
     if (!health.ok()) {
       metrics_.counter("resync_errors_total", "Health re-checks that could not read the cluster").Increment();
-      log::warn("resync could not read the cluster", {{"cluster", cluster_},
-                                                      {"bundle", bundle.bundle},
-                                                      {"error", health.error().describe()}});
+      log::warn("resync could not read the cluster",
+                {{"cluster", cluster_}, {"bundle", bundle.bundle}, {"error", health.error().describe()}});
       continue;
     }
     BundleReport bundle_report = summarize(*health);
     if (bundle.state && *bundle.state == bundle_report.state) {
       continue;
     }
-    events::DeployEvent origin{.cluster = cluster_,
-                               .workspace = bundle.workspace,
-                               .bundle = bundle.bundle,
-                               .generation = bundle.generation};
+    events::DeployEvent origin{
+        .cluster = cluster_, .workspace = bundle.workspace, .bundle = bundle.bundle, .generation = bundle.generation};
     auto sent = report(origin, bundle_report, bundle.deployment_id, bundle.objects);
     if (!sent.ok()) {
       continue;  // counted by the publisher; the next resync tries again

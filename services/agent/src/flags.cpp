@@ -5,8 +5,9 @@ namespace flotilla::agent {
 std::map<std::string, std::string> agentFlags() {
   return {
       {"cluster-name", "name of this downstream cluster on the hub (required)"},
-      {"kubeconfig", "kubeconfig of the downstream cluster (default: in-cluster service account, then $KUBECONFIG, "
-                     "then ~/.kube/config)"},
+      {"kubeconfig",
+       "kubeconfig of the downstream cluster (default: in-cluster service account, then $KUBECONFIG, "
+       "then ~/.kube/config)"},
       {"kube-context", "context in --kubeconfig (default: its current-context)"},
       {"labels", "cluster labels for targeting, k=v,k2=v2"},
       {"heartbeat-interval", "how often to send a heartbeat (default 30s)"},
@@ -33,9 +34,9 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
     const char* name;
     std::chrono::milliseconds* target;
   };
-  for (auto [name, target] : {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
-                              IntervalFlag{"resync-interval", &options.resync_interval},
-                              IntervalFlag{"crd-timeout", &options.crd_timeout}}) {
+  for (auto [name, target] :
+       {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
+        IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

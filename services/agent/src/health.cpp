@@ -9,16 +9,36 @@ namespace flotilla::agent {
 namespace {
 
 constexpr std::array<std::string_view, 22> kReadyOnceApplied = {
-    "ConfigMap",          "Secret",           "ServiceAccount",          "Role",
-    "RoleBinding",        "ClusterRole",      "ClusterRoleBinding",      "ResourceQuota",
-    "LimitRange",         "NetworkPolicy",    "PodDisruptionBudget",     "PriorityClass",
-    "StorageClass",       "IngressClass",     "Endpoints",               "EndpointSlice",
-    "RuntimeClass",       "Lease",            "PodTemplate",             "ValidatingWebhookConfiguration",
-    "MutatingWebhookConfiguration",           "HorizontalPodAutoscaler",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ResourceQuota",
+    "LimitRange",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "StorageClass",
+    "IngressClass",
+    "Endpoints",
+    "EndpointSlice",
+    "RuntimeClass",
+    "Lease",
+    "PodTemplate",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "HorizontalPodAutoscaler",
 };
 
-Health ready() { return Health{true, {}}; }
-Health notReady(std::string message) { return Health{false, std::move(message)}; }
+Health ready() {
+  return Health{true, {}};
+}
+Health notReady(std::string message) {
+  return Health{false, std::move(message)};
+}
 
 int64_t intAt(const Json& object, std::initializer_list<std::string_view> path, int64_t fallback) {
   const Json* value = object.at(path);
@@ -44,7 +64,9 @@ std::string stringAt(const Json& object, std::initializer_list<std::string_view>
   return value != nullptr && value->isString() ? value->asString() : std::string();
 }
 
-bool conditionTrue(const Json* c) { return c != nullptr && c->getString("status") == "True"; }
+bool conditionTrue(const Json* c) {
+  return c != nullptr && c->getString("status") == "True";
+}
 
 std::string conditionText(const Json& c) {
   std::string text = c.getString("type") + "=" + c.getString("status");
@@ -150,8 +172,7 @@ Health jobHealth(const Json& live) {
   if (conditionTrue(condition(live, "Complete"))) {
     return ready();
   }
-  return notReady("job has not completed (" + std::to_string(intAt(live, {"status", "succeeded"}, 0)) +
-                  " succeeded)");
+  return notReady("job has not completed (" + std::to_string(intAt(live, {"status", "succeeded"}, 0)) + " succeeded)");
 }
 
 Health podHealth(const Json& live) {

@@ -39,8 +39,8 @@ std::string inventoryName(std::string_view workspace, std::string_view bundle) {
 Json encodeInventory(const Inventory& inventory) {
   Json objects = Json::array();
   for (const auto& ref : inventory.objects) {
-    objects.push(Json::obj(
-        {{"apiVersion", ref.api_version}, {"kind", ref.kind}, {"namespace", ref.ns}, {"name", ref.name}}));
+    objects.push(
+        Json::obj({{"apiVersion", ref.api_version}, {"kind", ref.kind}, {"namespace", ref.ns}, {"name", ref.name}}));
   }
   return Json::obj({{"workspace", inventory.workspace},
                     {"bundle", inventory.bundle},
@@ -176,8 +176,8 @@ Status InventoryStore::remove(std::string_view workspace, std::string_view bundl
 }
 
 Result<std::vector<Inventory>> InventoryStore::list() {
-  auto listed = client_.list("v1", "ConfigMap", ns_,
-                             kube::ListOptions{.label_selector = std::string(kInventoryLabel) + "=true"});
+  auto listed =
+      client_.list("v1", "ConfigMap", ns_, kube::ListOptions{.label_selector = std::string(kInventoryLabel) + "=true"});
   if (!listed.ok()) {
     if (listed.error().kind == ErrorKind::kNotFound) {
       return std::vector<Inventory>();
@@ -189,7 +189,8 @@ Result<std::vector<Inventory>> InventoryStore::list() {
     auto inventory = inventoryFromConfigMap(item);
     if (!inventory.ok()) {
       log::warn("skipping an inventory that does not decode",
-                {{"configmap", item.at({"metadata", "name"}) != nullptr ? *item.at({"metadata", "name"}) : Json()}, {"error", inventory.error().describe()}});
+                {{"configmap", item.at({"metadata", "name"}) != nullptr ? *item.at({"metadata", "name"}) : Json()},
+                 {"error", inventory.error().describe()}});
       continue;
     }
     inventories.push_back(std::move(inventory).value());

@@ -57,7 +57,9 @@ std::string ObjectRef::group() const {
   return slash == std::string::npos ? std::string() : api_version.substr(0, slash);
 }
 
-std::string ObjectRef::identity() const { return group() + "|" + kind + "|" + ns + "|" + name; }
+std::string ObjectRef::identity() const {
+  return group() + "|" + kind + "|" + ns + "|" + name;
+}
 
 Result<ObjectRef> objectRefOf(const Json& object) {
   if (!object.isObject()) {
@@ -101,9 +103,13 @@ bool isCrd(const ObjectRef& ref) {
   return ref.kind == "CustomResourceDefinition" && ref.group() == "apiextensions.k8s.io";
 }
 
-bool isNamespace(const ObjectRef& ref) { return ref.kind == "Namespace" && ref.api_version == "v1"; }
+bool isNamespace(const ObjectRef& ref) {
+  return ref.kind == "Namespace" && ref.api_version == "v1";
+}
 
-bool isDefinitionKind(const ObjectRef& ref) { return isCrd(ref) || isNamespace(ref); }
+bool isDefinitionKind(const ObjectRef& ref) {
+  return isCrd(ref) || isNamespace(ref);
+}
 
 Stage stageOf(const ObjectRef& ref, bool namespaced) {
   if (isDefinitionKind(ref)) {

@@ -1,6 +1,5 @@
 #include "flotilla/agent/report.h"
 
-
 namespace flotilla::agent {
 namespace {
 
@@ -69,9 +68,8 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   } else if (!not_ready.empty()) {
     report.state = model::BundleState::kNotReady;
     report.reason = std::string(kReasonNotReady);
-    report.message = listMessage(std::to_string(not_ready.size()) + " of " + std::to_string(outcomes.size()) +
-                                     " objects not ready",
-                                 not_ready);
+    report.message = listMessage(
+        std::to_string(not_ready.size()) + " of " + std::to_string(outcomes.size()) + " objects not ready", not_ready);
   }
   return report;
 }

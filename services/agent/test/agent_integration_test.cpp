@@ -2,8 +2,6 @@
 // The scheduler is played by the test: a NATS responder answers flotilla.register, the test puts manifests in
 // the object store and publishes DeployEvents, and reads StatusEvents back from FLOTILLA_STATUS. Tests share
 // one kube-apiserver per process; each uses its own cluster name, agent namespace, bundles and namespaces.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <functional>
 #include <map>
@@ -13,6 +11,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/agent/agent.h"
 #include "flotilla/agent/health.h"
@@ -32,7 +32,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string unique(const std::string& prefix) { return prefix + "-" + randomHex(4); }
+std::string unique(const std::string& prefix) {
+  return prefix + "-" + randomHex(4);
+}
 
 bool eventually(const std::function<bool()>& condition, milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -66,9 +68,9 @@ class StatusReader {
   Status open(const std::shared_ptr<bus::JetStream>& js, const std::string& cluster) {
     js_ = js;
     durable_ = unique("status-reader");
-    auto ensured = js->ensureConsumer(service::kStatusStream,
-                                      bus::ConsumerConfig{.durable = durable_,
-                                                          .filter_subject = events::statusFilter(cluster)});
+    auto ensured =
+        js->ensureConsumer(service::kStatusStream,
+                           bus::ConsumerConfig{.durable = durable_, .filter_subject = events::statusFilter(cluster)});
     FLOTILLA_TRY(ensured);
     auto bound = js->bindPull(service::kStatusStream, durable_);
     FLOTILLA_TRY(bound);
@@ -125,7 +127,8 @@ class StatusReader {
   }
   std::optional<events::StatusEvent> waitForState(const std::string& bundle, const std::string& state,
                                                   milliseconds timeout = seconds(60)) {
-    return waitFor(bundle, [&](const events::StatusEvent& s) { return s.state == state; }, timeout);
+    return waitFor(
+        bundle, [&](const events::StatusEvent& s) { return s.state == state; }, timeout);
   }
   //! Every status seen so far for `bundle`.
   std::vector<events::StatusEvent> all(const std::string& bundle) {
@@ -243,8 +246,8 @@ class AgentTest : public ::testing::Test {
     return options;
   }
 
-  void startAgent(std::shared_ptr<kube::KubeClient> kube = nullptr, bool wait_ready = true,
-                  bool lazy_manifests = false, std::optional<AgentOptions> custom = std::nullopt) {
+  void startAgent(std::shared_ptr<kube::KubeClient> kube = nullptr, bool wait_ready = true, bool lazy_manifests = false,
+                  std::optional<AgentOptions> custom = std::nullopt) {
     metrics_ = std::make_unique<Metrics>("agent");
     auto agent = Agent::create(custom ? *custom : agentOptions(), js_, lazy_manifests ? nullptr : manifests_,
                                kube ? kube : newKubeClient(), *metrics_);
@@ -304,8 +307,7 @@ class AgentTest : public ::testing::Test {
                    const std::string& name) {
     return kube_->get(api_version, kind, ns, name);
   }
-  bool exists(const std::string& api_version, const std::string& kind, const std::string& ns,
-              const std::string& name) {
+  bool exists(const std::string& api_version, const std::string& kind, const std::string& ns, const std::string& name) {
     return get(api_version, kind, ns, name).ok();
   }
   //! Gone, or being deleted (a Namespace stays Terminating without the namespace controller).
@@ -393,8 +395,8 @@ TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
   startAgent();
   std::string ns = unique("app");
   std::string bundle = unique("bundle");
-  std::string id = putManifest({namespaceObject(ns), configMap("settings", "", {{"a", "1"}}),
-                                configMap("other", ns, {{"b", "2"}})});
+  std::string id =
+      putManifest({namespaceObject(ns), configMap("settings", "", {{"a", "1"}}), configMap("other", ns, {{"b", "2"}})});
   auto event = deploy(bundle, id, Json::obj({{"defaultNamespace", ns}}));
   auto status = status_.waitForState(bundle, "Ready");
   ASSERT_TRUE(status) << "no Ready status";
@@ -413,8 +415,8 @@ TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
   EXPECT_TRUE(inv->applied);
   EXPECT_EQ(inv->objects.size(), 3u);
   ASSERT_FALSE(status_.msgIds().empty());
-  EXPECT_TRUE(startsWith(status_.msgIds().back(), "status/" + cluster_name_ + "/" + bundle + "/" +
-                                                      event.deployment_id + "/Ready/"))
+  EXPECT_TRUE(startsWith(status_.msgIds().back(),
+                         "status/" + cluster_name_ + "/" + bundle + "/" + event.deployment_id + "/Ready/"))
       << status_.msgIds().back();
   EXPECT_EQ(metric("objects_applied_total", {{"result", "ok"}}), 3);
   EXPECT_EQ(metric("deploys_total", {{"outcome", "applied"}}), 1);
@@ -455,18 +457,18 @@ TEST_F(AgentTest, NewManifestUpdatesAndPrunes) {
   std::string ns = unique("app");
   std::string bundle = unique("bundle");
   Json options = Json::obj({{"defaultNamespace", ns}});
-  deploy(bundle, putManifest({configMap("keep", "", {{"k", "1"}}), configMap("change", "", {{"k", "1"}}),
-                              configMap("drop", "", {{"k", "1"}})}),
+  deploy(bundle,
+         putManifest({configMap("keep", "", {{"k", "1"}}), configMap("change", "", {{"k", "1"}}),
+                      configMap("drop", "", {{"k", "1"}})}),
          options);
   ASSERT_TRUE(status_.waitForState(bundle, "Ready"));
   ASSERT_TRUE(exists("v1", "ConfigMap", ns, "drop"));
   std::string rv_keep = get("v1", "ConfigMap", ns, "keep")->at({"metadata", "resourceVersion"})->asString();
 
-  auto second = deploy(bundle, putManifest({configMap("keep", "", {{"k", "1"}}), configMap("change", "", {{"k", "2"}})}),
-                       options);
-  auto status = status_.waitFor(bundle, [&](const events::StatusEvent& s) {
-    return s.deployment_id == second.deployment_id;
-  });
+  auto second = deploy(
+      bundle, putManifest({configMap("keep", "", {{"k", "1"}}), configMap("change", "", {{"k", "2"}})}), options);
+  auto status =
+      status_.waitFor(bundle, [&](const events::StatusEvent& s) { return s.deployment_id == second.deployment_id; });
   ASSERT_TRUE(status);
   EXPECT_EQ(status->state, "Ready") << status->message;
   EXPECT_EQ(get("v1", "ConfigMap", ns, "change")->at({"data", "k"})->asString(), "2");
@@ -488,8 +490,10 @@ TEST_F(AgentTest, CrdAndCustomResourceInOneBundle) {
   std::string group = randomHex(4) + ".example.com";
   std::string bundle = unique("bundle");
   Json crd = Json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-    "metadata":{"name":"widgets.)" + group + R"("},
-    "spec":{"group":")" + group + R"(","scope":"Namespaced",
+    "metadata":{"name":"widgets.)" +
+                         group + R"("},
+    "spec":{"group":")" + group +
+                         R"(","scope":"Namespaced",
       "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},
       "versions":[{"name":"v1","served":true,"storage":true,
         "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object",
@@ -561,7 +565,8 @@ TEST_F(AgentTest, InvalidObjectsReportErrAppliedWhileOthersApply) {
   EXPECT_TRUE(status_.waitForState(other, "Ready"));
 
   // Fix forward: the next manifest of the failed bundle applies (the failed deploy did not block it).
-  auto fixed = deploy(bundle, putManifest({configMap("good", "", {{"k", "v2"}})}), Json::obj({{"defaultNamespace", ns}}));
+  auto fixed =
+      deploy(bundle, putManifest({configMap("good", "", {{"k", "v2"}})}), Json::obj({{"defaultNamespace", ns}}));
   auto ready = status_.waitForState(bundle, "Ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->deployment_id, fixed.deployment_id);
@@ -633,7 +638,8 @@ TEST_F(AgentTest, RestartedAgentPrunesFromClusterInventory) {
   deploy(bundle, putManifest({configMap("a", "", {}), configMap("b", "", {}), configMap("c", "", {})}), options);
   ASSERT_TRUE(status_.waitForState(bundle, "Ready"));
   // An object of the same names outside the bundle must survive the prune.
-  ASSERT_TRUE(kube_->apply(configMap("b", "default", {{"not", "ours"}}), kube::ApplyOptions{.field_manager = "test"}).ok());
+  ASSERT_TRUE(
+      kube_->apply(configMap("b", "default", {{"not", "ours"}}), kube::ApplyOptions{.field_manager = "test"}).ok());
   stopAgent();
 
   // A new instance with a new Kubernetes client and its own handle on the manifests store: nothing in memory.
@@ -641,9 +647,8 @@ TEST_F(AgentTest, RestartedAgentPrunesFromClusterInventory) {
   auto reseeded = status_.waitForState(bundle, "Ready", seconds(20));
   EXPECT_TRUE(reseeded) << "the restarted agent did not re-report the bundle it found";
   auto next = deploy(bundle, putManifest({configMap("a", "", {})}), options);
-  auto status = status_.waitFor(bundle, [&](const events::StatusEvent& s) {
-    return s.deployment_id == next.deployment_id;
-  });
+  auto status =
+      status_.waitFor(bundle, [&](const events::StatusEvent& s) { return s.deployment_id == next.deployment_id; });
   ASSERT_TRUE(status);
   EXPECT_EQ(status->state, "Ready") << status->message;
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "a"));
@@ -661,8 +666,8 @@ TEST_F(AgentTest, ConflictNamesManagerAndTakeOwnershipForces) {
   std::string ns = unique("own");
   std::string bundle = unique("bundle");
   ASSERT_TRUE(kube_->apply(namespaceObject(ns), kube::ApplyOptions{.field_manager = "test"}).ok());
-  ASSERT_TRUE(kube_->apply(configMap("shared", ns, {{"k", "theirs"}}), kube::ApplyOptions{.field_manager = "other-tool"})
-                  .ok());
+  ASSERT_TRUE(
+      kube_->apply(configMap("shared", ns, {{"k", "theirs"}}), kube::ApplyOptions{.field_manager = "other-tool"}).ok());
   std::string id = putManifest({configMap("shared", "", {{"k", "ours"}})});
   deploy(bundle, id, Json::obj({{"defaultNamespace", ns}}));
   auto conflict = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
@@ -854,9 +859,12 @@ TEST_F(AgentTest, CrdNotEstablishedInTimeFailsItsResources) {
   std::string group = randomHex(4) + ".example.com";
   auto crd = [&](const std::string& plural, const std::string& kind) {
     return Json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-      "metadata":{"name":")" + plural + "." + group + R"("},
-      "spec":{"group":")" + group + R"(","scope":"Cluster",
-        "names":{"plural":")" + plural + R"(","kind":")" + kind + R"("},
+      "metadata":{"name":")" +
+                       plural + "." + group + R"("},
+      "spec":{"group":")" +
+                       group + R"(","scope":"Cluster",
+        "names":{"plural":")" +
+                       plural + R"(","kind":")" + kind + R"("},
         "versions":[{"name":"v1","served":true,"storage":true,
           "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})")
         .value();
@@ -871,7 +879,8 @@ TEST_F(AgentTest, CrdNotEstablishedInTimeFailsItsResources) {
   // Same kind under another plural: the API server never accepts its names.
   std::string bundle = unique("bundle");
   Json clash = crd("gizmos", "Widget");
-  Json resource = Json::obj({{"apiVersion", group + "/v1"}, {"kind", "Gizmo"}, {"metadata", Json::obj({{"name", "g"}})}});
+  Json resource =
+      Json::obj({{"apiVersion", group + "/v1"}, {"kind", "Gizmo"}, {"metadata", Json::obj({{"name", "g"}})}});
   deploy(bundle, putManifest({clash, resource}), Json::object());
   auto status = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(status);
@@ -912,9 +921,8 @@ TEST_F(AgentTest, StaleGenerationIsIgnored) {
   auto old_event = deploy(bundle, putManifest({configMap("old", "", {})}), options);
   ASSERT_TRUE(status_.waitForState(bundle, "Ready"));
   auto new_event = deploy(bundle, putManifest({configMap("new", "", {})}), options);
-  ASSERT_TRUE(status_.waitFor(bundle, [&](const events::StatusEvent& s) {
-    return s.deployment_id == new_event.deployment_id;
-  }));
+  ASSERT_TRUE(status_.waitFor(
+      bundle, [&](const events::StatusEvent& s) { return s.deployment_id == new_event.deployment_id; }));
   events::DeployEvent replay = old_event;
   replay.id = "replay-" + old_event.id;  // the old event again, past the duplicate filter
   publish(replay);
@@ -932,8 +940,8 @@ TEST_F(AgentTest, UnreachableApiServerNaksWithBackoff) {
   kube::Kubeconfig config = kube::Kubeconfig::load(cluster_->kubeconfigPath()).value();
   config.server = "https://127.0.0.1:" + std::to_string(*port);
   config.port = std::to_string(*port);
-  auto client = kube::KubeClient::create(config, kube::KubeClientOptions{.request_timeout = milliseconds(2000),
-                                                                         .connect_timeout = milliseconds(500)});
+  auto client = kube::KubeClient::create(
+      config, kube::KubeClientOptions{.request_timeout = milliseconds(2000), .connect_timeout = milliseconds(500)});
   ASSERT_TRUE(client.ok());
   startAgent(std::shared_ptr<kube::KubeClient>(std::move(client).value()));
   std::string bundle = unique("bundle");
@@ -949,11 +957,11 @@ TEST_F(AgentTest, BinaryServesReadyzAppliesAndExitsCleanly) {
   auto dir = makeTempDir("agent-bin");
   ASSERT_TRUE(dir.ok());
   std::string log_file = *dir + "/agent.log";
-  auto process = Process::start({.argv = {FLOTILLA_AGENT_BINARY, "--cluster-name", cluster_name_, "--kubeconfig",
-                                          cluster_->kubeconfigPath(), "--labels", "env=cluster1", "--nats-url",
-                                          nats_->url(), "--http-addr", "127.0.0.1:0", "--log-level", "info",
-                                          "--agent-namespace", agent_namespace_, "--resync-interval", "1s"},
-                                 .output_file = log_file});
+  auto process = Process::start(
+      {.argv = {FLOTILLA_AGENT_BINARY, "--cluster-name", cluster_name_, "--kubeconfig", cluster_->kubeconfigPath(),
+                "--labels", "env=cluster1", "--nats-url", nats_->url(), "--http-addr", "127.0.0.1:0", "--log-level",
+                "info", "--agent-namespace", agent_namespace_, "--resync-interval", "1s"},
+       .output_file = log_file});
   ASSERT_TRUE(process.ok()) << process.error().describe();
   int http_port = 0;
   ASSERT_TRUE(eventually(

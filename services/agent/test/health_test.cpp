@@ -1,7 +1,7 @@
 // Unit tests for the per-kind health rules.
-#include <gtest/gtest.h>
-
 #include "flotilla/agent/health.h"
+
+#include <gtest/gtest.h>
 
 namespace flotilla::agent {
 namespace {
@@ -31,13 +31,15 @@ TEST(HealthTest, DeletionMakesNotReady) {
 
 TEST(HealthTest, NamespacePhase) {
   EXPECT_TRUE(evaluateHealth(live(R"({"apiVersion":"v1","kind":"Namespace","status":{"phase":"Active"}})")).ready);
-  Health terminating = evaluateHealth(live(R"({"apiVersion":"v1","kind":"Namespace","status":{"phase":"Terminating"}})"));
+  Health terminating =
+      evaluateHealth(live(R"({"apiVersion":"v1","kind":"Namespace","status":{"phase":"Terminating"}})"));
   EXPECT_FALSE(terminating.ready);
   EXPECT_EQ(terminating.message, "namespace is Terminating");
 }
 
 TEST(HealthTest, CrdNeedsEstablished) {
-  EXPECT_FALSE(evaluateHealth(live(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition"})")).ready);
+  EXPECT_FALSE(
+      evaluateHealth(live(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition"})")).ready);
   EXPECT_TRUE(evaluateHealth(live(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
       "status":{"conditions":[{"type":"NamesAccepted","status":"True"},{"type":"Established","status":"True"}]}})"))
                   .ready);

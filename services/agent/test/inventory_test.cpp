@@ -1,7 +1,7 @@
 // Unit tests for the inventory document and its ConfigMap.
-#include <gtest/gtest.h>
-
 #include "flotilla/agent/inventory.h"
+
+#include <gtest/gtest.h>
 
 namespace flotilla::agent {
 namespace {

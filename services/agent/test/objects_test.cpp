@@ -1,7 +1,7 @@
 // Unit tests for manifest parsing, object naming, namespace placement and the staged apply order.
-#include <gtest/gtest.h>
-
 #include "flotilla/agent/objects.h"
+
+#include <gtest/gtest.h>
 
 namespace flotilla::agent {
 namespace {

@@ -1,15 +1,18 @@
 // Unit tests for bundle state summaries, status ids and flag parsing.
+#include "flotilla/agent/report.h"
+
 #include <gtest/gtest.h>
 
 #include "flotilla/agent/agent.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/flags.h"
-#include "flotilla/agent/report.h"
 
 namespace flotilla::agent {
 namespace {
 
-ObjectOutcome ok(std::string name) { return ObjectOutcome{.ref = {"v1", "ConfigMap", "ns", name}, .ready = true}; }
+ObjectOutcome ok(std::string name) {
+  return ObjectOutcome{.ref = {"v1", "ConfigMap", "ns", name}, .ready = true};
+}
 
 // All applied and healthy: Ready without reason.
 TEST(ReportTest, ReadyWhenEverythingIsHealthy) {
@@ -72,7 +75,8 @@ TEST(ReportTest, ForceFromOptions) {
 
 // Retry delays double per delivery and stop at the cap.
 TEST(ReportTest, BackoffGrowsAndCaps) {
-  DeployHandlerOptions options{.retry_base = std::chrono::milliseconds(100), .retry_max = std::chrono::milliseconds(1000)};
+  DeployHandlerOptions options{.retry_base = std::chrono::milliseconds(100),
+                               .retry_max = std::chrono::milliseconds(1000)};
   EXPECT_EQ(retryDelay(0, options).count(), 100);
   EXPECT_EQ(retryDelay(1, options).count(), 100);
   EXPECT_EQ(retryDelay(3, options).count(), 400);
@@ -97,7 +101,7 @@ TEST(FlagsTest, ParseLabelsAndIntervals) {
 }
 
 TEST(FlagsTest, OptionsFromFlags) {
-  const char* argv[] = {"flotilla-agent", "--cluster-name", "c1", "--labels", "env=x", "--resync-interval", "2s",
+  const char* argv[] = {"flotilla-agent",    "--cluster-name", "c1", "--labels", "env=x", "--resync-interval", "2s",
                         "--agent-namespace", "agent-ns"};
   auto config = service::Config::parse(9, argv, agentFlags());
   ASSERT_TRUE(config.ok()) << config.error().describe();

@@ -40,6 +40,8 @@ Status Bundler::start() {
   }
   consumer_ = std::move(consumer).value();
   stopping_ = false;
+  // Know the clusters before the first commit is rendered, so per-cluster bundles get complete tables.
+  FLOTILLA_TRY(loadClusters());
   for (int i = 0; i < options_.workers; ++i) {
     auto worker = std::make_unique<Worker>();
     Worker& ref = *worker;
@@ -47,6 +49,10 @@ Status Bundler::start() {
     ref.thread = std::thread([this, &ref] { workLoop(ref); });
   }
   fetcher_ = std::thread([this] { fetchLoop(); });
+  if (clusters_) {
+    cluster_thread_ = std::thread([this] { clusterLoop(); });
+    rerender_thread_ = std::thread([this] { rerenderLoop(); });
+  }
   started_ = true;
   log::info("bundler consuming", {{"stream", options_.stream},
                                   {"consumer", options_.consumer},
@@ -64,9 +70,21 @@ void Bundler::stop() {
     stopping_ = true;
   }
   slots_cv_.notify_all();
+  {
+    // Taking the lock orders the stop flag before the re-render thread's next predicate check (no lost wake-up).
+    std::lock_guard<std::mutex> lock(rerender_mutex_);
+  }
+  rerender_cv_.notify_all();
   if (fetcher_.joinable()) {
     fetcher_.join();
   }
+  if (cluster_thread_.joinable()) {
+    cluster_thread_.join();
+  }
+  if (rerender_thread_.joinable()) {
+    rerender_thread_.join();
+  }
+  cluster_watcher_.stop();
   for (auto& worker : workers_) {
     {
       std::lock_guard<std::mutex> lock(worker->mutex);
@@ -204,6 +222,126 @@ void Bundler::process(bus::Message& message) {
   metrics_.inFlight(-1);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.commitHandled(outcome.result, seconds);
+}
+
+Status Bundler::loadClusters() {
+  if (!bus_.clusters) {
+    return {};
+  }
+  clusters_ = std::make_shared<ClusterDirectory>();
+  auto watcher = bus_.clusters->watch(">");
+  if (!watcher.ok()) {
+    return fail(watcher.error());
+  }
+  cluster_watcher_ = std::move(watcher).value();
+  auto initial = cluster_watcher_.initialValues();
+  if (!initial.ok()) {
+    return fail(initial.error());
+  }
+  for (const auto& entry : *initial) {
+    auto change = clusters_->apply(entry);
+    metrics_.clusterRecord(change.invalid ? "invalid" : "applied");
+    if (change.invalid) {
+      log::warn("ignoring an unreadable clusters record", {{"key", entry.key}, {"error", change.problem}});
+    }
+  }
+  handler_.setClusters(clusters_);
+  // Clusters may have changed while no bundler ran: re-render the per-cluster bundles of every workspace once (a
+  // table that comes out the same publishes nothing).
+  {
+    std::lock_guard<std::mutex> lock(rerender_mutex_);
+    auto workspaces = clusters_->workspaces();
+    rerender_pending_.insert(workspaces.begin(), workspaces.end());
+  }
+  log::info("clusters loaded for per-cluster rendering", {{"clusters", static_cast<int64_t>(clusters_->size())}});
+  return {};
+}
+
+void Bundler::clusterLoop() {
+  auto delay = std::chrono::milliseconds(500);
+  while (!stopping_) {
+    auto next = cluster_watcher_.next(std::chrono::milliseconds(500));
+    if (!next.ok()) {
+      if (stopping_) {
+        return;
+      }
+      metrics_.raw()
+          .counter("cluster_watch_errors_total", "Failures of the KV clusters watcher (re-opened)")
+          .Increment();
+      log::warn("the clusters watcher failed; re-opening it",
+                {{"error", next.error().describe()}, {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, options_.handler.retry_max);
+      auto reopened = bus_.clusters->watch(">", bus::KvWatchOptions{.updates_only = false});
+      if (reopened.ok()) {
+        cluster_watcher_ = std::move(reopened).value();
+      }
+      continue;
+    }
+    delay = std::chrono::milliseconds(500);
+    if (!next->has_value()) {
+      continue;
+    }
+    auto change = clusters_->apply(**next);
+    metrics_.clusterRecord(change.invalid ? "invalid" : "applied");
+    if (change.invalid) {
+      log::warn("ignoring an unreadable clusters record", {{"key", (*next)->key}, {"error", change.problem}});
+      continue;
+    }
+    if (change.workspaces.empty()) {
+      continue;
+    }
+    Json names = Json::array();
+    for (const auto& name : change.clusters) {
+      names.push(name);
+    }
+    log::info("clusters changed; per-cluster bundles of their workspaces will be re-rendered", {{"clusters", names}});
+    {
+      std::lock_guard<std::mutex> lock(rerender_mutex_);
+      rerender_pending_.insert(change.workspaces.begin(), change.workspaces.end());
+    }
+    rerender_cv_.notify_all();
+  }
+}
+
+void Bundler::rerenderLoop() {
+  auto delay = options_.handler.retry_base;
+  while (true) {
+    std::string workspace;
+    {
+      std::unique_lock<std::mutex> lock(rerender_mutex_);
+      rerender_cv_.wait(lock, [&] { return stopping_ || !rerender_pending_.empty(); });
+      if (stopping_) {
+        return;
+      }
+      // Registrations come in bursts: a short pause lets one re-render cover several clusters.
+      rerender_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_.load(); });
+      if (stopping_) {
+        return;
+      }
+      workspace = *rerender_pending_.begin();
+      rerender_pending_.erase(rerender_pending_.begin());
+    }
+    Status status;
+    try {
+      status = handler_.rerenderWorkspace(workspace);
+    } catch (const std::exception& e) {
+      metrics_.exception();
+      status = fail(ErrorKind::kInternal, std::string("exception: ") + e.what());
+    }
+    if (status.ok()) {
+      delay = options_.handler.retry_base;
+      continue;
+    }
+    log::warn("re-rendering per-cluster bundles failed; will retry",
+              {{"workspace", workspace},
+               {"error", status.error().describe()},
+               {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+    std::unique_lock<std::mutex> lock(rerender_mutex_);
+    rerender_pending_.insert(workspace);
+    rerender_cv_.wait_for(lock, delay, [&] { return stopping_.load(); });
+    delay = std::min(delay * 2, options_.handler.retry_max);
+  }
 }
 
 }  // namespace flotilla::bundler

@@ -1,12 +1,15 @@
 #include "flotilla/bundler/commit_handler.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 #include <system_error>
 
 #include <stdlib.h>
 
+#include "flotilla/bundler/external_renderers.h"
+#include "flotilla/bundler/render_pool.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
@@ -63,15 +66,47 @@ Result<std::string> readFleetYaml(const std::string& root, const std::string& re
   return std::move(text).value();
 }
 
+//! The "vMAJOR.MINOR.PATCH" prefix of a reported Kubernetes version ("v1.30.2+k3s1" -> "v1.30.2"), "" when it has
+//! none: helm rejects versions it cannot parse, and a distribution's suffix must not fail the render.
+std::string helmKubeVersion(std::string_view reported) {
+  size_t i = reported.starts_with('v') ? 1 : 0;
+  std::string out = "v";
+  for (int part = 0; part < 3; ++part) {
+    const size_t start = i;
+    while (i < reported.size() && std::isdigit(static_cast<unsigned char>(reported[i])) != 0) {
+      ++i;
+    }
+    if (i == start) {
+      return part >= 2 ? out.substr(0, out.size() - 1) : std::string();
+    }
+    out += std::string(reported.substr(start, i - start));
+    if (part < 2) {
+      if (i >= reported.size() || reported[i] != '.') {
+        return part == 1 ? out : std::string();
+      }
+      out += '.';
+      ++i;
+    }
+  }
+  return out;
+}
+
 //! One render of the bundle with `options`, canonicalised.
 Result<CanonicalManifest> renderOnce(const RenderContext& context, const BundleDir& dir, const std::string& bundle_id,
-                                     const model::BundleDeploymentOptions& options, std::string& renderer_name) {
+                                     const model::BundleDeploymentOptions& options, std::string& renderer_name,
+                                     RenderNotes* notes = nullptr, const ClusterFacts* cluster = nullptr) {
   auto renderer = context.renderers.choose(context.root, dir.path, options);
   if (!renderer.ok()) {
     return fail(renderer.error());
   }
   renderer_name = std::string((*renderer)->name());
   RenderRequest request{context.root, dir.path, bundle_id, options, context.limits};
+  request.helm_access = helmRepoAccessOf(context.gitrepo);
+  request.notes = notes;
+  if (cluster != nullptr) {
+    request.kube_version = helmKubeVersion(cluster->kubernetes_version);
+    request.api_versions = cluster->api_versions;
+  }
   auto objects = (*renderer)->render(request);
   if (!objects.ok()) {
     return fail(objects.error());
@@ -165,12 +200,143 @@ events::RenderError renderErrorOf(const Error& error, std::string_view fallback_
   return out;
 }
 
+namespace {
+
+//! Whether the bundle must be rendered per cluster (see variants.h).
+bool needsVariants(const RenderContext& context, const BundleDir& dir, const model::FleetYaml& fleet_yaml,
+                   const model::BundleDeploymentOptions& defaults) {
+  const auto all = customizations(fleet_yaml, defaults, context.gitrepo);
+  if (fleet_yaml.spec.target_customization_mode == "AllMatches" && all.size() >= 2) {
+    return true;
+  }
+  if (valuesNeedCluster(defaults)) {
+    return true;
+  }
+  for (const auto& customization : all) {
+    if (valuesNeedCluster(customization.options)) {
+      return true;
+    }
+  }
+  auto renderer = context.renderers.choose(context.root, dir.path, defaults);
+  if (!renderer.ok() || (*renderer)->name() != "helm") {
+    return false;
+  }
+  const std::string chart = defaults.helm && !defaults.helm->chart.empty() ? defaults.helm->chart : ".";
+  return chartReadsCapabilities(context.root + "/" + dir.path + "/" + chart);
+}
+
+//! Renders the bundle for every cluster of the workspace (variants.h): place, pre-process the values, render once
+//! per distinct input, and build the BundleVariants table. Fills out.event (manifestID stays "", customizations
+//! carry their options only), out.manifests, out.variants and out.placements.
+Status renderVariants(const RenderContext& context, const BundleDir& dir, const model::FleetYaml& fleet_yaml,
+                      RenderedBundle& out) {
+  const auto& commit = context.commit;
+  const auto input = targetingInput(fleet_yaml, context.gitrepo, commit.force_sync_generation);
+  const std::string values_file = dir.fleet_yaml.empty() ? dir.path + "/fleet.yaml" : dir.fleet_yaml;
+  for (const auto& customization : input.customizations) {
+    events::TargetManifest target;
+    target.name = customization.name;
+    target.target = targetMatcher(customization.target);
+    target.options = model::encodeOptions(customization.options);
+    out.event.customizations.push_back(std::move(target));
+  }
+  events::BundleVariants table;
+  table.workspace = commit.workspace;
+  table.bundle = out.bundle;
+  table.commit = commit.commit;
+  std::map<std::string, std::string> by_input;  // render input -> manifestID (this run)
+  std::map<std::string, int64_t> by_variant;    // manifestID + options -> index
+  std::map<std::string, bool> kube_dependent;   // chart dir -> reads .Capabilities
+  std::vector<const ClusterFacts*> clusters;
+  if (context.clusters != nullptr) {
+    for (const auto& cluster : *context.clusters) {
+      if (cluster.workspace == commit.workspace) {
+        clusters.push_back(&cluster);
+      }
+    }
+  }
+  std::sort(clusters.begin(), clusters.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+  for (const ClusterFacts* cluster : clusters) {
+    BundlePlacement placement = placeBundle(input, *cluster);
+    if (placement.decision != ClusterBundle::Decision::kDeploy) {
+      out.placements.emplace(cluster->name, std::move(placement));
+      continue;
+    }
+    FLOTILLA_TRY(preprocessValues(placement.options, *cluster, values_file));
+    auto renderer = context.renderers.choose(context.root, dir.path, placement.options);
+    if (!renderer.ok()) {
+      return fail(renderer.error());
+    }
+    out.renderer = std::string((*renderer)->name());
+    // The cluster's Kubernetes version matters only to charts that read .Capabilities; it stays out of the render
+    // input otherwise, so clusters on different versions share the manifest.
+    std::string kube;
+    if (out.renderer == "helm" && !cluster->kubernetes_version.empty()) {
+      const auto& helm = placement.options.helm;
+      const std::string chart_dir =
+          context.root + "/" + dir.path + "/" + (helm && !helm->chart.empty() ? helm->chart : std::string("."));
+      auto known = kube_dependent.find(chart_dir);
+      if (known == kube_dependent.end()) {
+        known = kube_dependent.emplace(chart_dir, chartReadsCapabilities(chart_dir)).first;
+      }
+      if (known->second) {
+        kube = cluster->kubernetes_version;
+        for (const auto& api : cluster->api_versions) {
+          kube += "," + api;
+        }
+      }
+    }
+    const std::string render_input = renderKey(placement.options) + "|" + kube;
+    auto manifest_id = by_input.find(render_input);
+    if (manifest_id == by_input.end()) {
+      const std::string cache_key =
+          commit.workspace + "|" + out.bundle + "|" + commit.commit + "|" + dir.path + "|" + render_input;
+      std::optional<std::string> cached = context.cache != nullptr ? context.cache->find(cache_key) : std::nullopt;
+      if (cached) {
+        ++out.variant_cache_hits;
+        manifest_id = by_input.emplace(render_input, *cached).first;
+      } else {
+        std::string renderer_name;
+        // Always the cluster's version when known (helm's default otherwise); it is part of the input only for
+        // charts that read .Capabilities, whose output it changes.
+        auto rendered = renderOnce(context, dir, out.bundle, placement.options, renderer_name, nullptr, cluster);
+        if (!rendered.ok()) {
+          return fail(rendered.error());
+        }
+        ++out.variant_renders;
+        const std::string id = rendered->manifest_id;
+        out.cache_entries.emplace_back(cache_key, id);  // cached once stored (CommitHandler::storeVariants)
+        out.manifests.emplace(id, std::move(rendered).value());
+        manifest_id = by_input.emplace(render_input, id).first;
+      }
+    }
+    events::Variant variant{.manifest_id = manifest_id->second,
+                            .options = model::encodeOptions(placement.options),
+                            .customizations = placement.customizations};
+    const std::string variant_key = variant.manifest_id + "|" + variant.options.dump();
+    auto index = by_variant.find(variant_key);
+    if (index == by_variant.end()) {
+      index = by_variant.emplace(variant_key, static_cast<int64_t>(table.variants.size())).first;
+      table.variants.push_back(std::move(variant));
+    }
+    table.clusters[cluster->name] = index->second;
+    out.placements.emplace(cluster->name, std::move(placement));
+  }
+  out.variants_text = events::encode(table).dump();
+  out.event.variants_object = events::variantsObjectName(out.variants_text);
+  out.variants = std::move(table);
+  return {};
+}
+
+}  // namespace
+
 Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDir& dir) {
   auto start = Clock::now();
   const auto& commit = context.commit;
   RenderedBundle out;
   out.path = dir.path;
   out.renderer = "raw";
+  out.source_object = context.commit.source_object;
   const std::string id_path = dir.path == "." ? std::string() : dir.path;
 
   auto failWith = [&](const Error& error, std::string_view fallback_file) -> Result<RenderedBundle> {
@@ -218,39 +384,47 @@ Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDi
     return failWith(*fleet_yaml_error, dir.fleet_yaml);
   }
 
-  // 3. The default render.
+  // 3. Per-cluster variants when the output depends on the cluster (variants.h); otherwise 3a-4: the default
+  //    render and one render per distinct customization.
   const auto defaults = defaultOptions(fleet_yaml, context.gitrepo, commit.force_sync_generation);
-  auto manifest = renderOnce(context, dir, out.bundle, defaults, out.renderer);
-  if (!manifest.ok()) {
-    return failWith(manifest.error(), dir.path);
-  }
-  const std::string default_key = renderKey(defaults);
-  std::map<std::string, std::string> by_key = {{default_key, manifest->manifest_id}};
-  out.event.manifest_id = manifest->manifest_id;
-  out.manifests.emplace(out.event.manifest_id, std::move(manifest).value());
-
-  // 4. Customizations: rendered once per distinct render key.
-  for (const auto& customization : customizations(fleet_yaml, defaults, context.gitrepo)) {
-    events::TargetManifest target;
-    target.name = customization.name;
-    target.target = targetMatcher(customization.target);
-    target.options = model::encodeOptions(customization.options);
-    if (!customization.target.do_not_deploy) {
-      const std::string key = renderKey(customization.options);
-      auto known = by_key.find(key);
-      if (known == by_key.end()) {
-        std::string renderer_name;
-        auto rendered = renderOnce(context, dir, out.bundle, customization.options, renderer_name);
-        if (!rendered.ok()) {
-          return failWith(rendered.error(), dir.path);
-        }
-        const std::string id = rendered->manifest_id;
-        known = by_key.emplace(key, id).first;
-        out.manifests.emplace(id, std::move(rendered).value());
-      }
-      target.manifest_id = known->second;
+  if (context.force_variants || needsVariants(context, dir, fleet_yaml, defaults)) {
+    if (auto variants = renderVariants(context, dir, fleet_yaml, out); !variants.ok()) {
+      return failWith(variants.error(), dir.fleet_yaml.empty() ? dir.path : dir.fleet_yaml);
     }
-    out.event.customizations.push_back(std::move(target));
+  } else {
+    // 3a. The default render.
+    auto manifest = renderOnce(context, dir, out.bundle, defaults, out.renderer, &out.notes);
+    if (!manifest.ok()) {
+      return failWith(manifest.error(), dir.path);
+    }
+    const std::string default_key = renderKey(defaults);
+    std::map<std::string, std::string> by_key = {{default_key, manifest->manifest_id}};
+    out.event.manifest_id = manifest->manifest_id;
+    out.manifests.emplace(out.event.manifest_id, std::move(manifest).value());
+
+    // 4. Customizations: rendered once per distinct render key.
+    for (const auto& customization : customizations(fleet_yaml, defaults, context.gitrepo)) {
+      events::TargetManifest target;
+      target.name = customization.name;
+      target.target = targetMatcher(customization.target);
+      target.options = model::encodeOptions(customization.options);
+      if (!customization.target.do_not_deploy) {
+        const std::string key = renderKey(customization.options);
+        auto known = by_key.find(key);
+        if (known == by_key.end()) {
+          std::string renderer_name;
+          auto rendered = renderOnce(context, dir, out.bundle, customization.options, renderer_name);
+          if (!rendered.ok()) {
+            return failWith(rendered.error(), dir.path);
+          }
+          const std::string id = rendered->manifest_id;
+          known = by_key.emplace(key, id).first;
+          out.manifests.emplace(id, std::move(rendered).value());
+        }
+        target.manifest_id = known->second;
+      }
+      out.event.customizations.push_back(std::move(target));
+    }
   }
 
   // 5. The rest of the event.
@@ -375,6 +549,29 @@ Result<source::Archive> CommitHandler::loadSource(const events::CommitEvent& eve
   return archive;
 }
 
+Status CommitHandler::storeVariants(const RenderedBundle& rendered) {
+  if (rendered.variants_text.empty() || rendered.error) {
+    return {};
+  }
+  // Called after the bundle's manifests were stored: only now may later renders take them from the cache.
+  for (const auto& [key, manifest_id] : rendered.cache_entries) {
+    variant_cache_.put(key, manifest_id);
+  }
+  const std::string& name = rendered.event.variants_object;
+  auto info = bus_.manifests->info(name);
+  if (info.ok()) {
+    return {};
+  }
+  if (info.error().kind != ErrorKind::kNotFound) {
+    return fail(info.error());
+  }
+  auto stored = bus_.manifests->put(name, rendered.variants_text);
+  if (!stored.ok()) {
+    return fail(stored.error());
+  }
+  return {};
+}
+
 Status CommitHandler::storeManifest(const CanonicalManifest& manifest) {
   const std::string name = events::manifestObjectName(manifest.manifest_id);
   auto info = bus_.manifests->info(name);
@@ -421,6 +618,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   record.path = event.path;
   record.commit = event.commit;
   record.commit_sequence = sequence;
+  record.source_object = rendered.source_object;
   RenderStatus status;
   status.workspace = event.workspace;
   status.gitrepo = event.gitrepo;
@@ -432,13 +630,19 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
     record.last_good = previous ? previous->last_good : std::nullopt;
     record.error = rendered.error;
     status.error = rendered.error;
-    status.last_good_manifest_id = record.last_good ? record.last_good->manifest_id : std::string();
+    status.last_good_manifest_id = !record.last_good                       ? std::string()
+                                   : record.last_good->manifest_id.empty() ? record.last_good->variants_object
+                                                                           : record.last_good->manifest_id;
     stampEvent(event);
   } else {
     stampEvent(event);
     record.last_good = event;
-    status.manifest_id = event.manifest_id;
-    status.last_good_manifest_id = event.manifest_id;
+    // A bundle rendered per cluster has no single manifest: its status names the variants table.
+    status.manifest_id = event.manifest_id.empty() ? event.variants_object : event.manifest_id;
+    status.last_good_manifest_id = status.manifest_id;
+    status.chart = rendered.notes.chart;
+    status.chart_version = rendered.notes.chart_version;
+    status.chart_digest = rendered.notes.chart_digest;
   }
   auto put = bus_.bundles->put(events::bundleKey(event.workspace, event.bundle), encode(record).dump());
   if (!put.ok()) {
@@ -462,14 +666,21 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
                {"last_good_manifest", status.last_good_manifest_id}});
   } else {
     metrics_.bundle("ok");
-    log::info("bundle rendered", {{"gitrepo", event.workspace + "/" + event.gitrepo},
-                                  {"bundle", event.bundle},
-                                  {"commit", event.commit},
-                                  {"path", event.path},
-                                  {"renderer", rendered.renderer},
-                                  {"manifest", event.manifest_id},
-                                  {"objects", static_cast<int64_t>(rendered.manifests.at(event.manifest_id).objects)},
-                                  {"customizations", static_cast<int64_t>(event.customizations.size())}});
+    log::info("bundle rendered",
+              {{"gitrepo", event.workspace + "/" + event.gitrepo},
+               {"bundle", event.bundle},
+               {"commit", event.commit},
+               {"path", event.path},
+               {"renderer", rendered.renderer},
+               {"chart", rendered.notes.chart},
+               {"chart_version", rendered.notes.chart_version},
+               {"manifest", event.manifest_id},
+               {"objects", static_cast<int64_t>(rendered.manifests.count(event.manifest_id) > 0
+                                                    ? rendered.manifests.at(event.manifest_id).objects
+                                                    : 0)},
+               {"variants_object", event.variants_object},
+               {"variant_clusters", static_cast<int64_t>(rendered.variants ? rendered.variants->clusters.size() : 0)},
+               {"customizations", static_cast<int64_t>(event.customizations.size())}});
   }
   return {};
 }
@@ -512,6 +723,9 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
               {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}});
     return Outcome::reject("invalid");
   }
+  // A cluster-triggered re-render of this GitRepo's bundles must not interleave with its commits.
+  auto gitrepo_lock = gitrepoLock(event.workspace, event.gitrepo);
+  std::lock_guard gitrepo_guard(*gitrepo_lock);
 
   // 2. The GitRepo.
   auto gitrepo = loadGitRepo(event.workspace, event.gitrepo);
@@ -591,16 +805,25 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
               {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}, {"paths", paths}});
   }
 
-  // 7. Render, store, record, publish — bundle by bundle.
+  // 7. Render (bounded parallelism), then store, record, publish — bundle by bundle in discovery order.
   RenderContext context{root, event, repo, *renderers_, options_.limits, previous_ids};
+  const std::vector<ClusterFacts> workspace_clusters =
+      clusters_ ? clusters_->snapshot(event.workspace) : std::vector<ClusterFacts>{};
+  context.clusters = &workspace_clusters;
+  context.cache = &variant_cache_;
   std::set<std::string> present;
-  for (const auto& dir : *dirs) {
-    delivery.progress();
-    auto rendered = renderBundle(context, dir);
+  std::optional<Outcome> failed;
+  auto consume = [&](size_t index, Result<RenderedBundle>& rendered) -> Status {
+    const auto& dir = (*dirs)[index];
     if (!rendered.ok()) {
-      return transient(event, delivery, "render", rendered.error());
+      failed = transient(event, delivery, "render", rendered.error());
+      return fail(rendered.error());
     }
     metrics_.renderDuration(rendered->renderer, rendered->seconds);
+    metrics_.variants(rendered->variant_renders, rendered->variant_cache_hits);
+    if (!rendered->notes.chart_source.empty()) {
+      metrics_.remoteChart(rendered->notes.chart_source);
+    }
     if (!present.insert(rendered->bundle).second) {
       metrics_.bundle("conflict");
       log::warn("two directories of one commit claim the same bundle name; ignoring the second",
@@ -608,7 +831,7 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
                  {"bundle", rendered->bundle},
                  {"commit", event.commit},
                  {"path", dir.path}});
-      continue;
+      return {};
     }
     std::optional<BundleRecord> previous;
     if (auto it = by_bundle.find(rendered->bundle); it != by_bundle.end()) {
@@ -627,20 +850,34 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
                      {"commit", event.commit},
                      {"path", dir.path},
                      {"owner", other->gitrepo}});
-          continue;
+          return {};
         }
       } else if (entry.error().kind != ErrorKind::kNotFound) {
-        return transient(event, delivery, "records", entry.error());
+        failed = transient(event, delivery, "records", entry.error());
+        return fail(entry.error());
       }
     }
     for (const auto& [id, manifest] : rendered->manifests) {
       if (auto stored = storeManifest(manifest); !stored.ok()) {
-        return transient(event, delivery, "store", stored.error());
+        failed = transient(event, delivery, "store", stored.error());
+        return stored;
       }
     }
-    if (auto committed = commitBundle(*rendered, previous, delivery.stream_sequence); !committed.ok()) {
-      return transient(event, delivery, "publish", committed.error());
+    if (auto stored = storeVariants(*rendered); !stored.ok()) {
+      failed = transient(event, delivery, "store", stored.error());
+      return stored;
     }
+    if (auto committed = commitBundle(*rendered, previous, delivery.stream_sequence); !committed.ok()) {
+      failed = transient(event, delivery, "publish", committed.error());
+      return committed;
+    }
+    return {};
+  };
+  auto rendered_all = renderInOrder(
+      dirs->size(), RenderPoolOptions{.parallelism = options_.render_parallelism},
+      [&](size_t index) { return renderBundle(context, (*dirs)[index]); }, consume, [&] { delivery.progress(); });
+  if (!rendered_all.ok()) {
+    return failed ? *failed : transient(event, delivery, "render", rendered_all.error());
   }
 
   // 8. Bundles that left the repository.
@@ -657,6 +894,175 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
       "commit rendered",
       {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}, {"bundles", static_cast<int64_t>(present.size())}});
   return Outcome::ack("rendered");
+}
+
+std::shared_ptr<std::mutex> CommitHandler::gitrepoLock(std::string_view workspace, std::string_view gitrepo) {
+  std::lock_guard lock(locks_mutex_);
+  auto& slot = gitrepo_locks_[std::string(workspace) + "/" + std::string(gitrepo)];
+  if (!slot) {
+    slot = std::make_shared<std::mutex>();
+  }
+  return slot;
+}
+
+Status CommitHandler::rerenderWorkspace(std::string_view workspace) {
+  auto keys = bus_.bundles->keys(events::keyFilter({workspace}));
+  if (!keys.ok()) {
+    if (keys.error().kind == ErrorKind::kNotFound) {
+      return {};
+    }
+    return fail(keys.error());
+  }
+  std::optional<Error> first_failure;
+  size_t republished = 0;
+  for (const auto& key : *keys) {
+    auto entry = bus_.bundles->get(key);
+    if (!entry.ok()) {
+      if (entry.error().kind != ErrorKind::kNotFound && !first_failure) {
+        first_failure = entry.error();
+      }
+      continue;
+    }
+    auto json = Json::parse(entry->value);
+    auto record = json.ok() ? decodeBundleRecord(*json) : Result<BundleRecord>(fail(json.error()));
+    if (!record.ok() || !record->last_good || record->last_good->variants_object.empty()) {
+      continue;  // unreadable (logged by the commit path) or not rendered per cluster
+    }
+    bool changed = false;
+    if (auto status = rerenderBundle(record->workspace, record->bundle, changed); !status.ok()) {
+      metrics_.rerender("retry");
+      log::warn("cannot re-render a bundle for changed clusters yet",
+                {{"workspace", record->workspace}, {"bundle", record->bundle}, {"error", status.error().describe()}});
+      if (!first_failure) {
+        first_failure = status.error();
+      }
+      continue;
+    }
+    republished += changed ? 1 : 0;
+  }
+  if (first_failure) {
+    return fail(*first_failure);
+  }
+  if (republished > 0) {
+    log::info("re-rendered per-cluster bundles after a cluster change",
+              {{"workspace", std::string(workspace)}, {"bundles", static_cast<int64_t>(republished)}});
+  }
+  return {};
+}
+
+Status CommitHandler::rerenderBundle(std::string_view workspace, std::string_view bundle, bool& changed) {
+  changed = false;
+  auto peek = bus_.bundles->get(events::bundleKey(workspace, bundle));
+  if (!peek.ok()) {
+    return peek.error().kind == ErrorKind::kNotFound ? Status{} : Status(fail(peek.error()));
+  }
+  auto peek_json = Json::parse(peek->value);
+  auto peeked = peek_json.ok() ? decodeBundleRecord(*peek_json) : Result<BundleRecord>(fail(peek_json.error()));
+  if (!peeked.ok()) {
+    return {};
+  }
+  auto lock = gitrepoLock(peeked->workspace, peeked->gitrepo);
+  std::lock_guard guard(*lock);
+  // Read again under the lock: a commit may have rendered the bundle meanwhile.
+  auto entry = bus_.bundles->get(events::bundleKey(workspace, bundle));
+  if (!entry.ok()) {
+    return entry.error().kind == ErrorKind::kNotFound ? Status{} : Status(fail(entry.error()));
+  }
+  auto json = Json::parse(entry->value);
+  auto record = json.ok() ? decodeBundleRecord(*json) : Result<BundleRecord>(fail(json.error()));
+  // A record whose latest render failed is re-rendered too: the change may be what fixes it (a label a template
+  // needs); the same error again publishes nothing.
+  if (!record.ok() || !record->last_good || record->last_good->variants_object.empty()) {
+    metrics_.rerender("skipped");
+    return {};
+  }
+  if (record->source_object.empty()) {
+    metrics_.rerender("skipped");
+    log::warn(
+        "cannot re-render a per-cluster bundle: its record names no source archive (rendered before this "
+        "version); the next commit will",
+        {{"workspace", record->workspace}, {"bundle", record->bundle}});
+    return {};
+  }
+  auto gitrepo = loadGitRepo(record->workspace, record->gitrepo);
+  if (!gitrepo.ok()) {
+    return fail(gitrepo.error());
+  }
+  if (!gitrepo->has_value()) {
+    metrics_.rerender("skipped");
+    return {};
+  }
+  events::CommitEvent commit;
+  commit.workspace = record->workspace;
+  commit.gitrepo = record->gitrepo;
+  commit.commit = record->commit;
+  commit.source_object = record->source_object;
+  commit.force_sync_generation = record->last_good->force_sync_generation;
+  auto archive = loadSource(commit);
+  if (!archive.ok()) {
+    if (archive.error().kind == ErrorKind::kNotFound || archive.error().kind == ErrorKind::kInvalid) {
+      metrics_.rerender("skipped");
+      log::warn("cannot re-render a per-cluster bundle: its source archive is gone or unreadable",
+                {{"workspace", record->workspace},
+                 {"bundle", record->bundle},
+                 {"source_object", record->source_object},
+                 {"error", archive.error().describe()}});
+      return {};
+    }
+    return fail(archive.error());
+  }
+  auto checkout = extractCheckout(*archive, options_.work_dir);
+  if (!checkout.ok()) {
+    return fail(checkout.error());
+  }
+  const std::string root = checkout->root() + "/src";
+  BundleDir dir{.path = record->path};
+  for (const char* name : {"fleet.yaml", "fleet.yml"}) {
+    const std::string relative = record->path == "." ? std::string(name) : record->path + "/" + name;
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(root) / relative, ec)) {
+      dir.fleet_yaml = relative;
+      break;
+    }
+  }
+  const std::map<std::string, std::string> previous_ids = {{record->path, record->bundle}};
+  const std::vector<ClusterFacts> workspace_clusters =
+      clusters_ ? clusters_->snapshot(record->workspace) : std::vector<ClusterFacts>{};
+  RenderContext context{root, commit, **gitrepo, *renderers_, options_.limits, previous_ids};
+  context.clusters = &workspace_clusters;
+  context.cache = &variant_cache_;
+  auto rendered = renderBundle(context, dir);
+  if (!rendered.ok()) {
+    return fail(rendered.error());
+  }
+  metrics_.renderDuration(rendered->renderer, rendered->seconds);
+  if (rendered->bundle != record->bundle) {
+    metrics_.rerender("skipped");
+    return {};
+  }
+  metrics_.variants(rendered->variant_renders, rendered->variant_cache_hits);
+  const bool same_table =
+      !rendered->error && !record->error && rendered->event.variants_object == record->last_good->variants_object;
+  const bool same_error = rendered->error && record->error && *rendered->error == *record->error;
+  if (same_table || same_error) {
+    metrics_.rerender("unchanged");
+    return {};
+  }
+  for (const auto& [id, manifest] : rendered->manifests) {
+    FLOTILLA_TRY(storeManifest(manifest));
+  }
+  FLOTILLA_TRY(storeVariants(*rendered));
+  FLOTILLA_TRY(commitBundle(*rendered, *record, record->commit_sequence));
+  metrics_.rerender(rendered->error ? "error" : "published");
+  log::info("bundle re-rendered for changed clusters",
+            {{"workspace", record->workspace},
+             {"bundle", record->bundle},
+             {"commit", record->commit},
+             {"variants_object", rendered->event.variants_object},
+             {"renders", static_cast<int64_t>(rendered->variant_renders)},
+             {"cache_hits", static_cast<int64_t>(rendered->variant_cache_hits)}});
+  changed = true;
+  return {};
 }
 
 }  // namespace flotilla::bundler

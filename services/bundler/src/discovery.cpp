@@ -386,6 +386,14 @@ bool fleetIgnoreMatches(const std::vector<std::string>& patterns, std::string_vi
       }
       continue;
     }
+    // "dir/" (.gitignore's form, which .fleetignore users write) matches directories only.
+    if (pattern.size() > 1 && pattern.back() == '/') {
+      std::string dir_pattern = pattern.substr(0, pattern.size() - 1);
+      if (is_dir && fnmatch(dir_pattern.c_str(), base.c_str(), FNM_PATHNAME) == 0) {
+        return true;
+      }
+      continue;
+    }
     if (fnmatch(pattern.c_str(), base.c_str(), FNM_PATHNAME) == 0) {
       return true;
     }

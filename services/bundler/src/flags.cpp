@@ -31,6 +31,7 @@ std::map<std::string, std::string> bundlerFlags() {
   return {
       {"work-dir", "directory for per-commit checkouts, each removed after use (default /var/lib/flotilla/bundler)"},
       {"workers", "commits rendered in parallel (default 2)"},
+      {"render-parallelism", "bundles of one commit rendered in parallel (default 4)"},
       {"max-file-bytes", "largest single file a bundle may have, e.g. 16MiB (default 16MiB)"},
       {"max-manifest-bytes", "largest rendered manifest of one bundle, e.g. 256MiB (default 256MiB)"},
       {"render-timeout", "time limit of one helm/kustomize run (default 60s)"},
@@ -38,6 +39,10 @@ std::map<std::string, std::string> bundlerFlags() {
       {"kustomize-binary",
        "kustomize executable for kustomize bundles (default: kustomize on PATH; \"none\" disables kustomize)"},
       {"retry-max", "longest delay before a failed commit is retried (default 60s)"},
+      {"chart-cache-dir",
+       "where Helm charts pulled from repositories are cached (default <work-dir>/chart-cache; \"none\" disables)"},
+      {"credentials-dir",
+       "directory of Secret-shaped credentials for helmSecretName (same format as the poller's; default none)"},
   };
 }
 
@@ -91,6 +96,10 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
   if (options.workers < 1 || options.workers > 256) {
     return fail(ErrorKind::kInvalid, "--workers must be between 1 and 256");
   }
+  options.handler.render_parallelism = static_cast<int>(config.getInt("render-parallelism", 4));
+  if (options.handler.render_parallelism < 1 || options.handler.render_parallelism > 64) {
+    return fail(ErrorKind::kInvalid, "--render-parallelism must be between 1 and 64");
+  }
   struct SizeFlag {
     const char* name;
     uint64_t* target;
@@ -139,6 +148,12 @@ RendererBinaries rendererBinariesFrom(const service::Config& config) {
   if (binaries.kustomize == "none") {
     binaries.kustomize.clear();
   }
+  binaries.chart_cache_dir =
+      config.get("chart-cache-dir", config.get("work-dir", "/var/lib/flotilla/bundler") + "/chart-cache");
+  if (binaries.chart_cache_dir == "none") {
+    binaries.chart_cache_dir.clear();
+  }
+  binaries.credentials_dir = config.get("credentials-dir");
   return binaries;
 }
 
@@ -148,13 +163,19 @@ namespace flotilla::bundler {
 
 std::shared_ptr<const RendererSet> makeRenderers(const RendererBinaries& binaries) {
   auto set = std::make_shared<RendererSet>();
+  const std::string kustomize_path = binaries.kustomize.empty() ? std::string() : findExecutable(binaries.kustomize);
   struct Tool {
     const std::string& requested;
     const char* what;
     std::function<void(const std::string&)> install;
   };
   for (const Tool& tool : {Tool{binaries.helm, "helm",
-                                [&](const std::string& path) { set->setHelm(std::make_shared<HelmRenderer>(path)); }},
+                                [&](const std::string& path) {
+                                  set->setHelm(std::make_shared<HelmRenderer>(
+                                      path, HelmRendererOptions{.kustomize_binary = kustomize_path,
+                                                                .chart_cache_dir = binaries.chart_cache_dir,
+                                                                .credentials_dir = binaries.credentials_dir}));
+                                }},
                            Tool{binaries.kustomize, "kustomize", [&](const std::string& path) {
                                   set->setKustomize(std::make_shared<KustomizeRenderer>(path));
                                 }}}) {

@@ -59,4 +59,36 @@ void BundlerMetrics::exception() {
   metrics_.counter("handler_exceptions_total", "Exceptions caught around the commit handler").Increment();
 }
 
+void BundlerMetrics::remoteChart(std::string_view source) {
+  metrics_
+      .counter("remote_charts_total", "Remote Helm charts used by default renders, by source (cache, pulled)",
+               {{"source", std::string(source)}})
+      .Increment();
+}
+
+void BundlerMetrics::rerender(std::string_view result) {
+  metrics_
+      .counter("rerenders_total",
+               "Per-cluster bundles re-rendered after a cluster changed, by result (published, unchanged, error, "
+               "skipped, retry)",
+               {{"result", std::string(result)}})
+      .Increment();
+}
+
+void BundlerMetrics::variants(size_t renders, size_t cache_hits) {
+  metrics_.counter("variant_renders_total", "Renderer runs for per-cluster variants")
+      .Increment(static_cast<double>(renders));
+  metrics_.counter("variant_cache_hits_total", "Per-cluster variants whose manifest came from the cache")
+      .Increment(static_cast<double>(cache_hits));
+}
+
+void BundlerMetrics::clusterRecord(std::string_view result) {
+  metrics_
+      .counter("cluster_records_total",
+               "KV clusters entries read for per-cluster rendering, by result (applied, "
+               "invalid)",
+               {{"result", std::string(result)}})
+      .Increment();
+}
+
 }  // namespace flotilla::bundler

@@ -129,6 +129,9 @@ Json encode(const BundleRecord& record) {
                         {"commit", record.commit},
                         {"commitSequence", record.commit_sequence},
                         {"manifestID", record.last_good ? record.last_good->manifest_id : std::string()}});
+  if (!record.source_object.empty()) {
+    out["sourceObject"] = record.source_object;
+  }
   if (record.last_good) {
     out["lastGood"] = events::encode(*record.last_good);
   }
@@ -148,6 +151,7 @@ Result<BundleRecord> decodeBundleRecord(const Json& json) {
   in.str("path", record.path);
   in.str("commit", record.commit);
   in.u64("commitSequence", record.commit_sequence);
+  in.str("sourceObject", record.source_object);
   std::string manifest_id;
   in.str("manifestID", manifest_id);
   in.error("error", record.error);
@@ -174,6 +178,11 @@ Json encode(const RenderStatus& status) {
                         {"lastGoodManifestID", status.last_good_manifest_id},
                         {"time", status.time}});
   out["error"] = status.error ? encodeError(*status.error) : Json();
+  if (!status.chart.empty()) {
+    out["chart"] = status.chart;
+    out["chartVersion"] = status.chart_version;
+    out["chartDigest"] = status.chart_digest;
+  }
   return out;
 }
 
@@ -190,6 +199,9 @@ Result<RenderStatus> decodeRenderStatus(const Json& json) {
   in.str("lastGoodManifestID", status.last_good_manifest_id);
   in.str("time", status.time);
   in.error("error", status.error);
+  in.str("chart", status.chart);
+  in.str("chartVersion", status.chart_version);
+  in.str("chartDigest", status.chart_digest);
   FLOTILLA_TRY(in.finish());
   return status;
 }
@@ -212,7 +224,7 @@ std::string eventState(const events::BundleEvent& event) {
   if (event.error) {
     return "error";
   }
-  return event.manifest_id;
+  return event.manifest_id.empty() ? event.variants_object : event.manifest_id;
 }
 
 std::string bundleMsgId(const events::BundleEvent& event) {

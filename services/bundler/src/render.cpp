@@ -137,14 +137,8 @@ Status applyOverlays(const RenderRequest& request, std::map<std::string, std::st
         return fail(original.error());
       }
       Json patched = std::move(original).value();
-      if (patch->isArray()) {
-        if (auto status = applyJsonPatch(patched, *patch); !status.ok()) {
-          return invalidAt(source_path, 0, "cannot patch " + target_path + ": " + status.error().message);
-        }
-      } else if (patch->isObject()) {
-        jsonMergePatch(patched, *patch);
-      } else {
-        return invalidAt(source_path, 0, "a patch must be a map (merge patch) or a list (JSON patch)");
+      if (auto status = applyOverlayPatch(patched, *patch); !status.ok()) {
+        return invalidAt(source_path, 0, "cannot patch " + target_path + ": " + status.error().message);
       }
       base->second = patched.dump();
     }

@@ -190,6 +190,11 @@ TEST(FleetIgnore, Patterns) {
   EXPECT_FALSE(fleetIgnoreMatches(patterns, "build", false));
   EXPECT_TRUE(fleetIgnoreMatches(patterns, "exact", true));
   EXPECT_FALSE(fleetIgnoreMatches(patterns, "other", false));
+  // The .gitignore form "dir/" (and "tmp-*/") matches directories only.
+  std::vector<std::string> dir_patterns = {"scratch/", "tmp-*/"};
+  EXPECT_TRUE(fleetIgnoreMatches(dir_patterns, "scratch", true));
+  EXPECT_FALSE(fleetIgnoreMatches(dir_patterns, "scratch", false));
+  EXPECT_TRUE(fleetIgnoreMatches(dir_patterns, "tmp-1", true));
 }
 
 }  // namespace

@@ -125,18 +125,19 @@ TEST(HelmRenderer, RenderedNonObjectsAreErrors) {
   EXPECT_NE(objects.error().message.find("apiVersion is missing"), std::string::npos);
 }
 
-TEST(HelmRenderer, RemoteChartsAreNotFetched) {
+TEST(HelmRenderer, AnUnreachableChartRepositoryIsARenderErrorNamingFleetYaml) {
   REQUIRE_TOOL(helm, "helm");
   Checkout checkout;
-  checkout.add("app/fleet.yaml", "helm: {repo: https://charts.example.com, chart: nginx}\n");
+  checkout.add("app/fleet.yaml", "helm: {repo: http://127.0.0.1:9/charts, chart: nginx}\n");
   model::BundleDeploymentOptions options;
   options.helm = model::HelmOptions{};
-  options.helm->repo = "https://charts.example.com";
+  options.helm->repo = "http://127.0.0.1:9/charts";  // the discard port: connection refused
   options.helm->chart = "nginx";
   auto objects = HelmRenderer(helm).render(request(checkout, "app", options));
   ASSERT_FALSE(objects.ok());
+  EXPECT_EQ(objects.error().kind, ErrorKind::kInvalid);
   EXPECT_EQ(objects.error().where, "app/fleet.yaml");
-  EXPECT_NE(objects.error().message.find("not supported"), std::string::npos);
+  EXPECT_NE(objects.error().message.find("helm repo add"), std::string::npos) << objects.error().message;
 }
 
 TEST(HelmRenderer, ValuesFilesMustStayInsideTheCheckout) {

@@ -21,6 +21,8 @@ Json encode(const PollStatus& s) {
       {"lastErrorTime", s.last_error_time},
       {"nextPollTime", s.next_poll_time},
       {"failures", s.failures},
+      {"webhookCommit", s.webhook_commit},
+      {"lastWebhookTime", s.last_webhook_time},
   });
 }
 
@@ -51,6 +53,8 @@ Result<PollStatus> decodePollStatus(std::string_view json) {
   s.last_error_time = j.getString("lastErrorTime");
   s.next_poll_time = j.getString("nextPollTime");
   s.failures = j.getInt("failures");
+  s.webhook_commit = j.getString("webhookCommit");
+  s.last_webhook_time = j.getString("lastWebhookTime");
   return s;
 }
 

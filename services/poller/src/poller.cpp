@@ -1,6 +1,8 @@
 #include "flotilla/poller/poller.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <filesystem>
 #include <limits>
@@ -14,11 +16,14 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/git/url.h"
+#include "flotilla/http/server.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/poller/credentials_store.h"
 #include "flotilla/poller/gitrepo.h"
 #include "flotilla/poller/poll_status.h"
 #include "flotilla/poller/poller_metrics.h"
 #include "flotilla/poller/sync.h"
+#include "flotilla/poller/webhook.h"
 
 namespace flotilla::poller {
 namespace {
@@ -36,14 +41,17 @@ struct RepoEntry {
   uint64_t epoch = 0;     //!< changes with every new spec; results of older syncs trigger a re-poll
   PollStatus status;      //!< the record in KV `status`
   int64_t due_ms = kNever;
-  uint64_t running_job = 0;  //!< id of the sync holding this GitRepo, 0 when none
+  uint64_t running_job = 0;      //!< id of the sync holding this GitRepo, 0 when none
+  bool webhook_pending = false;  //!< a push arrived while its sync ran: poll again right after it
+  bool webhook_due = false;      //!< due because of a push: dispatched before timed polls
 };
 
 //! One mirror directory and who holds it.
 struct MirrorState {
   std::string id;
   std::shared_ptr<MirrorSlot> slot;
-  bool busy = false;  //!< a sync or the removal runs on it (also while a stuck sync has not returned)
+  bool busy = false;          //!< a sync or the removal runs on it (also while a stuck sync has not returned)
+  bool host_waiting = false;  //!< due GitRepos wait because their host is at --max-per-host
 };
 
 enum class JobKind { kSync, kRemove };
@@ -54,10 +62,13 @@ struct Job : GitOpGuard {
   JobKind kind = JobKind::kSync;
   std::string mirror_id;
   std::string url;
+  std::string host;  //!< of `url`, for the per-host limit ("" for removals)
   std::vector<RepoWork> work;
   std::shared_ptr<MirrorSlot> slot;
   const std::atomic<bool>* stopping = nullptr;
-  Millis grace{0};  //!< added to each call's timeout before the watchdog gives up on it
+  std::atomic<int>* network_ops = nullptr;   //!< git network calls running, poller-wide
+  std::atomic<int>* network_peak = nullptr;  //!< the most ever running at once
+  Millis grace{0};                           //!< added to each call's timeout before the watchdog gives up on it
 
   std::mutex mutex;
   bool in_git = false;
@@ -68,15 +79,25 @@ struct Job : GitOpGuard {
 
   bool begin(std::string_view op, Millis op_timeout) override {
     std::lock_guard lock(mutex);
+    if (stopping->load()) {
+      return false;
+    }
+    const int running_now = network_ops->fetch_add(1) + 1;
+    for (int peak = network_peak->load();
+         running_now > peak && !network_peak->compare_exchange_weak(peak, running_now);) {
+    }
     in_git = true;
     operation = std::string(op);
     timeout = op_timeout;
     // A zero timeout means "no limit" in libs/git; the watchdog then leaves the call alone too.
     deadline = op_timeout.count() > 0 ? SteadyClock::now() + op_timeout + grace : SteadyClock::time_point{};
-    return !stopping->load();
+    return true;
   }
   bool end() override {
     std::lock_guard lock(mutex);
+    if (in_git) {
+      network_ops->fetch_sub(1);
+    }
     in_git = false;
     return !abandoned;
   }
@@ -111,6 +132,17 @@ std::string timeOrEmpty(int64_t epoch_ms) {
   return epoch_ms == kNever ? std::string() : formatEpochMillis(epoch_ms);
 }
 
+//! The host the per-host limit counts a URL against (lower-case; "" for local repositories).
+std::string hostOf(const std::string& url) {
+  auto parsed = git::parseGitUrl(url, true);
+  if (!parsed.ok()) {
+    return {};
+  }
+  std::string host = parsed->host;
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  return host;
+}
+
 }  // namespace
 
 struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
@@ -134,8 +166,18 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
   std::map<std::string, MirrorState> mirrors;
   std::vector<std::shared_ptr<Job>> running;
   std::vector<Completion> inbox;
-  int active = 0;  //!< running jobs not abandoned
-  int stuck = 0;   //!< abandoned jobs whose thread has not returned
+  int active = 0;                        //!< running jobs not abandoned
+  int stuck = 0;                         //!< abandoned jobs whose thread has not returned
+  std::map<std::string, int> host_jobs;  //!< running sync jobs (abandoned included) per host
+  int host_peak = 0;                     //!< the most sync jobs ever running against one host
+  std::atomic<int> network_ops{0};
+  std::atomic<int> network_peak{0};
+  std::unique_ptr<http::Server> webhook_server;
+  bool inventory_changed = true;  //!< GitRepos, mirrors or jobs changed since the last housekeeping
+  SteadyClock::time_point last_housekeeping;
+  int valid_count = 0;
+  int invalid_count = 0;
+  int mirrors_in_use = 0;
   uint64_t next_epoch = 0;
   uint64_t next_job = 0;
 
@@ -280,6 +322,7 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
       log::info("initial GitRepos loaded", {{"count", static_cast<int64_t>(seen.size())}});
     }
     initial_loaded = true;
+    inventory_changed = true;
     wake.notify_all();
   }
 
@@ -292,6 +335,7 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
     }
     auto decoded = decodeSpec(key, value, *id);
     std::lock_guard lock(mutex);
+    inventory_changed = true;
     auto [it, inserted] = entries.try_emplace(key);
     RepoEntry& e = it->second;
     if (inserted) {
@@ -361,6 +405,7 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
       return;
     }
     log::info("GitRepo deleted", {{"gitrepo", it->second.id.workspace + "/" + it->second.id.name}});
+    inventory_changed = true;
     const std::string status_key = pollStatusKey(it->second.id.workspace, it->second.id.name);
     entries.erase(it);
     {
@@ -379,8 +424,14 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
       return kNever;
     }
     const Millis interval = spec.effectivePollingInterval();
-    const Millis phase = phaseOffset(e.id.workspace, e.id.name, interval);
-    return nextGridTime(now, interval, phase, interval / 4) + pollJitter(interval).count();
+    if (options.align_phases) {
+      return nextGridTime(now, interval, Millis(0), interval / 4);
+    }
+    // Phase and jitter are keyed by the mirror, so the GitRepos of one URL fire together (one sync, one
+    // ls-remote per credentials) while different URLs spread over the interval.
+    const Millis phase = phaseOffsetOf(e.mirror_id, interval);
+    const int64_t grid = nextGridTime(now, interval, phase, interval / 4);
+    return grid + gridJitter(e.mirror_id, grid, interval).count();
   }
 
   void enqueueStatus(const RepoEntry& e) {
@@ -442,6 +493,11 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
     if (r.epoch != e.epoch) {
       e.due_ms = now;  // the spec changed while this sync ran
     }
+    if (e.webhook_pending) {
+      e.webhook_pending = false;  // a push arrived during the sync: its commit may be newer than what we saw
+      e.due_ms = std::min(e.due_ms, now + options.webhook_coalesce.count());
+      e.webhook_due = true;
+    }
     s.next_poll_time = timeOrEmpty(e.due_ms);
     metrics.poll(outcome);
     enqueueStatus(e);
@@ -453,12 +509,20 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
     for (auto& completion : done) {
       Job& job = *completion.job;
       std::erase(running, completion.job);
+      if (job.kind == JobKind::kSync) {
+        log::debug("sync finished", {{"url", git::redactUrl(job.url)}, {"job", static_cast<int64_t>(job.id)}});
+      }
       bool was_abandoned = false;
       {
         std::lock_guard job_lock(job.mutex);
         was_abandoned = job.abandoned;
       }
       (was_abandoned ? stuck : active) -= 1;
+      if (job.kind == JobKind::kSync) {
+        if (auto host = host_jobs.find(job.host); host != host_jobs.end() && --host->second <= 0) {
+          host_jobs.erase(host);
+        }
+      }
       auto mirror = mirrors.find(job.mirror_id);
       if (job.kind == JobKind::kRemove) {
         metrics.mirrorRemoved();
@@ -543,6 +607,11 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
 
   void spawn(const std::shared_ptr<Job>& job) {
     ++active;
+    job->network_ops = &network_ops;
+    job->network_peak = &network_peak;
+    if (job->kind == JobKind::kSync) {
+      host_peak = std::max(host_peak, ++host_jobs[job->host]);
+    }
     running.push_back(job);
     std::thread([self = shared_from_this(), job] { runJob(self, job); }).detach();
   }
@@ -593,8 +662,19 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
         due[entry.mirror_id].push_back(&entry);
       }
     }
-    int waiting = 0;
+    // Mirrors a webhook asked for go first, so a push is not queued behind timed polls when the pool is busy.
+    std::vector<std::pair<const std::string*, std::vector<RepoEntry*>*>> order;
+    order.reserve(due.size());
     for (auto& [id, list] : due) {
+      order.emplace_back(&id, &list);
+    }
+    std::stable_partition(order.begin(), order.end(), [](const auto& item) {
+      return std::any_of(item.second->begin(), item.second->end(), [](const RepoEntry* e) { return e->webhook_due; });
+    });
+    int waiting = 0;
+    for (auto& [id_ptr, list_ptr] : order) {
+      const std::string& id = *id_ptr;
+      std::vector<RepoEntry*>& list = *list_ptr;
       MirrorState& mirror = mirrors[id];
       if (!mirror.slot) {
         mirror.id = id;
@@ -605,44 +685,77 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
         waiting += static_cast<int>(list.size());
         continue;
       }
+      const std::string& url = list.front()->gitrepo->spec.repo;
+      std::string host = hostOf(url);
+      if (auto running_on_host = host_jobs.find(host);
+          running_on_host != host_jobs.end() && running_on_host->second >= options.max_per_host) {
+        waiting += static_cast<int>(list.size());
+        if (!mirror.host_waiting) {
+          mirror.host_waiting = true;
+          metrics.hostLimited();
+          log::debug("sync waits for the per-host limit", {{"host", host}, {"limit", options.max_per_host}});
+        }
+        continue;
+      }
+      mirror.host_waiting = false;
       auto job = std::make_shared<Job>();
       job->id = ++next_job;
       job->kind = JobKind::kSync;
       job->mirror_id = id;
-      job->url = list.front()->gitrepo->spec.repo;
+      job->url = url;
+      job->host = std::move(host);
       job->slot = mirror.slot;
       job->stopping = &stopping;
       job->grace = options.watchdog_grace;
       for (RepoEntry* entry : list) {
         job->work.push_back(RepoWork{entry->key, entry->epoch, *entry->gitrepo, entry->spec_hash, entry->status});
         entry->running_job = job->id;
+        entry->webhook_due = false;
       }
       mirror.busy = true;
+      log::debug("sync started", {{"url", git::redactUrl(job->url)},
+                                  {"job", static_cast<int64_t>(job->id)},
+                                  {"gitrepos", static_cast<int64_t>(job->work.size())}});
       spawn(job);
     }
     return waiting;
   }
 
-  void updateGauges(int waiting) {
-    int valid = 0;
-    int invalid = 0;
+  //! Recounts GitRepos and mirrors in use (O(GitRepos) with string copies: only after a change).
+  void countInventory() {
+    valid_count = 0;
+    invalid_count = 0;
     std::set<std::string> used;
     for (const auto& [key, entry] : entries) {
-      (entry.gitrepo ? valid : invalid) += 1;
+      (entry.gitrepo ? valid_count : invalid_count) += 1;
       if (!entry.mirror_id.empty()) {
         used.insert(entry.mirror_id);
       }
     }
-    metrics.setGauges(active, stuck, waiting, valid, invalid, static_cast<double>(used.size()));
+    mirrors_in_use = static_cast<int>(used.size());
+  }
+
+  void updateGauges(int waiting) {
+    metrics.setGauges(active, stuck, waiting, valid_count, invalid_count, mirrors_in_use);
+    metrics.setNetworkGauges(network_ops.load(), network_peak.load(), host_peak);
   }
 
   void scheduleLoop() {
     std::unique_lock lock(mutex);
     while (!stopping) {
       const int64_t now = nowEpochMillis();
+      inventory_changed = !inbox.empty() || inventory_changed;
       processCompletions(now);
       watchdog(now);
-      collectGarbage();
+      // The scheduler wakes every 100 ms while syncs run; the O(GitRepos) housekeeping (unused mirrors, counts)
+      // runs only when GitRepos or jobs changed, and once a second as a safety net.
+      const auto steady_now = SteadyClock::now();
+      if (inventory_changed || steady_now - last_housekeeping >= std::chrono::seconds(1)) {
+        inventory_changed = false;
+        last_housekeeping = steady_now;
+        collectGarbage();
+        countInventory();
+      }
       const int waiting = dispatch(now);
       updateGauges(waiting);
       int64_t next = now + 1000;
@@ -684,6 +797,158 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
     std::lock_guard lock(core->mutex);
     core->inbox.push_back(Completion{job, std::move(results)});
     core->wake.notify_all();
+  }
+
+  // ---- webhooks (the HTTP server's thread) ----
+
+  //! Makes GitRepos due `webhook_coalesce` from now (or right after their running sync) and records the pushed
+  //! commit. Returns the display names of those triggered.
+  std::vector<std::string> triggerFromWebhook(const std::vector<std::pair<std::string, std::string>>& key_commits) {
+    std::vector<std::string> triggered;
+    std::lock_guard lock(mutex);
+    const int64_t now = nowEpochMillis();
+    for (const auto& [key, commit] : key_commits) {
+      auto it = entries.find(key);
+      if (it == entries.end() || !it->second.gitrepo) {
+        continue;
+      }
+      RepoEntry& e = it->second;
+      if (!commit.empty()) {
+        e.status.webhook_commit = commit;
+      }
+      e.status.last_webhook_time = formatEpochMillis(now);
+      if (e.running_job != 0) {
+        e.webhook_pending = true;
+      } else {
+        e.due_ms = std::min(e.due_ms, now + options.webhook_coalesce.count());
+        e.webhook_due = true;
+        e.status.next_poll_time = timeOrEmpty(e.due_ms);
+      }
+      enqueueStatus(e);
+      triggered.push_back(e.id.workspace + "/" + e.id.name);
+    }
+    wake.notify_all();
+    return triggered;
+  }
+
+  http::Response handleWebhook(const http::Request& request) {
+    const auto provider = detectProvider(request);
+    if (!provider) {
+      metrics.webhook("unknown", "bad_request");
+      log::warn("webhook rejected: unknown provider (no recognised event or signature header)",
+                {{"remote", request.remote_address}});
+      return http::Response::text(400, "unknown webhook provider: no recognised event or signature header\n");
+    }
+    const std::string provider_name(providerName(*provider));
+    auto push = parsePush(*provider, request);
+    if (!push.ok()) {
+      metrics.webhook(provider_name, "bad_request");
+      log::warn("webhook rejected: unreadable payload",
+                {{"provider", provider_name}, {"remote", request.remote_address}, {"error", push.error().message}});
+      return http::Response::text(400, push.error().message + "\n");
+    }
+    // The GitRepos on the pushed repository, whatever their ref: their secrets decide whether the request is
+    // genuine; the ref decides which of them poll.
+    struct Candidate {
+      std::string key;
+      std::string display;
+      std::string secret_name;
+      bool wants_ref = false;
+      std::string commit;
+    };
+    std::vector<Candidate> candidates;
+    {
+      std::set<std::string> pushed_keys;
+      for (const auto& url : push->repo_urls) {
+        if (auto key = webhookRepoKey(url); !key.empty()) {
+          pushed_keys.insert(std::move(key));
+        }
+      }
+      std::lock_guard lock(mutex);
+      for (const auto& [key, entry] : entries) {
+        if (!entry.gitrepo || !pushed_keys.contains(webhookRepoKey(entry.gitrepo->spec.repo))) {
+          continue;
+        }
+        const auto& spec = entry.gitrepo->spec;
+        candidates.push_back(Candidate{key, entry.id.workspace + "/" + entry.id.name,
+                                       spec.webhook_secret.empty() ? options.webhook_secret : spec.webhook_secret,
+                                       pushMatches(spec, *push), pushedCommitFor(spec, *push)});
+      }
+    }
+    std::map<std::string, std::pair<bool, std::string>> verdicts;  // secret name -> (ok, why not)
+    auto verify = [&](const std::string& secret_name) -> const std::pair<bool, std::string>& {
+      auto it = verdicts.find(secret_name);
+      if (it != verdicts.end()) {
+        return it->second;
+      }
+      std::pair<bool, std::string> verdict{false, ""};
+      if (secret_name.empty()) {
+        verdict.second = "no webhook secret: set spec.webhookSecret or the poller's --webhook-secret";
+      } else if (auto secret = loadWebhookSecret(options.credentials_dir, secret_name); !secret.ok()) {
+        verdict.second = "webhook secret: " + secret.error().message;
+        metrics.error("webhook", secret.error().kind);
+      } else {
+        verdict.first = verifyWebhook(*provider, request, *secret, verdict.second);
+      }
+      return verdicts.emplace(secret_name, std::move(verdict)).first->second;
+    };
+    auto reject = [&](const std::string& why) {
+      metrics.webhook(provider_name, "unauthorized");
+      log::warn("webhook rejected: bad signature or token",
+                {{"provider", provider_name}, {"remote", request.remote_address}, {"reason", why}});
+      return http::Response::text(401, "webhook rejected: " + why + "\n");
+    };
+    if (candidates.empty()) {
+      if (!options.webhook_secret.empty()) {
+        const auto& verdict = verify(options.webhook_secret);
+        if (!verdict.first) {
+          return reject(verdict.second);
+        }
+      }
+      metrics.webhook(provider_name, "ignored");
+      log::info("webhook ignored: no GitRepo uses the repository",
+                {{"provider", provider_name}, {"event", push->event}, {"remote", request.remote_address}});
+      return http::Response::text(200, "no GitRepo uses this repository\n");
+    }
+    std::vector<std::pair<std::string, std::string>> to_trigger;
+    bool any_verified = false;
+    std::string first_failure;
+    for (const auto& candidate : candidates) {
+      const auto& verdict = verify(candidate.secret_name);
+      if (!verdict.first) {
+        if (first_failure.empty()) {
+          first_failure = verdict.second;
+        }
+        log::warn("webhook not verified for a GitRepo", {{"provider", provider_name},
+                                                         {"gitrepo", candidate.display},
+                                                         {"webhook_secret", candidate.secret_name},
+                                                         {"reason", verdict.second}});
+        continue;
+      }
+      any_verified = true;
+      if (candidate.wants_ref) {
+        to_trigger.emplace_back(candidate.key, candidate.commit);
+      }
+    }
+    if (!any_verified) {
+      return reject(first_failure);
+    }
+    const auto triggered = triggerFromWebhook(to_trigger);
+    if (triggered.empty()) {
+      metrics.webhook(provider_name, "ignored");
+      log::info("webhook verified; no GitRepo follows the pushed refs",
+                {{"provider", provider_name}, {"event", push->event}});
+      return http::Response::text(200, "no GitRepo follows the pushed refs\n");
+    }
+    metrics.webhook(provider_name, "accepted");
+    Json names = Json::array();
+    for (const auto& name : triggered) {
+      names.push(name);
+    }
+    log::info(
+        "webhook accepted; polling",
+        {{"provider", provider_name}, {"event", push->event}, {"gitrepos", static_cast<int64_t>(triggered.size())}});
+    return http::Response::json(202, Json::obj({{"triggered", names}}).dump() + "\n");
   }
 
   // ---- status writer thread ----
@@ -738,6 +1003,9 @@ Poller::~Poller() {
 }
 
 Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const service::Hub& hub, Metrics& metrics) {
+  if (options.max_per_host < 1) {
+    return fail(ErrorKind::kInvalid, "--max-per-host must be at least 1", "Poller::create");
+  }
   if (options.workers < 1) {
     return fail(ErrorKind::kInvalid, "--workers must be at least 1", "Poller::create");
   }
@@ -777,6 +1045,34 @@ Status Poller::start() {
     }
     core.started = true;
   }
+  if (!core.options.webhook_address.empty()) {
+    http::ServerOptions server_options;
+    server_options.address = core.options.webhook_address;
+    server_options.port = core.options.webhook_port;
+    server_options.max_body_bytes = core.options.webhook_max_body;
+    server_options.on_body_too_large = [&core](const http::Request& request) {
+      const auto provider = detectProvider(request);
+      const std::string name = provider ? std::string(providerName(*provider)) : "unknown";
+      core.metrics.webhook(name, "too_large");
+      log::warn("webhook rejected: payload too large",
+                {{"provider", name}, {"remote", request.remote_address}, {"limit", core.options.webhook_max_body}});
+    };
+    std::map<std::string, http::Handler> routes;
+    for (const char* path : {"/", "/webhook"}) {
+      routes[http::routeKey("POST", path)] = [&core](const http::Request& request) {
+        return core.handleWebhook(request);
+      };
+    }
+    auto server = http::Server::start(server_options, std::move(routes));
+    if (!server.ok()) {
+      std::lock_guard lock(core.mutex);
+      core.started = false;
+      return fail(server.error());
+    }
+    core.webhook_server = std::move(server).value();
+    log::info("webhook receiver listening",
+              {{"address", core.options.webhook_address}, {"port", static_cast<int64_t>(core.webhook_server->port())}});
+  }
   core.writer = std::thread([&core] { core.writeLoop(); });
   core.scheduler = std::thread([&core] { core.scheduleLoop(); });
   core.watcher = std::thread([&core] { core.watchLoop(); });
@@ -797,6 +1093,9 @@ void Poller::stop(Millis wait) {
     core.stopping = true;
   }
   core.wake.notify_all();
+  if (core.webhook_server) {
+    core.webhook_server->stop();
+  }
   if (core.watcher.joinable()) {
     core.watcher.join();
   }
@@ -833,6 +1132,10 @@ void Poller::stop(Millis wait) {
     core.writer.join();
   }
   log::info("poller stopped", {{"stuck_git_calls", core.stuck}});
+}
+
+uint16_t Poller::webhookPort() const {
+  return core_->webhook_server ? core_->webhook_server->port() : 0;
 }
 
 bool Poller::ready(std::string& why) const {

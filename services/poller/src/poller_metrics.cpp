@@ -7,6 +7,8 @@ namespace flotilla::poller {
 PollerMetrics::PollerMetrics(Metrics& metrics) : metrics_(metrics) {
   // Register the families up front so /metrics shows them (at zero) before the first poll.
   setGauges(0, 0, 0, 0, 0, 0);
+  setNetworkGauges(0, 0, 0);
+  metrics_.counter("host_limit_waits_total", "Times a due mirror waited because its host was at --max-per-host");
   for (const char* outcome : {"published", "unchanged", "failed"}) {
     metrics_.counter("polls_total", "GitRepo polls by outcome", {{"outcome", outcome}});
   }
@@ -68,6 +70,25 @@ void PollerMetrics::statusWrite(bool ok) {
 
 void PollerMetrics::watchRestart() {
   metrics_.counter("kv_watch_restarts_total", "Restarts of the gitrepos KV watch after an error").Increment();
+}
+
+void PollerMetrics::webhook(std::string_view provider, std::string_view outcome) {
+  metrics_
+      .counter("webhook_requests_total", "Webhook requests by provider and outcome",
+               {{"provider", std::string(provider)}, {"outcome", std::string(outcome)}})
+      .Increment();
+}
+
+void PollerMetrics::hostLimited() {
+  metrics_.counter("host_limit_waits_total", "Times a due mirror waited because its host was at --max-per-host")
+      .Increment();
+}
+
+void PollerMetrics::setNetworkGauges(double in_flight, double peak, double host_peak) {
+  metrics_.gauge("git_network_operations_in_flight", "ls-remote and fetch calls running").Set(in_flight);
+  metrics_.gauge("git_network_operations_peak", "The most ls-remote/fetch calls running at once since start").Set(peak);
+  metrics_.gauge("host_syncs_peak", "The most mirror syncs running at once against one host since start")
+      .Set(host_peak);
 }
 
 void PollerMetrics::setGauges(double in_flight, double stuck, double queue_depth, double gitrepos, double invalid,

@@ -7,19 +7,41 @@
 
 namespace flotilla::poller {
 
-Millis phaseOffset(std::string_view workspace, std::string_view name, Millis interval) {
-  if (interval.count() <= 0) {
-    return Millis(0);
-  }
-  std::string key;
-  key.reserve(workspace.size() + name.size() + 1);
-  key.append(workspace).append("/").append(name);
+namespace {
+
+uint64_t hash64(std::string_view key) {
   const std::string digest = sha256Raw(key);
   uint64_t value = 0;
   for (size_t i = 0; i < 8; ++i) {
     value = (value << 8) | static_cast<unsigned char>(digest[i]);
   }
-  return Millis(static_cast<int64_t>(value % static_cast<uint64_t>(interval.count())));
+  return value;
+}
+
+}  // namespace
+
+Millis phaseOffset(std::string_view workspace, std::string_view name, Millis interval) {
+  std::string key;
+  key.reserve(workspace.size() + name.size() + 1);
+  key.append(workspace).append("/").append(name);
+  return phaseOffsetOf(key, interval);
+}
+
+Millis phaseOffsetOf(std::string_view key, Millis interval) {
+  if (interval.count() <= 0) {
+    return Millis(0);
+  }
+  return Millis(static_cast<int64_t>(hash64(key) % static_cast<uint64_t>(interval.count())));
+}
+
+Millis gridJitter(std::string_view key, int64_t grid_ms, Millis interval) {
+  const int64_t limit = std::min<int64_t>(interval.count() / 20, 500);
+  if (limit <= 0) {
+    return Millis(0);
+  }
+  std::string seed(key);
+  seed.append("@").append(std::to_string(grid_ms));
+  return Millis(static_cast<int64_t>(hash64(seed) % static_cast<uint64_t>(limit + 1)));
 }
 
 int64_t nextGridTime(int64_t now_ms, Millis interval, Millis phase, Millis min_gap) {

@@ -91,6 +91,29 @@ TEST(PollerScheduleTest, JitterIsBounded) {
   EXPECT_EQ(pollJitter(Millis(10)).count(), 0);
 }
 
+// Mirror-keyed phases and grid jitter: the same key gets the same phase and jitter (the GitRepos of one URL fire
+// together); different keys spread; the jitter varies per grid point and stays bounded.
+TEST(PollerScheduleTest, MirrorPhaseAndGridJitterAreSharedPerKey) {
+  const Millis interval = seconds(10);
+  EXPECT_EQ(phaseOffsetOf("mirror-a", interval), phaseOffsetOf("mirror-a", interval));
+  EXPECT_EQ(phaseOffset("ws", "name", interval), phaseOffsetOf("ws/name", interval));
+  std::set<int64_t> phases;
+  std::set<int64_t> jitters;
+  for (int i = 0; i < 50; ++i) {
+    const std::string key = "mirror-" + std::to_string(i);
+    phases.insert(phaseOffsetOf(key, interval).count());
+    EXPECT_LT(phaseOffsetOf(key, interval), interval);
+    const Millis jitter = gridJitter(key, 1'000'000, interval);
+    EXPECT_EQ(jitter, gridJitter(key, 1'000'000, interval));
+    EXPECT_GE(jitter.count(), 0);
+    EXPECT_LE(jitter.count(), 500);
+    jitters.insert(gridJitter("mirror-a", 1'000'000 + i * 10'000, interval).count());
+  }
+  EXPECT_GT(phases.size(), 40u);
+  EXPECT_GT(jitters.size(), 10u);
+  EXPECT_EQ(gridJitter("k", 0, Millis(10)).count(), 0);
+}
+
 TEST(PollerScheduleTest, FormatsEpochMillisAsRfc3339) {
   EXPECT_EQ(formatEpochMillis(0), "1970-01-01T00:00:00.000Z");
   EXPECT_EQ(formatEpochMillis(1'764'669'600'123), "2025-12-02T10:00:00.123Z");

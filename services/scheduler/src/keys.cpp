@@ -7,11 +7,15 @@ namespace flotilla::scheduler {
 
 // The builders of libs/events follow the pipeline.md key table; these names keep the scheduler's and the CLI's
 // call sites short and in one place.
-std::string clusterRecordKey(std::string_view cluster) { return events::clusterKey(cluster); }
+std::string clusterRecordKey(std::string_view cluster) {
+  return events::clusterKey(cluster);
+}
 std::string clusterGroupRecordKey(std::string_view workspace, std::string_view group) {
   return events::clusterGroupKey(workspace, group);
 }
-std::string heartbeatRecordKey(std::string_view cluster) { return events::heartbeatKey(cluster); }
+std::string heartbeatRecordKey(std::string_view cluster) {
+  return events::heartbeatKey(cluster);
+}
 std::string gitRepoRecordKey(std::string_view workspace, std::string_view gitrepo) {
   return events::gitRepoKey(workspace, gitrepo);
 }
@@ -36,7 +40,9 @@ std::string bundleSummaryKey(std::string_view workspace, std::string_view bundle
 std::string gitRepoSummaryKey(std::string_view workspace, std::string_view gitrepo) {
   return events::gitRepoSummaryKey(workspace, gitrepo);
 }
-std::string clusterSummaryKey(std::string_view cluster) { return events::clusterSummaryKey(cluster); }
+std::string clusterSummaryKey(std::string_view cluster) {
+  return events::clusterSummaryKey(cluster);
+}
 
 Result<std::vector<std::string>> keyNames(std::string_view key, std::string_view prefix, size_t count) {
   std::vector<std::string> tokens = split(key, '.');

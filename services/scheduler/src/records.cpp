@@ -146,7 +146,8 @@ Result<model::Cluster> decodeClusterRecord(std::string_view json) {
 }
 
 ClusterInfo clusterInfoOf(const model::Cluster& cluster) {
-  return ClusterInfo{.name = cluster.metadata.name, .workspace = cluster.metadata.ns, .labels = cluster.metadata.labels};
+  return ClusterInfo{
+      .name = cluster.metadata.name, .workspace = cluster.metadata.ns, .labels = cluster.metadata.labels};
 }
 
 GroupInfo groupInfoOf(const model::ClusterGroup& group) {
@@ -235,9 +236,8 @@ Result<BundleInfo> bundleFromRecord(std::string_view json) {
       info = std::move(good).value();
     }
     if (const Json* error = record.find("error"); error != nullptr && error->isObject()) {
-      info.error = events::RenderError{.file = error->getString("file"),
-                                       .line = error->getInt("line"),
-                                       .message = error->getString("message")};
+      info.error = events::RenderError{
+          .file = error->getString("file"), .line = error->getInt("line"), .message = error->getString("message")};
       info.error_commit = record.getString("commit");
     }
     if (info.workspace.empty() || info.bundle.empty()) {

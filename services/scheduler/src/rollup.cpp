@@ -162,8 +162,7 @@ Json gitRepoSummaryRecord(std::string_view workspace, std::string_view gitrepo,
       error_texts.push_back(name + ": " + renderErrorText(*item.bundle));
       // Shown among the details (not counted: a render failure is not a deployment; the last good one runs).
       model::StateSummary detail;
-      detail.non_ready.push_back(
-          model::NonReadyDetail{name, BundleState::kErrApplied, renderErrorText(*item.bundle)});
+      detail.non_ready.push_back(model::NonReadyDetail{name, BundleState::kErrApplied, renderErrorText(*item.bundle)});
       total.merge(detail);
     }
     bundle_list.push(std::move(entry));

@@ -45,7 +45,9 @@ bool olderThan(std::string_view incoming, std::string_view current) {
 //! A generation that grows with every DeployEvent for a (cluster, bundle) and survives the record's removal:
 //! at least the previous one + 1, and at least the cause's clock in ms (so a bundle deleted and re-added later
 //! still gets a higher generation than anything the agent saw before).
-int64_t nextGeneration(int64_t previous, int64_t clock_ms) { return std::max(previous + 1, clock_ms); }
+int64_t nextGeneration(int64_t previous, int64_t clock_ms) {
+  return std::max(previous + 1, clock_ms);
+}
 
 Json withoutUpdated(Json record) {
   record.erase("updated");
@@ -58,8 +60,9 @@ Json withoutUpdated(Json record) {
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(service::Hub hub, Metrics& metrics, SchedulerOptions options) {
   if (!hub.connection || !hub.js || !hub.clusters || !hub.bundles || !hub.deployments || !hub.status) {
-    return fail(ErrorKind::kInvalid, "the scheduler needs the hub's connection, JetStream and the clusters, bundles, "
-                                     "deployments and status buckets");
+    return fail(ErrorKind::kInvalid,
+                "the scheduler needs the hub's connection, JetStream and the clusters, bundles, "
+                "deployments and status buckets");
   }
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(hub), metrics, options));
 }
@@ -67,7 +70,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(service::Hub hub, Metrics& 
 Scheduler::Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options)
     : hub_(std::move(hub)), metrics_(metrics), options_(options) {}
 
-Scheduler::~Scheduler() { stop(); }
+Scheduler::~Scheduler() {
+  stop();
+}
 
 Status Scheduler::start() {
   if (started_.exchange(true)) {
@@ -102,9 +107,7 @@ void Scheduler::stop() {
   if (stopping_.exchange(true)) {
     return;
   }
-  {
-    std::lock_guard lock(wake_mutex_);
-  }
+  { std::lock_guard lock(wake_mutex_); }
   wake_.notify_all();
   register_subscription_ = bus::Subscription();
   for (auto* thread : {&bundle_thread_, &status_thread_, &watch_thread_, &reconcile_thread_}) {
@@ -147,9 +150,12 @@ Status Scheduler::loadState() {
     return values;
   };
   auto invalid = [&](std::string_view bucket, const std::string& key, const Error& error) {
-    metrics_.counter("invalid_records_total", "KV records that could not be read (skipped)", {{"bucket", std::string(bucket)}})
+    metrics_
+        .counter("invalid_records_total", "KV records that could not be read (skipped)",
+                 {{"bucket", std::string(bucket)}})
         .Increment();
-    log::warn("skipping an unreadable record", {{"bucket", std::string(bucket)}, {"key", key}, {"error", error.describe()}});
+    log::warn("skipping an unreadable record",
+              {{"bucket", std::string(bucket)}, {"key", key}, {"error", error.describe()}});
   };
 
   // The clusters watcher stays open: after its initial values it delivers live changes to watchLoop().
@@ -179,7 +185,12 @@ Status Scheduler::loadState() {
       }
       continue;
     }
-    bundles_[bundleRecordKey(info->workspace, info->bundle)] = std::move(info).value();
+    if (auto loaded = loadVariants(*info); !loaded.ok()) {
+      // Its clusters are held (deployments left as they are) until the next BundleEvent of the bundle.
+      invalid(hub_.manifests->bucket(), info->targeting ? info->targeting->variants_object : entry.key, loaded.error());
+    }
+    const std::string key = bundleRecordKey(info->workspace, info->bundle);
+    bundles_[key] = std::move(info).value();
   }
   for (const auto& entry : *deployment_entries) {
     auto record = decodeDeploymentRecord(entry.value);
@@ -249,8 +260,8 @@ Status Scheduler::setUpConsumers() {
 
 Status Scheduler::subscribeRegistrations() {
   auto connection = hub_.connection;
-  auto subscription = connection->subscribe(
-      events::kRegisterSubject, kRegisterQueue, [this, connection](bus::Message message) {
+  auto subscription =
+      connection->subscribe(events::kRegisterSubject, kRegisterQueue, [this, connection](bus::Message message) {
         events::RegisterReply reply;
         auto request = events::parsePayload<events::RegisterRequest>(message.data());
         if (!request.ok()) {
@@ -300,7 +311,8 @@ void Scheduler::consumeLoop(bus::PullConsumer& consumer, const std::string& name
   while (!stopping_) {
     auto batch = consumer.fetch(options_.fetch_batch, options_.fetch_timeout);
     if (!batch.ok()) {
-      metrics_.counter("fetch_errors_total", "Failed fetches from a durable consumer", {{"consumer", name}}).Increment();
+      metrics_.counter("fetch_errors_total", "Failed fetches from a durable consumer", {{"consumer", name}})
+          .Increment();
       log::warn("fetch failed, retrying", {{"consumer", name},
                                            {"retry_in_ms", static_cast<int64_t>(error_delay.count())},
                                            {"error", batch.error().describe()}});
@@ -361,8 +373,9 @@ void Scheduler::runOne(bus::Message& message, const std::string& name,
         .Increment();
     log::warn("cannot acknowledge a message", {{"consumer", name}, {"error", acted.error().describe()}});
   }
-  metrics_.counter("messages_total", "Messages handled, by consumer and result",
-                   {{"consumer", name}, {"result", outcome.result}})
+  metrics_
+      .counter("messages_total", "Messages handled, by consumer and result",
+               {{"consumer", name}, {"result", outcome.result}})
       .Increment();
   metrics_
       .histogram("handler_duration_seconds", "Time to handle one message", Metrics::durationBuckets(),
@@ -377,8 +390,8 @@ void Scheduler::watchLoop() {
     auto entry = clusters_watcher_.next(options_.fetch_timeout);
     if (!entry.ok()) {
       metrics_.counter("watch_errors_total", "Failures of the clusters bucket watcher").Increment();
-      log::warn("clusters watcher failed, re-opening", {{"error", entry.error().describe()},
-                                                        {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+      log::warn("clusters watcher failed, re-opening",
+                {{"error", entry.error().describe()}, {"retry_in_ms", static_cast<int64_t>(delay.count())}});
       if (!sleepFor(delay)) {
         break;
       }
@@ -438,8 +451,8 @@ void Scheduler::reconcileLoop() {
       continue;
     }
     metrics_.counter("reconcile_failures_total", "Re-targeting passes that failed and were retried").Increment();
-    log::warn("re-targeting failed, retrying", {{"error", done.error().describe()},
-                                                {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+    log::warn("re-targeting failed, retrying",
+              {{"error", done.error().describe()}, {"retry_in_ms", static_cast<int64_t>(delay.count())}});
     for (const auto& cluster : work) {
       enqueueReconcile(cluster);
     }
@@ -457,7 +470,8 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
   std::string workspace = request.workspace.empty() ? std::string(model::kDefaultNamespace) : request.workspace;
   std::string problem;
   if (!model::isDns1123Label(request.cluster)) {
-    problem = "cluster name \"" + request.cluster + "\" is not a DNS-1123 label (lower-case a-z, 0-9 and '-', at "
+    problem = "cluster name \"" + request.cluster +
+              "\" is not a DNS-1123 label (lower-case a-z, 0-9 and '-', at "
               "most 63 characters, alphanumeric at both ends)";
   } else if (!model::isDns1123Label(workspace)) {
     problem = "workspace \"" + workspace + "\" is not a DNS-1123 label";
@@ -492,9 +506,8 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
     }
     cluster.metadata.ns = workspace;
     cluster.metadata.labels = request.labels;
-    cluster.status.agent = model::AgentStatus{.last_seen = now,
-                                              .version = request.agent_version,
-                                              .kubernetes_version = request.kubernetes_version};
+    cluster.status.agent = model::AgentStatus{
+        .last_seen = now, .version = request.agent_version, .kubernetes_version = request.kubernetes_version};
     model::Condition registered{.type = "Registered",
                                 .status = "True",
                                 .reason = "AgentRegistered",
@@ -521,10 +534,10 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
              {"kubernetes_version", request.kubernetes_version},
              {"agent_version", request.agent_version}});
   if (created || targeting_changed) {
-    publishPublic(events::toCloudEvent(events::cloudEventType("cluster", created ? "registered" : "updated"),
-                                       std::string(kEventSource), workspace + "/" + request.cluster,
-                                       events::encode(request)),
-                  "cluster", {workspace, request.cluster});
+    publishPublic(
+        events::toCloudEvent(events::cloudEventType("cluster", created ? "registered" : "updated"),
+                             std::string(kEventSource), workspace + "/" + request.cluster, events::encode(request)),
+        "cluster", {workspace, request.cluster});
   }
   // Always: a re-registration refreshes the cluster summary (versions, last seen) even when nothing moves.
   enqueueReconcile(request.cluster);
@@ -680,13 +693,36 @@ Status Scheduler::publishDeploy(const events::DeployEvent& event) {
   return {};
 }
 
-Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& workspace,
-                                const std::string& bundle_name, const std::string& cluster_name, int64_t clock_ms,
-                                Affected& affected, bool& published) {
+Status Scheduler::loadVariants(BundleInfo& bundle) {
+  if (!bundle.targeting || bundle.targeting->variants_object.empty()) {
+    return {};
+  }
+  auto data = hub_.manifests->get(bundle.targeting->variants_object);
+  FLOTILLA_TRY(data);
+  auto json = Json::parse(*data);
+  FLOTILLA_TRY(json);
+  auto table = events::decodeBundleVariants(*json);
+  FLOTILLA_TRY(table);
+  bundle.targeting->variants = std::move(table).value();
+  return {};
+}
+
+Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
+                                const std::string& cluster_name, int64_t clock_ms, Affected& affected,
+                                bool& published) {
   std::optional<Placement> want;
   auto cluster = clusters_.find(cluster_name);
   if (bundle != nullptr && bundle->targeting && cluster != clusters_.end()) {
     want = place(*bundle->targeting, clusterInfoOf(cluster->second), groupList());
+  }
+  if (want && want->hold) {
+    // A per-cluster bundle the bundler has not rendered for this cluster yet (it re-renders when it learns about
+    // the cluster): keep what runs there now.
+    metrics_.counter("variants_held_total", "Placements held: a per-cluster bundle not yet rendered for the cluster")
+        .Increment();
+    log::info("holding a per-cluster bundle until the bundler renders it for the cluster",
+              {{"bundle", bundle_name}, {"cluster", cluster_name}, {"workspace", workspace}});
+    return {};
   }
   std::string key = deploymentRecordKey(cluster_name, workspace, bundle_name);
   auto existing = deployments_.find(key);
@@ -696,8 +732,8 @@ Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& wor
   if (want) {
     const BundleTargeting& targeting = *bundle->targeting;
     bool paused = targeting.paused;
-    bool same_release = record != nullptr && record->deployment_id == want->deployment_id &&
-                        record->depends_on == targeting.depends_on;
+    bool same_release =
+        record != nullptr && record->deployment_id == want->deployment_id && record->depends_on == targeting.depends_on;
     DeploymentRecord next = record != nullptr ? *record : DeploymentRecord{};
     if (same_release && record->staged_deployment_id.empty()) {
       if (record->commit == targeting.commit || targeting.commit.empty()) {
@@ -739,18 +775,17 @@ Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& wor
       }
     } else {
       int64_t generation = nextGeneration(record != nullptr ? record->generation : 0, clock_ms);
-      events::DeployEvent event{
-          .id = deployMsgId(cluster_name, bundle_name, want->deployment_id, generation),
-          .time = log::nowRfc3339(),
-          .cluster = cluster_name,
-          .workspace = workspace,
-          .bundle = bundle_name,
-          .deployment_id = want->deployment_id,
-          .manifest_id = want->manifest_id,
-          .options = want->options,
-          .depends_on = targeting.depends_on,
-          .commit = targeting.commit,
-          .generation = generation};
+      events::DeployEvent event{.id = deployMsgId(cluster_name, bundle_name, want->deployment_id, generation),
+                                .time = log::nowRfc3339(),
+                                .cluster = cluster_name,
+                                .workspace = workspace,
+                                .bundle = bundle_name,
+                                .deployment_id = want->deployment_id,
+                                .manifest_id = want->manifest_id,
+                                .options = want->options,
+                                .depends_on = targeting.depends_on,
+                                .commit = targeting.commit,
+                                .generation = generation};
       // Publish first, then the record (see the file comment of scheduler.h).
       FLOTILLA_TRY(publishDeploy(event));
       next.commit = targeting.commit;
@@ -797,11 +832,11 @@ Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& wor
       statuses_.erase(key);
     }
     deployments_.erase(key);
-    log::info("deployment removed", {{"cluster", cluster_name},
-                                     {"bundle", bundle_name},
-                                     {"gitrepo", gitrepo},
-                                     {"reason", bundle == nullptr || !bundle->targeting ? "bundle deleted"
-                                                                                        : "cluster no longer targeted"}});
+    log::info("deployment removed",
+              {{"cluster", cluster_name},
+               {"bundle", bundle_name},
+               {"gitrepo", gitrepo},
+               {"reason", bundle == nullptr || !bundle->targeting ? "bundle deleted" : "cluster no longer targeted"}});
   } else {
     return {};
   }
@@ -830,8 +865,8 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
   return {};
 }
 
-Status Scheduler::deleteBundle(const std::string& workspace, const std::string& bundle_name,
-                               const std::string& gitrepo, int64_t clock_ms, Affected& affected) {
+Status Scheduler::deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
+                               int64_t clock_ms, Affected& affected) {
   std::vector<std::string> clusters;
   for (const auto& [key, record] : deployments_) {
     if (record.workspace == workspace && record.bundle == bundle_name) {
@@ -925,13 +960,13 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
   }
   Affected affected;
   if (message->deleted) {
-    std::string gitrepo = !event.gitrepo.empty() ? event.gitrepo
-                                                 : (existing != bundles_.end() ? existing->second.gitrepo : std::string());
+    std::string gitrepo = !event.gitrepo.empty()
+                              ? event.gitrepo
+                              : (existing != bundles_.end() ? existing->second.gitrepo : std::string());
     auto deleted = deleteBundle(event.workspace, event.bundle, gitrepo, clock_ms, affected);
     if (!deleted.ok()) {
-      log::warn("cannot remove a deleted bundle's deployments yet", {{"bundle", event.bundle},
-                                                                     {"gitrepo", gitrepo},
-                                                                     {"error", deleted.error().describe()}});
+      log::warn("cannot remove a deleted bundle's deployments yet",
+                {{"bundle", event.bundle}, {"gitrepo", gitrepo}, {"error", deleted.error().describe()}});
       return Outcome::retry(backoff(delivery_count), "retry");
     }
     bundles_.erase(id);
@@ -945,6 +980,18 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
   }
 
   auto info = bundleFromEvent(event, existing != bundles_.end() ? &existing->second : nullptr);
+  if (info.ok()) {
+    if (auto loaded = loadVariants(*info); !loaded.ok()) {
+      if (loaded.error().kind != ErrorKind::kInvalid && loaded.error().kind != ErrorKind::kNotFound) {
+        log::warn("cannot read a bundle's variants table yet, retrying", {{"bundle", event.bundle},
+                                                                          {"variants_object", event.variants_object},
+                                                                          {"error", loaded.error().describe()}});
+        return Outcome::retry(backoff(delivery_count), "retry");
+      }
+      info = Result<BundleInfo>(
+          fail(ErrorKind::kInvalid, "variants table " + event.variants_object + ": " + loaded.error().message));
+    }
+  }
   bool invalid_targets = false;
   if (!info.ok()) {
     // The bundler checked fleet.yaml, so this is a contract problem; report it like a render error (the last good
@@ -991,7 +1038,8 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
   }
   auto written = writeSummaries(affected);
   if (!written.ok()) {
-    log::warn("cannot write summaries yet, retrying", {{"bundle", event.bundle}, {"error", written.error().describe()}});
+    log::warn("cannot write summaries yet, retrying",
+              {{"bundle", event.bundle}, {"error", written.error().describe()}});
     return Outcome::retry(backoff(delivery_count), "retry");
   }
   updateGauges();
@@ -1009,9 +1057,8 @@ Outcome Scheduler::handleStatus(std::string_view subject, std::string_view data,
   auto reject = [&](const std::string& problem, const char* reason) {
     metrics_.counter("invalid_messages_total", "Messages that could not be decoded (term'd)", {{"consumer", "status"}})
         .Increment();
-    log::warn("dropping an invalid status message", {{"subject", std::string(subject)},
-                                                     {"reason", reason},
-                                                     {"error", problem}});
+    log::warn("dropping an invalid status message",
+              {{"subject", std::string(subject)}, {"reason", reason}, {"error", problem}});
     return Outcome::reject("invalid");
   };
   auto tokens = events::subjectTokens(subject, "flotilla.status");
@@ -1134,11 +1181,10 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
     }
     if (stored != nullptr && !stored->stale && stored->deployment_id == record.deployment_id) {
       count("stale-dropped");
-      log::info("dropping a status report about an older deployment",
-                {{"cluster", cluster},
-                 {"bundle", bundle_name},
-                 {"reported", event.deployment_id},
-                 {"current", record.deployment_id}});
+      log::info("dropping a status report about an older deployment", {{"cluster", cluster},
+                                                                       {"bundle", bundle_name},
+                                                                       {"reported", event.deployment_id},
+                                                                       {"current", record.deployment_id}});
       return Outcome::ack("stale");
     }
   } else if (stored != nullptr && !stored->stale && stored->deployment_id == event.deployment_id &&

@@ -5,7 +5,9 @@
 
 namespace flotilla::scheduler {
 
-Matcher defaultTarget() { return Matcher{.name = "default", .cluster_group = std::string(kDefaultGroup)}; }
+Matcher defaultTarget() {
+  return Matcher{.name = "default", .cluster_group = std::string(kDefaultGroup)};
+}
 
 Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool allow_do_not_deploy) {
   // model's codecs are strict about fields and selectors; a customization matcher is a BundleTarget without
@@ -43,8 +45,9 @@ Result<BundleTargeting> targetingFrom(const events::BundleEvent& event) {
                       .customization_mode = event.customization_mode,
                       .depends_on = event.depends_on.isArray() ? event.depends_on : Json::array(),
                       .paused = event.paused,
-                      .force_sync_generation = event.force_sync_generation};
-  if (event.manifest_id.empty()) {
+                      .force_sync_generation = event.force_sync_generation,
+                      .variants_object = event.variants_object};
+  if (event.manifest_id.empty() && event.variants_object.empty()) {
     return fail(ErrorKind::kInvalid, "BundleEvent.manifestID: required for a rendered bundle");
   }
   std::vector<std::string> problems;
@@ -103,9 +106,8 @@ std::vector<GroupInfo> groupsOf(const ClusterInfo& cluster, const std::vector<Gr
     }
   }
   if (!explicit_default) {
-    out.push_back(GroupInfo{.workspace = cluster.workspace,
-                            .name = std::string(kDefaultGroup),
-                            .selector = model::LabelSelector{}});
+    out.push_back(GroupInfo{
+        .workspace = cluster.workspace, .name = std::string(kDefaultGroup), .selector = model::LabelSelector{}});
   }
   return out;
 }
@@ -164,6 +166,7 @@ std::optional<Placement> place(const BundleTargeting& bundle, const ClusterInfo&
     return std::nullopt;
   }
   const Customization* chosen = nullptr;
+  const bool all_matches = bundle.customization_mode == "AllMatches";
   for (const auto& custom : bundle.customizations) {
     if (!matches(custom.matcher, cluster, member_of)) {
       continue;
@@ -174,8 +177,33 @@ std::optional<Placement> place(const BundleTargeting& bundle, const ClusterInfo&
     if (chosen == nullptr) {
       chosen = &custom;
     }
+    if (!all_matches) {
+      break;  // FirstMatch (Fleet): only the first matching customization counts, doNotDeploy included
+    }
   }
   Placement out{.target = admitted->name};
+  if (!bundle.variants_object.empty()) {
+    if (!bundle.variants) {
+      out.hold = true;  // the table could not be read yet
+      return out;
+    }
+    auto entry = bundle.variants->clusters.find(cluster.name);
+    if (entry == bundle.variants->clusters.end()) {
+      out.hold = true;
+      return out;
+    }
+    const auto& variant = bundle.variants->variants[static_cast<size_t>(entry->second)];
+    for (const auto& name : variant.customizations) {
+      out.customization += (out.customization.empty() ? "" : "+") + name;
+    }
+    out.manifest_id = variant.manifest_id;
+    out.options = variant.options.isObject() ? variant.options : Json::object();
+    if (bundle.force_sync_generation != 0 && !out.options.contains("forceSyncGeneration")) {
+      out.options["forceSyncGeneration"] = bundle.force_sync_generation;
+    }
+    out.deployment_id = model::deploymentID(out.manifest_id, out.options);
+    return out;
+  }
   if (chosen != nullptr && !chosen->manifest_id.empty()) {
     out.customization = chosen->matcher.name;
     out.manifest_id = chosen->manifest_id;

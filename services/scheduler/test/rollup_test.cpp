@@ -1,8 +1,8 @@
 // Unit tests for the status roll-up: the effective state of one deployment, and the bundle, GitRepo and cluster
 // summaries (counts per state, desiredReady, worst state, capped non-ready details, render errors).
-#include <gtest/gtest.h>
-
 #include "flotilla/scheduler/rollup.h"
+
+#include <gtest/gtest.h>
 
 namespace flotilla::scheduler {
 namespace {
@@ -151,16 +151,15 @@ TEST(RollupTest, ClusterSummaryCarriesHeartbeat) {
   model::Cluster cluster;
   cluster.metadata.name = "c1";
   cluster.metadata.ns = "fleet-default";
-  cluster.status.agent = model::AgentStatus{.last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0",
-                                            .kubernetes_version = "v1.31.2"};
+  cluster.status.agent =
+      model::AgentStatus{.last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0", .kubernetes_version = "v1.31.2"};
   Json summary = clusterSummaryRecord("c1", &cluster, {{&a, &s_a}, {&b, nullptr}}, "2026-12-02T10:05:00.000Z");
   EXPECT_EQ(summary.getString("readyBundles"), "1/2");
   EXPECT_EQ(summary.getString("state"), "WaitApplied");
   EXPECT_EQ(summary.getString("lastHeartbeat"), "2026-12-02T10:05:00.000Z");
   EXPECT_EQ(summary.getString("lastSeen"), "2026-12-02T10:05:00.000Z");
   EXPECT_EQ(summary.getString("kubernetesVersion"), "v1.31.2");
-  EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->asArray()[0].getString("name"),
-            "fleet-default/repo-b");
+  EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->asArray()[0].getString("name"), "fleet-default/repo-b");
 }
 
 }  // namespace

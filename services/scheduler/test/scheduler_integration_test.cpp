@@ -1,10 +1,10 @@
 // Integration tests of the scheduler against a real nats-server -js: registrations over request/reply, BundleEvents
 // and StatusEvents through the real streams, DeployEvents read by agent-style durables, KV records and summaries.
 // The last test runs the flotilla-scheduler binary itself.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
@@ -54,7 +54,9 @@ events::BundleEvent bundleEvent(const std::string& bundle, const std::string& ma
   return event;
 }
 
-Json prodOnly() { return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value(); }
+Json prodOnly() {
+  return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
+}
 
 class SchedulerTest : public ::testing::Test {
  protected:
@@ -165,8 +167,8 @@ class SchedulerTest : public ::testing::Test {
   }
 
   //! Waits until the KV record exists and `check` holds for it.
-  std::optional<Json> kvWhen(bus::KeyValue& bucket, const std::string& key, const std::function<bool(const Json&)>& check,
-                             std::chrono::milliseconds timeout = 10s) {
+  std::optional<Json> kvWhen(bus::KeyValue& bucket, const std::string& key,
+                             const std::function<bool(const Json&)>& check, std::chrono::milliseconds timeout = 10s) {
     std::optional<Json> last;
     waitFor(
         [&] {
@@ -250,8 +252,8 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   EXPECT_EQ(sent[0].id, events::deployMsgId("prod-1", "repo-app", sent[0].deployment_id, sent[0].generation));
   EXPECT_TRUE(noMoreDeploys(dev, 300ms));
 
-  auto record = kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"),
-                       [](const Json&) { return true; });
+  auto record =
+      kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"), [](const Json&) { return true; });
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->getString("deploymentID"), sent[0].deployment_id);
   EXPECT_EQ(record->getInt("generation"), sent[0].generation);
@@ -260,7 +262,9 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
 
   // Redelivery (a different Msg-Id, so JetStream does not drop it): nothing new is sent.
   publishBundle(event, "/redelivered");
-  ASSERT_TRUE(waitFor([&] { return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1; }));
+  ASSERT_TRUE(waitFor([&] {
+    return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1;
+  }));
   EXPECT_EQ(scheduler_->handleBundle(events::encode(event).dump()).result, "unchanged");
   EXPECT_TRUE(noMoreDeploys(prod));
 
@@ -278,9 +282,9 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   EXPECT_EQ(again[0].manifest_id, kManifestB);
   EXPECT_GT(again[0].generation, sent[0].generation);
   EXPECT_TRUE(noMoreDeploys(dev, 300ms));
-  EXPECT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"),
-                     [&](const Json& r) { return r.getString("manifestID") == kManifestB; })
-                  .has_value());
+  EXPECT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"), [&](const Json& r) {
+                return r.getString("manifestID") == kManifestB;
+              }).has_value());
 }
 
 // A cluster that registers after the bundle gets every bundle that targets it; a label change that takes it out
@@ -296,7 +300,8 @@ TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
   auto sent = deploys(late, 1);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].manifest_id, kManifestA);
-  ASSERT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-2", kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(
+      kvWhen(*hub_.deployments, deploymentRecordKey("prod-2", kWs, "repo-app"), [](const Json&) { return true; }));
 
   // Re-registering unchanged sends nothing.
   ASSERT_TRUE(registerCluster("prod-2", {{"env", "prod"}}).accepted);
@@ -319,11 +324,10 @@ TEST_F(SchedulerTest, ClusterGroupTargeting) {
   ASSERT_TRUE(registerCluster("us-1", {{"region", "us"}}).accepted);
   auto eu = agentConsumer("eu-1");
   auto us = agentConsumer("us-1");
-  auto group = model::decodeClusterGroup(
-      Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
+  auto group = model::decodeClusterGroup(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
         "metadata":{"name":"europe","namespace":"fleet-default"},
         "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
-          .value());
+                                             .value());
   ASSERT_TRUE(group.ok()) << group.error().describe();
   ASSERT_TRUE(hub_.clusters->put(clusterGroupRecordKey(kWs, "europe"), model::encode(*group).dump()).ok());
   std::this_thread::sleep_for(300ms);  // let the watcher see the group before the bundle arrives
@@ -411,7 +415,8 @@ TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
     return info.ok() && info->subjects.count(events::eventsSubject("bundledeployment", {"c-2", "repo-app"})) &&
            info->subjects.at(events::eventsSubject("bundledeployment", {"c-2", "repo-app"})) >= 2;
   }));
-  auto last = hub_.js->getLastMessage(service::kEventsStream, events::eventsSubject("bundledeployment", {"c-2", "repo-app"}));
+  auto last =
+      hub_.js->getLastMessage(service::kEventsStream, events::eventsSubject("bundledeployment", {"c-2", "repo-app"}));
   ASSERT_TRUE(last.ok());
   auto cloud = events::decodeCloudEvent(Json::parse(last->data()).value());
   ASSERT_TRUE(cloud.ok()) << cloud.error().describe();
@@ -465,7 +470,8 @@ TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
   EXPECT_EQ(error.getString("file"), "app/fleet.yaml");
   EXPECT_EQ(error.getInt("line"), 12);
   EXPECT_EQ(error.getString("commit"), kCommit2);
-  EXPECT_NE(gitrepo->getString("message").find("app/fleet.yaml:12"), std::string::npos) << gitrepo->getString("message");
+  EXPECT_NE(gitrepo->getString("message").find("app/fleet.yaml:12"), std::string::npos)
+      << gitrepo->getString("message");
   auto bundle = kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
   ASSERT_TRUE(bundle.has_value());
   EXPECT_TRUE(bundle->getBool("error"));
@@ -513,8 +519,8 @@ TEST_F(SchedulerTest, DeletedBundleIsRemovedEverywhere) {
 // summary's last heartbeat.
 TEST_F(SchedulerTest, HeartbeatsUpdateTheClusterSummary) {
   ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  events::Heartbeat beat{.id = events::newEventId(), .time = "2099-01-01T00:00:00.000Z", .cluster = "c-1",
-                         .agent_version = "0.1.0"};
+  events::Heartbeat beat{
+      .id = events::newEventId(), .time = "2099-01-01T00:00:00.000Z", .cluster = "c-1", .agent_version = "0.1.0"};
   auto ack = hub_.js->publish(events::statusSubject("c-1", ""), events::encode(beat).dump(), beat.id);
   ASSERT_TRUE(ack.ok()) << ack.error().describe();
   EXPECT_TRUE(kvWhen(*hub_.status, clusterSummaryKey("c-1"),
@@ -583,7 +589,9 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
   EXPECT_EQ(sent[0].manifest_id, kManifestA);
 
   publishBundle(event, "/after-restart");
-  ASSERT_TRUE(waitFor([&] { return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1; }));
+  ASSERT_TRUE(waitFor([&] {
+    return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1;
+  }));
   EXPECT_TRUE(noMoreDeploys(c1));
   EXPECT_TRUE(noMoreDeploys(c2, 300ms));
 }
@@ -627,7 +635,9 @@ TEST_F(SchedulerTest, RetriesWhileNatsIsDownAndRecovers) {
   ASSERT_TRUE(waitFor([&] { return hub_.connection->connected(); }, 20s));
   auto c1 = agentConsumer("c-1");
   ASSERT_TRUE(waitFor(
-      [&] { return hub_.js->publish(events::bundleSubject(kWs, "repo-app"), events::encode(event).dump(), event.id).ok(); },
+      [&] {
+        return hub_.js->publish(events::bundleSubject(kWs, "repo-app"), events::encode(event).dump(), event.id).ok();
+      },
       20s));
   auto sent = deploys(c1, 1, 20s);
   ASSERT_EQ(sent.size(), 1u);
@@ -649,8 +659,8 @@ TEST_F(SchedulerTest, BinaryRunsAndStopsCleanly) {
   ASSERT_TRUE(process.ok()) << process.error().describe();
   bool ready = waitFor(
       [&] {
-        auto curl = runCommand({.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(*port) + "/readyz"},
-                                .timeout = 2s});
+        auto curl = runCommand(
+            {.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(*port) + "/readyz"}, .timeout = 2s});
         return curl.ok() && curl->exit_code == 0;
       },
       20s);

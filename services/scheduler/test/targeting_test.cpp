@@ -1,10 +1,11 @@
 // Unit tests for targeting: Fleet's matcher rules, cluster groups (including the implicit "default" group),
 // customizations and doNotDeploy, workspaces, and how options shape the deploymentID.
+#include "flotilla/scheduler/targeting.h"
+
 #include <gtest/gtest.h>
 
 #include "flotilla/model/identity.h"
 #include "flotilla/model/labels.h"
-#include "flotilla/scheduler/targeting.h"
 
 namespace flotilla::scheduler {
 namespace {
@@ -12,7 +13,9 @@ namespace {
 const std::string kManifest(64, 'a');
 const std::string kProdManifest(64, 'b');
 
-model::LabelSelector selector(std::string_view text) { return model::parseSelector(text).value(); }
+model::LabelSelector selector(std::string_view text) {
+  return model::parseSelector(text).value();
+}
 
 ClusterInfo cluster(std::string name, model::Labels labels, std::string workspace = "fleet-default") {
   return ClusterInfo{.name = std::move(name), .workspace = std::move(workspace), .labels = std::move(labels)};
@@ -30,7 +33,9 @@ events::BundleEvent bundleEvent(Json targets) {
   return event;
 }
 
-BundleTargeting targeting(Json targets) { return targetingFrom(bundleEvent(std::move(targets))).value(); }
+BundleTargeting targeting(Json targets) {
+  return targetingFrom(bundleEvent(std::move(targets))).value();
+}
 
 // A target with only a clusterSelector matches by cluster labels (matchLabels and matchExpressions).
 TEST(TargetingTest, ClusterSelectorMatchesLabels) {
@@ -48,7 +53,8 @@ TEST(TargetingTest, ClusterNameAndCombinedCriteria) {
   EXPECT_FALSE(place(by_name, cluster("a", {}), {}).has_value());
   EXPECT_TRUE(place(by_name, cluster("b", {}), {}).has_value());
 
-  auto both = targeting(Json::parse(R"([{"clusterName":"b","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value());
+  auto both =
+      targeting(Json::parse(R"([{"clusterName":"b","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value());
   EXPECT_FALSE(place(both, cluster("b", {{"env", "dev"}}), {}).has_value());
   EXPECT_TRUE(place(both, cluster("b", {{"env", "prod"}}), {}).has_value());
 }
@@ -78,7 +84,8 @@ TEST(TargetingTest, DefaultTargetUsesImplicitDefaultGroup) {
 // workspace do not count.
 TEST(TargetingTest, ClusterGroupMembership) {
   std::vector<GroupInfo> groups = {
-      GroupInfo{.workspace = "fleet-default", .name = "eu", .labels = {{"tier", "gold"}}, .selector = selector("region=eu")},
+      GroupInfo{
+          .workspace = "fleet-default", .name = "eu", .labels = {{"tier", "gold"}}, .selector = selector("region=eu")},
       GroupInfo{.workspace = "fleet-default", .name = "empty"},
       GroupInfo{.workspace = "other", .name = "eu", .selector = model::LabelSelector{}},
   };
@@ -98,7 +105,8 @@ TEST(TargetingTest, ClusterGroupMembership) {
 // clusterGroupSelector selects groups by the group's own labels; clusterSelector then refines within the group.
 TEST(TargetingTest, ClusterGroupSelectorAndRefiningClusterSelector) {
   std::vector<GroupInfo> groups = {
-      GroupInfo{.workspace = "fleet-default", .name = "eu", .labels = {{"tier", "gold"}}, .selector = selector("region=eu")},
+      GroupInfo{
+          .workspace = "fleet-default", .name = "eu", .labels = {{"tier", "gold"}}, .selector = selector("region=eu")},
   };
   auto bundle = targeting(Json::parse(R"([{"clusterGroupSelector":{"matchLabels":{"tier":"gold"}},
       "clusterSelector":{"matchLabels":{"env":"prod"}}}])")
@@ -111,13 +119,14 @@ TEST(TargetingTest, ClusterGroupSelectorAndRefiningClusterSelector) {
 // The GitRepo targets are the allow-list; customizations choose manifest and options (first match), and a
 // matching doNotDeploy keeps the bundle away.
 TEST(TargetingTest, CustomizationsChooseManifestAndDoNotDeployExcludes) {
-  auto event = bundleEvent(Json::parse(R"([{"clusterSelector":{"matchExpressions":[{"key":"env","operator":"Exists"}]}}])")
-                               .value());
+  auto event = bundleEvent(
+      Json::parse(R"([{"clusterSelector":{"matchExpressions":[{"key":"env","operator":"Exists"}]}}])").value());
   event.customizations.push_back(events::TargetManifest{
       .name = "prod",
       .target = Json::parse(R"({"clusterSelector":{"matchLabels":{"env":"prod"}}})").value(),
       .manifest_id = kProdManifest,
-      .options = Json::obj({{"defaultNamespace", "app"}, {"helm", Json::obj({{"values", Json::obj({{"replicas", 3}})}})}})});
+      .options =
+          Json::obj({{"defaultNamespace", "app"}, {"helm", Json::obj({{"values", Json::obj({{"replicas", 3}})}})}})});
   event.customizations.push_back(events::TargetManifest{
       .name = "skip-legacy",
       .target = Json::parse(R"({"clusterSelector":{"matchLabels":{"legacy":"true"}},"doNotDeploy":true})").value()});
@@ -135,9 +144,53 @@ TEST(TargetingTest, CustomizationsChooseManifestAndDoNotDeployExcludes) {
   EXPECT_EQ(dev->customization, "");
   EXPECT_EQ(dev->deployment_id, model::deploymentID(kManifest, event.options));
 
+  EXPECT_FALSE(place(bundle, cluster("l", {{"legacy", "true"}, {"env", "dev"}}), {}).has_value());
+  // FirstMatch (Fleet): only the first matching customization counts, so a later doNotDeploy does not.
+  auto both = place(bundle, cluster("l", {{"env", "prod"}, {"legacy", "true"}}), {});
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->customization, "prod");
+  // AllMatches: any matching doNotDeploy keeps the bundle off.
+  bundle.customization_mode = "AllMatches";
   EXPECT_FALSE(place(bundle, cluster("l", {{"env", "prod"}, {"legacy", "true"}}), {}).has_value());
   // A customization alone does not admit a cluster the GitRepo targets exclude.
   EXPECT_FALSE(place(bundle, cluster("n", {{"tier", "x"}}), {}).has_value());
+}
+
+// Per-cluster variants: each admitted cluster gets its entry of the table; a cluster missing from it (or a table
+// not loaded yet) is held; the allow-list and doNotDeploy still apply.
+TEST(TargetingTest, VariantsTableChoosesPerCluster) {
+  auto event = bundleEvent(
+      Json::parse(R"([{"clusterSelector":{"matchExpressions":[{"key":"env","operator":"Exists"}]}}])").value());
+  event.manifest_id.clear();
+  event.variants_object = "variants-" + std::string(64, 'f');
+  event.force_sync_generation = 2;
+  event.customizations.push_back(events::TargetManifest{
+      .name = "off", .target = Json::parse(R"({"clusterName":"x","doNotDeploy":true})").value()});
+  auto bundle = targetingFrom(event);
+  ASSERT_TRUE(bundle.ok()) << bundle.error().describe();
+  auto held = place(*bundle, cluster("a", {{"env", "prod"}}), {});
+  ASSERT_TRUE(held.has_value());
+  EXPECT_TRUE(held->hold);
+
+  events::BundleVariants table{.workspace = "fleet-default", .bundle = "repo-app"};
+  table.variants.push_back(
+      events::Variant{.manifest_id = kProdManifest,
+                      .options = Json::obj({{"helm", Json::obj({{"values", Json::obj({{"env", "prod"}})}})}}),
+                      .customizations = {"c1", "c2"}});
+  table.clusters = {{"a", 0}, {"x", 0}};
+  bundle->variants = table;
+  auto a = place(*bundle, cluster("a", {{"env", "prod"}}), {});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->hold);
+  EXPECT_EQ(a->manifest_id, kProdManifest);
+  EXPECT_EQ(a->customization, "c1+c2");
+  EXPECT_EQ(a->options.getInt("forceSyncGeneration"), 2);
+  EXPECT_EQ(a->deployment_id, model::deploymentID(kProdManifest, a->options));
+  auto b = place(*bundle, cluster("b", {{"env", "dev"}}), {});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->hold);
+  EXPECT_FALSE(place(*bundle, cluster("x", {{"env", "dev"}}), {}).has_value());  // doNotDeploy
+  EXPECT_FALSE(place(*bundle, cluster("a", {}), {}).has_value());                // not admitted
 }
 
 // forceSyncGeneration joins the options, so a force-sync changes the deploymentID (Fleet's "Force Update").

@@ -57,8 +57,8 @@ struct Snapshot {
   std::map<std::string, Json> bundles;            //!< bundles bucket, by key
   std::vector<scheduler::DeploymentRecord> deployments;
   std::map<std::string, scheduler::BdStatus> bd_statuses;  //!< by deployments key (cluster.ws.bundle)
-  std::map<std::string, Json> status;                       //!< status bucket, every record by key
-  std::vector<std::string> warnings;                        //!< records that could not be read
+  std::map<std::string, Json> status;                      //!< status bucket, every record by key
+  std::vector<std::string> warnings;                       //!< records that could not be read
 };
 
 //! Reads the gitrepos, clusters, bundles, deployments and status buckets.

@@ -1,10 +1,5 @@
 #include "flotilla/harness/git_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -14,6 +9,11 @@
 #include <sstream>
 #include <thread>
 #include <utility>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "flotilla/core/util.h"
 
@@ -25,21 +25,26 @@ namespace {
 constexpr auto kStartTimeout = std::chrono::seconds(15);
 constexpr const char* kSshd = "/usr/sbin/sshd";
 
-std::string scriptPath() { return std::string(FLOTILLA_SOURCE_DIR) + "/tests/harness/git/git_http_server.py"; }
+std::string scriptPath() {
+  return std::string(FLOTILLA_SOURCE_DIR) + "/tests/harness/git/git_http_server.py";
+}
 
 // The system interpreter: a version-manager shim first in PATH (pyenv) can cost a second per start.
-std::string python() { return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"; }
+std::string python() {
+  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
 
 // Runs `argv` under a small sh watchdog that stops it when this (test) process is gone, so a crashed or
 // killed test does not leave git daemon or sshd running. Process::stop() signals the whole group as usual.
 std::vector<std::string> watched(std::vector<std::string> argv) {
   const std::string parent = std::to_string(::getpid());
-  std::vector<std::string> out = {
-      "/bin/sh", "-c",
-      "\"$@\" & child=$!; "
-      "while kill -0 " + parent + " 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done; "
-      "kill $child 2>/dev/null; wait $child",
-      "watchdog"};
+  std::vector<std::string> out = {"/bin/sh", "-c",
+                                  "\"$@\" & child=$!; "
+                                  "while kill -0 " +
+                                      parent +
+                                      " 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done; "
+                                      "kill $child 2>/dev/null; wait $child",
+                                  "watchdog"};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
@@ -198,8 +203,8 @@ Result<std::string> GitServer::runGit(const std::vector<std::string>& args, cons
     for (const auto& arg : args) {
       shown += " " + arg;
     }
-    return fail(ErrorKind::kInternal, "git" + shown + " exited " + std::to_string(result->exit_code) + ": " +
-                                          trim(result->err),
+    return fail(ErrorKind::kInternal,
+                "git" + shown + " exited " + std::to_string(result->exit_code) + ": " + trim(result->err),
                 "GitServer::runGit");
   }
   return std::move(result->out);
@@ -244,9 +249,9 @@ Status GitServer::makeSshKeys() {
   client_key_ = dir + "/client_key";
   other_client_key_ = dir + "/other_client_key";
   for (const auto& path : {host_key_, other_host_key_, client_key_, other_client_key_}) {
-    auto result = runCommand(
-        {.argv = {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
-         .timeout = std::chrono::seconds(30)});
+    auto result =
+        runCommand({.argv = {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
+                    .timeout = std::chrono::seconds(30)});
     if (!result.ok()) {
       return fail(result.error());
     }
@@ -365,9 +370,9 @@ Status GitServer::startGitDaemon() {
       git_port_ = *port;
     }
     auto process = Process::start({
-        .argv = watched({"git", "daemon", "--reuseaddr", "--export-all", "--base-path=" + repos_,
-                         "--enable=receive-pack", "--listen=127.0.0.1", "--port=" + std::to_string(git_port_),
-                         "--informative-errors", "--verbose"}),
+        .argv =
+            watched({"git", "daemon", "--reuseaddr", "--export-all", "--base-path=" + repos_, "--enable=receive-pack",
+                     "--listen=127.0.0.1", "--port=" + std::to_string(git_port_), "--informative-errors", "--verbose"}),
         .env = gitEnv(),
         .output_file = log,
     });
@@ -384,7 +389,9 @@ Status GitServer::startGitDaemon() {
   return fail(last);
 }
 
-void GitServer::stopGitDaemon() { daemon_.stop(); }
+void GitServer::stopGitDaemon() {
+  daemon_.stop();
+}
 
 Status GitServer::startSsh() {
   if (sshd_.running()) {
@@ -404,26 +411,34 @@ Status GitServer::startSsh() {
   fs::create_directories("/run/sshd", ec);
   const std::string dir = root_ + "/ssh";
   const std::string config = dir + "/sshd_config";
-  FLOTILLA_TRY(writeFile(config, "ListenAddress 127.0.0.1\n"
-                                 "HostKey " + host_key_ + "\n"
-                                 "AuthorizedKeysFile " + dir + "/authorized_keys\n"
-                                 "PidFile " + dir + "/sshd.pid\n"
-                                 "PermitRootLogin prohibit-password\n"
-                                 "PubkeyAuthentication yes\n"
-                                 "PasswordAuthentication no\n"
-                                 "KbdInteractiveAuthentication no\n"
-                                 "StrictModes no\n"
-                                 "UsePAM no\n"
-                                 "UseDNS no\n"
-                                 "PrintMotd no\n"
-                                 "PrintLastLog no\n"
-                                 "X11Forwarding no\n"
-                                 "AllowTcpForwarding no\n"
-                                 "MaxStartups 100\n"
-                                 "LogLevel VERBOSE\n"
-                                 // The session shell is root's bash, which sources ~/.bashrc for ssh commands;
-                                 // an isolated HOME keeps the developer's shell setup (slow pyenv init, ...) out.
-                                 "SetEnv HOME=" + root_ + "/home GIT_CONFIG_NOSYSTEM=1\n"));
+  FLOTILLA_TRY(writeFile(config,
+                         "ListenAddress 127.0.0.1\n"
+                         "HostKey " +
+                             host_key_ +
+                             "\n"
+                             "AuthorizedKeysFile " +
+                             dir +
+                             "/authorized_keys\n"
+                             "PidFile " +
+                             dir +
+                             "/sshd.pid\n"
+                             "PermitRootLogin prohibit-password\n"
+                             "PubkeyAuthentication yes\n"
+                             "PasswordAuthentication no\n"
+                             "KbdInteractiveAuthentication no\n"
+                             "StrictModes no\n"
+                             "UsePAM no\n"
+                             "UseDNS no\n"
+                             "PrintMotd no\n"
+                             "PrintLastLog no\n"
+                             "X11Forwarding no\n"
+                             "AllowTcpForwarding no\n"
+                             "MaxStartups 100\n"
+                             "LogLevel VERBOSE\n"
+                             // The session shell is root's bash, which sources ~/.bashrc for ssh commands;
+                             // an isolated HOME keeps the developer's shell setup (slow pyenv init, ...) out.
+                             "SetEnv HOME=" +
+                             root_ + "/home GIT_CONFIG_NOSYSTEM=1\n"));
   const std::string log = root_ + "/logs/sshd.log";
   Error last;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -451,9 +466,13 @@ Status GitServer::startSsh() {
   return fail(last);
 }
 
-void GitServer::stopSsh() { sshd_.stop(); }
+void GitServer::stopSsh() {
+  sshd_.stop();
+}
 
-std::string GitServer::repoPath(const std::string& repo) const { return repos_ + "/" + repo + ".git"; }
+std::string GitServer::repoPath(const std::string& repo) const {
+  return repos_ + "/" + repo + ".git";
+}
 
 GitRepoUrls GitServer::repo(const std::string& name) const {
   return GitRepoUrls{
@@ -546,8 +565,8 @@ Result<std::string> GitServer::commit(const std::string& repo, const CommitReque
 }
 
 Result<std::string> GitServer::commitFiles(const std::string& repo, const std::string& branch,
-                                           const std::map<std::string, std::string>& files,
-                                           const std::string& message, const std::vector<std::string>& removals) {
+                                           const std::map<std::string, std::string>& files, const std::string& message,
+                                           const std::vector<std::string>& removals) {
   return commit(repo, CommitRequest{.branch = branch, .files = files, .removals = removals, .message = message});
 }
 
@@ -594,11 +613,21 @@ Status GitServer::setDefaultBranch(const std::string& repo, const std::string& b
   return out.ok() ? okStatus() : Status(fail(out.error()));
 }
 
-std::string GitServer::caPem() const { return readFile(ca_file_).valueOr(""); }
-std::string GitServer::otherCaPem() const { return readFile(other_ca_file_).valueOr(""); }
-std::string GitServer::sshPrivateKey() const { return readFile(client_key_).valueOr(""); }
-std::string GitServer::sshPublicKey() const { return readFile(client_key_ + ".pub").valueOr(""); }
-std::string GitServer::unauthorizedSshPrivateKey() const { return readFile(other_client_key_).valueOr(""); }
+std::string GitServer::caPem() const {
+  return readFile(ca_file_).valueOr("");
+}
+std::string GitServer::otherCaPem() const {
+  return readFile(other_ca_file_).valueOr("");
+}
+std::string GitServer::sshPrivateKey() const {
+  return readFile(client_key_).valueOr("");
+}
+std::string GitServer::sshPublicKey() const {
+  return readFile(client_key_ + ".pub").valueOr("");
+}
+std::string GitServer::unauthorizedSshPrivateKey() const {
+  return readFile(other_client_key_).valueOr("");
+}
 
 namespace {
 // "ssh-ed25519 AAAA... comment" -> "ssh-ed25519 AAAA..."
@@ -609,8 +638,7 @@ std::string keyTypeAndBlob(const std::string& pub_line) {
 }  // namespace
 
 std::string GitServer::knownHostsLine() const {
-  return "[127.0.0.1]:" + std::to_string(ssh_port_) + " " +
-         keyTypeAndBlob(readFile(host_key_ + ".pub").valueOr(""));
+  return "[127.0.0.1]:" + std::to_string(ssh_port_) + " " + keyTypeAndBlob(readFile(host_key_ + ".pub").valueOr(""));
 }
 
 std::string GitServer::wrongKnownHostsLine() const {

@@ -1,9 +1,9 @@
 // Checks the git server harness with the git CLI (an independent client), so libs/git tests can trust it.
 #include "flotilla/harness/git_server.h"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "flotilla/core/util.h"
 
@@ -103,8 +103,10 @@ TEST_F(GitServerTest, HttpStopsAndRestartsOnTheSamePort) {
 TEST_F(GitServerTest, CommitHelpersWriteWhatTheyAreAskedTo) {
   ASSERT_TRUE(server_->createRepo("app", "trunk").ok());
   auto first = server_->commit("app", CommitRequest{.branch = "trunk",
-                                                    .files = {{"bin/run.sh", "#!/bin/sh\n"}, {"dir/a.yaml", "a: 1\n"},
-                                                              {"dir/b.yaml", "b: 2\n"}, {"with space.txt", "x"}},
+                                                    .files = {{"bin/run.sh", "#!/bin/sh\n"},
+                                                              {"dir/a.yaml", "a: 1\n"},
+                                                              {"dir/b.yaml", "b: 2\n"},
+                                                              {"with space.txt", "x"}},
                                                     .executable = {"bin/run.sh"},
                                                     .symlinks = {{"link", "dir/a.yaml"}},
                                                     .message = "first"});

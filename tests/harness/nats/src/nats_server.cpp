@@ -1,17 +1,17 @@
 #include "flotilla/harness/nats_server.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <thread>
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -124,7 +124,9 @@ Result<int> freeTcpPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-std::string uniqueName(std::string_view prefix) { return std::string(prefix) + "_" + randomHex(6); }
+std::string uniqueName(std::string_view prefix) {
+  return std::string(prefix) + "_" + randomHex(6);
+}
 
 Result<std::unique_ptr<NatsServer>> NatsServer::start(NatsServerOptions options) {
   auto dir = makeTempDir("flotilla-nats");
@@ -177,9 +179,13 @@ NatsServer::~NatsServer() {
   }
 }
 
-std::string NatsServer::url() const { return options_.scheme + "://127.0.0.1:" + std::to_string(port_); }
+std::string NatsServer::url() const {
+  return options_.scheme + "://127.0.0.1:" + std::to_string(port_);
+}
 
-bool NatsServer::running() { return process_.running(); }
+bool NatsServer::running() {
+  return process_.running();
+}
 
 Status NatsServer::launch() {
   std::vector<std::string> argv = {options_.binary};
@@ -189,8 +195,8 @@ Status NatsServer::launch() {
   if (options_.jetstream) {
     argv.push_back("-js");
   }
-  argv.insert(argv.end(), {"-a", "127.0.0.1", "-p", std::to_string(port_), "-sd", store_dir_, "-m",
-                           std::to_string(monitor_port_)});
+  argv.insert(argv.end(),
+              {"-a", "127.0.0.1", "-p", std::to_string(port_), "-sd", store_dir_, "-m", std::to_string(monitor_port_)});
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   // A crashed or killed test must not leave its server running.
   auto process = Process::start({.argv = argv, .output_file = log_file_, .kill_with_parent = true});
@@ -219,10 +225,10 @@ Status NatsServer::waitReady() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return fail(ErrorKind::kTransient,
-              "nats-server not ready after " + std::to_string(options_.start_timeout.count()) + " ms; log tail:\n" +
-                  logTail(),
-              "NatsServer::start");
+  return fail(
+      ErrorKind::kTransient,
+      "nats-server not ready after " + std::to_string(options_.start_timeout.count()) + " ms; log tail:\n" + logTail(),
+      "NatsServer::start");
 }
 
 Status NatsServer::stop() {
@@ -253,7 +259,9 @@ void NatsServer::kill9() {
   process_ = Process();
 }
 
-std::string NatsServer::logText() const { return readFile(log_file_).valueOr(""); }
+std::string NatsServer::logText() const {
+  return readFile(log_file_).valueOr("");
+}
 
 std::string NatsServer::logTail(size_t lines) const {
   std::string text = logText();

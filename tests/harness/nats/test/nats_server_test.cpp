@@ -1,14 +1,14 @@
 #include "flotilla/harness/nats_server.h"
 
-#include <gtest/gtest.h>
+#include <thread>
+
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <thread>
 
 #include "flotilla/core/util.h"
 

@@ -33,9 +33,9 @@ struct StreamConfig {
   int64_t max_msgs_per_subject = -1;     //!< -1 = unlimited; 1 keeps only the latest per subject
   int replicas = 1;
   std::chrono::milliseconds duplicate_window = std::chrono::minutes(2);  //!< Nats-Msg-Id de-duplication window
-  bool allow_rollup = false;  //!< honour the Nats-Rollup header
-  bool allow_direct = false;  //!< allow direct gets from any replica
-  bool discard_new = false;   //!< at a limit, reject new messages instead of dropping old ones
+  bool allow_rollup = false;                                             //!< honour the Nats-Rollup header
+  bool allow_direct = false;                                             //!< allow direct gets from any replica
+  bool discard_new = false;  //!< at a limit, reject new messages instead of dropping old ones
 };
 
 //! Where a new consumer starts: the first message, only new ones, or the last message of each subject.
@@ -77,8 +77,8 @@ struct StreamInfo {
 struct ConsumerInfo {
   std::string stream;
   std::string name;
-  uint64_t num_pending = 0;      //!< not yet delivered
-  int64_t num_ack_pending = 0;   //!< delivered, not yet acked
+  uint64_t num_pending = 0;     //!< not yet delivered
+  int64_t num_ack_pending = 0;  //!< delivered, not yet acked
   int64_t num_redelivered = 0;
   uint64_t delivered_stream_sequence = 0;
   uint64_t ack_floor_stream_sequence = 0;

@@ -22,10 +22,10 @@ namespace flotilla::bus {
 //! Settings of a bucket created by KeyValue::ensure (an existing bucket keeps its own).
 struct KvConfig {
   std::string bucket;
-  int history = 1;                       //!< revisions kept per key (1..64)
-  std::chrono::milliseconds ttl{0};      //!< 0 = entries never expire
-  int32_t max_value_size = -1;           //!< -1 = server limit (max_payload)
-  int64_t max_bytes = -1;                //!< -1 = unlimited
+  int history = 1;                   //!< revisions kept per key (1..64)
+  std::chrono::milliseconds ttl{0};  //!< 0 = entries never expire
+  int32_t max_value_size = -1;       //!< -1 = server limit (max_payload)
+  int64_t max_bytes = -1;            //!< -1 = unlimited
   StorageType storage = StorageType::kFile;
   int replicas = 1;
   std::string description;

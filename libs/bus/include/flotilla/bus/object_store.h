@@ -31,7 +31,7 @@ inline constexpr uint32_t kObjectChunkSize = 128 * 1024;
 struct ObjectInfo {
   std::string name;
   std::string bucket;
-  std::string nuid;    //!< names the chunk subject of this version
+  std::string nuid;  //!< names the chunk subject of this version
   uint64_t size = 0;
   uint64_t chunks = 0;
   std::string digest;  //!< "SHA-256=<base64url-padded digest>"; empty for a deleted object

@@ -25,17 +25,17 @@ class Json {
   enum class Type { kNull, kBool, kInt, kDouble, kString, kArray, kObject };
 
   Json() = default;
-  Json(std::nullptr_t) {}                                   // NOLINT(google-explicit-constructor)
-  Json(bool v) : value_(v) {}                               // NOLINT
-  Json(int v) : value_(static_cast<int64_t>(v)) {}          // NOLINT
-  Json(int64_t v) : value_(v) {}                            // NOLINT
-  Json(uint64_t v) : value_(static_cast<int64_t>(v)) {}     // NOLINT
-  Json(double v) : value_(v) {}                             // NOLINT
-  Json(const char* v) : value_(std::string(v)) {}           // NOLINT
-  Json(std::string v) : value_(std::move(v)) {}             // NOLINT
-  Json(std::string_view v) : value_(std::string(v)) {}      // NOLINT
-  Json(Array v) : value_(std::move(v)) {}                   // NOLINT
-  Json(Object v) : value_(std::move(v)) {}                  // NOLINT
+  Json(std::nullptr_t) {}                                // NOLINT(google-explicit-constructor)
+  Json(bool v) : value_(v) {}                            // NOLINT
+  Json(int v) : value_(static_cast<int64_t>(v)) {}       // NOLINT
+  Json(int64_t v) : value_(v) {}                         // NOLINT
+  Json(uint64_t v) : value_(static_cast<int64_t>(v)) {}  // NOLINT
+  Json(double v) : value_(v) {}                          // NOLINT
+  Json(const char* v) : value_(std::string(v)) {}        // NOLINT
+  Json(std::string v) : value_(std::move(v)) {}          // NOLINT
+  Json(std::string_view v) : value_(std::string(v)) {}   // NOLINT
+  Json(Array v) : value_(std::move(v)) {}                // NOLINT
+  Json(Object v) : value_(std::move(v)) {}               // NOLINT
 
   static Json object() { return Json(Object{}); }
   static Json array() { return Json(Array{}); }

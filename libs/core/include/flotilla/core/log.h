@@ -29,10 +29,18 @@ void setLevel(std::string_view name);
 void setSink(std::function<void(std::string_view line)> sink);
 
 void write(Level level, std::string_view message, Fields fields = {});
-inline void debug(std::string_view message, Fields fields = {}) { write(Level::kDebug, message, fields); }
-inline void info(std::string_view message, Fields fields = {}) { write(Level::kInfo, message, fields); }
-inline void warn(std::string_view message, Fields fields = {}) { write(Level::kWarn, message, fields); }
-inline void error(std::string_view message, Fields fields = {}) { write(Level::kError, message, fields); }
+inline void debug(std::string_view message, Fields fields = {}) {
+  write(Level::kDebug, message, fields);
+}
+inline void info(std::string_view message, Fields fields = {}) {
+  write(Level::kInfo, message, fields);
+}
+inline void warn(std::string_view message, Fields fields = {}) {
+  write(Level::kWarn, message, fields);
+}
+inline void error(std::string_view message, Fields fields = {}) {
+  write(Level::kError, message, fields);
+}
 
 //! Builds the line without writing it (exposed for tests).
 std::string formatLine(Level level, std::string_view message, Fields fields);

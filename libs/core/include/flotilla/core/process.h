@@ -4,24 +4,24 @@
 // A Process is RAII: destroying it terminates the child (SIGTERM, then SIGKILL after a grace period).
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "flotilla/core/result.h"
 
 namespace flotilla {
 
 struct ProcessOptions {
-  std::vector<std::string> argv;               //!< argv[0] is the program (searched in PATH)
-  std::map<std::string, std::string> env;      //!< added to (or overriding) the parent's environment
-  std::string cwd;                             //!< empty: inherit
-  std::string output_file;                     //!< stdout+stderr appended here; empty: inherit
-  bool new_process_group = true;               //!< so kill() reaches the child's own children
+  std::vector<std::string> argv;           //!< argv[0] is the program (searched in PATH)
+  std::map<std::string, std::string> env;  //!< added to (or overriding) the parent's environment
+  std::string cwd;                         //!< empty: inherit
+  std::string output_file;                 //!< stdout+stderr appended here; empty: inherit
+  bool new_process_group = true;           //!< so kill() reaches the child's own children
   //! SIGKILL the child when the thread that started it exits, even by a crash (Linux PR_SET_PDEATHSIG), so a
   //! test that dies does not leave its servers running. Start such children from a long-lived thread.
   bool kill_with_parent = false;
@@ -64,9 +64,9 @@ struct CommandOptions {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::string cwd;
-  std::string input;                                       //!< written to stdin
+  std::string input;  //!< written to stdin
   std::chrono::milliseconds timeout = std::chrono::minutes(2);
-  size_t max_output_bytes = 256u << 20;                    //!< more output than this kills the command
+  size_t max_output_bytes = 256u << 20;  //!< more output than this kills the command
 };
 
 //! Runs a command to completion, capturing stdout and stderr. Fails (kTransient) only if it could not be

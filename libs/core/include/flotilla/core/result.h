@@ -50,7 +50,9 @@ struct Failure {
 inline Failure fail(ErrorKind kind, std::string message, std::string where = {}) {
   return Failure{makeError(kind, std::move(message), std::move(where))};
 }
-inline Failure fail(Error error) { return Failure{std::move(error)}; }
+inline Failure fail(Error error) {
+  return Failure{std::move(error)};
+}
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -106,15 +108,17 @@ class [[nodiscard]] Result<void> {
 };
 
 using Status = Result<void>;
-inline Status okStatus() { return {}; }
+inline Status okStatus() {
+  return {};
+}
 
 }  // namespace flotilla
 
 //! Returns the error of `expr` (a Result) from the enclosing function if it failed.
-#define FLOTILLA_TRY(expr)                                      \
-  do {                                                          \
-    auto&& flotilla_try_result_ = (expr);                       \
-    if (!flotilla_try_result_.ok()) {                           \
-      return ::flotilla::fail(flotilla_try_result_.error());    \
-    }                                                           \
+#define FLOTILLA_TRY(expr)                                   \
+  do {                                                       \
+    auto&& flotilla_try_result_ = (expr);                    \
+    if (!flotilla_try_result_.ok()) {                        \
+      return ::flotilla::fail(flotilla_try_result_.error()); \
+    }                                                        \
   } while (0)

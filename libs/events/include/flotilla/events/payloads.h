@@ -85,7 +85,8 @@ struct BundleEvent {
   std::string bundle;             //!< required: the bundle ID
   std::string path;               //!< the bundle's directory in the repository
   std::string commit;             //!< required
-  std::string manifest_id;        //!< the default (no customization) manifest; required unless `error` or `deleted`
+  std::string manifest_id;        //!< the default (no customization) manifest; required unless `error`, `deleted` or
+                                  //!< `variants_object` (then "": every cluster's manifest is in the variants)
   Json options = Json::object();  //!< BundleDeploymentOptions (model::encodeOptions) for the default target
   std::vector<TargetManifest> customizations;  //!< in fleet.yaml order; the first match wins (or all: see mode)
   std::string customization_mode;              //!< "", "FirstMatch" or "AllMatches"
@@ -95,6 +96,10 @@ struct BundleEvent {
   bool paused = false;
   StringMap labels;  //!< bundle labels (GitRepo labels + fleet.yaml labels)
   int64_t force_sync_generation = 0;
+  //! Per-cluster rendering ("" = none): the name of a BundleVariants object in the `manifests` object store that
+  //! maps each targeted cluster to its manifestID and options (docs/pipeline.md "Per-cluster variants"). When set,
+  //! a cluster missing from it is held (left as it is) until the bundler renders for it.
+  std::string variants_object;
   bool deleted = false;              //!< the bundle is gone from the commit: remove it everywhere
   std::optional<RenderError> error;  //!< set when rendering failed; the last good deployment keeps running
 

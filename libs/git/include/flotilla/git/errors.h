@@ -25,14 +25,14 @@ enum class CallbackVerdict {
 
 //! A libgit2 failure described without libgit2 types.
 struct GitFailure {
-  int code = -1;            //!< libgit2 return code (GIT_EAUTH, GIT_ENOTFOUND, ...)
-  int error_class = 0;      //!< git_error_t of git_error_last() (GIT_ERROR_NET, GIT_ERROR_HTTP, ...)
-  std::string message;      //!< git_error_last()->message
-  std::string function;     //!< the libgit2 function that failed; becomes Error::where
-  std::string url;          //!< redacted remote URL for network operations, empty for local ones
-  bool network = false;     //!< during a remote operation: unknown failures count as transient, not internal
+  int code = -1;         //!< libgit2 return code (GIT_EAUTH, GIT_ENOTFOUND, ...)
+  int error_class = 0;   //!< git_error_t of git_error_last() (GIT_ERROR_NET, GIT_ERROR_HTTP, ...)
+  std::string message;   //!< git_error_last()->message
+  std::string function;  //!< the libgit2 function that failed; becomes Error::where
+  std::string url;       //!< redacted remote URL for network operations, empty for local ones
+  bool network = false;  //!< during a remote operation: unknown failures count as transient, not internal
   CallbackVerdict verdict = CallbackVerdict::kNone;
-  std::string detail;       //!< the callback's explanation (never a secret)
+  std::string detail;  //!< the callback's explanation (never a secret)
 };
 
 //! Maps a failure to an Error (see the header comment for the kinds). The message names the URL for network

@@ -39,7 +39,7 @@ struct FetchStats {
   uint64_t received_objects = 0;  //!< objects downloaded (small on an incremental fetch)
   uint64_t received_bytes = 0;
   uint64_t indexed_objects = 0;
-  uint64_t local_objects = 0;     //!< objects the pack referenced that the mirror already had
+  uint64_t local_objects = 0;  //!< objects the pack referenced that the mirror already had
   uint64_t total_objects = 0;
   std::chrono::milliseconds duration{0};
 };
@@ -55,7 +55,7 @@ enum class EntryKind { kFile, kExecutable, kSymlink, kSubmodule };
 struct TreeEntry {
   std::string path;  //!< repository-relative, '/'-separated
   EntryKind kind = EntryKind::kFile;
-  std::string oid;   //!< blob oid (commit oid for submodules)
+  std::string oid;  //!< blob oid (commit oid for submodules)
 };
 
 struct CommitInfo {
@@ -119,8 +119,7 @@ class Mirror {
   //! The content of the file at `path`. Symlinks inside the repository are followed (relative targets only;
   //! a link that leaves the repository or loops is kInvalid). kNotFound for a missing path, kInvalid for a
   //! directory, a submodule or a file larger than `max_bytes`.
-  Result<std::string> readFile(std::string_view commit, std::string_view path,
-                               uint64_t max_bytes = 64ull << 20) const;
+  Result<std::string> readFile(std::string_view commit, std::string_view path, uint64_t max_bytes = 64ull << 20) const;
 
   //! The oid of the tree at `subdir` ("" = root tree) of `commit`. Equal tree ids at two commits mean nothing
   //! under that path changed. Symlinked directories are followed like in readFile.

@@ -28,8 +28,8 @@ struct RemoteRef {
 
 //! The result of an ls-remote.
 struct RemoteHeads {
-  std::string default_branch;  //!< short name from the HEAD symref ("main"); empty if the server did not say
-  std::string head_oid;        //!< the commit HEAD points at; empty for an empty repository
+  std::string default_branch;   //!< short name from the HEAD symref ("main"); empty if the server did not say
+  std::string head_oid;         //!< the commit HEAD points at; empty for an empty repository
   std::vector<RemoteRef> refs;  //!< sorted by name; HEAD and "^{}" peel lines are folded away
 
   //! The ref with this full name, or nullptr.
@@ -50,7 +50,6 @@ struct RemoteOptions {
 
 //! Lists the remote's refs (git_remote_connect + git_remote_ls). Errors as in errors.h, e.g. kTransient when
 //! the server is unreachable, kPermanent when credentials or its certificate/host key are rejected.
-Result<RemoteHeads> lsRemote(const std::string& url, const Credentials& credentials,
-                             const RemoteOptions& options = {});
+Result<RemoteHeads> lsRemote(const std::string& url, const Credentials& credentials, const RemoteOptions& options = {});
 
 }  // namespace flotilla::git

@@ -19,9 +19,9 @@
 namespace flotilla::http {
 
 struct Request {
-  std::string method;  //!< "GET", "POST", ...
-  std::string path;    //!< target without the query string
-  std::string query;   //!< after '?', undecoded
+  std::string method;                          //!< "GET", "POST", ...
+  std::string path;                            //!< target without the query string
+  std::string query;                           //!< after '?', undecoded
   std::map<std::string, std::string> headers;  //!< names lower-cased
   std::string body;
   std::string remote_address;
@@ -44,9 +44,12 @@ using Handler = std::function<Response(const Request&)>;
 
 struct ServerOptions {
   std::string address = "127.0.0.1";
-  uint16_t port = 0;                        //!< 0: the OS picks a free port (read it back with port())
-  size_t max_body_bytes = 1u << 20;         //!< larger bodies get 413
-  std::chrono::seconds read_timeout{15};    //!< per request, so slow clients cannot hold a connection forever
+  uint16_t port = 0;                      //!< 0: the OS picks a free port (read it back with port())
+  size_t max_body_bytes = 1u << 20;       //!< larger bodies get 413
+  std::chrono::seconds read_timeout{15};  //!< per request, so slow clients cannot hold a connection forever
+  //! Called (on the server thread) with the method, path, headers and remote address of a request rejected with
+  //! 413, so a service can count and log it by its own labels. Optional.
+  std::function<void(const Request&)> on_body_too_large;
 };
 
 class Server {
@@ -73,7 +76,6 @@ std::string routeKey(std::string_view method, std::string_view path);
 
 //! The routes every service serves: /metrics from `metrics`, /healthz (process alive), /readyz (`ready()`
 //! true -> 200, else 503 with the reason it returns through `why`).
-std::map<std::string, Handler> standardRoutes(const Metrics& metrics,
-                                              std::function<bool(std::string& why)> ready);
+std::map<std::string, Handler> standardRoutes(const Metrics& metrics, std::function<bool(std::string& why)> ready);
 
 }  // namespace flotilla::http

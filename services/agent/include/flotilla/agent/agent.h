@@ -34,15 +34,15 @@
 namespace flotilla::agent {
 
 struct AgentOptions {
-  std::string cluster_name;               //!< required
+  std::string cluster_name;                 //!< required
   std::string workspace = "fleet-default";  //!< where the hub keeps the Cluster record
   events::StringMap labels;
   std::string agent_namespace = "flotilla-system";  //!< where inventories live in the downstream cluster
   std::chrono::milliseconds heartbeat_interval{30000};
   std::chrono::milliseconds resync_interval{30000};
   std::chrono::milliseconds crd_timeout{60000};
-  std::chrono::milliseconds register_timeout{5000};      //!< per registration request
-  std::chrono::milliseconds register_backoff_min{500};   //!< first pause after a failed registration
+  std::chrono::milliseconds register_timeout{5000};     //!< per registration request
+  std::chrono::milliseconds register_backoff_min{500};  //!< first pause after a failed registration
   std::chrono::milliseconds register_backoff_max{30000};
   std::chrono::milliseconds fetch_timeout{1000};  //!< how long one fetch waits; bounds shutdown latency
   std::chrono::milliseconds ack_wait{120000};     //!< before JetStream redelivers an unacknowledged message

@@ -61,8 +61,8 @@ struct Outcome {
 
 //! Where a message came from, for ids and backoff.
 struct Delivery {
-  uint64_t stream_sequence = 0;  //!< of the DeployEvent in FLOTILLA_DEPLOY (for logs)
-  uint64_t delivery_count = 1;   //!< 1 on the first delivery
+  uint64_t stream_sequence = 0;            //!< of the DeployEvent in FLOTILLA_DEPLOY (for logs)
+  uint64_t delivery_count = 1;             //!< 1 on the first delivery
   std::function<void()> progress = [] {};  //!< keeps a long-running message from being redelivered
 };
 
@@ -125,9 +125,8 @@ struct TrackedBundle {
 
 class DeployHandler {
  public:
-  DeployHandler(std::string cluster, Applier& applier, InventoryStore& inventories,
-                ManifestSource& manifests, StatusPublisher& publisher, Metrics& metrics,
-                DeployHandlerOptions options = {});
+  DeployHandler(std::string cluster, Applier& applier, InventoryStore& inventories, ManifestSource& manifests,
+                StatusPublisher& publisher, Metrics& metrics, DeployHandlerOptions options = {});
 
   //! Decodes and handles one message payload.
   Outcome handle(std::string_view data, const Delivery& delivery);

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +65,11 @@ class Bundler {
   };
 
   void fetchLoop();
+  //! Per-cluster variants: keeps the ClusterDirectory current from KV `clusters` and queues the workspaces of
+  //! changed clusters; rerenderLoop re-renders their per-cluster bundles (CommitHandler::rerenderWorkspace).
+  Status loadClusters();
+  void clusterLoop();
+  void rerenderLoop();
   void workLoop(Worker& worker);
   void process(bus::Message& message);
 
@@ -80,6 +86,14 @@ class Bundler {
   std::mutex slots_mutex_;
   std::condition_variable slots_cv_;
   int busy_ = 0;  //!< messages queued or in progress
+
+  std::shared_ptr<ClusterDirectory> clusters_;
+  bus::KvWatcher cluster_watcher_;
+  std::thread cluster_thread_;
+  std::thread rerender_thread_;
+  std::mutex rerender_mutex_;
+  std::condition_variable rerender_cv_;
+  std::set<std::string> rerender_pending_;  //!< workspaces whose clusters changed
 };
 
 }  // namespace flotilla::bundler

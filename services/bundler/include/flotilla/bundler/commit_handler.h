@@ -23,21 +23,25 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "flotilla/bundler/bundle_spec.h"
+#include "flotilla/bundler/cluster_directory.h"
 #include "flotilla/bundler/discovery.h"
 #include "flotilla/bundler/manifest.h"
 #include "flotilla/bundler/metrics.h"
 #include "flotilla/bundler/records.h"
 #include "flotilla/bundler/render.h"
+#include "flotilla/bundler/variants.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/events/variants.h"
 #include "flotilla/model/resources.h"
 #include "flotilla/source/archive.h"
 
@@ -70,6 +74,9 @@ struct HandlerBus {
   std::shared_ptr<bus::KeyValue> gitrepos;
   std::shared_ptr<bus::KeyValue> bundles;
   std::shared_ptr<bus::KeyValue> status;
+  //! KV `clusters` (the scheduler's cluster and group records), watched for per-cluster variants; nullptr = the
+  //! bundler renders no variants for any cluster (tables stay empty).
+  std::shared_ptr<bus::KeyValue> clusters;
 };
 
 struct HandlerOptions {
@@ -77,6 +84,9 @@ struct HandlerOptions {
   RenderLimits limits;
   std::chrono::milliseconds retry_base{1000};  //!< first nak delay; doubles per delivery
   std::chrono::milliseconds retry_max{60000};  //!< cap of the nak delay
+  //! Bundles of one commit rendered at the same time (--render-parallelism). Results are still stored and
+  //! published one by one in discovery order, so events and errors come out in the same order as with 1.
+  int render_parallelism = 4;
 };
 
 //! An extracted source archive; the directory is removed when this is destroyed.
@@ -113,7 +123,18 @@ struct RenderedBundle {
   std::optional<events::RenderError> error;
   events::BundleEvent event;                           //!< complete except id and time
   std::map<std::string, CanonicalManifest> manifests;  //!< by manifestID: the default and each distinct customization
+  RenderNotes notes;  //!< of the default render: a remote chart's resolved version and digest
   double seconds = 0;
+  //! Per-cluster rendering (variants.h): the table (event.variantsObject names it; `variants_text` is what to store
+  //! under that name) and every cluster's targeting decision.
+  std::optional<events::BundleVariants> variants;
+  std::string variants_text;
+  std::map<std::string, BundlePlacement> placements;
+  std::string source_object;  //!< the commit's source archive (kept in the record for re-renders)
+  //! (cache key, manifestID) of the variants rendered here, for VariantCache once their manifests are stored.
+  std::vector<std::pair<std::string, std::string>> cache_entries;
+  size_t variant_renders = 0;     //!< renderer runs for variants (cache misses)
+  size_t variant_cache_hits = 0;  //!< variants whose manifest came from the cache
 };
 
 //! Everything renderBundle needs besides the directory.
@@ -126,6 +147,11 @@ struct RenderContext {
   //! Bundle IDs recorded for this GitRepo, by path: keeps a bundle's identity when its fleet.yaml (and with it a
   //! `name:` override) cannot be read, so a typo does not delete the deployed bundle.
   const std::map<std::string, std::string>& previous_ids;
+  //! Per-cluster variants (variants.h): the clusters of the commit's workspace (nullptr = none known), a cache of
+  //! earlier variant renders (optional), and `force_variants` to render every bundle per cluster (renderForCluster).
+  const std::vector<ClusterFacts>* clusters = nullptr;
+  VariantCache* cache = nullptr;
+  bool force_variants = false;
 };
 
 //! Renders one bundle directory. Bad user input is not a failure: it comes back as RenderedBundle::error. Only
@@ -158,20 +184,43 @@ class CommitHandler {
   Result<source::Archive> loadSource(const events::CommitEvent& event);
   //! Stores a manifest unless the object store already has it (content-addressed).
   Status storeManifest(const CanonicalManifest& manifest);
+  //! Stores a bundle's BundleVariants table (per-cluster rendering) unless present (content-addressed); call after
+  //! its manifests are stored (the variant cache then learns them).
+  Status storeVariants(const RenderedBundle& rendered);
   //! Writes the record and status of a rendered (or failed) bundle and publishes its event.
   Status commitBundle(RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence);
   //! Publishes deleted=true for a bundle the commit no longer has, then drops its record and status.
   Status deleteBundle(const BundleRecord& record, const events::CommitEvent& event);
+
+  // Per-cluster variants (variants.h).
+
+  //! The clusters the handler renders variants for (nullptr: none known, variant tables stay empty).
+  void setClusters(std::shared_ptr<const ClusterDirectory> clusters) { clusters_ = std::move(clusters); }
+  //! Re-renders the per-cluster bundles of `workspace` from their last commit (its source archive, recorded in the
+  //! BundleRecord) after a cluster changed, and publishes a new BundleEvent for each bundle whose variants table
+  //! changed. Bundles not rendered per cluster, or whose last commit failed to render, are left alone. Runs under
+  //! the GitRepo's lock, so it never interleaves with a commit of the same GitRepo in this process. Transient
+  //! failures are returned (the caller retries); bad input becomes an error event like a commit's.
+  Status rerenderWorkspace(std::string_view workspace);
+  //! Re-renders one bundle (see rerenderWorkspace); `changed` tells whether a new event was published.
+  Status rerenderBundle(std::string_view workspace, std::string_view bundle, bool& changed);
 
  private:
   Outcome transient(const events::CommitEvent& event, const Delivery& delivery, std::string_view step,
                     const Error& error);
   Status publish(events::BundleEvent& event);
 
+  //! The lock serialising a GitRepo's commits and re-renders in this process.
+  std::shared_ptr<std::mutex> gitrepoLock(std::string_view workspace, std::string_view gitrepo);
+
   HandlerBus bus_;
   std::shared_ptr<const RendererSet> renderers_;
   BundlerMetrics& metrics_;
   HandlerOptions options_;
+  std::shared_ptr<const ClusterDirectory> clusters_;
+  VariantCache variant_cache_;
+  std::mutex locks_mutex_;
+  std::map<std::string, std::shared_ptr<std::mutex>> gitrepo_locks_;
 };
 
 }  // namespace flotilla::bundler

@@ -18,8 +18,10 @@ std::map<std::string, std::string> bundlerFlags();
 
 //! What main() needs besides the options: where the external renderers are.
 struct RendererBinaries {
-  std::string helm;       //!< "" = Helm bundles are reported as unsupported
-  std::string kustomize;  //!< "" = kustomize bundles are reported as unsupported
+  std::string helm;             //!< "" = Helm bundles are reported as unsupported
+  std::string kustomize;        //!< "" = kustomize bundles are reported as unsupported
+  std::string chart_cache_dir;  //!< --chart-cache-dir (default <work-dir>/chart-cache)
+  std::string credentials_dir;  //!< --credentials-dir: helmSecretName secrets
 };
 
 //! Options from flags; kInvalid naming the flag when a value is malformed.

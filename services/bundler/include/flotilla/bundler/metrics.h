@@ -33,6 +33,11 @@ class BundlerMetrics {
   void stepFailure(std::string_view step);
   void fetchError();
   void exception();
+  void rerender(std::string_view result);
+  //! A remote Helm chart used by a render: "cache" or "pulled".
+  void remoteChart(std::string_view source);
+  void variants(size_t renders, size_t cache_hits);
+  void clusterRecord(std::string_view result);
 
   [[nodiscard]] Metrics& raw() { return metrics_; }
 

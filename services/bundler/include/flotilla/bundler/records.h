@@ -40,12 +40,16 @@ struct BundleRecord {
   std::optional<events::BundleEvent> last_good;
   //! Set while `commit` fails to render (cleared by the next good render).
   std::optional<events::RenderError> error;
+  //! The `sources` object of that commit: a bundle rendered per cluster is rendered again from it when a cluster
+  //! of the workspace changes (variants.h).
+  std::string source_object;
 
   bool operator==(const BundleRecord&) const = default;
 };
 
 //! {"apiVersion":"bundler.flotilla.io/v1","kind":"BundleRecord","workspace","gitrepo","bundle","path","commit",
-//!  "commitSequence","manifestID" (last good, "" if none),"lastGood": BundleEvent|absent,"error": {...}|absent}.
+//!  "commitSequence","sourceObject" (when known),"manifestID" (last good, "" if none),"lastGood": BundleEvent|absent,
+//!  "error": {...}|absent}.
 Json encode(const BundleRecord& record);
 //! Strict: unknown fields and wrong types are kInvalid naming the field.
 Result<BundleRecord> decodeBundleRecord(const Json& json);
@@ -62,6 +66,11 @@ struct RenderStatus {
   std::string last_good_manifest_id;  //!< what stays deployed when it failed
   std::optional<events::RenderError> error;
   std::string time;  //!< RFC 3339, when it was written
+  //! A remote Helm chart (helm.repo / URL / oci://) as rendered: its reference, resolved version and archive
+  //! sha256. Written only for remote charts.
+  std::string chart;
+  std::string chart_version;
+  std::string chart_digest;
 
   bool operator==(const RenderStatus&) const = default;
 };
@@ -77,7 +86,8 @@ std::string renderStatusKey(std::string_view workspace, std::string_view bundle)
 //! 16 hex chars of sha256 over `event` encoded with id and time cleared.
 std::string eventDigest(const events::BundleEvent& event);
 
-//! "manifestID" for a good render, "error", or "deleted": the fourth part of the Msg-Id.
+//! "manifestID" (or the variantsObject of a bundle rendered per cluster) for a good render, "error", or "deleted":
+//! the fourth part of the Msg-Id.
 std::string eventState(const events::BundleEvent& event);
 
 //! events::bundleMsgId(ws, bundle, commit, state) + "/" + eventDigest(event).

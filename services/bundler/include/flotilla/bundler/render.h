@@ -35,6 +35,22 @@ struct RenderLimits {
   std::chrono::milliseconds timeout{60000};  //!< external renderers (helm, kustomize)
 };
 
+//! How Helm may authenticate to chart repositories, from the GitRepo (helmSecretName, helmRepoURLRegex,
+//! insecureSkipTLSVerify). The renderer reads the secret itself, from its credentials dir.
+struct HelmRepoAccess {
+  std::string secret_name;     //!< "" = no credentials
+  std::string repo_url_regex;  //!< the secret is used only for repository URLs matching it ("" = all)
+  bool insecure_skip_tls_verify = false;
+};
+
+//! What a render learnt besides the objects (a remote chart's resolved version), filled when requested.
+struct RenderNotes {
+  std::string chart;          //!< the remote chart: "<repo> <name>", its URL, or its oci:// reference
+  std::string chart_version;  //!< the version helm.version resolved to
+  std::string chart_digest;   //!< sha256 of the chart archive
+  std::string chart_source;   //!< "cache" (the chart cache had it) or "pulled" (downloaded by this render)
+};
+
 //! What to render.
 struct RenderRequest {
   std::string root;         //!< absolute path of the extracted checkout
@@ -43,6 +59,12 @@ struct RenderRequest {
   //! The options of the customization being rendered (fleet.yaml's defaults merged with a target's overrides).
   model::BundleDeploymentOptions options;
   RenderLimits limits;
+  HelmRepoAccess helm_access;    //!< credentials for remote charts and chart dependencies
+  RenderNotes* notes = nullptr;  //!< when set, receives what the render learnt (chart version)
+  //! The target cluster's Kubernetes version ("v1.30.2") and extra API versions for `helm template --kube-version`
+  //! / `--api-versions`; empty = helm's defaults (a render not for one cluster). Set by per-cluster rendering.
+  std::string kube_version;
+  std::vector<std::string> api_versions;
 };
 
 //! One rendered object and where it came from (for error messages and duplicate reports).

@@ -17,6 +17,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/git/credentials.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/poller/webhook.h"
 
 namespace flotilla::poller {
 
@@ -28,6 +29,10 @@ inline constexpr std::string_view kSecretKeys[] = {"username",      "password", 
 //! an unknown key; kNotFound when no file or directory has that name (or `dir` is empty); kPermanent when the file
 //! cannot be read or parsed. Messages name the secret, never a value.
 Result<git::Credentials> loadSecret(const std::string& dir, std::string_view name);
+
+//! Reads webhook secret `name` (spec.webhookSecret or --webhook-secret) from `dir`, in the same formats. Keys:
+//! kWebhookSecretKeys (webhook.h); any other key is kInvalid naming it. Values are trimmed.
+Result<WebhookSecret> loadWebhookSecret(const std::string& dir, std::string_view name);
 
 //! The credentials a GitRepo uses: its clientSecretName secret (if any) plus spec.caBundle (base64 PEM as in the
 //! CRD, or plain PEM) and spec.insecureSkipTLSVerify. Errors name the GitRepo and the secret.

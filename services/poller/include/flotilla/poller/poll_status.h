@@ -34,13 +34,15 @@ struct PollStatus {
   std::string last_error_time;        //!< RFC 3339
   std::string next_poll_time;         //!< RFC 3339: the next timed poll or retry ("" when none is planned)
   int64_t failures = 0;               //!< consecutive failed attempts (drives the backoff)
+  std::string webhook_commit;         //!< commit the last accepted webhook announced for the followed ref
+  std::string last_webhook_time;      //!< RFC 3339: last accepted webhook that triggered a sync
 
   bool operator==(const PollStatus&) const = default;
 };
 
 //! The JSON record (lowerCamelCase keys: workspace, gitrepo, repo, commit, pollingCommit, sourceObject, changed,
 //! forceSyncGeneration, specHash, observedGeneration, lastPollTime, lastPublishTime, lastError, lastErrorKind,
-//! lastErrorTime, nextPollTime, failures).
+//! lastErrorTime, nextPollTime, failures, webhookCommit, lastWebhookTime).
 Json encode(const PollStatus& status);
 //! Lenient decode (missing fields keep their defaults, so older records still load); kInvalid if not a JSON
 //! object.

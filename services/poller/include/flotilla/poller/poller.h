@@ -5,6 +5,9 @@
 // <data-dir>/mirrors/<sha256(normalized url)>, publishes a CommitEvent when a GitRepo's commit (or its
 // forceSyncGeneration or source-shaping spec) changes, and writes each GitRepo's poll status to KV `status`.
 //
+// A webhook receiver (optional, its own HTTP listener) turns verified pushes into immediate polls of the
+// GitRepos on that URL and branch (see webhook.h and the README).
+//
 // Threads: a KV watcher (specs in), a scheduler (decides what is due and dispatches), at most `workers` sync
 // threads (one per busy mirror; never two on one mirror), and a status writer (coalesces and retries KV
 // writes). The scheduler's watchdog abandons a git call that outlives git_timeout + watchdog_grace — libgit2 1.5
@@ -35,6 +38,22 @@ struct PollerOptions {
   bool allow_local = false;                           //!< allow file:// repos (tests and demos only)
   //! Stuck (abandoned) syncs allowed at once on top of `workers`; beyond it nothing new is dispatched.
   int max_stuck = 16;
+  //! Mirror syncs (each makes at most one git network call at a time) running at once against one host,
+  //! abandoned ones included (they may still hold a connection).
+  int max_per_host = 4;
+  //! Webhook receiver: "" = off, else the listen address ("127.0.0.1", "0.0.0.0") with `webhook_port` (0 = any
+  //! free port; read it back with webhookPort()).
+  std::string webhook_address;
+  uint16_t webhook_port = 0;
+  //! Poller-wide webhook secret: a name in the credentials store, used for GitRepos without spec.webhookSecret
+  //! (and to check pushes that match no GitRepo). "" = none.
+  std::string webhook_secret;
+  size_t webhook_max_body = 10u << 20;  //!< larger payloads get 413
+  //! A push makes its GitRepos due this much later (unless due sooner), so a burst of pushes is one sync.
+  Millis webhook_coalesce{100};
+  //! Test and benchmark only: every GitRepo is due on the same grid (phase 0, no jitter), as equal intervals
+  //! behave without a phase spread.
+  bool align_phases = false;
 };
 
 class Poller {
@@ -54,6 +73,8 @@ class Poller {
   void stop(Millis wait = Millis(20'000));
   //! Readiness: the hub connection is up and the initial GitRepos were loaded from KV.
   [[nodiscard]] bool ready(std::string& why) const;
+  //! The webhook receiver's port once started (0 when it is off).
+  [[nodiscard]] uint16_t webhookPort() const;
 
  private:
   explicit Poller(std::shared_ptr<Core> core);

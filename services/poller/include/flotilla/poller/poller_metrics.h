@@ -39,6 +39,16 @@ class PollerMetrics {
   //! kv_watch_restarts_total.
   void watchRestart();
 
+  //! webhook_requests_total{provider, outcome}: outcome "accepted" (GitRepos polled), "ignored" (genuine but
+  //! nothing follows the repository/ref, or not a push), "unauthorized" (401), "bad_request" (400),
+  //! "too_large" (413). provider "unknown" when no provider was recognised.
+  void webhook(std::string_view provider, std::string_view outcome);
+  //! host_limit_waits_total: a due mirror had to wait because its host was at --max-per-host.
+  void hostLimited();
+  //! git_network_operations_in_flight (ls-remote/fetch calls running), git_network_operations_peak (the most at
+  //! once since start), host_syncs_peak (the most syncs at once against one host).
+  void setNetworkGauges(double in_flight, double peak, double host_peak);
+
   //! Gauges: in-flight git jobs, jobs left behind by the watchdog, due GitRepos waiting for a worker or their
   //! mirror, GitRepos (valid / invalid) and mirrors in use.
   void setGauges(double in_flight, double stuck, double queue_depth, double gitrepos, double invalid, double mirrors);

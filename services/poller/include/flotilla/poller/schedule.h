@@ -19,6 +19,15 @@ using Millis = std::chrono::milliseconds;
 //! The GitRepo's stable offset inside `interval`: sha256("<workspace>/<name>") mod interval, in [0, interval).
 Millis phaseOffset(std::string_view workspace, std::string_view name, Millis interval);
 
+//! The same rule for any key: sha256(key) mod interval. The poller keys it by mirror (normalized repository URL),
+//! so every GitRepo on one URL with the same interval is due at the same instant and one ls-remote serves them
+//! all, while different URLs spread over the interval.
+Millis phaseOffsetOf(std::string_view key, Millis interval);
+
+//! A jitter in [0, min(interval / 20, 500 ms)] that is pseudo-random per (key, grid point) but the same for every
+//! GitRepo with that key, so GitRepos sharing a mirror stay together while mirrors do not fire in lockstep.
+Millis gridJitter(std::string_view key, int64_t grid_ms, Millis interval);
+
 //! The first grid point `phase + k * interval` that is at least `min_gap` after `now` (both in milliseconds
 //! since the epoch). min_gap keeps a poll that finished just before a grid point from running again at once.
 int64_t nextGridTime(int64_t now_ms, Millis interval, Millis phase, Millis min_gap);

@@ -37,8 +37,8 @@ struct DeploymentRecord {
   std::string manifest_id;
   Json options = Json::object();
   Json depends_on = Json::array();
-  std::string target;         //!< the allow-list target that admitted the cluster
-  std::string customization;  //!< the targetCustomization that chose manifest/options ("" = default)
+  std::string target;                //!< the allow-list target that admitted the cluster
+  std::string customization;         //!< the targetCustomization that chose manifest/options ("" = default)
   std::string staged_deployment_id;  //!< wanted but not released (paused); "" when nothing is held
   int64_t generation = 0;            //!< of the last DeployEvent sent
   std::string updated;               //!< RFC 3339
@@ -60,7 +60,7 @@ struct BdStatus {
   std::string reason;
   std::string message;
   Json resources = Json::array();  //!< [{apiVersion, kind, namespace, name, state, message}]
-  bool stale = false;  //!< deployment_id differed from the record's when stored (see README "stale status")
+  bool stale = false;              //!< deployment_id differed from the record's when stored (see README "stale status")
   std::string agent_version;
   std::string reported;  //!< the StatusEvent's time
   std::string event_id;
@@ -89,8 +89,8 @@ struct BundleInfo {
   std::string gitrepo;
   std::string bundle;
   std::string time;  //!< of the event it came from ("" unknown); newer events supersede older ones
-  std::optional<BundleTargeting> targeting;   //!< the last good rendering (nullopt: never rendered)
-  std::optional<events::RenderError> error;   //!< the last event was a render failure
+  std::optional<BundleTargeting> targeting;  //!< the last good rendering (nullopt: never rendered)
+  std::optional<events::RenderError> error;  //!< the last event was a render failure
   std::string error_commit;
   std::string error_time;
 };

@@ -157,6 +157,8 @@ class Scheduler {
   bool sleepFor(std::chrono::milliseconds duration);
 
   // steps (mutex_ held)
+  //! Reads the BundleVariants table a per-cluster bundle names (object store `manifests`) into its targeting.
+  Status loadVariants(BundleInfo& bundle);
   Status reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
                        const std::string& cluster, int64_t clock_ms, Affected& affected, bool& published);
   Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published);
@@ -183,14 +185,14 @@ class Scheduler {
   Metrics& metrics_;
   SchedulerOptions options_;
 
-  mutable std::mutex mutex_;  //!< guards everything below and serializes the handlers' effects
-  std::map<std::string, model::Cluster> clusters_;              //!< by cluster name
-  std::map<std::string, GroupInfo> groups_;                     //!< by clusters-bucket key
-  std::map<std::string, std::string> last_heartbeat_;           //!< cluster -> RFC 3339
-  std::map<std::string, BundleInfo> bundles_;                   //!< by bundles-bucket key "<ws>.<bundle>"
-  std::map<std::string, DeploymentRecord> deployments_;         //!< by deployments-bucket key
-  std::map<std::string, BdStatus> statuses_;                    //!< by deployments-bucket key (same triple)
-  std::map<std::string, Json> summaries_;                       //!< last written, by status-bucket key
+  mutable std::mutex mutex_;                           //!< guards everything below and serializes the handlers' effects
+  std::map<std::string, model::Cluster> clusters_;     //!< by cluster name
+  std::map<std::string, GroupInfo> groups_;            //!< by clusters-bucket key
+  std::map<std::string, std::string> last_heartbeat_;  //!< cluster -> RFC 3339
+  std::map<std::string, BundleInfo> bundles_;          //!< by bundles-bucket key "<ws>.<bundle>"
+  std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
+  std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)
+  std::map<std::string, Json> summaries_;                //!< last written, by status-bucket key
   bool loaded_ = false;
 
   std::atomic<bool> stopping_{false};

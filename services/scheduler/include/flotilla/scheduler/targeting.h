@@ -14,8 +14,12 @@
 //   a cluster in no group is evaluated with an empty group name and no group labels.
 // - The GitRepo targets (BundleEvent.targets, empty meaning Fleet's default) are the allow-list: a cluster
 //   gets the bundle only if one of them matches.
-// - targetCustomizations only choose the manifest and options: the first match wins (FirstMatch, and also
-//   AllMatches, see README), and any matching customization with doNotDeploy keeps the bundle off the cluster.
+// - targetCustomizations only choose the manifest and options: the first match wins (FirstMatch: a first match
+//   with doNotDeploy keeps the bundle off the cluster); with AllMatches any matching doNotDeploy keeps it off (the
+//   bundler renders AllMatches bundles per cluster, so the merged options come from the variants table).
+// - Per-cluster variants (BundleEvent.variantsObject, events/variants.h): a cluster the targets admit gets the
+//   manifest and options of its entry in the table; a cluster missing from the table is held (its deployment, if
+//   any, stays as it is) until the bundler renders for it.
 // - Bundles only target clusters of their own workspace.
 #pragma once
 
@@ -26,6 +30,7 @@
 #include "flotilla/core/json.h"
 #include "flotilla/core/result.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/events/variants.h"
 #include "flotilla/model/labels.h"
 
 namespace flotilla::scheduler {
@@ -87,6 +92,8 @@ struct BundleTargeting {
   Json depends_on = Json::array();
   bool paused = false;
   int64_t force_sync_generation = 0;
+  std::string variants_object;                     //!< "" unless rendered per cluster
+  std::optional<events::BundleVariants> variants;  //!< loaded from the object store (nullopt: not loaded yet)
 
   bool operator==(const BundleTargeting&) const = default;
 };
@@ -98,6 +105,7 @@ struct Placement {
   std::string manifest_id;
   Json options = Json::object();
   std::string deployment_id;  //!< model::deploymentID(manifest_id, options)
+  bool hold = false;          //!< per-cluster bundle not rendered for this cluster yet: leave its deployment alone
 
   bool operator==(const Placement&) const = default;
 };

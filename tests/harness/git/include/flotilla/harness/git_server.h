@@ -13,8 +13,8 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flotilla/core/process.h"
@@ -38,8 +38,8 @@ struct GitServerOptions {
 
 //! Where a repository lives and how to reach it over each protocol (empty when that server is off).
 struct GitRepoUrls {
-  std::string name;   //!< as given to createRepo, e.g. "app"
-  std::string path;   //!< absolute path of the bare repo (<root>/repos/<name>.git)
+  std::string name;  //!< as given to createRepo, e.g. "app"
+  std::string path;  //!< absolute path of the bare repo (<root>/repos/<name>.git)
   std::string http;
   std::string https;
   std::string git;
@@ -54,7 +54,7 @@ struct CommitRequest {
   std::map<std::string, std::string> symlinks;  //!< path -> link target (mode 120000)
   std::vector<std::string> removals;            //!< files or whole directories to delete
   std::string message = "update";
-  std::optional<std::string> from;              //!< parent commit/branch; default: the branch's head (if any)
+  std::optional<std::string> from;  //!< parent commit/branch; default: the branch's head (if any)
 };
 
 class GitServer {

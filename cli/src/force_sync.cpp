@@ -1,0 +1,90 @@
+#include "force_sync.h"
+
+#include <ostream>
+
+#include "flotilla/cli/cli.h"
+#include "flotilla/cli/views.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/scheduler/keys.h"
+
+namespace flotilla::cli {
+
+Result<int64_t> bumpForceSyncGeneration(bus::KeyValue& gitrepos, const std::string& key) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto entry = gitrepos.get(key);
+    if (!entry.ok()) {
+      return fail(entry.error());
+    }
+    auto json = Json::parse(entry->value);
+    if (!json.ok()) {
+      return fail(ErrorKind::kInvalid, "gitrepos/" + key + ": the stored record is not JSON", "force-sync");
+    }
+    auto gitrepo = model::decodeGitRepo(*json, "gitrepos/" + key);
+    if (!gitrepo.ok()) {
+      return fail(gitrepo.error());
+    }
+    gitrepo->spec.force_sync_generation += 1;
+    gitrepo->metadata.generation += 1;
+    auto written = gitrepos.update(key, model::encode(*gitrepo).dump(), entry->revision);
+    if (written.ok()) {
+      return gitrepo->spec.force_sync_generation;
+    }
+    if (written.error().kind != ErrorKind::kConflict) {
+      return fail(written.error());
+    }
+    // Another writer (apply, another force-sync) changed the record after we read it: read it again.
+  }
+  return fail(ErrorKind::kConflict, "gitrepos/" + key + " kept changing while force-sync updated it; try again",
+              "force-sync");
+}
+
+int forceSync(const std::vector<std::string>& positional, const std::string& workspace, const ConnectSettings& connect,
+              std::ostream& out, std::ostream& err) {
+  if (positional.size() != 2 || positional[1].empty()) {
+    err << "error: usage: flotilla force-sync <gitrepo> [-n workspace] (or <workspace>/<gitrepo>)\n"
+        << "Run 'flotilla --help' for usage.\n";
+    return kExitUsage;
+  }
+  std::string ws = workspace;
+  std::string name = positional[1];
+  if (auto slash = name.find('/'); slash != std::string::npos) {
+    if (!ws.empty() && ws != name.substr(0, slash)) {
+      err << "error: " << name << " names workspace " << name.substr(0, slash) << " but -n says " << ws << "\n";
+      return kExitUsage;
+    }
+    ws = name.substr(0, slash);
+    name = name.substr(slash + 1);
+  }
+  auto hub = openHub(connect, {std::string(events::kGitReposBucket)});
+  if (!hub.ok()) {
+    err << "error: " << hub.error().describe() << "\n";
+    return kExitError;
+  }
+  auto& kv = hub->bucket(events::kGitReposBucket);
+  const std::string pattern =
+      ws.empty() ? std::string("*.") + events::escapeToken(name) : scheduler::gitRepoRecordKey(ws, name);
+  auto keys = kv.keys(pattern);
+  if (!keys.ok()) {
+    err << "error: cannot read the hub: " << keys.error().describe() << "\n";
+    return kExitError;
+  }
+  if (keys->empty()) {
+    err << "error: gitrepo \"" << name << "\" not found" << (ws.empty() ? "" : " in workspace " + ws) << "\n";
+    return kExitError;
+  }
+  if (keys->size() > 1) {
+    err << "error: gitrepo \"" << name << "\" exists in several workspaces; choose one with -n\n";
+    return kExitError;
+  }
+  auto generation = bumpForceSyncGeneration(kv, keys->front());
+  if (!generation.ok()) {
+    err << "error: cannot force-sync " << name << ": " << generation.error().describe() << "\n";
+    return kExitError;
+  }
+  out << qualifiedKind(Kind::kGitRepo) << "/" << name << " force-sync requested (forceSyncGeneration " << *generation
+      << ")\n";
+  return kExitOk;
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,525 @@
+#include "flotilla/poller/webhook.h"
+
+#include <algorithm>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "flotilla/core/json.h"
+#include "flotilla/core/util.h"
+#include "flotilla/poller/gitrepo.h"
+
+namespace flotilla::poller {
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+bool hasHeaderWithPrefix(const http::Request& request, std::string_view prefix) {
+  return std::any_of(request.headers.begin(), request.headers.end(),
+                     [&](const auto& header) { return startsWith(header.first, prefix); });
+}
+
+//! The provider's value in the secret: its own key, else "token".
+const std::string* secretValue(const WebhookSecret& secret, std::string_view key) {
+  auto it = secret.find(std::string(key));
+  if (it == secret.end() || it->second.empty()) {
+    it = secret.find("token");
+  }
+  return it == secret.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+//! Checks a header carrying hex HMAC-SHA256 of the body, with an optional "sha256=" prefix.
+bool checkHmac(const http::Request& request, std::string_view header, bool prefixed, const std::string& key,
+               std::string& why) {
+  std::string value = trim(request.header(header));
+  if (value.empty()) {
+    why = "missing " + std::string(header) + " header";
+    return false;
+  }
+  if (prefixed) {
+    if (!startsWith(value, "sha256=")) {
+      why = std::string(header) + " is not of the form sha256=<hex>";
+      return false;
+    }
+    value = value.substr(7);
+  }
+  if (!constantTimeEquals(lower(value), hmacSha256Hex(key, request.body))) {
+    why = std::string(header) + " does not match the body signed with the webhook secret";
+    return false;
+  }
+  return true;
+}
+
+Result<Json> parseBody(WebhookProvider provider, const http::Request& request) {
+  auto json = Json::parse(request.body);
+  if (!json.ok() || !json->isObject()) {
+    return fail(ErrorKind::kInvalid, std::string(providerName(provider)) + " payload: not a JSON object", "webhook");
+  }
+  return json;
+}
+
+std::string stringAt(const Json& root, std::initializer_list<std::string_view> path) {
+  const Json* value = root.at(path);
+  return value != nullptr && value->isString() ? value->asString() : std::string();
+}
+
+void addUrl(PushEvent& push, std::string url) {
+  if (!url.empty() && std::find(push.repo_urls.begin(), push.repo_urls.end(), url) == push.repo_urls.end()) {
+    push.repo_urls.push_back(std::move(url));
+  }
+}
+
+Status requireUrls(WebhookProvider provider, const PushEvent& push, std::string_view field) {
+  if (push.repo_urls.empty()) {
+    return fail(ErrorKind::kInvalid,
+                std::string(providerName(provider)) + " payload: " + std::string(field) + ": missing", "webhook");
+  }
+  return {};
+}
+
+std::string stripRefsHeads(std::string_view ref) {
+  return startsWith(ref, "refs/heads/") ? std::string(ref.substr(11)) : std::string(ref);
+}
+
+//! GitHub, Gitea and Gogs send the same push shape.
+Result<PushEvent> parseGitHubLike(WebhookProvider provider, const Json& root, std::string event) {
+  PushEvent push;
+  push.event = std::move(event);
+  push.is_push = push.event == "push";
+  for (const char* field : {"clone_url", "ssh_url", "html_url", "git_url", "url", "svn_url"}) {
+    addUrl(push, stringAt(root, {"repository", field}));
+  }
+  push.default_branch = stringAt(root, {"repository", "default_branch"});
+  if (!push.is_push) {
+    return push;
+  }
+  FLOTILLA_TRY(requireUrls(provider, push, "repository.clone_url"));
+  const std::string ref = root.getString("ref");
+  if (ref.empty()) {
+    return fail(ErrorKind::kInvalid, std::string(providerName(provider)) + " payload: ref: missing", "webhook");
+  }
+  std::string after = root.getString("after");
+  push.refs.push_back(
+      PushRef{ref, std::all_of(after.begin(), after.end(), [](char c) { return c == '0'; }) ? std::string() : after});
+  return push;
+}
+
+Result<PushEvent> parseGitLab(const Json& root, std::string event) {
+  PushEvent push;
+  push.event = std::move(event);
+  const std::string kind = root.getString("object_kind", root.getString("event_name"));
+  push.is_push = kind == "push" || kind == "tag_push";
+  for (const char* field : {"git_http_url", "git_ssh_url", "web_url", "http_url", "ssh_url"}) {
+    addUrl(push, stringAt(root, {"project", field}));
+  }
+  for (const char* field : {"git_http_url", "git_ssh_url", "url", "homepage"}) {
+    addUrl(push, stringAt(root, {"repository", field}));
+  }
+  push.default_branch = stringAt(root, {"project", "default_branch"});
+  if (!push.is_push) {
+    return push;
+  }
+  FLOTILLA_TRY(requireUrls(WebhookProvider::kGitLab, push, "project.git_http_url"));
+  const std::string ref = root.getString("ref");
+  if (ref.empty()) {
+    return fail(ErrorKind::kInvalid, "gitlab payload: ref: missing", "webhook");
+  }
+  std::string after = root.getString("checkout_sha", root.getString("after"));
+  if (std::all_of(after.begin(), after.end(), [](char c) { return c == '0'; })) {
+    after.clear();
+  }
+  push.refs.push_back(PushRef{ref, after});
+  return push;
+}
+
+Result<PushEvent> parseBitbucketCloud(const Json& root, std::string event) {
+  PushEvent push;
+  push.event = std::move(event);
+  push.is_push = push.event == "repo:push";
+  addUrl(push, stringAt(root, {"repository", "links", "html", "href"}));
+  const std::string full_name = stringAt(root, {"repository", "full_name"});
+  if (!full_name.empty()) {
+    addUrl(push, "https://bitbucket.org/" + full_name);
+    addUrl(push, "git@bitbucket.org:" + full_name);
+  }
+  if (!push.is_push) {
+    return push;
+  }
+  FLOTILLA_TRY(requireUrls(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href"));
+  const Json* changes = root.at({"push", "changes"});
+  if (changes == nullptr || !changes->isArray()) {
+    return fail(ErrorKind::kInvalid, "bitbucket payload: push.changes: missing or not a list", "webhook");
+  }
+  for (const Json& change : changes->asArray()) {
+    const Json* side = change.find("new");
+    std::string commit;
+    if (side != nullptr && side->isObject()) {
+      commit = stringAt(*side, {"target", "hash"});
+    } else {
+      side = change.find("old");  // a deletion
+    }
+    if (side == nullptr || !side->isObject()) {
+      continue;
+    }
+    const std::string type = side->getString("type");
+    const std::string name = side->getString("name");
+    if (name.empty()) {
+      continue;
+    }
+    push.refs.push_back(PushRef{(type == "tag" ? "refs/tags/" : "refs/heads/") + name, commit});
+  }
+  return push;
+}
+
+Result<PushEvent> parseBitbucketServer(const Json& root, std::string event) {
+  PushEvent push;
+  push.event = std::move(event);
+  push.is_push = push.event == "repo:refs_changed";
+  if (const Json* clones = root.at({"repository", "links", "clone"}); clones != nullptr && clones->isArray()) {
+    for (const Json& clone : clones->asArray()) {
+      addUrl(push, clone.getString("href"));
+    }
+  }
+  if (const Json* self = root.at({"repository", "links", "self"}); self != nullptr && self->isArray()) {
+    for (const Json& link : self->asArray()) {
+      // ".../projects/PRJ/repos/app/browse": the web page, not a clone URL; only useful when nothing else is there.
+      std::string href = link.getString("href");
+      if (endsWith(href, "/browse")) {
+        href.resize(href.size() - 7);
+      }
+      addUrl(push, href);
+    }
+  }
+  if (!push.is_push) {
+    return push;
+  }
+  FLOTILLA_TRY(requireUrls(WebhookProvider::kBitbucketServer, push, "repository.links.clone"));
+  const Json* changes = root.find("changes");
+  if (changes == nullptr || !changes->isArray()) {
+    return fail(ErrorKind::kInvalid, "bitbucket-server payload: changes: missing or not a list", "webhook");
+  }
+  for (const Json& change : changes->asArray()) {
+    std::string ref = stringAt(change, {"ref", "id"});
+    if (ref.empty()) {
+      ref = change.getString("refId");
+    }
+    if (ref.empty()) {
+      continue;
+    }
+    std::string commit = change.getString("type") == "DELETE" ? std::string() : change.getString("toHash");
+    push.refs.push_back(PushRef{ref, commit});
+  }
+  return push;
+}
+
+Result<PushEvent> parseAzure(const Json& root) {
+  PushEvent push;
+  push.event = root.getString("eventType");
+  push.is_push = push.event == "git.push";
+  for (const char* field : {"remoteUrl", "sshUrl", "webUrl", "url"}) {
+    addUrl(push, stringAt(root, {"resource", "repository", field}));
+  }
+  push.default_branch = stripRefsHeads(stringAt(root, {"resource", "repository", "defaultBranch"}));
+  if (!push.is_push) {
+    return push;
+  }
+  FLOTILLA_TRY(requireUrls(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl"));
+  const Json* updates = root.at({"resource", "refUpdates"});
+  if (updates == nullptr || !updates->isArray()) {
+    return fail(ErrorKind::kInvalid, "azure-devops payload: resource.refUpdates: missing or not a list", "webhook");
+  }
+  for (const Json& update : updates->asArray()) {
+    const std::string ref = update.getString("name");
+    std::string commit = update.getString("newObjectId");
+    if (std::all_of(commit.begin(), commit.end(), [](char c) { return c == '0'; })) {
+      commit.clear();
+    }
+    if (!ref.empty()) {
+      push.refs.push_back(PushRef{ref, commit});
+    }
+  }
+  return push;
+}
+
+Result<PushEvent> parseGeneric(const Json& root) {
+  PushEvent push;
+  push.event = "push";
+  push.is_push = true;
+  addUrl(push, root.getString("repo"));
+  if (const Json* repos = root.find("repos"); repos != nullptr && repos->isArray()) {
+    for (const Json& url : repos->asArray()) {
+      if (url.isString()) {
+        addUrl(push, url.asString());
+      }
+    }
+  }
+  FLOTILLA_TRY(requireUrls(WebhookProvider::kGeneric, push, "repo"));
+  std::string ref = root.getString("ref");
+  if (ref.empty() && !root.getString("branch").empty()) {
+    ref = "refs/heads/" + root.getString("branch");
+  }
+  if (ref.empty() && !root.getString("tag").empty()) {
+    ref = "refs/tags/" + root.getString("tag");
+  }
+  if (ref.empty()) {
+    return fail(ErrorKind::kInvalid, "generic payload: ref (or branch or tag): missing", "webhook");
+  }
+  if (!startsWith(ref, "refs/")) {
+    ref = "refs/heads/" + ref;
+  }
+  push.refs.push_back(PushRef{ref, root.getString("commit")});
+  push.default_branch = root.getString("defaultBranch");
+  return push;
+}
+
+//! The ref of `push` that `spec` follows, or nullptr.
+const PushRef* matchingRef(const model::GitRepoSpec& spec, const PushEvent& push) {
+  for (const PushRef& pushed : push.refs) {
+    if (!spec.revision.empty()) {
+      if (pushed.ref == spec.revision || pushed.ref == "refs/tags/" + spec.revision ||
+          pushed.ref == "refs/heads/" + spec.revision) {
+        return &pushed;
+      }
+      continue;
+    }
+    if (!startsWith(pushed.ref, "refs/heads/")) {
+      continue;
+    }
+    const std::string branch = pushed.ref.substr(11);
+    if (!spec.branch.empty() ? branch == spec.branch : (push.default_branch.empty() || branch == push.default_branch)) {
+      return &pushed;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string_view providerName(WebhookProvider provider) {
+  switch (provider) {
+    case WebhookProvider::kGitHub:
+      return "github";
+    case WebhookProvider::kGitLab:
+      return "gitlab";
+    case WebhookProvider::kGitea:
+      return "gitea";
+    case WebhookProvider::kGogs:
+      return "gogs";
+    case WebhookProvider::kBitbucketCloud:
+      return "bitbucket";
+    case WebhookProvider::kBitbucketServer:
+      return "bitbucket-server";
+    case WebhookProvider::kAzureDevOps:
+      return "azure-devops";
+    case WebhookProvider::kGeneric:
+      return "generic";
+  }
+  return "unknown";
+}
+
+std::optional<WebhookProvider> detectProvider(const http::Request& request) {
+  if (!request.header("x-flotilla-signature").empty()) {
+    return WebhookProvider::kGeneric;
+  }
+  if (!request.header("x-gitea-event").empty()) {
+    return WebhookProvider::kGitea;
+  }
+  if (!request.header("x-gogs-event").empty()) {
+    return WebhookProvider::kGogs;
+  }
+  if (!request.header("x-github-event").empty()) {
+    return WebhookProvider::kGitHub;
+  }
+  if (!request.header("x-gitlab-event").empty() || !request.header("x-gitlab-token").empty()) {
+    return WebhookProvider::kGitLab;
+  }
+  if (const std::string key = request.header("x-event-key"); !key.empty()) {
+    return !request.header("x-hook-uuid").empty() || key == "repo:push" ? WebhookProvider::kBitbucketCloud
+                                                                        : WebhookProvider::kBitbucketServer;
+  }
+  if (hasHeaderWithPrefix(request, "x-vss-")) {
+    return WebhookProvider::kAzureDevOps;
+  }
+  return std::nullopt;
+}
+
+bool verifyWebhook(WebhookProvider provider, const http::Request& request, const WebhookSecret& secret,
+                   std::string& why) {
+  const std::string name(providerName(provider));
+  if (provider == WebhookProvider::kAzureDevOps) {
+    auto user = secret.find("azure-username");
+    auto password = secret.find("azure-password");
+    if (user == secret.end() || password == secret.end()) {
+      why = "the webhook secret has no azure-username/azure-password";
+      return false;
+    }
+    const std::string header = trim(request.header("authorization"));
+    if (!startsWith(lower(header), "basic ")) {
+      why = "missing Authorization: Basic header";
+      return false;
+    }
+    auto decoded = base64Decode(trim(header.substr(6)));
+    if (!decoded.ok() || !constantTimeEquals(*decoded, user->second + ":" + password->second)) {
+      why = "Authorization does not match azure-username/azure-password";
+      return false;
+    }
+    return true;
+  }
+  const std::string* key = secretValue(secret, name);
+  if (key == nullptr) {
+    why = "the webhook secret has neither a \"" + name + "\" nor a \"token\" key";
+    return false;
+  }
+  switch (provider) {
+    case WebhookProvider::kGitHub:
+      return checkHmac(request, "X-Hub-Signature-256", true, *key, why);
+    case WebhookProvider::kGitLab: {
+      const std::string token = request.header("x-gitlab-token");
+      if (token.empty()) {
+        why = "missing X-Gitlab-Token header";
+        return false;
+      }
+      if (!constantTimeEquals(token, *key)) {
+        why = "X-Gitlab-Token does not match the webhook secret";
+        return false;
+      }
+      return true;
+    }
+    case WebhookProvider::kGitea:
+      if (request.header("x-gitea-signature").empty() && !request.header("x-hub-signature-256").empty()) {
+        return checkHmac(request, "X-Hub-Signature-256", true, *key, why);
+      }
+      return checkHmac(request, "X-Gitea-Signature", false, *key, why);
+    case WebhookProvider::kGogs:
+      return checkHmac(request, "X-Gogs-Signature", false, *key, why);
+    case WebhookProvider::kBitbucketCloud:
+    case WebhookProvider::kBitbucketServer:
+      return checkHmac(request, "X-Hub-Signature", true, *key, why);
+    case WebhookProvider::kGeneric:
+      return checkHmac(request, "X-Flotilla-Signature", true, *key, why);
+    case WebhookProvider::kAzureDevOps:
+      break;
+  }
+  why = "unsupported provider";
+  return false;
+}
+
+Result<PushEvent> parsePush(WebhookProvider provider, const http::Request& request) {
+  auto parsed = parseBody(provider, request);
+  if (!parsed.ok()) {
+    return fail(parsed.error());
+  }
+  const Json& root = *parsed;
+  switch (provider) {
+    case WebhookProvider::kGitHub:
+      return parseGitHubLike(provider, root, request.header("x-github-event"));
+    case WebhookProvider::kGitea:
+      return parseGitHubLike(provider, root, request.header("x-gitea-event"));
+    case WebhookProvider::kGogs:
+      return parseGitHubLike(provider, root, request.header("x-gogs-event"));
+    case WebhookProvider::kGitLab:
+      return parseGitLab(root, request.header("x-gitlab-event"));
+    case WebhookProvider::kBitbucketCloud:
+      return parseBitbucketCloud(root, request.header("x-event-key"));
+    case WebhookProvider::kBitbucketServer:
+      return parseBitbucketServer(root, request.header("x-event-key"));
+    case WebhookProvider::kAzureDevOps:
+      return parseAzure(root);
+    case WebhookProvider::kGeneric:
+      return parseGeneric(root);
+  }
+  return fail(ErrorKind::kInvalid, "unsupported provider", "webhook");
+}
+
+std::string webhookRepoKey(std::string_view url) {
+  std::string text = trim(url);
+  std::string host;
+  std::string path;
+  if (auto scheme_end = text.find("://"); scheme_end != std::string::npos) {
+    std::string rest = text.substr(scheme_end + 3);
+    auto slash = rest.find('/');
+    std::string authority = rest.substr(0, slash);
+    path = slash == std::string::npos ? std::string() : rest.substr(slash);
+    if (auto at = authority.rfind('@'); at != std::string::npos) {
+      authority = authority.substr(at + 1);
+    }
+    if (startsWith(authority, "[")) {
+      host = authority.substr(0, authority.find(']') + 1);
+    } else {
+      host = authority.substr(0, authority.find(':'));
+    }
+  } else {
+    // scp-like user@host:path
+    auto colon = text.find(':');
+    if (colon == std::string::npos) {
+      return {};
+    }
+    host = text.substr(0, colon);
+    if (auto at = host.rfind('@'); at != std::string::npos) {
+      host = host.substr(at + 1);
+    }
+    path = text.substr(colon + 1);
+  }
+  if (auto cut = path.find_first_of("?#"); cut != std::string::npos) {
+    path.resize(cut);
+  }
+  while (!path.empty() && path.back() == '/') {
+    path.pop_back();
+  }
+  if (endsWith(path, ".git")) {
+    path.resize(path.size() - 4);
+  }
+  while (!path.empty() && path.front() == '/') {
+    path.erase(0, 1);
+  }
+  if (host.empty()) {
+    return {};
+  }
+  return lower(host + "/" + path);
+}
+
+bool pushMatches(const model::GitRepoSpec& spec, const PushEvent& push) {
+  if (!push.is_push) {
+    return false;
+  }
+  const std::string key = webhookRepoKey(spec.repo);
+  if (key.empty()) {
+    return false;
+  }
+  const bool same_repo = std::any_of(push.repo_urls.begin(), push.repo_urls.end(),
+                                     [&](const std::string& url) { return webhookRepoKey(url) == key; });
+  return same_repo && matchingRef(spec, push) != nullptr;
+}
+
+std::string pushedCommitFor(const model::GitRepoSpec& spec, const PushEvent& push) {
+  const PushRef* ref = matchingRef(spec, push);
+  return ref == nullptr ? std::string() : ref->commit;
+}
+
+std::string hmacSha256Hex(std::string_view key, std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), digest, &length);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+bool constantTimeEquals(std::string_view a, std::string_view b) {
+  const std::string da = sha256Raw(a);
+  const std::string db = sha256Raw(b);
+  return CRYPTO_memcmp(da.data(), db.data(), da.size()) == 0;
+}
+
+}  // namespace flotilla::poller
