@@ -334,6 +334,28 @@ Status checkArchiveSize(const std::string& path, const RenderLimits& limits, con
   return {};
 }
 
+//! `helm pull <reference...> --destination <scratch>/pull` with the repository's TLS settings, then the one archive
+//! it wrote, checked against the size limit. Both chart paths (repository charts, URL/oci:// references) pull so.
+Result<std::string> pullChartArchive(const std::string& binary, std::vector<std::string> reference,
+                                     const std::string& scratch, const RenderLimits& limits, const std::string& chart,
+                                     const std::string& fleet_yaml, const RepoAuth& auth) {
+  const std::string destination = scratch + "/pull";
+  fs::create_directories(destination);
+  std::vector<std::string> pull = {"pull"};
+  pull.insert(pull.end(), std::make_move_iterator(reference.begin()), std::make_move_iterator(reference.end()));
+  pull.insert(pull.end(), {"--destination", destination});
+  for (auto& flag : auth.tlsFlags()) {
+    pull.push_back(std::move(flag));
+  }
+  FLOTILLA_TRY(fetchStep(binary, std::move(pull), scratch, limits, "helm pull " + chart, fleet_yaml, auth));
+  auto archive = pulledArchive(destination, fleet_yaml);
+  if (!archive.ok()) {
+    return fail(archive.error());
+  }
+  FLOTILLA_TRY(checkArchiveSize(*archive, limits, fleet_yaml));
+  return archive;
+}
+
 //! A chart ready for `helm template`: an archive or a directory, and how to name its files in errors.
 struct PreparedChart {
   std::string path;   //!< absolute
@@ -466,21 +488,12 @@ Result<PreparedChart> fetchRepoChart(const std::string& binary, const HelmRender
       return PreparedChart{cached, label};
     }
   }
-  const std::string destination = scratch + "/pull";
-  fs::create_directories(destination);
   // The repository entry carries the credentials; helm pull still needs the TLS settings of its own.
-  std::vector<std::string> pull = {
-      "pull", "fleet-chart/" + helm.chart, "--version", notes.chart_version, "--destination", destination};
-  for (auto& flag : auth->tlsFlags()) {
-    pull.push_back(std::move(flag));
-  }
-  FLOTILLA_TRY(
-      fetchStep(binary, std::move(pull), scratch, request.limits, "helm pull " + helm.chart, fleet_yaml, *auth));
-  auto archive = pulledArchive(destination, fleet_yaml);
+  auto archive = pullChartArchive(binary, {"fleet-chart/" + helm.chart, "--version", notes.chart_version}, scratch,
+                                  request.limits, helm.chart, fleet_yaml, *auth);
   if (!archive.ok()) {
     return fail(archive.error());
   }
-  FLOTILLA_TRY(checkArchiveSize(*archive, request.limits, fleet_yaml));
   const std::string digest = sha256OfFile(*archive);
   if (!notes.chart_digest.empty() && digest != notes.chart_digest) {
     return fail(ErrorKind::kInvalid,
@@ -513,25 +526,17 @@ Result<PreparedChart> fetchChartReference(const std::string& binary, const HelmR
     return fail(auth.error());
   }
   const bool oci = startsWith(helm.chart, "oci://");
-  const std::string destination = scratch + "/pull";
-  fs::create_directories(destination);
-  std::vector<std::string> pull = {"pull", helm.chart, "--destination", destination};
+  std::vector<std::string> reference = {helm.chart};
   if (oci && !helm.version.empty()) {
-    pull.insert(pull.end(), {"--version", helm.version});
+    reference.insert(reference.end(), {"--version", helm.version});
   }
   if (!auth->username.empty()) {
-    pull.insert(pull.end(), {"--username", auth->username, "--password", auth->password});
+    reference.insert(reference.end(), {"--username", auth->username, "--password", auth->password});
   }
-  for (auto& flag : auth->tlsFlags()) {
-    pull.push_back(std::move(flag));
-  }
-  FLOTILLA_TRY(
-      fetchStep(binary, std::move(pull), scratch, request.limits, "helm pull " + helm.chart, fleet_yaml, *auth));
-  auto archive = pulledArchive(destination, fleet_yaml);
+  auto archive = pullChartArchive(binary, std::move(reference), scratch, request.limits, helm.chart, fleet_yaml, *auth);
   if (!archive.ok()) {
     return fail(archive.error());
   }
-  FLOTILLA_TRY(checkArchiveSize(*archive, request.limits, fleet_yaml));
   notes.chart_digest = sha256OfFile(*archive);
   notes.chart_source = "pulled";
   RenderNotes described;

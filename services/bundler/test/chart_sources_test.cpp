@@ -19,16 +19,6 @@ namespace fs = std::filesystem;
 using testing::configMap;
 using testing::TempTree;
 
-std::string tool(const char* name) {
-  return findExecutable(std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin/" + name);
-}
-
-#define REQUIRE_TOOL(var, name)                                          \
-  const std::string var = tool(name);                                    \
-  if (var.empty()) {                                                     \
-    GTEST_SKIP() << name << " is not in .tools/bin (run scripts/setup)"; \
-  }
-
 std::string run(const std::vector<std::string>& argv, const std::string& home) {
   auto result = runCommand({.argv = argv,
                             .env = {{"HOME", home},

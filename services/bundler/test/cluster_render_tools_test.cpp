@@ -8,10 +8,6 @@
 namespace flotilla::bundler {
 namespace {
 
-std::string helmTool() {
-  return findExecutable(std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin/helm");
-}
-
 const char* kChart = "apiVersion: v2\nname: app\nversion: 0.1.0\n";
 const char* kTemplate = R"(apiVersion: v1
 kind: ConfigMap
@@ -38,7 +34,7 @@ ClusterFacts cluster(const std::string& name, const std::string& env) {
 }
 
 TEST(RenderForClusterHelm, TemplatedValuesReachTheChart) {
-  const std::string helm = helmTool();
+  const std::string helm = testing::pinnedTool("helm");
   if (helm.empty()) {
     GTEST_SKIP() << "helm is not in .tools/bin (run scripts/setup)";
   }
@@ -78,7 +74,7 @@ TEST(RenderForClusterHelm, TemplatedValuesReachTheChart) {
 }
 
 TEST(RenderForClusterHelm, KubernetesVersionOfTheCluster) {
-  const std::string helm = helmTool();
+  const std::string helm = testing::pinnedTool("helm");
   if (helm.empty()) {
     GTEST_SKIP() << "helm is not in .tools/bin (run scripts/setup)";
   }

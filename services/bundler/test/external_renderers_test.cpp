@@ -15,16 +15,6 @@ namespace {
 using testing::configMap;
 using testing::TempTree;
 
-std::string tool(const char* name) {
-  return findExecutable(std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin/" + name);
-}
-
-#define REQUIRE_TOOL(var, name)                                          \
-  const std::string var = tool(name);                                    \
-  if (var.empty()) {                                                     \
-    GTEST_SKIP() << name << " is not in .tools/bin (run scripts/setup)"; \
-  }
-
 // A checkout whose root is <tmp>/src, like the handler's (scratch dirs go next to it).
 class Checkout : public TempTree {
  public:

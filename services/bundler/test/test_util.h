@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "flotilla/bundler/external_renderers.h"
 #include "flotilla/core/util.h"
 
 namespace flotilla::bundler::testing {
@@ -57,4 +58,16 @@ inline std::string configMap(const std::string& name, const std::string& ns = ""
   return out;
 }
 
+//! A tool pinned by scripts/setup (.tools/bin/<name>), or "" when it has not been built.
+inline std::string pinnedTool(std::string_view name) {
+  return findExecutable(std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin/" + std::string(name));
+}
+
 }  // namespace flotilla::bundler::testing
+
+//! Declares `var` as the pinned tool `name`; skips the test when it is missing.
+#define REQUIRE_TOOL(var, name)                                           \
+  const std::string var = ::flotilla::bundler::testing::pinnedTool(name); \
+  if (var.empty()) {                                                      \
+    GTEST_SKIP() << name << " is not in .tools/bin (run scripts/setup)";  \
+  }

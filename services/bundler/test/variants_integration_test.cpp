@@ -20,6 +20,7 @@
 #include "flotilla/scheduler/scheduler.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/source/archive.h"
+#include "test_util.h"
 
 namespace flotilla::bundler {
 namespace {
@@ -54,7 +55,7 @@ const std::map<std::string, std::string> kFiles = {
 class VariantsIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    helm_ = findExecutable(std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin/helm");
+    helm_ = testing::pinnedTool("helm");
     if (helm_.empty()) {
       GTEST_SKIP() << "helm is not in .tools/bin (run scripts/setup)";
     }
