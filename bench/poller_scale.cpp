@@ -4,8 +4,10 @@
 //   spread  — the poller's schedule (a stable phase per mirror inside the interval, plus jitter);
 //   aligned — the baseline: `--align-phases` puts every GitRepo on the same grid (all due at the same instant),
 //             as equal intervals behave without a phase spread (Fleet).
-// For each: polls per second, the most polls started in any one second against the mean, syncs (one per mirror
-// and due instant), the most syncs (git operation sequences) running at once, poller CPU seconds and peak RSS
+// For each, counted at the git server from its own request log (not from the poller's log): ls-remote requests
+// (one poll of a repository URL serves its 20 GitRepos) per second and the most in any one second against the
+// mean, fetches; the run fails when the server logged no poll. From the poller's log: the most syncs (git
+// operation sequences) running at once. Poller CPU seconds and peak RSS
 // (VmHWM, /proc of the flotilla-poller process, includes the initial clone). Then, on the spread poller, the time
 // from sending a webhook to receiving the commit event, median and p90 over 50 pushes. Prints figures and ratios;
 // asserts nothing about them.
@@ -16,6 +18,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -29,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
@@ -41,6 +45,7 @@
 
 using namespace flotilla;
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -128,11 +133,10 @@ struct ModeResult {
   std::string name;
   double warmup_s = 0;
   double window_s = 0;
-  double polls = 0;
-  double max_polls_in_a_second = 0;
-  double syncs = 0;
-  double max_syncs_in_a_second = 0;
-  double max_concurrent_syncs = 0;
+  double ls_remotes = 0;  //!< info/refs requests the git server logged in the window
+  double max_ls_remotes_in_a_second = 0;
+  double fetches = 0;               //!< git-upload-pack POSTs the git server logged in the window
+  double max_concurrent_syncs = 0;  //!< from the poller's own log (start/finish pairs)
   double cpu_s = 0;
   double peak_rss_mib = 0;
   std::vector<double> webhook_ms;
@@ -148,12 +152,11 @@ double percentile(std::vector<double> values, double p) {
   return values[index];
 }
 
-//! Reads the poller's debug log: "sync started" (with the number of GitRepos) and "sync finished" lines.
-void analyseLog(const std::string& log_file, int64_t from_ms, int64_t to_ms, ModeResult& result) {
+//! Reads the poller's debug log for "sync started"/"sync finished" pairs: the most git operations at once. Poll
+//! counts come from the git server's own request log (analyseServerLog), not from here.
+void analyseConcurrency(const std::string& log_file, int64_t from_ms, int64_t to_ms, ModeResult& result) {
   std::ifstream in(log_file);
   std::string line;
-  std::map<int64_t, double> polls_per_second;
-  std::map<int64_t, double> syncs_per_second;
   std::vector<std::pair<int64_t, int>> edges;  // time, +1 start / -1 finish
   while (std::getline(in, line)) {
     if (line.find("\"sync ") == std::string::npos) {
@@ -164,18 +167,8 @@ void analyseLog(const std::string& log_file, int64_t from_ms, int64_t to_ms, Mod
       continue;
     }
     const std::string msg = json->getString("msg");
-    const int64_t at = epochMillis(json->getString("time"));
-    if (msg == "sync started") {
-      edges.emplace_back(at, +1);
-      if (at >= from_ms && at < to_ms) {
-        const double gitrepos = static_cast<double>(json->getInt("gitrepos"));
-        polls_per_second[(at - from_ms) / 1000] += gitrepos;
-        syncs_per_second[(at - from_ms) / 1000] += 1;
-        result.polls += gitrepos;
-        result.syncs += 1;
-      }
-    } else if (msg == "sync finished") {
-      edges.emplace_back(at, -1);
+    if (msg == "sync started" || msg == "sync finished") {
+      edges.emplace_back(epochMillis(json->getString("time")), msg == "sync started" ? +1 : -1);
     }
   }
   std::stable_sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
@@ -188,12 +181,42 @@ void analyseLog(const std::string& log_file, int64_t from_ms, int64_t to_ms, Mod
       result.max_concurrent_syncs = std::max(result.max_concurrent_syncs, static_cast<double>(running));
     }
   }
-  for (const auto& [second, polls] : polls_per_second) {
-    result.max_polls_in_a_second = std::max(result.max_polls_in_a_second, polls);
+}
+
+//! Counts what the git server itself logged between two offsets of its request log (one line per request,
+//! `HH:MM:SS <client> "GET /<repo>/info/refs?service=git-upload-pack HTTP/1.0" 200 -`): every ls-remote the poller
+//! made (a poll, per repository URL) and every fetch, bucketed by the second the server stamped.
+Status analyseServerLog(const std::string& log_file, std::uintmax_t from, std::uintmax_t to, ModeResult& result) {
+  std::ifstream in(log_file);
+  in.seekg(static_cast<std::streamoff>(from));
+  std::string line;
+  std::map<std::string, double> per_second;
+  std::uintmax_t offset = from;
+  while (offset < to && std::getline(in, line)) {
+    offset += line.size() + 1;
+    if (line.find("\"GET /") != std::string::npos &&
+        line.find("/info/refs?service=git-upload-pack") != std::string::npos) {
+      result.ls_remotes += 1;
+      per_second[line.substr(0, 8)] += 1;
+    } else if (line.find("\"POST /") != std::string::npos && line.find("/git-upload-pack") != std::string::npos) {
+      result.fetches += 1;
+    }
   }
-  for (const auto& [second, syncs] : syncs_per_second) {
-    result.max_syncs_in_a_second = std::max(result.max_syncs_in_a_second, syncs);
+  for (const auto& [second, count] : per_second) {
+    result.max_ls_remotes_in_a_second = std::max(result.max_ls_remotes_in_a_second, count);
   }
+  if (result.ls_remotes == 0) {
+    return fail(ErrorKind::kInternal,
+                "the git server logged no ls-remote in the window (" + log_file + "): nothing was measured");
+  }
+  return ok();
+}
+
+//! Size of the git server's HTTP request log now (0 while it does not exist).
+std::uintmax_t logSize(const std::string& path) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  return error ? 0 : size;
 }
 
 Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitServer& git, const std::string& creds,
@@ -262,10 +285,13 @@ Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitSe
   result.warmup_s = std::chrono::duration<double>(Clock::now() - started).count();
   // Let the post-warm-up schedule settle for one interval, then measure.
   std::this_thread::sleep_for(std::chrono::seconds(10));
+  const std::string server_log = git.root() + "/logs/http.log";
   const int64_t from_ms = nowMillis();
+  const std::uintmax_t from_offset = logSize(server_log);
   const double cpu_before = cpuSeconds(poller->pid());
   std::this_thread::sleep_for(window);
   const int64_t to_ms = nowMillis();
+  const std::uintmax_t to_offset = logSize(server_log);
   result.cpu_s = cpuSeconds(poller->pid()) - cpu_before;
   result.window_s = static_cast<double>(to_ms - from_ms) / 1000.0;
   result.peak_rss_mib = peakRssMiB(poller->pid());  // before the webhook round, so both modes ran the same load
@@ -307,7 +333,8 @@ Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitSe
     }
   }
   poller->stop();
-  analyseLog(log_file, from_ms, to_ms, result);
+  analyseConcurrency(log_file, from_ms, to_ms, result);
+  FLOTILLA_TRY(analyseServerLog(server_log, from_offset, to_offset, result));
   removeAll(*dir);
   return result;
 }
@@ -358,6 +385,7 @@ int main(int argc, char** argv) {
     results.push_back(std::move(result).value());
   }
   removeAll(*creds);
+  std::printf("measured on %s\n", bench::machineLoad().c_str());
   const ModeResult& spread = results[0];
   const ModeResult& aligned = results[1];
   auto row = [](const char* label, double a, double b, int precision = 1) {
@@ -365,14 +393,16 @@ int main(int argc, char** argv) {
   };
   std::printf("\n%-44s %12s %12s %10s\n", "", "spread", "aligned", "aligned/spread");
   row("warm-up: all 1,001 first commits published (s)", spread.warmup_s, aligned.warmup_s);
-  row("GitRepo polls per second (mean)", spread.polls / spread.window_s, aligned.polls / aligned.window_s);
-  row("most polls started in one second", spread.max_polls_in_a_second, aligned.max_polls_in_a_second, 0);
-  row("  ... divided by the mean", spread.max_polls_in_a_second / (spread.polls / spread.window_s),
-      aligned.max_polls_in_a_second / (aligned.polls / aligned.window_s), 2);
-  row("syncs (ls-remote rounds) per second (mean)", spread.syncs / spread.window_s, aligned.syncs / aligned.window_s,
-      2);
-  row("most syncs started in one second", spread.max_syncs_in_a_second, aligned.max_syncs_in_a_second, 0);
-  row("most syncs (git operations) at once", spread.max_concurrent_syncs, aligned.max_concurrent_syncs, 0);
+  row("ls-remote per second at the git server (mean)", spread.ls_remotes / spread.window_s,
+      aligned.ls_remotes / aligned.window_s, 2);
+  row("most ls-remote in one second (git server)", spread.max_ls_remotes_in_a_second,
+      aligned.max_ls_remotes_in_a_second, 0);
+  row("  ... divided by the mean", spread.max_ls_remotes_in_a_second / (spread.ls_remotes / spread.window_s),
+      aligned.max_ls_remotes_in_a_second / (aligned.ls_remotes / aligned.window_s), 2);
+  row("GitRepos served per second (ls-remote x 20)", kGitRepos / kRepos * spread.ls_remotes / spread.window_s,
+      kGitRepos / kRepos * aligned.ls_remotes / aligned.window_s);
+  row("fetches at the git server in the window", spread.fetches, aligned.fetches, 0);
+  row("most syncs at once (poller log)", spread.max_concurrent_syncs, aligned.max_concurrent_syncs, 0);
   row("poller CPU seconds in the window", spread.cpu_s, aligned.cpu_s, 2);
   row("poller peak RSS (MiB, VmHWM)", spread.peak_rss_mib, aligned.peak_rss_mib);
   std::printf(

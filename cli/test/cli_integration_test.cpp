@@ -17,6 +17,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
+//! An absence check: true only for NotFound, never for any other error (a lost connection is not "deleted").
+template <typename T>
+bool notFound(const Result<T>& result) {
+  return !result.ok() && result.error().kind == ErrorKind::kNotFound;
+}
+
 const char* kFleetGitRepo = R"(# A GitRepo exactly as Fleet's docs write it.
 kind: GitRepo
 apiVersion: fleet.cattle.io/v1alpha1
@@ -196,9 +202,9 @@ TEST_F(CliTest, UnknownFieldIsRejectedWithLineAndPath) {
   EXPECT_NE(result.err.find("broken.yaml:"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("spec.targets[0].clusterSelectr"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find(":36"), std::string::npos) << result.err;  // the line of clusterSelectr
-  EXPECT_FALSE(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple")).ok());
-  EXPECT_FALSE(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "broken")).ok());
-  EXPECT_FALSE(hub_.clusters->get(scheduler::clusterGroupRecordKey("fleet-default", "europe")).ok());
+  EXPECT_TRUE(notFound(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple"))));
+  EXPECT_TRUE(notFound(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "broken"))));
+  EXPECT_TRUE(notFound(hub_.clusters->get(scheduler::clusterGroupRecordKey("fleet-default", "europe"))));
 
   auto cluster =
       cli({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\n");
@@ -289,7 +295,7 @@ TEST_F(CliTest, DeleteRemovesTheSpec) {
   auto result = cli({"delete", "gitrepo", "simple"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("gitrepo.fleet.cattle.io/simple deleted"), std::string::npos);
-  EXPECT_FALSE(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple")).ok());
+  EXPECT_TRUE(notFound(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple"))));
   EXPECT_EQ(cli({"delete", "gitrepo", "simple"}).exit_code, 1);
   EXPECT_EQ(cli({"delete", "clustergroup", "europe", "-n", "fleet-default"}).exit_code, 0);
   EXPECT_EQ(cli({"delete", "bundle", "x"}).exit_code, 2);

@@ -103,6 +103,12 @@ inline bool configMapExists(Hub& hub, size_t cluster, const std::string& ns, con
   return hub.kube(cluster).get("v1", "ConfigMap", ns, name).ok();
 }
 
+//! True only when the API server answers NotFound: an unreachable server or any other error is not "gone".
+inline bool configMapGone(Hub& hub, size_t cluster, const std::string& ns, const std::string& name) {
+  auto object = hub.kube(cluster).get("v1", "ConfigMap", ns, name);
+  return !object.ok() && object.error().kind == ErrorKind::kNotFound;
+}
+
 inline std::string configMap(const std::string& name, const std::string& value) {
   return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  value: \"" + value + "\"\n";
 }

@@ -111,8 +111,9 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
     args = {binaries_.poller, "--data-dir", dir_ + "/poller"};
   } else if (name == "bundler") {
     std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
-    args = {binaries_.bundler, "--work-dir",         dir_ + "/bundler",   "--helm-binary",
-            tools + "/helm",   "--kustomize-binary", tools + "/kustomize"};
+    std::string helm = options_.helm_binary.empty() ? tools + "/helm" : options_.helm_binary;
+    args = {binaries_.bundler,    "--work-dir",        dir_ + "/bundler", "--helm-binary", helm,
+            "--kustomize-binary", tools + "/kustomize"};
   } else if (name == "scheduler") {
     args = {binaries_.scheduler};
   } else if (startsWith(name, "agent-")) {
@@ -172,6 +173,11 @@ Status Hub::stopService(const std::string& name) {
 bool Hub::running(const std::string& name) {
   auto it = services_.find(name);
   return it != services_.end() && it->second.running();
+}
+
+int Hub::pid(const std::string& name) {
+  auto it = services_.find(name);
+  return it != services_.end() && it->second.running() ? it->second.pid() : 0;
 }
 
 std::string Hub::logTail(const std::string& name, size_t lines) const {

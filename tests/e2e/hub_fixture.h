@@ -30,6 +30,9 @@ struct HubOptions {
   std::vector<std::map<std::string, std::string>> cluster_labels;  //!< per cluster; default env=cluster<i>
   bool share_clusters = true;  //!< reuse the process-wide clusters (namespaces differ per test)
   std::string log_level = "info";
+  //! The bundler's --helm-binary; empty = the pinned helm in the tools dir. Tests put a wrapper here to stop the
+  //! bundler inside a render (a fault-injection point that needs no test code in the service).
+  std::string helm_binary;
 };
 
 //! Paths of the built binaries (set by CMake).
@@ -56,6 +59,8 @@ class Hub {
   void kill9(const std::string& name);
   Status stopService(const std::string& name);
   [[nodiscard]] bool running(const std::string& name);
+  //! The process id of a running service (0 when it is not running).
+  [[nodiscard]] int pid(const std::string& name);
   [[nodiscard]] std::string logTail(const std::string& name, size_t lines = 40) const;
   //! Every service's log tail, for failure messages.
   [[nodiscard]] std::string allLogs(size_t lines = 25) const;

@@ -1,8 +1,10 @@
 // End-to-end: a commit reaches two real clusters, is updated and pruned, and its status is visible (issue 3).
 // Real nats-server, git server and kube-apiservers; the four services run as separate processes.
+#include <cstdlib>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "e2e_util.h"
 #include "flotilla/core/util.h"
@@ -71,7 +73,7 @@ TEST_F(PipelineTest, CommitReachesBothClustersIsUpdatedAndPruned) {
   auto third = git.deleteFiles(name, "main", {"app/b.yaml"}, "remove b");
   ASSERT_TRUE(third.ok());
   ASSERT_TRUE(
-      Hub::waitFor([&] { return !configMapExists(*hub_, 0, ns, "b") && !configMapExists(*hub_, 1, ns, "b"); }, kLands))
+      Hub::waitFor([&] { return configMapGone(*hub_, 0, ns, "b") && configMapGone(*hub_, 1, ns, "b"); }, kLands))
       << "b was not pruned on both clusters";
   EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *third, clusters()); }, kLands));
   for (size_t c = 0; c < 2; ++c) {
@@ -110,7 +112,7 @@ TEST_F(PipelineTest, ClusterSelectorMatchingOneClusterDeploysOnlyThere) {
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *commit, {hub_->clusterName(0)}); }, kLands));
   EXPECT_TRUE(configMapExists(*hub_, 0, ns, "only"));
   EXPECT_TRUE(bundlesOn(*hub_, hub_->clusterName(1), name).empty()) << "cluster 2 must not be targeted";
-  EXPECT_FALSE(configMapExists(*hub_, 1, ns, "only"));
+  EXPECT_TRUE(configMapGone(*hub_, 1, ns, "only"));
 }
 
 TEST_F(PipelineTest, InvalidObjectIsErrAppliedWhileAnotherBundleStaysReadyAndAFixRecovers) {
@@ -159,11 +161,33 @@ TEST_F(PipelineTest, InvalidObjectIsErrAppliedWhileAnotherBundleStaysReadyAndAFi
   EXPECT_EQ(configMapValue(*hub_, 0, ns, "broken", "value"), "fixed");
 }
 
+// A helm wrapper for the bundler that, while the file `gate` exists, writes the id of the process that ran it
+// (the bundler) to `inside` and waits: a render that the test holds open, so it can kill the bundler inside it.
+Result<std::string> gatedHelm(const std::string& dir, const std::string& real_helm) {
+  const std::string wrapper = dir + "/helm";
+  FLOTILLA_TRY(writeFile(wrapper, "#!/bin/sh\nif [ -e '" + dir + "/gate' ]; then\n  echo $PPID > '" + dir +
+                                      "/inside.tmp' && mv '" + dir + "/inside.tmp' '" + dir + "/inside'\n" +
+                                      "  while [ -e '" + dir + "/gate' ]; do sleep 0.05; done\nfi\nexec '" + real_helm +
+                                      "' \"$@\"\n"));
+  if (::chmod(wrapper.c_str(), 0755) != 0) {
+    return fail(ErrorKind::kInternal, "chmod " + wrapper);
+  }
+  return wrapper;
+}
+
 // kill -9 of the bundler and of one agent while a commit is in flight: after restart the commit lands exactly
-// once on both clusters — one bundle event and one deploy event per cluster for it (JetStream de-duplicates
-// republished messages by Nats-Msg-Id), and the objects carry the new content.
+// once on both clusters — one bundle event per bundle and one deploy event per cluster and bundle for it
+// (JetStream de-duplicates republished messages by Nats-Msg-Id), and the objects carry the new content. The kill
+// provably happens inside the commit: the bundler is stopped while it renders the commit's Helm bundle (a gated
+// helm wrapper reports the bundler's pid and holds the render open), not before it received the commit or after
+// it finished.
 TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
-  auto started = Hub::start();
+  auto gate_dir = makeTempDir("e2e-gate");
+  ASSERT_TRUE(gate_dir.ok());
+  std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
+  auto helm = gatedHelm(*gate_dir, tools + "/helm");
+  ASSERT_TRUE(helm.ok()) << helm.error().describe();
+  auto started = Hub::start({.helm_binary = *helm});
   ASSERT_TRUE(started.ok()) << started.error().describe();
   Hub& hub = **started;
   std::vector<std::string> both = {hub.clusterName(0), hub.clusterName(1)};
@@ -171,13 +195,20 @@ TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
   std::string ns = "ns-" + name;
   auto repo = hub.git().createRepo(name);
   ASSERT_TRUE(repo.ok());
+  const std::string chart_cm =
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-chart\ndata:\n  value: "
+      "{{ .Values.value | quote }}\n";
   auto first = hub.git().commitFiles(name, "main",
                                      {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"},
                                       {"app/ns.yaml", namespaceYaml(ns)},
-                                      {"app/cm.yaml", configMap("c", "v1")}},
+                                      {"app/cm.yaml", configMap("c", "v1")},
+                                      {"chart/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+                                      {"chart/Chart.yaml", "apiVersion: v2\nname: crash-chart\nversion: 0.1.0\n"},
+                                      {"chart/values.yaml", "value: v1\n"},
+                                      {"chart/templates/cm.yaml", chart_cm}},
                                      "first");
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(hub.apply(gitRepoYaml(name, repo->http, {"app"})).ok());
+  ASSERT_TRUE(hub.apply(gitRepoYaml(name, repo->http, {"app", "chart"})).ok());
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *first, both); }, kLands)) << hub.allLogs();
 
   auto js = hub.js();
@@ -190,23 +221,35 @@ TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
     auto it = info->subjects.find(subject);
     return it == info->subjects.end() ? 0 : it->second;
   };
-  std::string bundle = name + "-app";
-  std::string bundle_subject = "flotilla.bundle.fleet-default." + bundle;
-  uint64_t bundles_before = count("FLOTILLA_BUNDLES", bundle_subject);
+  std::vector<std::string> bundle_subjects = {"flotilla.bundle.fleet-default." + name + "-app",
+                                              "flotilla.bundle.fleet-default." + name + "-chart"};
+  std::vector<uint64_t> bundles_before;
+  for (const auto& subject : bundle_subjects) {
+    bundles_before.push_back(count("FLOTILLA_BUNDLES", subject));
+  }
   std::vector<uint64_t> deploys_before;
   for (const auto& cluster : both) {
     deploys_before.push_back(count("FLOTILLA_DEPLOY", "flotilla.deploy." + cluster));
   }
-  uint64_t commits_before = count("FLOTILLA_COMMITS", "flotilla.commit.fleet-default." + name);
 
-  auto second = hub.git().commitFiles(name, "main", {{"app/cm.yaml", configMap("c", "v2")}}, "second");
+  // Close the gate, commit, and wait until the bundler is inside the render of this commit's Helm bundle.
+  ASSERT_TRUE(writeFile(*gate_dir + "/gate", "closed\n").ok());
+  auto second = hub.git().commitFiles(
+      name, "main", {{"app/cm.yaml", configMap("c", "v2")}, {"chart/values.yaml", "value: v2\n"}}, "second");
   ASSERT_TRUE(second.ok());
-  // The moment the poller has published the commit, kill the bundler and agent 1 hard.
-  ASSERT_TRUE(
-      Hub::waitFor([&] { return count("FLOTILLA_COMMITS", "flotilla.commit.fleet-default." + name) > commits_before; },
-                   std::chrono::seconds(30)));
+  const int bundler_pid = hub.pid("bundler");
+  ASSERT_TRUE(Hub::waitFor([&] { return readFile(*gate_dir + "/inside").ok(); }, std::chrono::seconds(60)))
+      << "the bundler never started rendering the second commit\n"
+      << hub.allLogs();
+  auto inside = readFile(*gate_dir + "/inside");
+  ASSERT_TRUE(inside.ok());
+  EXPECT_EQ(std::atoi(inside->c_str()), bundler_pid) << "helm must have been started by the running bundler";
+  EXPECT_EQ(count("FLOTILLA_BUNDLES", bundle_subjects[1]), bundles_before[1])
+      << "the Helm bundle's event must not exist yet: the commit is still being rendered";
   hub.kill9("bundler");
   hub.kill9("agent-0");
+  EXPECT_FALSE(hub.running("bundler"));
+  removeAll(*gate_dir + "/gate");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_TRUE(hub.startService("bundler").ok());
   ASSERT_TRUE(hub.startService("agent-0").ok());
@@ -214,12 +257,17 @@ TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *second, both); }, kLands)) << hub.allLogs();
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_EQ(configMapValue(hub, c, ns, "c", "value"), "v2") << "cluster " << c;
+    EXPECT_EQ(configMapValue(hub, c, ns, "from-chart", "value"), "v2") << "cluster " << c;
   }
-  EXPECT_EQ(count("FLOTILLA_BUNDLES", bundle_subject), bundles_before + 1) << "bundle event must exist exactly once";
+  for (size_t b = 0; b < bundle_subjects.size(); ++b) {
+    EXPECT_EQ(count("FLOTILLA_BUNDLES", bundle_subjects[b]), bundles_before[b] + 1)
+        << bundle_subjects[b] << ": the bundle event must exist exactly once";
+  }
   for (size_t c = 0; c < 2; ++c) {
-    EXPECT_EQ(count("FLOTILLA_DEPLOY", "flotilla.deploy." + both[c]), deploys_before[c] + 1)
-        << "deploy event for " << both[c] << " must exist exactly once";
+    EXPECT_EQ(count("FLOTILLA_DEPLOY", "flotilla.deploy." + both[c]), deploys_before[c] + 2)
+        << "one deploy event per bundle for " << both[c] << ", exactly once";
   }
+  removeAll(*gate_dir);
 }
 
 }  // namespace
