@@ -209,7 +209,7 @@ Status analyseServerLog(const std::string& log_file, std::uintmax_t from, std::u
     return fail(ErrorKind::kInternal,
                 "the git server logged no ls-remote in the window (" + log_file + "): nothing was measured");
   }
-  return ok();
+  return okStatus();
 }
 
 //! Size of the git server's HTTP request log now (0 while it does not exist).
