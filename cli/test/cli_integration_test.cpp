@@ -6,6 +6,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/keys.h"
@@ -67,13 +68,10 @@ spec:
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = harness::NatsServer::start();
-    ASSERT_TRUE(server.ok()) << server.error().describe();
-    nats_ = std::move(server).value();
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "cli-test"},
-                                   service::HubAccess::kProvision, nullptr, 20s);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
+    auto local = harness::LocalHub::start("cli-test");
+    ASSERT_TRUE(local.ok()) << local.error().describe();
+    nats_ = std::move(local->nats);
+    hub_ = std::move(local->hub);
     auto dir = makeTempDir("cli-test");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;

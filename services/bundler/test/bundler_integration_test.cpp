@@ -13,6 +13,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
@@ -28,28 +29,17 @@ std::string configMap(const std::string& name, const std::string& value = "v") {
   return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  key: " + value + "\n";
 }
 
-template <typename F>
-bool eventually(F&& condition, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) {
-      return true;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return condition();
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
+  return harness::waitUntil(condition, timeout);
 }
 
 class BundlerIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = harness::NatsServer::start();
-    ASSERT_TRUE(server.ok()) << server.error().describe();
-    server_ = std::move(server).value();
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {server_->url()}, .name = "bundler-test"},
-                                   service::HubAccess::kProvision, nullptr, 20s);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
+    auto local = harness::LocalHub::start("bundler-test");
+    ASSERT_TRUE(local.ok()) << local.error().describe();
+    server_ = std::move(local->nats);
+    hub_ = std::move(local->hub);
     auto work = makeTempDir("bundler-work");
     ASSERT_TRUE(work.ok());
     work_dir_ = *work;

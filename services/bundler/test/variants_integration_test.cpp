@@ -15,6 +15,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/variants.h"
+#include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/scheduler.h"
@@ -31,14 +32,7 @@ constexpr const char* kWs = "fleet-default";
 constexpr const char* kGitRepo = "apps";
 
 bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) {
-      return true;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return check();
+  return harness::waitUntil(check, timeout);
 }
 
 const std::map<std::string, std::string> kFiles = {
@@ -59,13 +53,10 @@ class VariantsIntegrationTest : public ::testing::Test {
     if (helm_.empty()) {
       GTEST_SKIP() << "helm is not in .tools/bin (run scripts/setup)";
     }
-    auto server = harness::NatsServer::start();
-    ASSERT_TRUE(server.ok()) << server.error().describe();
-    nats_ = std::move(server).value();
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "variants-test"},
-                                   service::HubAccess::kProvision, nullptr, 20s);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
+    auto local = harness::LocalHub::start("variants-test");
+    ASSERT_TRUE(local.ok()) << local.error().describe();
+    nats_ = std::move(local->nats);
+    hub_ = std::move(local->hub);
     auto work = makeTempDir("variants-work");
     ASSERT_TRUE(work.ok());
     work_dir_ = *work;

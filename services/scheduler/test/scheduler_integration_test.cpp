@@ -10,6 +10,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
@@ -28,14 +29,7 @@ const std::string kManifestA(64, 'a');
 const std::string kManifestB(64, 'b');
 
 bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) {
-      return true;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return check();
+  return harness::waitUntil(check, timeout);
 }
 
 events::BundleEvent bundleEvent(const std::string& bundle, const std::string& manifest, Json targets,
@@ -61,13 +55,10 @@ Json prodOnly() {
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = harness::NatsServer::start();
-    ASSERT_TRUE(server.ok()) << server.error().describe();
-    nats_ = std::move(server).value();
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "scheduler-test"},
-                                   service::HubAccess::kProvision, nullptr, 20s);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
+    auto local = harness::LocalHub::start("scheduler-test");
+    ASSERT_TRUE(local.ok()) << local.error().describe();
+    nats_ = std::move(local->nats);
+    hub_ = std::move(local->hub);
     startScheduler();
   }
 
