@@ -171,6 +171,15 @@ Status requireUrls(WebhookProvider provider, const PushEvent& push, std::string_
   return push.repo_urls.empty() ? missingField(provider, field) : Status();
 }
 
+//! The list of pushed refs at `path` of a push payload whose repository URLs were found (else kInvalid naming
+//! `url_field`); kInvalid naming `field` when the list is missing.
+Result<const Json*> pushedRefList(WebhookProvider provider, const PushEvent& push, std::string_view url_field,
+                                  const Json& root, std::initializer_list<std::string_view> path,
+                                  std::string_view field) {
+  FLOTILLA_TRY(requireUrls(provider, push, url_field));
+  return listAt(provider, root, path, field);
+}
+
 std::string stripRefsHeads(std::string_view ref) {
   return startsWith(ref, "refs/heads/") ? std::string(ref.substr(11)) : std::string(ref);
 }
@@ -233,8 +242,8 @@ Result<PushEvent> parseBitbucketCloud(const Json& root, std::string event) {
   if (!push.is_push) {
     return push;
   }
-  FLOTILLA_TRY(requireUrls(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href"));
-  auto changes = listAt(WebhookProvider::kBitbucketCloud, root, {"push", "changes"}, "push.changes");
+  auto changes = pushedRefList(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href", root,
+                               {"push", "changes"}, "push.changes");
   FLOTILLA_TRY(changes);
   for (const Json& change : (*changes)->asArray()) {
     const Json* side = change.find("new");
@@ -279,8 +288,8 @@ Result<PushEvent> parseBitbucketServer(const Json& root, std::string event) {
   if (!push.is_push) {
     return push;
   }
-  FLOTILLA_TRY(requireUrls(WebhookProvider::kBitbucketServer, push, "repository.links.clone"));
-  auto changes = listAt(WebhookProvider::kBitbucketServer, root, {"changes"}, "changes");
+  auto changes =
+      pushedRefList(WebhookProvider::kBitbucketServer, push, "repository.links.clone", root, {"changes"}, "changes");
   FLOTILLA_TRY(changes);
   for (const Json& change : (*changes)->asArray()) {
     std::string ref = stringAt(change, {"ref", "id"});
@@ -307,8 +316,8 @@ Result<PushEvent> parseAzure(const Json& root) {
   if (!push.is_push) {
     return push;
   }
-  FLOTILLA_TRY(requireUrls(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl"));
-  auto updates = listAt(WebhookProvider::kAzureDevOps, root, {"resource", "refUpdates"}, "resource.refUpdates");
+  auto updates = pushedRefList(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl", root,
+                               {"resource", "refUpdates"}, "resource.refUpdates");
   FLOTILLA_TRY(updates);
   for (const Json& update : (*updates)->asArray()) {
     const std::string ref = update.getString("name");
