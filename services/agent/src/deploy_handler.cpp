@@ -8,6 +8,19 @@
 #include "flotilla/model/codec.h"
 
 namespace flotilla::agent {
+namespace {
+
+//! "bundle infra is NotReady (accepted: Ready)".
+std::string describeUnmet(const std::string& bundle, const std::string& state,
+                          const std::vector<std::string>& accepted) {
+  std::string list;
+  for (const auto& a : accepted) {
+    list += (list.empty() ? "" : ", ") + a;
+  }
+  return "bundle " + bundle + " is " + state + " (accepted: " + list + ")";
+}
+
+}  // namespace
 
 std::string ownerOf(std::string_view workspace, std::string_view bundle) {
   return std::string(workspace) + "/" + std::string(bundle);
@@ -239,11 +252,7 @@ Result<std::vector<std::string>> DeployHandler::unmetDependencies(const events::
     if (*state && std::find(accepted.begin(), accepted.end(), name) != accepted.end()) {
       continue;
     }
-    std::string list;
-    for (const auto& a : accepted) {
-      list += (list.empty() ? "" : ", ") + a;
-    }
-    unmet.push_back("bundle " + ref->name + " is " + name + " (accepted: " + list + ")");
+    unmet.push_back(describeUnmet(ref->name, name, accepted));
   }
   return unmet;
 }

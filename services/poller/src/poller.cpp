@@ -30,13 +30,14 @@ Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const serv
     return fail(ErrorKind::kInvalid, "the hub lacks the gitrepos/status buckets or the sources store",
                 "Poller::create");
   }
-  auto core = std::make_shared<Core>(options, hub, metrics);
-  core->mirrors_dir = options.data_dir + "/mirrors";
-  core->settings.credentials_dir = options.credentials_dir;
-  core->settings.scratch_dir = options.data_dir + "/tmp";
-  core->settings.git_timeout = options.git_timeout;
-  core->settings.max_source_bytes = options.max_source_bytes;
-  core->settings.allow_local = options.allow_local;
+  auto core = std::make_shared<Core>(std::move(options), hub, metrics);
+  const PollerOptions& opts = core->options;
+  core->mirrors_dir = opts.data_dir + "/mirrors";
+  core->settings.credentials_dir = opts.credentials_dir;
+  core->settings.scratch_dir = opts.data_dir + "/tmp";
+  core->settings.git_timeout = opts.git_timeout;
+  core->settings.max_source_bytes = opts.max_source_bytes;
+  core->settings.allow_local = opts.allow_local;
   core->bus = SyncBus{hub.js, hub.sources};
   removeAll(core->settings.scratch_dir);  // leftovers of a crash
   std::error_code ec;
@@ -45,7 +46,7 @@ Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const serv
     std::filesystem::create_directories(core->settings.scratch_dir, ec);
   }
   if (ec) {
-    return fail(ErrorKind::kPermanent, "cannot create " + options.data_dir + ": " + ec.message(), "Poller::create");
+    return fail(ErrorKind::kPermanent, "cannot create " + opts.data_dir + ": " + ec.message(), "Poller::create");
   }
   return std::unique_ptr<Poller>(new Poller(std::move(core)));
 }

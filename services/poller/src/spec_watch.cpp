@@ -185,7 +185,7 @@ void Poller::Core::applyPut(const std::string& key, const std::string& value, bo
   if (inserted) {
     e.key = key;
     e.id = *id;
-    e.status = stored.value_or(PollStatus{});
+    e.status = std::move(stored).value_or(PollStatus{});
     e.status.workspace = id->workspace;
     e.status.gitrepo = id->name;
   }

@@ -531,7 +531,7 @@ std::string hmacSha256Hex(std::string_view key, std::string_view data) {
        data.size(), digest, &length);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(length * 2);
+  out.reserve(static_cast<size_t>(length) * 2);
   for (unsigned int i = 0; i < length; ++i) {
     out.push_back(kHex[digest[i] >> 4]);
     out.push_back(kHex[digest[i] & 0xf]);
