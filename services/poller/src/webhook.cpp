@@ -529,12 +529,14 @@ std::string hmacSha256Hex(std::string_view key, std::string_view data) {
   unsigned int length = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
        data.size(), digest, &length);
+  // The digest as raw bytes, then hex: the same encoding as sha256Hex (libs/core).
+  const std::string raw(reinterpret_cast<const char*>(digest), length);
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(static_cast<size_t>(length) * 2);
-  for (unsigned int i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
+  std::string out(raw.size() * 2, '0');
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(raw[i]);
+    out[2 * i] = kHex[byte >> 4];
+    out[2 * i + 1] = kHex[byte & 0xf];
   }
   return out;
 }
