@@ -32,6 +32,15 @@ ObjectRef lenientRef(const Json& object, size_t index) {
   return ref;
 }
 
+std::vector<ObjectRef> refsOf(const std::vector<PlannedObject>& planned) {
+  std::vector<ObjectRef> refs;
+  refs.reserve(planned.size());
+  for (const auto& object : planned) {
+    refs.push_back(object.ref);
+  }
+  return refs;
+}
+
 std::string annotationOf(const Json& live) {
   const Json* owner = live.at({"metadata", "annotations", kBundleAnnotation});
   return owner != nullptr && owner->isString() ? owner->asString() : std::string();
@@ -57,7 +66,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
           foreign = true;
           outcome.apply_failed = true;
           outcome.error = "owned by bundle " + owner + " (set takeOwnership to adopt it)";
-          metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "foreign"}}).Increment();
+          countApplied("foreign");
           return outcome;
         }
         adopted = true;
@@ -74,7 +83,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
     }
     outcome.apply_failed = true;
     outcome.error = applied.error().message;
-    metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "failed"}}).Increment();
+    countApplied("failed");
     log::warn("object rejected",
               {{"object", planned.ref.describe()}, {"owner", request.owner}, {"error", applied.error().describe()}});
     return outcome;
@@ -82,7 +91,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
   Health health = evaluateHealth(*applied);
   outcome.ready = health.ready;
   outcome.message = health.message;
-  metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "ok"}}).Increment();
+  countApplied("ok");
   if (adopted) {
     metrics_.counter("objects_adopted_total", "Objects taken over from another bundle (takeOwnership)").Increment();
     log::info("took ownership of an object", {{"object", planned.ref.describe()}, {"owner", request.owner}});
@@ -162,15 +171,31 @@ Status Applier::ensureNamespaces(const std::set<std::string>& namespaces, const 
   return {};
 }
 
-Result<ApplyResult> Applier::apply(const ApplyRequest& request, const std::function<void()>& progress) {
+//! One staged apply on its way through the stages of Applier::apply.
+struct Applier::StagedApply {
+  const ApplyRequest& request;
+  const std::function<void()>& progress;
   ApplyResult result;
-  std::vector<PlannedObject> definitions;
-  std::vector<PlannedObject> rest;
+  std::vector<PlannedObject> definitions;   //!< stage 1: CRDs and Namespaces
+  std::vector<PlannedObject> rest;          //!< stages 2 and 3, placed once discovery knows the new CRDs
+  std::set<std::string> bundle_namespaces;  //!< Namespaces the bundle itself applies
+};
+
+Result<ApplyResult> Applier::apply(const ApplyRequest& request, const std::function<void()>& progress) {
+  StagedApply staged{.request = request, .progress = progress};
+  planObjects(staged);
+  FLOTILLA_TRY(applyDefinitions(staged));
+  FLOTILLA_TRY(applyPlaced(staged));
+  return std::move(staged.result);
+}
+
+void Applier::planObjects(StagedApply& staged) {
+  const ApplyRequest& request = staged.request;
   for (size_t i = 0; i < request.manifest.size(); ++i) {
     const Json& object = request.manifest[i];
     auto ref = objectRefOf(object);
     if (!ref.ok()) {
-      result.outcomes.push_back(
+      staged.result.outcomes.push_back(
           ObjectOutcome{.ref = lenientRef(object, i), .apply_failed = true, .error = ref.error().message});
       continue;
     }
@@ -179,82 +204,84 @@ Result<ApplyResult> Applier::apply(const ApplyRequest& request, const std::funct
       planned.stage = Stage::kDefinitions;
       planned.object = placeObject(std::move(planned.object), false, request.namespaces, request.owner);
       planned.ref.ns.clear();
-      definitions.push_back(std::move(planned));
+      staged.definitions.push_back(std::move(planned));
     } else {
-      rest.push_back(std::move(planned));
+      staged.rest.push_back(std::move(planned));
     }
   }
+}
 
-  auto run = [&](const PlannedObject& planned) -> Status {
-    bool adopted = false;
-    bool foreign = false;
-    auto outcome = applyOne(planned, request, adopted, foreign);
-    FLOTILLA_TRY(outcome);
-    if (!foreign) {  // an object we may not touch stays out of our inventory
-      result.objects.push_back(planned.ref);
-    }
-    (outcome->apply_failed ? result.failed : result.applied) += 1;
-    result.adopted += adopted ? 1 : 0;
-    result.outcomes.push_back(std::move(outcome).value());
-    progress();
-    return {};
-  };
+Status Applier::applyPlanned(StagedApply& staged, const PlannedObject& planned) {
+  bool adopted = false;
+  bool foreign = false;
+  auto outcome = applyOne(planned, staged.request, adopted, foreign);
+  FLOTILLA_TRY(outcome);
+  ApplyResult& result = staged.result;
+  if (!foreign) {  // an object we may not touch stays out of our inventory
+    result.objects.push_back(planned.ref);
+  }
+  (outcome->apply_failed ? result.failed : result.applied) += 1;
+  result.adopted += adopted ? 1 : 0;
+  result.outcomes.push_back(std::move(outcome).value());
+  staged.progress();
+  return {};
+}
 
-  // Stage 1: CRDs and Namespaces, then wait until the CRDs are served.
-  sortForApply(definitions);
-  std::set<std::string> bundle_namespaces;
+//! Stage 1: CRDs and Namespaces, then wait until the CRDs are served.
+Status Applier::applyDefinitions(StagedApply& staged) {
+  sortForApply(staged.definitions);
+  FLOTILLA_TRY(staged.request.record_intent(refsOf(staged.definitions)));
   std::vector<std::pair<size_t, std::string>> crds;
-  std::vector<ObjectRef> refs;
-  for (const auto& planned : definitions) {
-    refs.push_back(planned.ref);
-  }
-  FLOTILLA_TRY(request.record_intent(refs));
-  for (const auto& planned : definitions) {
-    FLOTILLA_TRY(run(planned));
+  for (const auto& planned : staged.definitions) {
+    FLOTILLA_TRY(applyPlanned(staged, planned));
     if (isNamespace(planned.ref)) {
-      bundle_namespaces.insert(planned.ref.name);
+      staged.bundle_namespaces.insert(planned.ref.name);
     }
-    if (isCrd(planned.ref) && !result.outcomes.back().apply_failed) {
-      crds.emplace_back(result.outcomes.size() - 1, planned.ref.api_version);
+    if (isCrd(planned.ref) && !staged.result.outcomes.back().apply_failed) {
+      crds.emplace_back(staged.result.outcomes.size() - 1, planned.ref.api_version);
     }
   }
-  FLOTILLA_TRY(waitForCrds(crds, result.outcomes));
+  return waitForCrds(crds, staged.result.outcomes);
+}
 
-  // Stages 2 and 3: the scope of each kind comes from discovery, which now knows the new CRDs.
+//! Stages 2 and 3: the scope of each kind comes from discovery, which now knows the new CRDs.
+Status Applier::applyPlaced(StagedApply& staged) {
   std::vector<PlannedObject> placed;
   std::set<std::string> needed_namespaces;
-  for (auto& planned : rest) {
+  for (auto& planned : staged.rest) {
     auto mapping = client_.mapping(planned.ref.api_version, planned.ref.kind);
     if (!mapping.ok()) {
       if (transient(mapping.error())) {
         return fail(mapping.error());
       }
       // Never created, so not part of the inventory.
-      result.outcomes.push_back(
+      staged.result.outcomes.push_back(
           ObjectOutcome{.ref = planned.ref, .apply_failed = true, .error = mapping.error().message});
-      result.failed += 1;
-      metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", "failed"}}).Increment();
+      staged.result.failed += 1;
+      countApplied("failed");
       continue;
     }
-    planned.object = placeObject(std::move(planned.object), mapping->namespaced, request.namespaces, request.owner);
+    planned.object =
+        placeObject(std::move(planned.object), mapping->namespaced, staged.request.namespaces, staged.request.owner);
     planned.ref.ns = mapping->namespaced ? planned.object.at({"metadata", "namespace"})->asString() : std::string();
     planned.stage = stageOf(planned.ref, mapping->namespaced);
-    if (mapping->namespaced && !bundle_namespaces.contains(planned.ref.ns)) {
+    if (mapping->namespaced && !staged.bundle_namespaces.contains(planned.ref.ns)) {
       needed_namespaces.insert(planned.ref.ns);
     }
     placed.push_back(std::move(planned));
   }
   sortForApply(placed);
-  refs.clear();
+  FLOTILLA_TRY(staged.request.record_intent(refsOf(placed)));
+  FLOTILLA_TRY(ensureNamespaces(needed_namespaces, staged.request));
   for (const auto& planned : placed) {
-    refs.push_back(planned.ref);
+    FLOTILLA_TRY(applyPlanned(staged, planned));
   }
-  FLOTILLA_TRY(request.record_intent(refs));
-  FLOTILLA_TRY(ensureNamespaces(needed_namespaces, request));
-  for (const auto& planned : placed) {
-    FLOTILLA_TRY(run(planned));
-  }
-  return result;
+  return {};
+}
+
+void Applier::countApplied(std::string_view result) {
+  metrics_.counter("objects_applied_total", "Objects applied, by result", {{"result", std::string(result)}})
+      .Increment();
 }
 
 Result<std::vector<ObjectOutcome>> Applier::checkHealth(const std::vector<ObjectRef>& refs) {
@@ -285,6 +312,11 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
     metrics_.counter("objects_pruned_total", "Objects handled by prune, by result", {{"result", std::string(what)}})
         .Increment();
   };
+  auto keep = [&](const ObjectRef& ref, const Error& error) {  // could not delete it: it stays in the inventory
+    result.remaining.push_back(ref);
+    result.errors.push_back(ref.describe() + ": " + error.message);
+    count("failed");
+  };
   for (const auto& ref : refs) {
     if (isCrd(ref) && !delete_crds) {
       log::info("keeping a CRD that left the bundle (deleteCRDResources is off)",
@@ -303,9 +335,7 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
         count("gone");
         continue;
       }
-      result.remaining.push_back(ref);
-      result.errors.push_back(ref.describe() + ": " + live.error().message);
-      count("failed");
+      keep(ref, live.error());
       continue;
     }
     std::string current_owner = annotationOf(*live);
@@ -327,9 +357,7 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
         count("gone");
         continue;
       }
-      result.remaining.push_back(ref);
-      result.errors.push_back(ref.describe() + ": " + removed.error().message);
-      count("failed");
+      keep(ref, removed.error());
       log::warn("prune failed", {{"object", ref.describe()}, {"error", removed.error().describe()}});
       continue;
     }

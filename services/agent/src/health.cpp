@@ -96,6 +96,23 @@ std::optional<Health> generationLag(const Json& live) {
   return std::nullopt;
 }
 
+//! A count that must reach its target, e.g. {available, replicas, "replicas available"}.
+struct CountCheck {
+  int64_t have;
+  int64_t want;
+  std::string_view what;
+};
+
+//! NotReady for the first check whose count falls short ("<have> of <want> <what>"), else Ready.
+Health firstShortCount(std::initializer_list<CountCheck> checks) {
+  for (const auto& check : checks) {
+    if (check.have < check.want) {
+      return notReady(std::to_string(check.have) + " of " + std::to_string(check.want) + " " + std::string(check.what));
+    }
+  }
+  return ready();
+}
+
 Health deploymentHealth(const Json& live) {
   if (auto lag = generationLag(live)) {
     return *lag;
@@ -109,15 +126,12 @@ Health deploymentHealth(const Json& live) {
     return notReady("progress deadline exceeded: " + progressing->getString("message"));
   }
   if (updated < replicas) {
-    return notReady(std::to_string(updated) + " of " + std::to_string(replicas) + " replicas updated");
+    return firstShortCount({{updated, replicas, "replicas updated"}});
   }
   if (total > updated) {
     return notReady(std::to_string(total - updated) + " old replicas pending termination");
   }
-  if (available < replicas) {
-    return notReady(std::to_string(available) + " of " + std::to_string(replicas) + " replicas available");
-  }
-  return ready();
+  return firstShortCount({{available, replicas, "replicas available"}});
 }
 
 Health statefulSetHealth(const Json& live) {
@@ -126,14 +140,11 @@ Health statefulSetHealth(const Json& live) {
   }
   int64_t replicas = intAt(live, {"spec", "replicas"}, 1);
   int64_t ready_replicas = intAt(live, {"status", "readyReplicas"}, 0);
-  int64_t updated = intAt(live, {"status", "updatedReplicas"}, 0);
-  if (ready_replicas < replicas) {
-    return notReady(std::to_string(ready_replicas) + " of " + std::to_string(replicas) + " replicas ready");
-  }
-  if (stringAt(live, {"spec", "updateStrategy", "type"}) != "OnDelete" && updated < replicas) {
-    return notReady(std::to_string(updated) + " of " + std::to_string(replicas) + " replicas updated");
-  }
-  return ready();
+  // With the OnDelete strategy pods are updated only when deleted: not a reason to wait.
+  int64_t updated = stringAt(live, {"spec", "updateStrategy", "type"}) == "OnDelete"
+                        ? replicas
+                        : intAt(live, {"status", "updatedReplicas"}, 0);
+  return firstShortCount({{ready_replicas, replicas, "replicas ready"}, {updated, replicas, "replicas updated"}});
 }
 
 Health daemonSetHealth(const Json& live) {
@@ -141,27 +152,16 @@ Health daemonSetHealth(const Json& live) {
     return *lag;
   }
   int64_t desired = intAt(live, {"status", "desiredNumberScheduled"}, 0);
-  int64_t updated = intAt(live, {"status", "updatedNumberScheduled"}, 0);
-  int64_t available = intAt(live, {"status", "numberAvailable"}, 0);
-  if (updated < desired) {
-    return notReady(std::to_string(updated) + " of " + std::to_string(desired) + " pods updated");
-  }
-  if (available < desired) {
-    return notReady(std::to_string(available) + " of " + std::to_string(desired) + " pods available");
-  }
-  return ready();
+  return firstShortCount({{intAt(live, {"status", "updatedNumberScheduled"}, 0), desired, "pods updated"},
+                          {intAt(live, {"status", "numberAvailable"}, 0), desired, "pods available"}});
 }
 
 Health replicaSetHealth(const Json& live) {
   if (auto lag = generationLag(live)) {
     return *lag;
   }
-  int64_t replicas = intAt(live, {"spec", "replicas"}, 1);
-  int64_t available = intAt(live, {"status", "availableReplicas"}, 0);
-  if (available < replicas) {
-    return notReady(std::to_string(available) + " of " + std::to_string(replicas) + " replicas available");
-  }
-  return ready();
+  return firstShortCount(
+      {{intAt(live, {"status", "availableReplicas"}, 0), intAt(live, {"spec", "replicas"}, 1), "replicas available"}});
 }
 
 Health jobHealth(const Json& live) {

@@ -260,6 +260,12 @@ class AgentTest : public ::testing::Test {
     }
   }
 
+  //! The usual start: registration answered, agent ready.
+  void startRegisteredAgent() {
+    startResponder();
+    startAgent();
+  }
+
   void stopAgent() {
     if (agent_) {
       agent_->stop();
@@ -350,8 +356,7 @@ class AgentTest : public ::testing::Test {
 // Start-up: the agent registers (labels, Kubernetes version, agent version), binds agent-<cluster> filtered on
 // its deploy subject, and sends heartbeats inside its status subject space.
 TEST_F(AgentTest, RegistersBindsConsumerAndSendsHeartbeats) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   {
     std::lock_guard lock(mutex_);
     ASSERT_FALSE(requests_.empty());
@@ -391,8 +396,7 @@ TEST_F(AgentTest, RejectedRegistrationIsRetried) {
 // A bundle of a Namespace and ConfigMaps: objects exist (namespaced per defaultNamespace), the inventory is in
 // the agent namespace, and the status is Ready with the deploymentID and the Msg-Id of docs/pipeline.md.
 TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("app");
   std::string bundle = unique("bundle");
   std::string id =
@@ -425,8 +429,7 @@ TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
 
 // The same deploymentID again: nothing is applied (resourceVersions unchanged), the status is re-reported.
 TEST_F(AgentTest, SameDeploymentIdIsNotReappliedButReReported) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("app");
   std::string bundle = unique("bundle");
   std::string id = putManifest({configMap("a", "", {{"k", "v"}}), configMap("b", "", {{"k", "v"}})});
@@ -452,8 +455,7 @@ TEST_F(AgentTest, SameDeploymentIdIsNotReappliedButReReported) {
 
 // A new manifest where one ConfigMap changed and one was removed: the change is applied, the removed one pruned.
 TEST_F(AgentTest, NewManifestUpdatesAndPrunes) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("app");
   std::string bundle = unique("bundle");
   Json options = Json::obj({{"defaultNamespace", ns}});
@@ -484,8 +486,7 @@ TEST_F(AgentTest, NewManifestUpdatesAndPrunes) {
 // A CRD and a custom resource of it in one bundle: stage 1 applies the CRD and waits until it is Established,
 // so the custom resource (stage 3) is accepted in the same deploy.
 TEST_F(AgentTest, CrdAndCustomResourceInOneBundle) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("crd");
   std::string group = randomHex(4) + ".example.com";
   std::string bundle = unique("bundle");
@@ -527,8 +528,7 @@ TEST_F(AgentTest, CrdAndCustomResourceInOneBundle) {
 // Invalid objects (data: 5; a Deployment without selector) make ErrApplied naming each object with the API
 // server's message; the bundle's other objects still apply, and another bundle is not blocked.
 TEST_F(AgentTest, InvalidObjectsReportErrAppliedWhileOthersApply) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("bad");
   std::string bundle = unique("bundle");
   Json bad_data = configMap("bad-data", "", {});
@@ -574,8 +574,7 @@ TEST_F(AgentTest, InvalidObjectsReportErrAppliedWhileOthersApply) {
 
 // A manifest that is not a JSON array, and one that is missing: ErrApplied with a reason, message terminated.
 TEST_F(AgentTest, InvalidOrMissingManifestIsReportedAndTerminated) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string bundle = unique("bundle");
   deploy(bundle, putManifestBytes(R"({"not":"an array"})"), Json::object());
   auto invalid = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
@@ -598,8 +597,7 @@ TEST_F(AgentTest, InvalidOrMissingManifestIsReportedAndTerminated) {
 // Delete: everything the inventory owns is pruned and the inventory is gone; with keepResources the objects
 // stay (orphaned) and only the inventory goes.
 TEST_F(AgentTest, DeletePrunesOrOrphans) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("del");
   std::string pruned = unique("bundle");
   std::string kept = unique("bundle");
@@ -630,8 +628,7 @@ TEST_F(AgentTest, DeletePrunesOrOrphans) {
 // A new agent instance (restart) reads the inventory from the cluster: prune stays exact, and the bundles it
 // finds are re-reported by the first resync.
 TEST_F(AgentTest, RestartedAgentPrunesFromClusterInventory) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("restart");
   std::string bundle = unique("bundle");
   Json options = Json::obj({{"defaultNamespace", ns}});
@@ -661,8 +658,7 @@ TEST_F(AgentTest, RestartedAgentPrunesFromClusterInventory) {
 // A field owned by another field manager: ErrApplied naming that manager; with takeOwnership the agent applies
 // with force and says so.
 TEST_F(AgentTest, ConflictNamesManagerAndTakeOwnershipForces) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("own");
   std::string bundle = unique("bundle");
   ASSERT_TRUE(kube_->apply(namespaceObject(ns), kube::ApplyOptions{.field_manager = "test"}).ok());
@@ -686,8 +682,7 @@ TEST_F(AgentTest, ConflictNamesManagerAndTakeOwnershipForces) {
 
 // An object another bundle owns is not silently taken over, and prune never deletes another bundle's object.
 TEST_F(AgentTest, ObjectOfAnotherBundleIsAReportedConflict) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("two");
   std::string first = unique("bundle");
   std::string second = unique("bundle");
@@ -710,8 +705,7 @@ TEST_F(AgentTest, ObjectOfAnotherBundleIsAReportedConflict) {
 // A Deployment stays NotReady without controllers; when its status says it is available the resync reports
 // Ready without a new deploy event.
 TEST_F(AgentTest, ResyncReportsNotReadyToReady) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("rs");
   std::string bundle = unique("bundle");
   Json deployment = Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
@@ -749,8 +743,7 @@ TEST_F(AgentTest, ResyncReportsNotReadyToReady) {
 // dependsOn: a bundle whose dependency is not deployed yet reports WaitApplied (once) and applies nothing; once
 // the dependency is Ready, the redelivered event applies.
 TEST_F(AgentTest, DependsOnWaitsForTheDependency) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("dep");
   std::string infra = unique("infra");
   std::string app = unique("app");
@@ -809,8 +802,7 @@ TEST(ManifestSourceTest, OpensTheBucketOnFirstUse) {
 
 // An empty manifest never prunes a bundle to nothing: the objects stay, the state says why.
 TEST_F(AgentTest, EmptyManifestDoesNotPruneEverything) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("empty");
   std::string bundle = unique("bundle");
   Json options = Json::obj({{"defaultNamespace", ns}});
@@ -833,8 +825,7 @@ TEST_F(AgentTest, EmptyManifestDoesNotPruneEverything) {
 
 // An inventory that does not decode is replaced (counted and logged); nothing is pruned from it.
 TEST_F(AgentTest, UnreadableInventoryIsReplaced) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("inv");
   std::string bundle = unique("bundle");
   Json broken = inventoryConfigMap(Inventory{.workspace = workspace_, .bundle = bundle}, agent_namespace_);
@@ -913,8 +904,7 @@ TEST(StatusPublisherTest, FailedPublishIsCountedAndTransient) {
 
 // An older generation than the last one handled is acked without touching anything.
 TEST_F(AgentTest, StaleGenerationIsIgnored) {
-  startResponder();
-  startAgent();
+  startRegisteredAgent();
   std::string ns = unique("stale");
   std::string bundle = unique("bundle");
   Json options = Json::obj({{"defaultNamespace", ns}});

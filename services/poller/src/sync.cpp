@@ -1,5 +1,6 @@
 #include "flotilla/poller/sync.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -31,6 +32,26 @@ struct Item {
   std::string commit;  //!< the commit to publish, once known
   bool active = true;  //!< false once it failed or turned out unchanged
   bool needs_fetch = false;
+};
+
+//! One sync on its way through the steps of syncMirror (see sync.h).
+struct SyncContext {
+  const SyncSettings& settings;
+  const SyncBus& bus;
+  PollerMetrics& metrics;
+  GitOpGuard& guard;
+  MirrorSlot& slot;
+  const std::string& url;
+  std::string display_url;
+  std::vector<Item> items;
+  Item* fetch_for = nullptr;  //!< whose credentials the one fetch uses; nullptr when nothing needs a fetch
+};
+
+//! What syncMirror does after a step.
+enum class Next {
+  kContinue,   //!< on to the next step
+  kFinish,     //!< report what the items say now (nothing left to do, or the poller is stopping)
+  kAbandoned,  //!< the watchdog left a git call behind: touch nothing, report nothing
 };
 
 void failItem(Item& item, std::string_view stage, Error error) {
@@ -65,37 +86,31 @@ bool mirrorHas(const git::Mirror& mirror, const std::string& commit) {
   return resolved.ok() && *resolved == commit;
 }
 
-//! Builds, stores and publishes the CommitEvent for one GitRepo whose commit is in the mirror.
-void publishItem(Item& item, const SyncSettings& settings, const SyncBus& bus, PollerMetrics& metrics,
-                 const git::Mirror& mirror, const std::string& display_url) {
+//! Stores the source archive in `sources` unless it is already there; false (the item failed) on an error.
+bool storeSource(SyncContext& ctx, Item& item, const BuiltSource& built) {
+  auto info = ctx.bus.sources->info(built.object_name);
+  if (info.ok()) {
+    ctx.metrics.source(false);
+    return true;
+  }
+  if (info.error().kind != ErrorKind::kNotFound) {
+    failItem(item, "store", info.error());
+    return false;
+  }
+  auto stored = ctx.bus.sources->put(built.object_name, built.encoded);
+  if (!stored.ok()) {
+    failItem(item, "store", stored.error());
+    return false;
+  }
+  ctx.metrics.source(true);
+  return true;
+}
+
+events::CommitEvent commitEventFor(const Item& item, const std::string& display_url, const BuiltSource& built,
+                                   bool is_changed) {
   const RepoWork& w = *item.work;
   const auto& meta = w.gitrepo.metadata;
   const auto& spec = w.gitrepo.spec;
-  const PathSelector selector = PathSelector::forSpec(spec);
-
-  auto changed = selectionChanged(mirror, w.last.commit, item.commit, selector);
-  if (!changed.ok()) {
-    return failItem(item, "archive", changed.error());
-  }
-  const bool is_changed = *changed || w.spec_hash != w.last.spec_hash;
-
-  auto built = buildSource(mirror, item.commit, selector, settings.max_source_bytes, settings.scratch_dir);
-  if (!built.ok()) {
-    return failItem(item, "archive", built.error());
-  }
-  auto info = bus.sources->info(built->object_name);
-  if (info.ok()) {
-    metrics.source(false);
-  } else if (info.error().kind == ErrorKind::kNotFound) {
-    auto stored = bus.sources->put(built->object_name, built->encoded);
-    if (!stored.ok()) {
-      return failItem(item, "store", stored.error());
-    }
-    metrics.source(true);
-  } else {
-    return failItem(item, "store", info.error());
-  }
-
   events::CommitEvent event;
   event.workspace = meta.ns;
   event.gitrepo = meta.name;
@@ -108,21 +123,41 @@ void publishItem(Item& item, const SyncSettings& settings, const SyncBus& bus, P
   event.force_sync_generation = spec.force_sync_generation;
   event.gitrepo_generation = meta.generation;
   event.changed = is_changed;
-  event.source_object = built->object_name;
-  const std::string msg_id = commitMsgId(meta.ns, meta.name, item.commit, spec.force_sync_generation, w.spec_hash);
-  event.id = msg_id;
+  event.source_object = built.object_name;
+  event.id = commitMsgId(meta.ns, meta.name, item.commit, spec.force_sync_generation, w.spec_hash);
   event.time = log::nowRfc3339();
-  auto ack = bus.js->publish(events::commitSubject(meta.ns, meta.name), events::encode(event).dump(), msg_id);
+  return event;
+}
+
+//! Builds, stores and publishes the CommitEvent for one GitRepo whose commit is in the mirror.
+void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
+  const RepoWork& w = *item.work;
+  const PathSelector selector = PathSelector::forSpec(w.gitrepo.spec);
+  auto changed = selectionChanged(mirror, w.last.commit, item.commit, selector);
+  if (!changed.ok()) {
+    return failItem(item, "archive", changed.error());
+  }
+  const bool is_changed = *changed || w.spec_hash != w.last.spec_hash;
+  auto built = buildSource(mirror, item.commit, selector, ctx.settings.max_source_bytes, ctx.settings.scratch_dir);
+  if (!built.ok()) {
+    return failItem(item, "archive", built.error());
+  }
+  if (!storeSource(ctx, item, *built)) {
+    return;
+  }
+  const events::CommitEvent event = commitEventFor(item, ctx.display_url, *built, is_changed);
+  auto ack = ctx.bus.js->publish(events::commitSubject(event.workspace, event.gitrepo), events::encode(event).dump(),
+                                 event.id);
   if (!ack.ok()) {
     return failItem(item, "publish", ack.error());
   }
-  metrics.published(ack->duplicate);
+  ctx.metrics.published(ack->duplicate);
   log::info(ack->duplicate ? "commit event was already published (duplicate dropped)" : "commit event published",
-            {{"gitrepo", meta.ns + "/" + meta.name},
+            {{"gitrepo", event.workspace + "/" + event.gitrepo},
              {"commit", item.commit},
              {"previous_commit", w.last.commit},
              {"changed", is_changed},
-             {"force_sync_generation", spec.force_sync_generation},
+             {"force_sync_generation", event.force_sync_generation},
              {"source_object", built->object_name},
              {"files", static_cast<int64_t>(built->files)},
              {"sequence", static_cast<int64_t>(ack->sequence)}});
@@ -131,62 +166,47 @@ void publishItem(Item& item, const SyncSettings& settings, const SyncBus& bus, P
   item.result.commit = item.commit;
   item.result.source_object = built->object_name;
   item.result.changed = is_changed;
-  item.result.force_sync_generation = spec.force_sync_generation;
+  item.result.force_sync_generation = event.force_sync_generation;
   item.result.spec_hash = w.spec_hash;
   item.active = false;
 }
 
-}  // namespace
+// ---- the steps of a sync, in order ----
 
-std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, const SyncBus& bus,
-                                                  PollerMetrics& metrics, GitOpGuard& guard, MirrorSlot& slot,
-                                                  const std::string& url, const std::vector<RepoWork>& work) {
-  const std::string display_url = git::redactUrl(url);
-  std::vector<Item> items(work.size());
-  for (size_t i = 0; i < work.size(); ++i) {
-    items[i].work = &work[i];
-    items[i].result.key = work[i].key;
-    items[i].result.epoch = work[i].epoch;
-  }
-  auto finish = [&]() {
-    std::vector<RepoResult> results;
-    for (auto& item : items) {
-      item.result.skipped = item.active;  // neither failed, unchanged nor published: the poller is stopping
-      results.push_back(std::move(item.result));
-    }
-    return results;
-  };
-
-  // 1. Credentials.
-  for (auto& item : items) {
-    auto credentials = credentialsFor(item.work->gitrepo, settings.credentials_dir);
+//! Each GitRepo's clientSecretName / caBundle / insecureSkipTLSVerify.
+Next loadCredentials(SyncContext& ctx) {
+  for (auto& item : ctx.items) {
+    auto credentials = credentialsFor(item.work->gitrepo, ctx.settings.credentials_dir);
     if (!credentials.ok()) {
       failItem(item, "credentials", credentials.error());
       continue;
     }
     item.credentials = std::move(credentials).value();
   }
+  return Next::kContinue;
+}
 
-  // 2. ls-remote, once per credential identity.
+//! ls-remote once per credential identity (each GitRepo proves its own access), then each GitRepo's wanted commit.
+Next askRemote(SyncContext& ctx) {
   std::map<std::string, Result<git::RemoteHeads>> answers;
-  for (auto& item : items) {
+  for (auto& item : ctx.items) {
     if (!item.active) {
       continue;
     }
     const std::string identity = credentialIdentity(item.work->gitrepo.spec);
     auto it = answers.find(identity);
     if (it == answers.end()) {
-      if (!guard.begin("ls-remote", settings.git_timeout)) {
-        return finish();
+      if (!ctx.guard.begin("ls-remote", ctx.settings.git_timeout)) {
+        return Next::kFinish;
       }
       const auto started = Clock::now();
-      auto heads =
-          git::lsRemote(url, item.credentials,
-                        git::RemoteOptions{.timeout = settings.git_timeout, .allow_local = settings.allow_local});
-      if (!guard.end()) {
-        return std::nullopt;
+      auto heads = git::lsRemote(
+          ctx.url, item.credentials,
+          git::RemoteOptions{.timeout = ctx.settings.git_timeout, .allow_local = ctx.settings.allow_local});
+      if (!ctx.guard.end()) {
+        return Next::kAbandoned;
       }
-      metrics.lsRemote(secondsSince(started), heads.ok());
+      ctx.metrics.lsRemote(secondsSince(started), heads.ok());
       it = answers.emplace(identity, std::move(heads)).first;
     }
     if (!it->second.ok()) {
@@ -194,7 +214,7 @@ std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, 
       continue;
     }
     item.result.polled = true;
-    auto wanted = wantedCommit(item.work->gitrepo.spec, *it->second, display_url);
+    auto wanted = wantedCommit(item.work->gitrepo.spec, *it->second, ctx.display_url);
     if (!wanted.ok()) {
       failItem(item, "resolve", wanted.error());
       continue;
@@ -202,38 +222,42 @@ std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, 
     item.wanted = std::move(wanted).value();
     item.result.polling_commit = item.wanted.commit;
   }
+  return Next::kContinue;
+}
 
-  // 3. Decide what to publish and whether the mirror must fetch.
-  bool any_active = false;
-  for (const auto& item : items) {
-    any_active = any_active || item.active;
+//! Opens the mirror when some GitRepo may publish (recreating a directory that is not a usable repository).
+Next openMirror(SyncContext& ctx) {
+  if (std::none_of(ctx.items.begin(), ctx.items.end(), [](const Item& item) { return item.active; })) {
+    return Next::kFinish;
   }
-  if (!any_active) {
-    return finish();
+  if (ctx.slot.mirror) {
+    return Next::kContinue;
   }
-  if (!slot.mirror) {
-    auto opened = git::Mirror::open(slot.path, url, settings.allow_local);
-    if (!opened.ok() && opened.error().kind == ErrorKind::kInternal) {
-      // Not a git repository (a crash during the first clone, a stray directory): start it afresh.
-      log::warn("mirror directory is unusable; recreating it",
-                {{"url", display_url}, {"path", slot.path}, {"error", opened.error().describe()}});
-      metrics.error("mirror", ErrorKind::kInternal);
-      removeAll(slot.path);
-      opened = git::Mirror::open(slot.path, url, settings.allow_local);
-    }
-    if (!opened.ok()) {
-      for (auto& item : items) {
-        if (item.active) {
-          failItem(item, "mirror", opened.error());
-        }
+  auto opened = git::Mirror::open(ctx.slot.path, ctx.url, ctx.settings.allow_local);
+  if (!opened.ok() && opened.error().kind == ErrorKind::kInternal) {
+    // Not a git repository (a crash during the first clone, a stray directory): start it afresh.
+    log::warn("mirror directory is unusable; recreating it",
+              {{"url", ctx.display_url}, {"path", ctx.slot.path}, {"error", opened.error().describe()}});
+    ctx.metrics.error("mirror", ErrorKind::kInternal);
+    removeAll(ctx.slot.path);
+    opened = git::Mirror::open(ctx.slot.path, ctx.url, ctx.settings.allow_local);
+  }
+  if (!opened.ok()) {
+    for (auto& item : ctx.items) {
+      if (item.active) {
+        failItem(item, "mirror", opened.error());
       }
-      return finish();
     }
-    slot.mirror.emplace(std::move(opened).value());
+    return Next::kFinish;
   }
-  git::Mirror& mirror = *slot.mirror;
-  const Item* fetch_for = nullptr;
-  for (auto& item : items) {
+  ctx.slot.mirror.emplace(std::move(opened).value());
+  return Next::kContinue;
+}
+
+//! Decides what to publish (commit, forceSyncGeneration or spec hash moved) and whether the mirror must fetch.
+Next planFetch(SyncContext& ctx) {
+  const git::Mirror& mirror = *ctx.slot.mirror;
+  for (auto& item : ctx.items) {
     if (!item.active) {
       continue;
     }
@@ -252,60 +276,74 @@ std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, 
       }
       item.needs_fetch = !mirrorHas(mirror, item.commit);
     }
-    if (item.needs_fetch && fetch_for == nullptr) {
-      fetch_for = &item;
+    if (item.needs_fetch && ctx.fetch_for == nullptr) {
+      ctx.fetch_for = &item;
     }
   }
+  return Next::kContinue;
+}
 
-  // 4. One fetch for everyone who needs it.
-  if (fetch_for != nullptr) {
-    if (!guard.begin("fetch", settings.git_timeout)) {
-      return finish();
+//! After the fetch: the commit each GitRepo that needed it now has (or its failure).
+void resolveFetched(SyncContext& ctx, const Result<git::FetchResult>& fetched) {
+  const git::Mirror& mirror = *ctx.slot.mirror;
+  for (auto& item : ctx.items) {
+    if (!item.active || !item.needs_fetch) {
+      continue;
     }
-    const auto started = Clock::now();
-    auto fetched = mirror.fetch(fetch_for->credentials, git::FetchOptions{.timeout = settings.git_timeout,
-                                                                          .allow_local = settings.allow_local});
-    if (!guard.end()) {
-      return std::nullopt;
+    if (!fetched.ok()) {
+      failItem(item, "fetch", fetched.error());
+      continue;
     }
-    metrics.fetch(secondsSince(started), fetched.ok());
-    if (fetched.ok()) {
-      log::info("mirror fetched", {{"url", display_url},
-                                   {"received_objects", static_cast<int64_t>(fetched->stats.received_objects)},
-                                   {"received_bytes", static_cast<int64_t>(fetched->stats.received_bytes)},
-                                   {"ms", static_cast<int64_t>(fetched->stats.duration.count())}});
-    }
-    for (auto& item : items) {
-      if (!item.active || !item.needs_fetch) {
+    if (item.wanted.needs_mirror) {
+      auto resolved = mirror.resolve(item.wanted.ref);
+      if (!resolved.ok()) {
+        Error error = resolved.error();
+        error.message = "revision \"" + item.work->gitrepo.spec.revision + "\" not found in " + ctx.display_url +
+                        " after fetching: " + error.message;
+        failItem(item, "resolve", std::move(error));
         continue;
       }
-      if (!fetched.ok()) {
-        failItem(item, "fetch", fetched.error());
-        continue;
-      }
-      if (item.wanted.needs_mirror) {
-        auto resolved = mirror.resolve(item.wanted.ref);
-        if (!resolved.ok()) {
-          Error error = resolved.error();
-          error.message = "revision \"" + item.work->gitrepo.spec.revision + "\" not found in " + display_url +
-                          " after fetching: " + error.message;
-          failItem(item, "resolve", std::move(error));
-          continue;
-        }
-        item.commit = *resolved;
-      } else if (!mirrorHas(mirror, item.commit)) {
-        failItem(item, "fetch",
-                 makeError(ErrorKind::kTransient,
-                           "the remote advertised " + item.wanted.describe + " at " + item.commit +
-                               " but the fetch from " + display_url + " did not bring it (moved meanwhile?)",
-                           "syncMirror"));
-      }
+      item.commit = *resolved;
+    } else if (!mirrorHas(mirror, item.commit)) {
+      failItem(item, "fetch",
+               makeError(ErrorKind::kTransient,
+                         "the remote advertised " + item.wanted.describe + " at " + item.commit +
+                             " but the fetch from " + ctx.display_url + " did not bring it (moved meanwhile?)",
+                         "syncMirror"));
     }
   }
+}
 
-  // 5. Publish.
-  for (auto& item : items) {
-    if (!item.active || guard.cancelled()) {
+//! At most one fetch, serving every GitRepo of the sync.
+Next fetchOnce(SyncContext& ctx) {
+  if (ctx.fetch_for == nullptr) {
+    return Next::kContinue;
+  }
+  if (!ctx.guard.begin("fetch", ctx.settings.git_timeout)) {
+    return Next::kFinish;
+  }
+  const auto started = Clock::now();
+  auto fetched = ctx.slot.mirror->fetch(
+      ctx.fetch_for->credentials,
+      git::FetchOptions{.timeout = ctx.settings.git_timeout, .allow_local = ctx.settings.allow_local});
+  if (!ctx.guard.end()) {
+    return Next::kAbandoned;
+  }
+  ctx.metrics.fetch(secondsSince(started), fetched.ok());
+  if (fetched.ok()) {
+    log::info("mirror fetched", {{"url", ctx.display_url},
+                                 {"received_objects", static_cast<int64_t>(fetched->stats.received_objects)},
+                                 {"received_bytes", static_cast<int64_t>(fetched->stats.received_bytes)},
+                                 {"ms", static_cast<int64_t>(fetched->stats.duration.count())}});
+  }
+  resolveFetched(ctx, fetched);
+  return Next::kContinue;
+}
+
+//! Per GitRepo still active: archive, store, publish (none new once the poller is stopping).
+Next publishAll(SyncContext& ctx) {
+  for (auto& item : ctx.items) {
+    if (!item.active || ctx.guard.cancelled()) {
       continue;
     }
     if (item.wanted.needs_mirror) {
@@ -315,9 +353,41 @@ std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, 
         continue;
       }
     }
-    publishItem(item, settings, bus, metrics, mirror, display_url);
+    publishItem(ctx, item, *ctx.slot.mirror);
   }
-  return finish();
+  return Next::kContinue;
+}
+
+std::vector<RepoResult> finish(SyncContext& ctx) {
+  std::vector<RepoResult> results;
+  for (auto& item : ctx.items) {
+    item.result.skipped = item.active;  // neither failed, unchanged nor published: the poller is stopping
+    results.push_back(std::move(item.result));
+  }
+  return results;
+}
+
+}  // namespace
+
+std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, const SyncBus& bus,
+                                                  PollerMetrics& metrics, GitOpGuard& guard, MirrorSlot& slot,
+                                                  const std::string& url, const std::vector<RepoWork>& work) {
+  SyncContext ctx{settings, bus, metrics, guard, slot, url, git::redactUrl(url), std::vector<Item>(work.size())};
+  for (size_t i = 0; i < work.size(); ++i) {
+    ctx.items[i].work = &work[i];
+    ctx.items[i].result.key = work[i].key;
+    ctx.items[i].result.epoch = work[i].epoch;
+  }
+  for (Next (*step)(SyncContext&) : {loadCredentials, askRemote, openMirror, planFetch, fetchOnce, publishAll}) {
+    const Next next = step(ctx);
+    if (next == Next::kAbandoned) {
+      return std::nullopt;
+    }
+    if (next == Next::kFinish) {
+      break;
+    }
+  }
+  return finish(ctx);
 }
 
 }  // namespace flotilla::poller

@@ -19,6 +19,64 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+//! What tells the providers apart: the header naming the event (empty: the event is in the body) and the
+//! header carrying the HMAC-SHA256 of the body (empty: not signed that way), with or without "sha256=".
+struct ProviderTraits {
+  WebhookProvider provider;
+  std::string_view name;
+  std::string_view event_header;
+  std::string_view signature_header;
+  bool signature_prefixed;
+};
+
+// In WebhookProvider order.
+constexpr ProviderTraits kProviders[] = {
+    {WebhookProvider::kGitHub, "github", "x-github-event", "X-Hub-Signature-256", true},
+    {WebhookProvider::kGitLab, "gitlab", "x-gitlab-event", "", false},
+    {WebhookProvider::kGitea, "gitea", "x-gitea-event", "X-Gitea-Signature", false},
+    {WebhookProvider::kGogs, "gogs", "x-gogs-event", "X-Gogs-Signature", false},
+    {WebhookProvider::kBitbucketCloud, "bitbucket", "x-event-key", "X-Hub-Signature", true},
+    {WebhookProvider::kBitbucketServer, "bitbucket-server", "x-event-key", "X-Hub-Signature", true},
+    {WebhookProvider::kAzureDevOps, "azure-devops", "", "", false},
+    {WebhookProvider::kGeneric, "generic", "", "X-Flotilla-Signature", true},
+};
+
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kProviders); ++i) {
+        if (static_cast<size_t>(kProviders[i].provider) != i) {
+          return false;
+        }
+      }
+      return true;
+    }(),
+    "kProviders must list the providers in WebhookProvider order");
+
+const ProviderTraits& traitsOf(WebhookProvider provider) {
+  return kProviders[static_cast<size_t>(provider)];
+}
+
+//! A pushed commit sha, "" for the all-zero sha providers send for a deleted ref.
+std::string commitOrEmpty(std::string sha) {
+  return std::all_of(sha.begin(), sha.end(), [](char c) { return c == '0'; }) ? std::string() : sha;
+}
+
+Status missingField(WebhookProvider provider, std::string_view field, std::string_view what = "missing") {
+  return fail(ErrorKind::kInvalid,
+              std::string(providerName(provider)) + " payload: " + std::string(field) + ": " + std::string(what),
+              "webhook");
+}
+
+//! The list at `path`; kInvalid naming `field` when it is missing or not a list.
+Result<const Json*> listAt(WebhookProvider provider, const Json& root, std::initializer_list<std::string_view> path,
+                           std::string_view field) {
+  const Json* list = root.at(path);
+  if (list == nullptr || !list->isArray()) {
+    return fail(missingField(provider, field, "missing or not a list").error());
+  }
+  return list;
+}
+
 bool hasHeaderWithPrefix(const http::Request& request, std::string_view prefix) {
   return std::any_of(request.headers.begin(), request.headers.end(),
                      [&](const auto& header) { return startsWith(header.first, prefix); });
@@ -55,6 +113,41 @@ bool checkHmac(const http::Request& request, std::string_view header, bool prefi
   return true;
 }
 
+//! Checks a header carrying the secret itself (GitLab).
+bool checkToken(const http::Request& request, std::string_view header, const std::string& key, std::string& why) {
+  const std::string token = request.header(header);
+  if (token.empty()) {
+    why = "missing " + std::string(header) + " header";
+    return false;
+  }
+  if (!constantTimeEquals(token, key)) {
+    why = std::string(header) + " does not match the webhook secret";
+    return false;
+  }
+  return true;
+}
+
+//! Checks Authorization: Basic against the secret's azure-username/azure-password (Azure DevOps).
+bool checkBasicAuth(const http::Request& request, const WebhookSecret& secret, std::string& why) {
+  auto user = secret.find("azure-username");
+  auto password = secret.find("azure-password");
+  if (user == secret.end() || password == secret.end()) {
+    why = "the webhook secret has no azure-username/azure-password";
+    return false;
+  }
+  const std::string header = trim(request.header("authorization"));
+  if (!startsWith(lower(header), "basic ")) {
+    why = "missing Authorization: Basic header";
+    return false;
+  }
+  auto decoded = base64Decode(trim(header.substr(6)));
+  if (!decoded.ok() || !constantTimeEquals(*decoded, user->second + ":" + password->second)) {
+    why = "Authorization does not match azure-username/azure-password";
+    return false;
+  }
+  return true;
+}
+
 Result<Json> parseBody(WebhookProvider provider, const http::Request& request) {
   auto json = Json::parse(request.body);
   if (!json.ok() || !json->isObject()) {
@@ -75,11 +168,16 @@ void addUrl(PushEvent& push, std::string url) {
 }
 
 Status requireUrls(WebhookProvider provider, const PushEvent& push, std::string_view field) {
-  if (push.repo_urls.empty()) {
-    return fail(ErrorKind::kInvalid,
-                std::string(providerName(provider)) + " payload: " + std::string(field) + ": missing", "webhook");
-  }
-  return {};
+  return push.repo_urls.empty() ? missingField(provider, field) : Status();
+}
+
+//! The list of pushed refs at `path` of a push payload whose repository URLs were found (else kInvalid naming
+//! `url_field`); kInvalid naming `field` when the list is missing.
+Result<const Json*> pushedRefList(WebhookProvider provider, const PushEvent& push, std::string_view url_field,
+                                  const Json& root, std::initializer_list<std::string_view> path,
+                                  std::string_view field) {
+  FLOTILLA_TRY(requireUrls(provider, push, url_field));
+  return listAt(provider, root, path, field);
 }
 
 std::string stripRefsHeads(std::string_view ref) {
@@ -101,11 +199,9 @@ Result<PushEvent> parseGitHubLike(WebhookProvider provider, const Json& root, st
   FLOTILLA_TRY(requireUrls(provider, push, "repository.clone_url"));
   const std::string ref = root.getString("ref");
   if (ref.empty()) {
-    return fail(ErrorKind::kInvalid, std::string(providerName(provider)) + " payload: ref: missing", "webhook");
+    return fail(missingField(provider, "ref").error());
   }
-  std::string after = root.getString("after");
-  push.refs.push_back(
-      PushRef{ref, std::all_of(after.begin(), after.end(), [](char c) { return c == '0'; }) ? std::string() : after});
+  push.refs.push_back(PushRef{ref, commitOrEmpty(root.getString("after"))});
   return push;
 }
 
@@ -127,13 +223,9 @@ Result<PushEvent> parseGitLab(const Json& root, std::string event) {
   FLOTILLA_TRY(requireUrls(WebhookProvider::kGitLab, push, "project.git_http_url"));
   const std::string ref = root.getString("ref");
   if (ref.empty()) {
-    return fail(ErrorKind::kInvalid, "gitlab payload: ref: missing", "webhook");
+    return fail(missingField(WebhookProvider::kGitLab, "ref").error());
   }
-  std::string after = root.getString("checkout_sha", root.getString("after"));
-  if (std::all_of(after.begin(), after.end(), [](char c) { return c == '0'; })) {
-    after.clear();
-  }
-  push.refs.push_back(PushRef{ref, after});
+  push.refs.push_back(PushRef{ref, commitOrEmpty(root.getString("checkout_sha", root.getString("after")))});
   return push;
 }
 
@@ -150,12 +242,10 @@ Result<PushEvent> parseBitbucketCloud(const Json& root, std::string event) {
   if (!push.is_push) {
     return push;
   }
-  FLOTILLA_TRY(requireUrls(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href"));
-  const Json* changes = root.at({"push", "changes"});
-  if (changes == nullptr || !changes->isArray()) {
-    return fail(ErrorKind::kInvalid, "bitbucket payload: push.changes: missing or not a list", "webhook");
-  }
-  for (const Json& change : changes->asArray()) {
+  auto changes = pushedRefList(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href", root,
+                               {"push", "changes"}, "push.changes");
+  FLOTILLA_TRY(changes);
+  for (const Json& change : (*changes)->asArray()) {
     const Json* side = change.find("new");
     std::string commit;
     if (side != nullptr && side->isObject()) {
@@ -198,12 +288,10 @@ Result<PushEvent> parseBitbucketServer(const Json& root, std::string event) {
   if (!push.is_push) {
     return push;
   }
-  FLOTILLA_TRY(requireUrls(WebhookProvider::kBitbucketServer, push, "repository.links.clone"));
-  const Json* changes = root.find("changes");
-  if (changes == nullptr || !changes->isArray()) {
-    return fail(ErrorKind::kInvalid, "bitbucket-server payload: changes: missing or not a list", "webhook");
-  }
-  for (const Json& change : changes->asArray()) {
+  auto changes =
+      pushedRefList(WebhookProvider::kBitbucketServer, push, "repository.links.clone", root, {"changes"}, "changes");
+  FLOTILLA_TRY(changes);
+  for (const Json& change : (*changes)->asArray()) {
     std::string ref = stringAt(change, {"ref", "id"});
     if (ref.empty()) {
       ref = change.getString("refId");
@@ -228,19 +316,13 @@ Result<PushEvent> parseAzure(const Json& root) {
   if (!push.is_push) {
     return push;
   }
-  FLOTILLA_TRY(requireUrls(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl"));
-  const Json* updates = root.at({"resource", "refUpdates"});
-  if (updates == nullptr || !updates->isArray()) {
-    return fail(ErrorKind::kInvalid, "azure-devops payload: resource.refUpdates: missing or not a list", "webhook");
-  }
-  for (const Json& update : updates->asArray()) {
+  auto updates = pushedRefList(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl", root,
+                               {"resource", "refUpdates"}, "resource.refUpdates");
+  FLOTILLA_TRY(updates);
+  for (const Json& update : (*updates)->asArray()) {
     const std::string ref = update.getString("name");
-    std::string commit = update.getString("newObjectId");
-    if (std::all_of(commit.begin(), commit.end(), [](char c) { return c == '0'; })) {
-      commit.clear();
-    }
     if (!ref.empty()) {
-      push.refs.push_back(PushRef{ref, commit});
+      push.refs.push_back(PushRef{ref, commitOrEmpty(update.getString("newObjectId"))});
     }
   }
   return push;
@@ -267,7 +349,7 @@ Result<PushEvent> parseGeneric(const Json& root) {
     ref = "refs/tags/" + root.getString("tag");
   }
   if (ref.empty()) {
-    return fail(ErrorKind::kInvalid, "generic payload: ref (or branch or tag): missing", "webhook");
+    return fail(missingField(WebhookProvider::kGeneric, "ref (or branch or tag)").error());
   }
   if (!startsWith(ref, "refs/")) {
     ref = "refs/heads/" + ref;
@@ -301,42 +383,22 @@ const PushRef* matchingRef(const model::GitRepoSpec& spec, const PushEvent& push
 }  // namespace
 
 std::string_view providerName(WebhookProvider provider) {
-  switch (provider) {
-    case WebhookProvider::kGitHub:
-      return "github";
-    case WebhookProvider::kGitLab:
-      return "gitlab";
-    case WebhookProvider::kGitea:
-      return "gitea";
-    case WebhookProvider::kGogs:
-      return "gogs";
-    case WebhookProvider::kBitbucketCloud:
-      return "bitbucket";
-    case WebhookProvider::kBitbucketServer:
-      return "bitbucket-server";
-    case WebhookProvider::kAzureDevOps:
-      return "azure-devops";
-    case WebhookProvider::kGeneric:
-      return "generic";
-  }
-  return "unknown";
+  return traitsOf(provider).name;
 }
 
 std::optional<WebhookProvider> detectProvider(const http::Request& request) {
-  if (!request.header("x-flotilla-signature").empty()) {
-    return WebhookProvider::kGeneric;
-  }
-  if (!request.header("x-gitea-event").empty()) {
-    return WebhookProvider::kGitea;
-  }
-  if (!request.header("x-gogs-event").empty()) {
-    return WebhookProvider::kGogs;
-  }
-  if (!request.header("x-github-event").empty()) {
-    return WebhookProvider::kGitHub;
-  }
-  if (!request.header("x-gitlab-event").empty() || !request.header("x-gitlab-token").empty()) {
-    return WebhookProvider::kGitLab;
+  // Order matters: Gitea also sends Gogs and GitHub headers, Gogs also GitHub's.
+  constexpr std::pair<std::string_view, WebhookProvider> kByHeader[] = {
+      {"x-flotilla-signature", WebhookProvider::kGeneric},
+      {"x-gitea-event", WebhookProvider::kGitea},
+      {"x-gogs-event", WebhookProvider::kGogs},
+      {"x-github-event", WebhookProvider::kGitHub},
+      {"x-gitlab-event", WebhookProvider::kGitLab},
+      {"x-gitlab-token", WebhookProvider::kGitLab}};
+  for (const auto& [header, provider] : kByHeader) {
+    if (!request.header(header).empty()) {
+      return provider;
+    }
   }
   if (const std::string key = request.header("x-event-key"); !key.empty()) {
     return !request.header("x-hook-uuid").empty() || key == "repo:push" ? WebhookProvider::kBitbucketCloud
@@ -352,61 +414,22 @@ bool verifyWebhook(WebhookProvider provider, const http::Request& request, const
                    std::string& why) {
   const std::string name(providerName(provider));
   if (provider == WebhookProvider::kAzureDevOps) {
-    auto user = secret.find("azure-username");
-    auto password = secret.find("azure-password");
-    if (user == secret.end() || password == secret.end()) {
-      why = "the webhook secret has no azure-username/azure-password";
-      return false;
-    }
-    const std::string header = trim(request.header("authorization"));
-    if (!startsWith(lower(header), "basic ")) {
-      why = "missing Authorization: Basic header";
-      return false;
-    }
-    auto decoded = base64Decode(trim(header.substr(6)));
-    if (!decoded.ok() || !constantTimeEquals(*decoded, user->second + ":" + password->second)) {
-      why = "Authorization does not match azure-username/azure-password";
-      return false;
-    }
-    return true;
+    return checkBasicAuth(request, secret, why);
   }
   const std::string* key = secretValue(secret, name);
   if (key == nullptr) {
     why = "the webhook secret has neither a \"" + name + "\" nor a \"token\" key";
     return false;
   }
-  switch (provider) {
-    case WebhookProvider::kGitHub:
-      return checkHmac(request, "X-Hub-Signature-256", true, *key, why);
-    case WebhookProvider::kGitLab: {
-      const std::string token = request.header("x-gitlab-token");
-      if (token.empty()) {
-        why = "missing X-Gitlab-Token header";
-        return false;
-      }
-      if (!constantTimeEquals(token, *key)) {
-        why = "X-Gitlab-Token does not match the webhook secret";
-        return false;
-      }
-      return true;
-    }
-    case WebhookProvider::kGitea:
-      if (request.header("x-gitea-signature").empty() && !request.header("x-hub-signature-256").empty()) {
-        return checkHmac(request, "X-Hub-Signature-256", true, *key, why);
-      }
-      return checkHmac(request, "X-Gitea-Signature", false, *key, why);
-    case WebhookProvider::kGogs:
-      return checkHmac(request, "X-Gogs-Signature", false, *key, why);
-    case WebhookProvider::kBitbucketCloud:
-    case WebhookProvider::kBitbucketServer:
-      return checkHmac(request, "X-Hub-Signature", true, *key, why);
-    case WebhookProvider::kGeneric:
-      return checkHmac(request, "X-Flotilla-Signature", true, *key, why);
-    case WebhookProvider::kAzureDevOps:
-      break;
+  if (provider == WebhookProvider::kGitLab) {
+    return checkToken(request, "X-Gitlab-Token", *key, why);
   }
-  why = "unsupported provider";
-  return false;
+  const ProviderTraits& traits = traitsOf(provider);
+  if (provider == WebhookProvider::kGitea && request.header("x-gitea-signature").empty() &&
+      !request.header("x-hub-signature-256").empty()) {
+    return checkHmac(request, "X-Hub-Signature-256", true, *key, why);  // Gitea also signs GitHub's way
+  }
+  return checkHmac(request, traits.signature_header, traits.signature_prefixed, *key, why);
 }
 
 Result<PushEvent> parsePush(WebhookProvider provider, const http::Request& request) {
@@ -415,19 +438,19 @@ Result<PushEvent> parsePush(WebhookProvider provider, const http::Request& reque
     return fail(parsed.error());
   }
   const Json& root = *parsed;
+  std::string event =
+      traitsOf(provider).event_header.empty() ? std::string() : request.header(traitsOf(provider).event_header);
   switch (provider) {
     case WebhookProvider::kGitHub:
-      return parseGitHubLike(provider, root, request.header("x-github-event"));
     case WebhookProvider::kGitea:
-      return parseGitHubLike(provider, root, request.header("x-gitea-event"));
     case WebhookProvider::kGogs:
-      return parseGitHubLike(provider, root, request.header("x-gogs-event"));
+      return parseGitHubLike(provider, root, std::move(event));
     case WebhookProvider::kGitLab:
-      return parseGitLab(root, request.header("x-gitlab-event"));
+      return parseGitLab(root, std::move(event));
     case WebhookProvider::kBitbucketCloud:
-      return parseBitbucketCloud(root, request.header("x-event-key"));
+      return parseBitbucketCloud(root, std::move(event));
     case WebhookProvider::kBitbucketServer:
-      return parseBitbucketServer(root, request.header("x-event-key"));
+      return parseBitbucketServer(root, std::move(event));
     case WebhookProvider::kAzureDevOps:
       return parseAzure(root);
     case WebhookProvider::kGeneric:
@@ -506,12 +529,14 @@ std::string hmacSha256Hex(std::string_view key, std::string_view data) {
   unsigned int length = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
        data.size(), digest, &length);
+  // The digest as raw bytes, then hex: the same encoding as sha256Hex (libs/core).
+  const std::string raw(reinterpret_cast<const char*>(digest), length);
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(length * 2);
-  for (unsigned int i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
+  std::string out(raw.size() * 2, '0');
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(raw[i]);
+    out[2 * i] = kHex[byte >> 4];
+    out[2 * i + 1] = kHex[byte & 0xf];
   }
   return out;
 }

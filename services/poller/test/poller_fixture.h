@@ -122,6 +122,17 @@ class PollerIntegrationTest : public ::testing::Test {
     return *pollers_.back();
   }
 
+  //! Starts a poller with the default options, puts GitRepo "app" on the "app" repository (`extra_spec` added to
+  //! its spec) and waits for its first commit event.
+  ::testing::AssertionResult startFollowingApp(const std::string& extra_spec = "") {
+    startPoller();
+    putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), extra_spec));
+    if (!waitFor([&] { return commitCount() == 1; })) {
+      return ::testing::AssertionFailure() << "no commit event for GitRepo app; git server log:\n" << git_->logTail();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
   static std::string gitRepoJson(const std::string& name, const std::string& url, const std::string& extra_spec = "",
                                  const std::string& paths = R"(["simple"])") {
     return R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"GitRepo","metadata":{"name":")" + name +

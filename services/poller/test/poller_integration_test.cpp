@@ -59,9 +59,7 @@ TEST_F(PollerIntegrationTest, PublishesCommitEventWithSourceArchive) {
 TEST_F(PollerIntegrationTest, NewCommitPublishesAgainAndUnchangedPublishesNothing) {
   auto first = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "first");
   ASSERT_TRUE(first.ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp());
 
   ASSERT_TRUE(waitFor([&] { return metric("polls_total", {{"outcome", "unchanged"}}) >= 3; }));
   EXPECT_EQ(commitCount(), 1u);
@@ -81,9 +79,7 @@ TEST_F(PollerIntegrationTest, NewCommitPublishesAgainAndUnchangedPublishesNothin
 // changed=false, so the bundler can skip rendering; status records the commit.
 TEST_F(PollerIntegrationTest, CommitOutsidePathsIsPublishedAsUnchanged) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}, {"docs/README.md", "x\n"}}, "one").ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp());
 
   auto docs = git_->commitFiles("app", "main", {{"docs/README.md", "y\n"}}, "docs only");
   ASSERT_TRUE(docs.ok());
@@ -118,9 +114,7 @@ TEST_F(PollerIntegrationTest, GitReposOnOneUrlShareOneMirrorAndOneFetch) {
 // back: the next commit is published and the error clears.
 TEST_F(PollerIntegrationTest, GitServerOutageBacksOffAndRecovers) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp());
 
   git_->stopHttp();
   ASSERT_TRUE(waitFor([&] {
@@ -175,9 +169,7 @@ TEST_F(PollerIntegrationTest, InvalidDocumentReportsTheFieldInStatus) {
 TEST_F(PollerIntegrationTest, ForceSyncGenerationRepublishes) {
   auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
   ASSERT_TRUE(head.ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp());
   putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), R"(,"forceSyncGeneration":1)"));
   ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
   auto [first, first_id] = commitEvent(1);
@@ -192,9 +184,7 @@ TEST_F(PollerIntegrationTest, ForceSyncGenerationRepublishes) {
 // A spec change that shapes the sources (paths) republishes the same commit with the new selection.
 TEST_F(PollerIntegrationTest, PathsChangeRepublishesTheCommit) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}, {"web/b.yaml", "w\n"}}, "one").ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp());
   putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), "", R"(["web"])"));
   ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
   auto [event, msg_id] = commitEvent(2);
@@ -332,9 +322,7 @@ TEST_F(PollerIntegrationTest, CredentialsFromTheCredentialsDir) {
 // disablePolling: the GitRepo is synced once when it appears, and not polled on a timer afterwards.
 TEST_F(PollerIntegrationTest, DisablePollingSkipsTimedPolls) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), R"(,"disablePolling":true)"));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp(R"(,"disablePolling":true)"));
   ASSERT_TRUE(waitFor([&] { return status("app") && !status("app")->commit.empty(); }));
   EXPECT_EQ(status("app")->next_poll_time, "");
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 2\n"}}, "two").ok());
@@ -347,9 +335,8 @@ TEST_F(PollerIntegrationTest, DisablePollingSkipsTimedPolls) {
 // continues.
 TEST_F(PollerIntegrationTest, SurvivesANatsRestart) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
-  Poller& poller = startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app")));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp());
+  Poller& poller = *pollers_.back();
 
   ASSERT_TRUE(nats_->restart().ok());
   ASSERT_TRUE(waitFor([&] {

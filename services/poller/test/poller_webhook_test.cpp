@@ -31,6 +31,13 @@ struct Hook {
   std::string body;
 };
 
+//! A JSON list of one element.
+Json listOf(Json item) {
+  Json list = Json::array();
+  list.push(std::move(item));
+  return list;
+}
+
 Hook makeHook(const std::string& provider, const std::string& url, const std::string& ref, const std::string& commit,
               std::optional<std::string> key = std::nullopt) {
   Hook hook;
@@ -61,10 +68,8 @@ Hook makeHook(const std::string& provider, const std::string& url, const std::st
                     .dump();
     hook.headers = {{"X-Gitlab-Event", "Push Hook"}, {"X-Gitlab-Token", secret}};
   } else if (provider == "bitbucket") {
-    Json change = Json::obj(
-        {{"new", Json::obj({{"type", "branch"}, {"name", branch}, {"target", Json::obj({{"hash", commit}})}})}});
-    Json changes = Json::array();
-    changes.push(change);
+    Json changes = listOf(Json::obj(
+        {{"new", Json::obj({{"type", "branch"}, {"name", branch}, {"target", Json::obj({{"hash", commit}})}})}}));
     hook.body = Json::obj({{"repository", Json::obj({{"links", Json::obj({{"html", Json::obj({{"href", url}})}})}})},
                            {"push", Json::obj({{"changes", changes}})}})
                     .dump();
@@ -72,10 +77,8 @@ Hook makeHook(const std::string& provider, const std::string& url, const std::st
                     {"X-Hook-UUID", "0b4d6a1e-0000-4000-8000-000000000000"},
                     {"X-Hub-Signature", "sha256=" + sign(hook.body)}};
   } else if (provider == "bitbucket-server") {
-    Json clones = Json::array();
-    clones.push(Json::obj({{"href", url}, {"name", "http"}}));
-    Json changes = Json::array();
-    changes.push(Json::obj({{"ref", Json::obj({{"id", ref}})}, {"toHash", commit}, {"type", "UPDATE"}}));
+    Json clones = listOf(Json::obj({{"href", url}, {"name", "http"}}));
+    Json changes = listOf(Json::obj({{"ref", Json::obj({{"id", ref}})}, {"toHash", commit}, {"type", "UPDATE"}}));
     hook.body =
         Json::obj({{"repository", Json::obj({{"links", Json::obj({{"clone", clones}})}})}, {"changes", changes}})
             .dump();
@@ -83,8 +86,7 @@ Hook makeHook(const std::string& provider, const std::string& url, const std::st
                     {"X-Request-Id", "r-1"},
                     {"X-Hub-Signature", "sha256=" + sign(hook.body)}};
   } else if (provider == "azure-devops") {
-    Json updates = Json::array();
-    updates.push(Json::obj({{"name", ref}, {"newObjectId", commit}}));
+    Json updates = listOf(Json::obj({{"name", ref}, {"newObjectId", commit}}));
     hook.body =
         Json::obj({{"eventType", "git.push"},
                    {"resource", Json::obj({{"refUpdates", updates}, {"repository", Json::obj({{"remoteUrl", url}})}})}})
@@ -315,9 +317,7 @@ TEST_F(PollerWebhookTest, BurstOfPushesIsOneFetch) {
 TEST_F(PollerWebhookTest, ForceSyncCommandRepublishesTheCurrentCommit) {
   auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero");
   ASSERT_TRUE(head.ok());
-  startPoller();
-  putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), R"(,"disablePolling":true)"));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_TRUE(startFollowingApp(R"(,"disablePolling":true)"));
   auto run = [&](std::vector<std::string> args) {
     std::istringstream in;
     std::ostringstream out;

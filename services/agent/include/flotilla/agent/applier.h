@@ -88,6 +88,13 @@ class Applier {
   //! was another bundle's and force took it; `foreign`: it is another bundle's and was left alone.
   Result<ObjectOutcome> applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                  bool& foreign);
+  //! The stages of apply(), over the objects of one request.
+  struct StagedApply;
+  void planObjects(StagedApply& staged);
+  Status applyDefinitions(StagedApply& staged);
+  Status applyPlaced(StagedApply& staged);
+  Status applyPlanned(StagedApply& staged, const PlannedObject& planned);
+  void countApplied(std::string_view result);
   Status waitForCrds(std::vector<std::pair<size_t, std::string>>& crds, std::vector<ObjectOutcome>& outcomes);
   Status ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request);
 

@@ -151,8 +151,26 @@ class DeployHandler {
   Outcome handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
                        const std::optional<Inventory>& inventory, const Delivery& delivery);
   Outcome handleUnchanged(const events::DeployEvent& event, const Inventory& inventory, const Delivery& delivery);
+  //! Drops the inventory and reports, leaving the objects alone (keepResources, or nothing deployed).
+  Outcome forgetBundle(const events::DeployEvent& event, const std::optional<Inventory>& inventory,
+                       const Delivery& delivery);
+  //! Loads the bundle's inventory into `inventory` (left empty when unreadable: start over); an Outcome when the
+  //! message must end here.
+  std::optional<Outcome> loadInventory(const events::DeployEvent& event, const Delivery& delivery,
+                                       std::optional<Inventory>& inventory);
+  //! dependsOn gate: waits (WaitApplied) while a dependency is not in an accepted state, else handleApply.
+  Outcome applyWhenDependenciesMet(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                                   const std::optional<Inventory>& inventory, const Delivery& delivery);
   Outcome handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
                       const std::optional<Inventory>& inventory, const Delivery& delivery);
+  //! The steps of handleApply (deploy_apply.cpp): each passes the plan on (nullopt) or ends the message.
+  struct ApplyPlan;
+  std::optional<Outcome> loadManifest(ApplyPlan& plan);
+  std::optional<Outcome> applyStaged(ApplyPlan& plan);
+  std::optional<Outcome> pruneLeaving(ApplyPlan& plan);
+  void refusePruneToEmpty(ApplyPlan& plan);
+  std::optional<Outcome> saveInventory(ApplyPlan& plan);
+  Outcome reportApplied(ApplyPlan& plan);
   //! The dependsOn entries that are not satisfied, described ("bundle infra is NotReady (accepted: Ready)");
   //! kInvalid for malformed entries, kTransient when the cluster cannot be read.
   Result<std::vector<std::string>> unmetDependencies(const events::DeployEvent& event);
@@ -164,6 +182,10 @@ class DeployHandler {
   //! Publishes `report` for the event's bundle; on success remembers it (unless `forget`).
   Status report(const events::DeployEvent& event, const BundleReport& bundle_report, std::string_view deployment_id,
                 const std::vector<ObjectRef>& objects, bool forget = false);
+  //! Publishes `bundle_report`, then acks with `result` (or retries when the report could not be published).
+  Outcome reportThenAck(const events::DeployEvent& event, const Delivery& delivery, const BundleReport& bundle_report,
+                        std::string_view deployment_id, const std::vector<ObjectRef>& objects, bool forget,
+                        std::string result);
   //! Reports a failure of the whole bundle, then rejects (or retries when the report could not be published).
   Outcome rejectWithReport(const events::DeployEvent& event, const Delivery& delivery, std::string_view reason,
                            std::string message, std::string result);

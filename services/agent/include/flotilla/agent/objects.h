@@ -40,7 +40,7 @@ struct ObjectRef {
   //! moving a Deployment from apps/v1beta2 to apps/v1 does not prune the object it still wants.
   [[nodiscard]] std::string identity() const;
 
-  auto operator<=>(const ObjectRef&) const = default;
+  auto operator<=>(const ObjectRef&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy misreads it
 };
 
 //! The ref of a manifest object: apiVersion, kind and metadata.name must be non-empty strings (kInvalid naming

@@ -3,7 +3,7 @@
 // Git host push webhooks, as pure functions: which provider sent a request (by its headers), whether its
 // signature or token is right for a webhook secret, what the payload says (repository URLs in every form the
 // provider sends — clone https, ssh, html — and the refs that moved), and which GitRepo specs a push concerns.
-// The poller's HTTP receiver (poller.cpp) wires these to the scheduler. Signatures are compared in constant
+// The poller's HTTP receiver (webhook_receiver.cpp) wires these to the scheduler. Signatures are compared in constant
 // time; no secret value ever appears in a returned message.
 #pragma once
 

@@ -1,0 +1,274 @@
+// The DeployHandler's apply and delete paths. An apply runs as ordered steps over an ApplyPlan:
+//   loadManifest -> applyStaged (the inventory is widened to old ∪ new before each stage) -> pruneLeaving
+//   -> saveInventory -> reportApplied
+// Each step either passes the plan on or ends the message with an Outcome (retry, reject).
+#include <set>
+
+#include "flotilla/agent/deploy_handler.h"
+#include "flotilla/core/log.h"
+
+namespace flotilla::agent {
+namespace {
+
+// Appends `extra` to a report's message ("; "-separated).
+void appendMessage(BundleReport& report, const std::string& extra) {
+  report.message = report.message.empty() ? extra : report.message + "; " + extra;
+}
+
+//! "<what> N objects: e1; e2; ..." with at most kMaxMessageItems errors.
+std::string describeFailures(const std::string& what, size_t count, const std::vector<std::string>& errors) {
+  std::string text = what + " " + std::to_string(count) + " objects";
+  for (size_t i = 0; i < errors.size() && i < kMaxMessageItems; ++i) {
+    text += (i == 0 ? ": " : "; ") + errors[i];
+  }
+  return text;
+}
+
+}  // namespace
+
+//! One apply on its way through the steps of handleApply.
+struct DeployHandler::ApplyPlan {
+  const events::DeployEvent& event;
+  const model::BundleDeploymentOptions& options;
+  const Delivery& delivery;
+  std::string owner;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  Inventory current;            //!< old ∪ new objects: widened before each stage creates anything
+  std::set<std::string> known;  //!< identities in `current`
+  ApplyRequest request;
+  ApplyResult applied;
+  std::vector<ObjectRef> leaving;  //!< in the old inventory, not in the new manifest
+  BundleReport report;
+  std::vector<ObjectRef> kept;  //!< what the bundle owns after prune: the new inventory
+  bool prune_ok = true;
+};
+
+Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                                   const std::optional<Inventory>& inventory, const Delivery& delivery) {
+  ApplyPlan plan{.event = event,
+                 .options = options,
+                 .delivery = delivery,
+                 .owner = ownerOf(event.workspace, event.bundle),
+                 .current = inventory.value_or(Inventory{.workspace = event.workspace, .bundle = event.bundle})};
+  for (auto step : {&DeployHandler::loadManifest, &DeployHandler::applyStaged, &DeployHandler::pruneLeaving,
+                    &DeployHandler::saveInventory}) {
+    if (auto done = (this->*step)(plan)) {
+      return *done;
+    }
+  }
+  return reportApplied(plan);
+}
+
+//! The manifest from the object store, and the request that applies it.
+std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
+  const events::DeployEvent& event = plan.event;
+  auto data = manifests_.get(event.manifest_id);
+  if (!data.ok()) {
+    if (data.error().kind == ErrorKind::kNotFound) {
+      return rejectWithReport(event, plan.delivery, kReasonManifestNotFound,
+                              "manifest " + event.manifest_id + " is not in the manifests object store", "invalid");
+    }
+    return transientFailure(event, plan.delivery, "manifest", data.error());
+  }
+  auto manifest = parseManifest(*data);
+  if (!manifest.ok()) {
+    return rejectWithReport(event, plan.delivery, kReasonInvalidManifest, manifest.error().message, "invalid");
+  }
+  for (const auto& ref : plan.current.objects) {
+    plan.known.insert(ref.identity());
+  }
+  const auto& options = plan.options;
+  plan.request = ApplyRequest{
+      .owner = plan.owner,
+      .manifest = std::move(manifest).value(),
+      .namespaces = {.default_namespace = options.default_namespace, .target_namespace = options.target_namespace},
+      .force = wantsForce(options),
+      .owned = plan.known,
+      .namespace_labels = options.namespace_labels.value_or(model::Labels{}),
+      .namespace_annotations = options.namespace_annotations.value_or(model::Labels{})};
+  // The applier calls this before each stage with the refs it is about to create: record intent, so the
+  // inventory covers old ∪ new objects before anything new exists in the cluster.
+  plan.request.record_intent = [this, &plan](const std::vector<ObjectRef>& planned) -> Status {
+    bool grew = false;
+    for (const auto& ref : planned) {
+      if (plan.known.insert(ref.identity()).second) {
+        plan.current.objects.push_back(ref);
+        grew = true;
+      }
+    }
+    return grew ? inventories_.save(plan.current) : Status();
+  };
+  return std::nullopt;
+}
+
+std::optional<Outcome> DeployHandler::applyStaged(ApplyPlan& plan) {
+  auto applied = applier_.apply(plan.request, plan.delivery.progress);
+  if (!applied.ok()) {
+    return transientFailure(plan.event, plan.delivery, "apply", applied.error());
+  }
+  plan.applied = std::move(applied).value();
+  metrics_
+      .histogram("apply_duration_seconds", "Time to apply one bundle (manifest load to last object)",
+                 Metrics::durationBuckets())
+      .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - plan.started).count());
+  plan.report = summarize(plan.applied.outcomes);
+  plan.kept = plan.applied.objects;
+  return std::nullopt;
+}
+
+//! Prunes what left the bundle, never down to nothing without an explicit delete.
+std::optional<Outcome> DeployHandler::pruneLeaving(ApplyPlan& plan) {
+  std::set<std::string> wanted;
+  for (const auto& ref : plan.applied.objects) {
+    wanted.insert(ref.identity());
+  }
+  for (const auto& ref : plan.current.objects) {
+    if (!wanted.contains(ref.identity())) {
+      plan.leaving.push_back(ref);
+    }
+  }
+  if (plan.leaving.empty()) {
+    return std::nullopt;
+  }
+  if (plan.applied.objects.empty()) {
+    refusePruneToEmpty(plan);
+    return std::nullopt;
+  }
+  auto pruned = applier_.prune(plan.leaving, plan.owner, plan.options.delete_crd_resources, plan.delivery.progress);
+  if (!pruned.ok()) {
+    return transientFailure(plan.event, plan.delivery, "prune", pruned.error());
+  }
+  plan.kept.insert(plan.kept.end(), pruned->remaining.begin(), pruned->remaining.end());
+  if (!pruned->errors.empty()) {
+    plan.prune_ok = false;
+    if (plan.report.state != model::BundleState::kErrApplied) {
+      plan.report.state = model::BundleState::kErrApplied;
+      plan.report.reason = std::string(kReasonPruneFailed);
+    }
+    appendMessage(plan.report, describeFailures("failed to prune", pruned->errors.size(), pruned->errors));
+  }
+  return std::nullopt;
+}
+
+void DeployHandler::refusePruneToEmpty(ApplyPlan& plan) {
+  metrics_.counter("prune_to_empty_refused_total", "Applies that would have pruned every object").Increment();
+  log::warn(
+      "refusing to prune a bundle to nothing without a delete event",
+      {{"cluster", cluster_}, {"bundle", plan.event.bundle}, {"objects", static_cast<int64_t>(plan.leaving.size())}});
+  plan.kept.insert(plan.kept.end(), plan.leaving.begin(), plan.leaving.end());
+  if (model::stateRank(plan.report.state) < model::stateRank(model::BundleState::kOutOfSync)) {
+    plan.report.state = model::BundleState::kOutOfSync;
+    plan.report.reason = std::string(kReasonPruneToEmpty);
+  }
+  appendMessage(plan.report, "the new manifest has no objects; kept " + std::to_string(plan.leaving.size()) +
+                                 " objects (removing everything needs a delete)");
+  plan.prune_ok = false;
+}
+
+//! The inventory now says exactly what the bundle owns.
+std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
+  plan.current = Inventory{.workspace = plan.event.workspace,
+                           .bundle = plan.event.bundle,
+                           .deployment_id = plan.event.deployment_id,
+                           .generation = plan.event.generation,
+                           .applied = plan.applied.failed == 0 && plan.prune_ok,
+                           .objects = plan.kept};
+  auto saved = inventories_.save(plan.current);
+  if (!saved.ok()) {
+    return transientFailure(plan.event, plan.delivery, "inventory", saved.error());
+  }
+  return std::nullopt;
+}
+
+Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
+  const events::DeployEvent& event = plan.event;
+  BundleReport& bundle_report = plan.report;
+  if (plan.request.force) {
+    appendMessage(bundle_report, "applied with force (takeOwnership)" +
+                                     (plan.applied.adopted > 0 ? ": took " + std::to_string(plan.applied.adopted) +
+                                                                     " objects from other bundles"
+                                                               : std::string()));
+  }
+  auto published = report(event, bundle_report, event.deployment_id, plan.current.objects);
+  if (!published.ok()) {
+    return transientFailure(event, plan.delivery, "report", published.error());
+  }
+  metrics_
+      .counter("deploy_states_total", "Bundles applied, by resulting state",
+               {{"state", std::string(model::stateName(bundle_report.state))}})
+      .Increment();
+  log::info("bundle applied", {{"cluster", cluster_},
+                               {"workspace", event.workspace},
+                               {"bundle", event.bundle},
+                               {"commit", event.commit},
+                               {"state", std::string(model::stateName(bundle_report.state))},
+                               {"applied", static_cast<int64_t>(plan.applied.applied)},
+                               {"failed", static_cast<int64_t>(plan.applied.failed)},
+                               {"pruned", static_cast<int64_t>(plan.leaving.size())}});
+  return Outcome::ack("applied");
+}
+
+// ---- delete ---------------------------------------------------------------------------------------------------
+
+Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                                    const std::optional<Inventory>& inventory, const Delivery& delivery) {
+  if (options.keep_resources || !inventory) {
+    return forgetBundle(event, inventory, delivery);
+  }
+  auto pruned = applier_.prune(inventory->objects, ownerOf(event.workspace, event.bundle), options.delete_crd_resources,
+                               delivery.progress);
+  if (!pruned.ok()) {
+    return transientFailure(event, delivery, "prune", pruned.error());
+  }
+  if (!pruned->remaining.empty()) {
+    // Keep what could not be deleted in the inventory, so a later delete (or apply) can still prune it.
+    Inventory left = *inventory;
+    left.objects = pruned->remaining;
+    left.generation = event.generation;
+    left.applied = false;
+    auto saved = inventories_.save(left);
+    if (!saved.ok()) {
+      return transientFailure(event, delivery, "inventory", saved.error());
+    }
+    BundleReport failed = bundleFailure(model::BundleState::kErrApplied, kReasonPruneFailed, "");
+    failed.message = describeFailures("failed to delete", pruned->remaining.size(), pruned->errors);
+    return reportThenAck(event, delivery, failed, "", {}, /*forget=*/true, "error");
+  }
+  auto removed = inventories_.remove(event.workspace, event.bundle);
+  if (!removed.ok()) {
+    return transientFailure(event, delivery, "inventory", removed.error());
+  }
+  BundleReport done{
+      .state = model::BundleState::kReady,
+      .reason = std::string(kReasonDeleted),
+      .message = "removed " + std::to_string(pruned->deleted + pruned->gone) + " objects" +
+                 (pruned->orphaned.empty() ? std::string()
+                                           : ", kept " + std::to_string(pruned->orphaned.size()) +
+                                                 " (CRDs without deleteCRDResources, or adopted by another bundle)")};
+  auto published = report(event, done, "", {}, /*forget=*/true);
+  if (!published.ok()) {
+    return transientFailure(event, delivery, "report", published.error());
+  }
+  log::info("bundle removed", {{"cluster", cluster_},
+                               {"bundle", event.bundle},
+                               {"deleted", static_cast<int64_t>(pruned->deleted)},
+                               {"kept", static_cast<int64_t>(pruned->orphaned.size())}});
+  return Outcome::ack("deleted");
+}
+
+//! Drops the inventory without touching the objects: keepResources (orphaned), or nothing was deployed.
+Outcome DeployHandler::forgetBundle(const events::DeployEvent& event, const std::optional<Inventory>& inventory,
+                                    const Delivery& delivery) {
+  auto removed = inventories_.remove(event.workspace, event.bundle);
+  if (!removed.ok()) {
+    return transientFailure(event, delivery, "inventory", removed.error());
+  }
+  BundleReport done{
+      .state = model::BundleState::kReady,
+      .reason = std::string(inventory ? kReasonOrphaned : kReasonDeleted),
+      .message = inventory ? std::to_string(inventory->objects.size()) + " objects left in place (keepResources)"
+                           : std::string("nothing to remove")};
+  return reportThenAck(event, delivery, done, "", {}, /*forget=*/true, inventory ? "orphaned" : "deleted");
+}
+
+}  // namespace flotilla::agent
