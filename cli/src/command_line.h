@@ -17,7 +17,7 @@
 #include "flotilla/cli/hub_reader.h"
 #include "render_args.h"
 
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
 }
 

@@ -14,7 +14,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/model/labels.h"
 
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
 }
 

@@ -1,6 +1,5 @@
 #include "tool_lookup.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -36,9 +35,9 @@ struct Place {
 
 std::vector<Place> placesToSearch() {
   std::vector<Place> places;
-  const char* tools_dir = std::getenv("FLOTILLA_TOOLS_DIR");
-  if (tools_dir != nullptr && *tools_dir != '\0') {
-    places.push_back({std::string("$FLOTILLA_TOOLS_DIR (") + tools_dir + ")", {fs::path(tools_dir)}});
+  const std::string tools_dir = envOr("FLOTILLA_TOOLS_DIR", "");
+  if (!tools_dir.empty()) {
+    places.push_back({"$FLOTILLA_TOOLS_DIR (" + tools_dir + ")", {fs::path(tools_dir)}});
   } else {
     places.push_back({"$FLOTILLA_TOOLS_DIR (not set)", {}});
   }
@@ -49,9 +48,9 @@ std::vector<Place> placesToSearch() {
   if (auto dir = binaryDirectory()) {
     places.push_back({dir->string() + " (next to flotilla)", {*dir}});
   }
-  const char* path = std::getenv("PATH");
-  Place path_place{std::string("$PATH (") + (path != nullptr ? path : "") + ")", {}};
-  for (const auto& entry : split(path != nullptr ? path : "", ':')) {
+  const std::string path = envOr("PATH", "");
+  Place path_place{"$PATH (" + path + ")", {}};
+  for (const auto& entry : path.empty() ? std::vector<std::string>() : split(path, ':')) {
     path_place.directories.emplace_back(entry.empty() ? "." : entry);
   }
   places.push_back(std::move(path_place));
@@ -63,7 +62,11 @@ std::vector<Place> placesToSearch() {
 ToolLocation findTool(std::string_view name, const std::string& flag) {
   ToolLocation location{.path = flag.empty() ? std::string(name) : flag};
   if (!flag.empty()) {
-    location.found = true;
+    // A bare name is left to the renderer's own $PATH search; a path must be there.
+    location.found = flag.find('/') == std::string::npos || isExecutable(flag);
+    if (!location.found) {
+      location.searched.push_back("--" + std::string(name) + "-binary " + flag + " (not an executable file)");
+    }
     return location;
   }
   for (const auto& place : placesToSearch()) {

@@ -19,7 +19,8 @@ struct ToolLocation {
   std::vector<std::string> searched;  //!< the places looked in, in order, for the error message
 };
 
-//! Finds the executable `name`; a non-empty `flag` (--helm-binary) is used as given and not searched for.
+//! Finds the executable `name`; a non-empty `flag` (--helm-binary) is used as given and not searched for (a path in
+//! it must be an executable file).
 ToolLocation findTool(std::string_view name, const std::string& flag);
 
 //! "helm was not found; searched: $FLOTILLA_TOOLS_DIR (not set), /src/.tools/bin, /usr/bin (next to flotilla),

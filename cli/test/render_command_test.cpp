@@ -156,7 +156,8 @@ TEST(ToolLookupTest, ToolsDirFirstAndEveryPlaceNamedWhenMissing) {
   fs::permissions(dir / "helm", fs::perms::owner_all);
   ScopedEnv tools("FLOTILLA_TOOLS_DIR", dir.string());
   EXPECT_EQ(findTool("helm", "").path, (dir / "helm").string());
-  EXPECT_EQ(findTool("helm", "/opt/my/helm").path, "/opt/my/helm");  // the flag is used as given
+  EXPECT_EQ(findTool("helm", (dir / "helm").string()).path, (dir / "helm").string());  // the flag is used as given
+  EXPECT_FALSE(findTool("helm", "/opt/no/helm").found);
 
   ScopedEnv path("PATH", "/nonexistent-bin");
   auto missing = findTool("no-such-renderer", "");
@@ -167,6 +168,18 @@ TEST(ToolLookupTest, ToolsDirFirstAndEveryPlaceNamedWhenMissing) {
   EXPECT_NE(message.find("/.tools/bin (the source tree's pinned tools)"), std::string::npos) << message;
   EXPECT_NE(message.find("(next to flotilla)"), std::string::npos) << message;
   EXPECT_NE(message.find("$PATH (/nonexistent-bin)"), std::string::npos) << message;
+}
+
+// A Helm bundle whose helm cannot be found says where it was looked for.
+TEST(ToolLookupTest, AMissingHelmIsNamedInTheBundleError) {
+  const char* source = std::getenv("FLOTILLA_SOURCE_DIR");
+  ASSERT_NE(source, nullptr) << "run through ctest";
+  auto ran = render(
+      {(fs::path(source) / "tests/conformance/cases/helm-local/repo").string(), "--helm-binary", "/nonexistent/helm"});
+  EXPECT_EQ(ran.code, kExitError);
+  EXPECT_NE(ran.err.find("helm was not found; searched: --helm-binary /nonexistent/helm (not an executable file)"),
+            std::string::npos)
+      << ran.err;
 }
 
 // Right after scripts/setup, with no environment and helm not on $PATH, `render` uses the source tree's pinned helm.
