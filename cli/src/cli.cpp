@@ -115,7 +115,6 @@ const std::vector<Command>& commandTable() {
       {.name = "apply",
        .summary = "store GitRepo and ClusterGroup documents (Fleet's YAML, a kind: List of them)",
        .uses_hub = true,
-       .argument_words = {},
        .define = defineApply,
        .run = runApply},
       {.name = "get",
