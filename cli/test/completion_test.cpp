@@ -23,9 +23,11 @@ std::string script(const std::string& shell) {
 
 //! What bash's completion function offers for the words of a command line (the last one is being completed).
 std::string complete(const std::string& words) {
-  fs::path file = fs::path(::testing::TempDir()) / "flotilla-completion.bash";
+  // Per test: ctest runs the cases in parallel processes.
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::path file = fs::path(::testing::TempDir()) / ("flotilla-completion-" + test + ".bash");
   std::ofstream(file) << script("bash");
-  fs::path driver = fs::path(::testing::TempDir()) / "flotilla-completion-driver.bash";
+  fs::path driver = fs::path(::testing::TempDir()) / ("flotilla-completion-driver-" + test + ".bash");
   std::ofstream(driver) << "source " << file.string() << "\nCOMP_WORDS=(" << words
                         << ")\nCOMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n_flotilla\necho \"${COMPREPLY[*]}\"\n";
   std::string command = "bash " + driver.string() + " 2>&1";
