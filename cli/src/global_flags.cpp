@@ -44,8 +44,8 @@ void defineGlobalFlags(CLI::App& app, GlobalFlags& flags) {
   app.add_option("--nats-cert", connect.cert_file, "client certificate for TLS to NATS")->type_name("FILE");
   app.add_option("--nats-key", connect.key_file, "client key for TLS to NATS")->type_name("FILE");
   app.add_option("--timeout", flags.timeout_seconds, "how long to wait for NATS, in seconds (default 5)")
-      ->type_name("SECONDS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS");
   app.add_option("-n,--namespace,--workspace", flags.workspace,
                  "the workspace (what it selects depends on the command)")
       ->type_name("WS");

@@ -82,15 +82,19 @@ void defineRenderFlags(CLI::App& command, RenderArgs& args) {
       ->required()
       ->type_name("DIR");
   command.add_option("--cluster-name", args.cluster.name, "cluster name (.ClusterName, clusterName matchers)")
-      ->default_str("local");
+      ->default_str("local")
+      ->type_name("NAME");
   command.add_option("-l,--label,--selector", args.labels, "a cluster label KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   command.add_option("--annotation", args.annotations, "a cluster annotation KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   command
       .add_option("--template-value", args.template_values,
                   "an entry of .ClusterValues KEY=VALUE; the value is read as YAML: 3, true, [a] (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   command
       .add_option("--cluster", args.cluster_file,
                   "a Cluster document (Fleet's or Flotilla's): name, labels, annotations and spec.templateValues; "
@@ -100,14 +104,19 @@ void defineRenderFlags(CLI::App& command, RenderArgs& args) {
       .add_option("-g,--group", args.groups,
                   "a ClusterGroup the cluster is in (repeatable); the implicit group \"default\" is always included "
                   "unless --no-default-group")
-      ->allow_extra_args(false);
-  command.add_option("--group-label", args.group_labels, "NAME:KEY=VALUE, a label of that group (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("NAME");
+  command.add_option("--group-label", args.group_labels, "a label of that group (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME:KEY=VALUE");
   command.add_flag("--no-default-group", args.no_default_group,
                    "the workspace defines its own \"default\" group and the cluster is not in it");
-  command.add_option("--kube-version", args.cluster.kubernetes_version,
-                     "the cluster's Kubernetes version for Helm (e.g. v1.30.2)");
-  command.add_option("--api-versions", args.api_versions, "extra API versions for Helm's .Capabilities (A,B)");
+  command
+      .add_option("--kube-version", args.cluster.kubernetes_version,
+                  "the cluster's Kubernetes version for Helm (e.g. v1.30.2)")
+      ->type_name("VERSION");
+  command.add_option("--api-versions", args.api_versions, "extra API versions for Helm's .Capabilities (A,B)")
+      ->type_name("LIST");
   command
       .add_option("--gitrepo", args.gitrepo_file,
                   "the GitRepo (name, paths, targets, targetNamespace, ...); without it the bundles are named "
