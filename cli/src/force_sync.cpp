@@ -2,11 +2,13 @@
 
 #include <ostream>
 
+#include <CLI/CLI.hpp>
+
+#include "command_line.h"
 #include "flotilla/cli/cli.h"
 #include "flotilla/cli/views.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
 
 namespace flotilla::cli {
 
@@ -39,19 +41,16 @@ Result<int64_t> bumpForceSyncGeneration(bus::KeyValue& gitrepos, const std::stri
               "force-sync");
 }
 
-int forceSync(const std::vector<std::string>& positional, const std::string& workspace, const ConnectSettings& connect,
+int forceSync(const std::string& qualified_name, const std::string& workspace, const ConnectSettings& connect,
               std::ostream& out, std::ostream& err) {
-  if (positional.size() != 2 || positional[1].empty()) {
-    err << "error: usage: flotilla force-sync <gitrepo> [-n workspace] (or <workspace>/<gitrepo>)\n"
-        << "Run 'flotilla --help' for usage.\n";
-    return kExitUsage;
+  if (qualified_name.empty()) {
+    return usageError(err, "force-sync needs a GitRepo name", "force-sync");
   }
   std::string ws = workspace;
-  std::string name = positional[1];
+  std::string name = qualified_name;
   if (auto slash = name.find('/'); slash != std::string::npos) {
     if (!ws.empty() && ws != name.substr(0, slash)) {
-      err << "error: " << name << " names workspace " << name.substr(0, slash) << " but -n says " << ws << "\n";
-      return kExitUsage;
+      return usageError(err, name + " names workspace " + name.substr(0, slash) + " but -n says " + ws, "force-sync");
     }
     ws = name.substr(0, slash);
     name = name.substr(slash + 1);
@@ -62,8 +61,7 @@ int forceSync(const std::vector<std::string>& positional, const std::string& wor
     return kExitError;
   }
   auto& kv = hub->bucket(events::kGitReposBucket);
-  const std::string pattern =
-      ws.empty() ? std::string("*.") + events::escapeToken(name) : scheduler::gitRepoRecordKey(ws, name);
+  const std::string pattern = ws.empty() ? std::string("*.") + events::escapeToken(name) : events::gitRepoKey(ws, name);
   auto keys = kv.keys(pattern);
   if (!keys.ok()) {
     err << "error: cannot read the hub: " << keys.error().describe() << "\n";
@@ -85,6 +83,14 @@ int forceSync(const std::vector<std::string>& positional, const std::string& wor
   out << qualifiedKind(Kind::kGitRepo) << "/" << name << " force-sync requested (forceSyncGeneration " << *generation
       << ")\n";
   return kExitOk;
+}
+
+void defineForceSync(CLI::App& command, Invocation& invocation) {
+  command.add_option("gitrepo", invocation.name, "the GitRepo: <name>, or <workspace>/<name>")->required();
+}
+
+int runForceSync(Invocation& invocation, const Streams& io) {
+  return forceSync(invocation.name, invocation.global.workspace, invocation.global.connect, io.out, io.err);
 }
 
 }  // namespace flotilla::cli

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
-#include <vector>
 
 #include "flotilla/bus/kv.h"
 #include "flotilla/cli/hub_reader.h"
@@ -21,9 +20,9 @@ namespace flotilla::cli {
 //! the key is absent, kInvalid when the record does not decode, kConflict when it kept changing over 5 attempts.
 Result<int64_t> bumpForceSyncGeneration(bus::KeyValue& gitrepos, const std::string& key);
 
-//! The command: `positional` is {"force-sync", "<name>" or "<ws>/<name>"}; `workspace` is -n (may be empty: then
-//! the name must exist in exactly one workspace). Exit codes as runCli.
-int forceSync(const std::vector<std::string>& positional, const std::string& workspace, const ConnectSettings& connect,
-              std::ostream& out, std::ostream& err);
+//! The command: `name` is "<name>" or "<ws>/<name>"; `workspace` is -n (may be empty: then the name must exist in
+//! exactly one workspace). Exit codes as runCli. (runForceSync in command_line.h calls it.)
+int forceSync(const std::string& name, const std::string& workspace, const ConnectSettings& connect, std::ostream& out,
+              std::ostream& err);
 
 }  // namespace flotilla::cli

@@ -18,12 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-//! An absence check: true only for NotFound, never for any other error (a lost connection is not "deleted").
-template <typename T>
-bool notFound(const Result<T>& result) {
-  return !result.ok() && result.error().kind == ErrorKind::kNotFound;
-}
-
 const char* kFleetGitRepo = R"(# A GitRepo exactly as Fleet's docs write it.
 kind: GitRepo
 apiVersion: fleet.cattle.io/v1alpha1
@@ -93,6 +87,13 @@ class CliTest : public ::testing::Test {
     std::string path = dir_ + "/" + name;
     EXPECT_TRUE(writeFile(path, content).ok());
     return path;
+  }
+
+  //! Absent means NotFound; any other error is a failure, not an absence.
+  static void expectAbsent(bus::KeyValue& kv, const std::string& key) {
+    auto entry = kv.get(key);
+    ASSERT_FALSE(entry.ok()) << key << " exists";
+    EXPECT_EQ(entry.error().kind, ErrorKind::kNotFound) << key << ": " << entry.error().describe();
   }
 
   void put(bus::KeyValue& kv, const std::string& key, const Json& value) {
@@ -200,9 +201,9 @@ TEST_F(CliTest, UnknownFieldIsRejectedWithLineAndPath) {
   EXPECT_NE(result.err.find("broken.yaml:"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("spec.targets[0].clusterSelectr"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find(":36"), std::string::npos) << result.err;  // the line of clusterSelectr
-  EXPECT_TRUE(notFound(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple"))));
-  EXPECT_TRUE(notFound(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "broken"))));
-  EXPECT_TRUE(notFound(hub_.clusters->get(scheduler::clusterGroupRecordKey("fleet-default", "europe"))));
+  expectAbsent(*hub_.gitrepos, events::gitRepoKey("fleet-default", "simple"));
+  expectAbsent(*hub_.gitrepos, events::gitRepoKey("fleet-default", "broken"));
+  expectAbsent(*hub_.clusters, events::clusterGroupKey("fleet-default", "europe"));
 
   auto cluster =
       cli({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\n");
@@ -217,8 +218,10 @@ TEST_F(CliTest, GetJsonOverRecords) {
   ASSERT_EQ(bds.exit_code, 0) << bds.err;
   auto list = Json::parse(bds.out);
   ASSERT_TRUE(list.ok()) << bds.out;
-  ASSERT_EQ(list->size(), 2u);
-  const Json& second = list->asArray()[1];
+  EXPECT_EQ(list->getString("apiVersion"), "v1");
+  EXPECT_EQ(list->getString("kind"), "List");
+  ASSERT_EQ(list->find("items")->size(), 2u);
+  const Json& second = list->find("items")->asArray()[1];
   EXPECT_EQ(second.getString("kind"), "BundleDeployment");
   EXPECT_EQ(second.at({"spec", "cluster"})->asString(), "prod-2");
   EXPECT_EQ(second.at({"spec", "generation"})->asInt(), 3);
@@ -228,8 +231,8 @@ TEST_F(CliTest, GetJsonOverRecords) {
   auto repos = cli({"get", "gitrepos", "-n", "fleet-default", "-o", "json"});
   ASSERT_EQ(repos.exit_code, 0) << repos.err;
   auto repo_list = Json::parse(repos.out).value();
-  ASSERT_EQ(repo_list.size(), 1u);
-  const Json& repo = repo_list.asArray()[0];
+  ASSERT_EQ(repo_list.find("items")->size(), 1u);  // listing: a List even of one, as kubectl prints it
+  const Json& repo = repo_list.find("items")->asArray()[0];
   EXPECT_EQ(repo.at({"spec", "repo"})->asString(), "https://github.com/rancher/fleet-examples");
   EXPECT_EQ(repo.at({"status", "display", "readyBundleDeployments"})->asString(), "1/2");
   EXPECT_EQ(repo.at({"status", "display", "state"})->asString(), "ErrApplied");
@@ -239,11 +242,21 @@ TEST_F(CliTest, GetJsonOverRecords) {
 
   auto clusters = cli({"get", "clusters", "-o", "json"});
   ASSERT_EQ(clusters.exit_code, 0) << clusters.err;
-  EXPECT_EQ(Json::parse(clusters.out)->size(), 2u);
+  EXPECT_EQ(Json::parse(clusters.out)->find("items")->size(), 2u);
 
   auto bundles = cli({"get", "bundles", "-o", "yaml"});
   ASSERT_EQ(bundles.exit_code, 0) << bundles.err;
   EXPECT_NE(bundles.out.find("simple-simple"), std::string::npos);
+  EXPECT_NE(bundles.out.find("kind: List\n"), std::string::npos) << bundles.out;
+
+  // One object asked for by name is printed as itself.
+  auto one = cli({"get", "gitrepo", "simple", "-o", "json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(Json::parse(one.out)->getString("kind"), "GitRepo") << one.out;
+  // A cluster's deployments, asked for by the cluster's name, are a List.
+  auto by_cluster = cli({"get", "bd", "prod-1", "-o", "json"});
+  ASSERT_EQ(by_cluster.exit_code, 0) << by_cluster.err;
+  EXPECT_EQ(Json::parse(by_cluster.out)->getString("kind"), "List") << by_cluster.out;
 
   auto table = cli({"get", "gitrepos"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
@@ -293,7 +306,7 @@ TEST_F(CliTest, DeleteRemovesTheSpec) {
   auto result = cli({"delete", "gitrepo", "simple"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("gitrepo.fleet.cattle.io/simple deleted"), std::string::npos);
-  EXPECT_TRUE(notFound(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple"))));
+  expectAbsent(*hub_.gitrepos, events::gitRepoKey("fleet-default", "simple"));
   EXPECT_EQ(cli({"delete", "gitrepo", "simple"}).exit_code, 1);
   EXPECT_EQ(cli({"delete", "clustergroup", "europe", "-n", "fleet-default"}).exit_code, 0);
   EXPECT_EQ(cli({"delete", "bundle", "x"}).exit_code, 2);
@@ -312,7 +325,9 @@ TEST_F(CliTest, UninitialisedOrUnreachableHub) {
   auto connection = bus::Connection::connect({.servers = {(*bare)->url()}});
   ASSERT_TRUE(connection.ok());
   auto js = bus::JetStream::create(*connection).value();
-  EXPECT_FALSE(bus::KeyValue::open(js, "gitrepos").ok());
+  auto opened = bus::KeyValue::open(js, "gitrepos");
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().kind, ErrorKind::kNotFound) << opened.error().describe();
 
   auto port = harness::freeTcpPort();
   ASSERT_TRUE(port.ok());
@@ -327,7 +342,77 @@ TEST_F(CliTest, UrlFromEnvironment) {
       {.argv = {FLOTILLA_CLI_BINARY, "get", "gitrepos", "-o", "json"}, .env = {{"FLOTILLA_NATS_URL", nats_->url()}}});
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->exit_code, 0) << result->err;
-  EXPECT_EQ(trim(result->out), "[]");
+  auto list = Json::parse(result->out);
+  ASSERT_TRUE(list.ok()) << result->out;
+  EXPECT_EQ(list->getString("kind"), "List");
+  EXPECT_EQ(list->find("items")->size(), 0u);
+}
+
+}  // namespace
+}  // namespace flotilla::cli
+
+namespace flotilla::cli {
+namespace {
+
+const char* kList = R"(apiVersion: v1
+kind: List
+items:
+- apiVersion: fleet.cattle.io/v1alpha1
+  kind: ClusterGroup
+  metadata:
+    name: europe
+    namespace: fleet-default
+  spec:
+    selector:
+      matchLabels:
+        region: eu
+- apiVersion: fleet.cattle.io/v1alpha1
+  kind: GitRepo
+  metadata:
+    name: simple
+    namespace: fleet-default
+  spec:
+    repo: https://github.com/rancher/fleet-examples
+)";
+
+// A kind: List (as kubectl writes it) is applied item by item, in order.
+TEST_F(CliTest, ApplyAcceptsAList) {
+  auto result = cli({"apply", "-f", file("list.yaml", kList)});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "clustergroup.fleet.cattle.io/europe created\ngitrepo.fleet.cattle.io/simple created\n");
+  EXPECT_TRUE(hub_.gitrepos->get(events::gitRepoKey("fleet-default", "simple")).ok());
+  EXPECT_TRUE(hub_.clusters->get(events::clusterGroupKey("fleet-default", "europe")).ok());
+  auto again = cli({"apply", "-f", "-"}, kList);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("gitrepo.fleet.cattle.io/simple unchanged"), std::string::npos) << again.out;
+}
+
+// A bad item names its index and its line; nothing of the List is stored.
+TEST_F(CliTest, ABadListItemNamesItsIndex) {
+  std::string bad = kList;
+  bad.replace(bad.find("    repo: "), 4, "    repoo: x\n    ");
+  auto result = cli({"apply", "-f", file("bad-list.yaml", bad)});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(result.err.starts_with("error: items[1]: ")) << result.err;
+  EXPECT_NE(result.err.find("bad-list.yaml:19: spec.repoo: unknown field"), std::string::npos) << result.err;
+  expectAbsent(*hub_.clusters, events::clusterGroupKey("fleet-default", "europe"));
+
+  auto wrong_version = cli({"apply", "-f", "-"}, "apiVersion: v2\nkind: List\nitems: []\n");
+  EXPECT_EQ(wrong_version.exit_code, 1);
+  EXPECT_NE(wrong_version.err.find("apiVersion v1"), std::string::npos) << wrong_version.err;
+}
+
+// Global flags are accepted after the command and its arguments too; the ones a command has no use for are
+// rejected before anything is contacted.
+TEST_F(CliTest, GlobalFlagsInAnyPosition) {
+  ASSERT_EQ(cli({"apply", "-f", file("repo.yaml", kFleetGitRepo)}).exit_code, 0);
+  auto result = runCommand({.argv = {FLOTILLA_CLI_BINARY, "get", "gitrepos", "simple", "-ojson", "--nats-url",
+                                     nats_->url(), "-n", "fleet-default"}});
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->exit_code, 0) << result->err;
+  EXPECT_EQ(Json::parse(result->out)->getString("kind"), "GitRepo") << result->out;
+  EXPECT_EQ(cli({"describe", "gitrepo", "simple", "-o", "json"}).exit_code, 2);
+  EXPECT_EQ(cli({"apply", "-n", "fleet-default", "-f", file("repo.yaml", kFleetGitRepo)}).exit_code, 2);
 }
 
 }  // namespace

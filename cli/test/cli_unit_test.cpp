@@ -98,16 +98,18 @@ TEST(CliViewsTest, ViewsFromRecords) {
   EXPECT_NE(repos.find("https://git.example/demo"), std::string::npos);
 }
 
+//! Runs the command line without NATS; returns the exit code and leaves stderr in `err_text`.
+int run(const std::vector<std::string>& args, std::string& err_text) {
+  std::istringstream in;
+  std::ostringstream out;
+  std::ostringstream err;
+  int code = runCli(args, in, out, err);
+  err_text = err.str();
+  return code;
+}
+
 // Usage problems exit 2 without contacting NATS.
 TEST(CliUsageTest, UsageErrorsExitTwo) {
-  auto run = [](std::vector<std::string> args, std::string& err_text) {
-    std::istringstream in;
-    std::ostringstream out;
-    std::ostringstream err;
-    int code = runCli(args, in, out, err);
-    err_text = err.str();
-    return code;
-  };
   std::string err;
   EXPECT_EQ(run({}, err), kExitUsage);
   EXPECT_EQ(run({"frobnicate"}, err), kExitUsage);
@@ -117,7 +119,46 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
   EXPECT_EQ(run({"apply"}, err), kExitUsage);
   EXPECT_EQ(run({"get", "gitrepos", "-o", "xml"}, err), kExitUsage);
   EXPECT_EQ(run({"get", "gitrepos", "--bogus"}, err), kExitUsage);
+  EXPECT_NE(err.find("unknown flag --bogus"), std::string::npos) << err;
+  EXPECT_EQ(run({"get", "gitrepos", "a", "b"}, err), kExitUsage);
+  EXPECT_NE(err.find("unexpected argument \"b\""), std::string::npos) << err;
+  EXPECT_EQ(run({"describe", "gitrepos"}, err), kExitUsage);  // the name is missing
+  EXPECT_EQ(run({"--nats-url"}, err), kExitUsage);            // a flag without its value
+  EXPECT_EQ(run({"--timeout", "soon", "get", "gitrepos"}, err), kExitUsage);
   EXPECT_EQ(run({"--help"}, err), kExitOk);
+}
+
+// -o and -n are checked against the command: an unknown format, or a flag the command has no use for, is a usage
+// error naming the flag and the command.
+TEST(CliUsageTest, GlobalFlagsTheCommandCannotUseAreRejected) {
+  std::string err;
+  EXPECT_EQ(run({"-o", "xml", "get", "gitrepos"}, err), kExitUsage);
+  EXPECT_NE(err.find("-o: get prints table, wide, json or yaml, got \"xml\""), std::string::npos) << err;
+  EXPECT_EQ(run({"describe", "gitrepo", "x", "-o", "json"}, err), kExitUsage);
+  EXPECT_NE(err.find("describe has no output format"), std::string::npos) << err;
+  EXPECT_EQ(run({"delete", "gitrepo", "x", "-oyaml"}, err), kExitUsage);
+  EXPECT_EQ(run({"force-sync", "x", "--output=json"}, err), kExitUsage);
+  EXPECT_EQ(run({"apply", "-f", "x.yaml", "-n", "ws"}, err), kExitUsage);
+  EXPECT_NE(err.find("-n does not apply to apply"), std::string::npos) << err;
+  EXPECT_EQ(run({"completion", "bash", "-n", "ws"}, err), kExitUsage);
+  EXPECT_EQ(run({"completion", "bash", "--nats-url", "nats://x:4222"}, err), kExitUsage);
+}
+
+// Each command has its own help; `help <command>` prints the same.
+TEST(CliUsageTest, PerCommandHelp) {
+  std::istringstream in;
+  std::ostringstream out;
+  std::ostringstream err;
+  ASSERT_EQ(runCli({"get", "--help"}, in, out, err), kExitOk);
+  EXPECT_NE(out.str().find("Usage: flotilla get"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("table, wide, json or yaml"), std::string::npos) << out.str();
+  std::ostringstream help_out;
+  ASSERT_EQ(runCli({"help", "get"}, in, help_out, err), kExitOk);
+  EXPECT_EQ(help_out.str(), out.str());
+  std::ostringstream apply_out;
+  ASSERT_EQ(runCli({"apply", "-h"}, in, apply_out, err), kExitOk);
+  EXPECT_NE(apply_out.str().find("-f,--filename"), std::string::npos) << apply_out.str();
+  EXPECT_EQ(apply_out.str().find("--output"), std::string::npos) << apply_out.str();
 }
 
 }  // namespace

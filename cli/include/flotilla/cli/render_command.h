@@ -8,10 +8,10 @@
 // Output: for every bundle (sorted by path) a comment line saying what happens to it on this cluster, then its
 // objects as canonical YAML documents sorted by kind, namespace, name, with namespaces filled in as the agent fills
 // them (defaultNamespace / namespace). Bad bundles are reported on stderr with file and line; the other bundles
-// still print; the exit code is then 1.
+// still print; the exit code is then 1. The command itself runs through runCli (cli.h); its flags are in
+// cli/src/render_args.cpp, the renderer lookup in cli/src/tool_lookup.cpp.
 #pragma once
 
-#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,12 +19,6 @@
 #include "flotilla/core/json.h"
 
 namespace flotilla::cli {
-
-//! Runs `render`; `args` are the words after "render". Exit codes as runCli.
-int runRender(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-
-//! The help text of `render`.
-std::string renderUsage();
 
 //! True for the built-in kinds that are cluster-scoped (Namespace, ClusterRole, CustomResourceDefinition, ...).
 //! Without a cluster to ask, `render` treats every other kind as namespaced, except custom resources whose

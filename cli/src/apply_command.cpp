@@ -1,0 +1,253 @@
+// `flotilla apply -f <file|->`: decodes every document (a `kind: List` contributes its items, in order), checks
+// them all, then stores each spec in KV.
+#include <iterator>
+#include <optional>
+#include <variant>
+
+#include <CLI/CLI.hpp>
+
+#include "command_line.h"
+#include "flotilla/cli/cli.h"
+#include "flotilla/cli/views.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+#include "flotilla/core/yaml.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/codec.h"
+
+namespace flotilla::cli {
+
+namespace {
+
+//! One object to apply and where it came from: "" for a whole document, "items[2]" for an item of a List.
+struct SourcedResource {
+  model::Resource resource;
+  std::string origin;
+};
+
+//! Item `index` of the List `list` as a document of its own: its value and the lines of its fields, re-keyed from
+//! "items[i].spec..." to "spec..." so that decode errors name the right line.
+YamlDocument listItem(const YamlDocument& list, size_t index) {
+  const std::string prefix = yamlIndexPath("items", index);
+  YamlDocument item{.value = list.value.find("items")->asArray()[index], .line = list.lineOf(prefix)};
+  for (const auto& [path, line] : list.lines) {
+    if (path.size() > prefix.size() && path.starts_with(prefix) && (path[prefix.size()] == '.')) {
+      item.lines.emplace(path.substr(prefix.size() + 1), line);
+    } else if (path.size() > prefix.size() && path.starts_with(prefix) && path[prefix.size()] == '[') {
+      item.lines.emplace(path.substr(prefix.size()), line);
+    }
+  }
+  return item;
+}
+
+//! The items of a `kind: List` document (apiVersion v1, as kubectl writes it), each decoded strictly.
+Status decodeList(const YamlDocument& list, std::string_view source, std::vector<SourcedResource>& out) {
+  const std::string where = std::string(source) + ":" + std::to_string(list.line);
+  if (list.value.getString("apiVersion") != "v1") {
+    return fail(ErrorKind::kInvalid,
+                where + ": kind List needs apiVersion v1, got \"" + list.value.getString("apiVersion") + "\"");
+  }
+  const Json* items = list.value.find("items");
+  if (items == nullptr || !items->isArray()) {
+    return fail(ErrorKind::kInvalid, where + ": items: a List needs an items sequence");
+  }
+  for (size_t index = 0; index < items->asArray().size(); ++index) {
+    const std::string origin = yamlIndexPath("items", index);
+    auto decoded = model::decodeResource(listItem(list, index), source);
+    if (!decoded.ok()) {
+      return fail(ErrorKind::kInvalid, origin + ": " + decoded.error().describe());
+    }
+    out.push_back({std::move(decoded).value(), origin});
+  }
+  return {};
+}
+
+//! Every object of `text`: plain documents and the items of List documents, in the order written.
+Result<std::vector<SourcedResource>> decodeInput(std::string_view text, std::string_view source) {
+  auto documents = parseYamlDocuments(text, source, YamlLimits{.record_lines = true});
+  if (!documents.ok()) {
+    return fail(documents.error());
+  }
+  std::vector<SourcedResource> out;
+  for (const auto& document : *documents) {
+    if (document.value.isObject() && document.value.getString("kind") == "List") {
+      FLOTILLA_TRY(decodeList(document, source, out));
+      continue;
+    }
+    auto decoded = model::decodeResource(document, source);
+    if (!decoded.ok()) {
+      return fail(decoded.error());
+    }
+    out.push_back({std::move(decoded).value(), ""});
+  }
+  return out;
+}
+
+//! The name an object has in messages: "items[1] GitRepo demo" or "GitRepo demo".
+std::string describeObject(const SourcedResource& object) {
+  std::string kind(model::kindOf(object.resource));
+  return (object.origin.empty() ? "" : object.origin + " ") + kind + " " + model::metaOf(object.resource).name;
+}
+
+//! Only specs the user owns can be applied; the first other kind is the error.
+Status checkKinds(const std::vector<SourcedResource>& objects, const std::string& source) {
+  for (const auto& object : objects) {
+    std::string_view kind = model::kindOf(object.resource);
+    if (kind != "GitRepo" && kind != "ClusterGroup") {
+      return fail(ErrorKind::kInvalid, source + ": " + describeObject(object) +
+                                           ": only GitRepo and ClusterGroup can be applied (clusters register "
+                                           "through their agent; bundles and bundle deployments are made by the hub)");
+    }
+  }
+  return {};
+}
+
+//! The stored spec's generation, creationTimestamp and uid carried into `next`. Returns false when nothing the user
+//! controls changed.
+template <typename T>
+bool carryOver(T& next, const std::optional<T>& stored) {
+  if (!stored) {
+    next.metadata.generation = 1;
+    next.metadata.creation_timestamp = log::nowRfc3339();
+    next.metadata.uid = randomHex(16);
+    return true;
+  }
+  next.metadata.generation = stored->metadata.generation;
+  next.metadata.creation_timestamp = stored->metadata.creation_timestamp;
+  next.metadata.uid = stored->metadata.uid;
+  if (next.spec == stored->spec && next.metadata.labels == stored->metadata.labels &&
+      next.metadata.annotations == stored->metadata.annotations) {
+    return false;
+  }
+  next.metadata.generation = stored->metadata.generation + 1;
+  return true;
+}
+
+template <typename T>
+using Decoder = Result<T> (*)(const Json&, std::string_view);
+
+//! The stored record, or nothing when it does not decode (it is then overwritten as if new, keeping its revision).
+template <typename T>
+std::optional<T> decodeStored(const std::string& value, const std::string& key, Decoder<T> decode) {
+  auto json = Json::parse(value);
+  if (!json.ok()) {
+    return std::nullopt;
+  }
+  auto decoded = decode(*json, key);
+  if (!decoded.ok()) {
+    return std::nullopt;
+  }
+  return std::move(decoded).value();
+}
+
+//! Stores one spec: create when absent, else update on the revision read (retried on a race), keeping the stored
+//! creationTimestamp and uid and bumping metadata.generation when spec, labels or annotations changed. Returns
+//! "created", "configured" or "unchanged".
+template <typename T>
+Result<std::string> storeSpec(bus::KeyValue& kv, const std::string& key, const T& resource, Decoder<T> decode) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto entry = kv.get(key);
+    if (!entry.ok() && entry.error().kind != ErrorKind::kNotFound) {
+      return fail(entry.error());
+    }
+    std::optional<T> stored = entry.ok() ? decodeStored<T>(entry->value, key, decode) : std::nullopt;
+    T next = resource;
+    if (!carryOver(next, stored)) {
+      return std::string("unchanged");
+    }
+    if (next.metadata.creation_timestamp.empty()) {
+      next.metadata.creation_timestamp = log::nowRfc3339();
+    }
+    next.metadata.resource_version.clear();
+    std::string value = model::encode(next).dump();
+    auto written = entry.ok() ? kv.update(key, value, entry->revision) : kv.create(key, value);
+    if (written.ok()) {
+      return std::string(entry.ok() ? "configured" : "created");
+    }
+    if (written.error().kind != ErrorKind::kConflict) {
+      return fail(written.error());
+    }
+    // Someone else wrote the key between our read and write: read again.
+  }
+  return fail(ErrorKind::kConflict, "the record " + key + " kept changing while it was being written; try again");
+}
+
+//! Stores one object; returns its kubectl-style line ("gitrepo.fleet.cattle.io/demo created").
+Result<std::string> storeObject(const HubConnection& hub, SourcedResource& object) {
+  std::string label;
+  Result<std::string> stored = std::string();
+  if (auto* gitrepo = std::get_if<model::GitRepo>(&object.resource)) {
+    gitrepo->status = {};
+    label = qualifiedKind(Kind::kGitRepo) + "/" + gitrepo->metadata.name;
+    stored = storeSpec<model::GitRepo>(hub.bucket(events::kGitReposBucket),
+                                       events::gitRepoKey(gitrepo->metadata.ns, gitrepo->metadata.name), *gitrepo,
+                                       &model::decodeGitRepo);
+  } else if (auto* group = std::get_if<model::ClusterGroup>(&object.resource)) {
+    group->status = {};
+    label = qualifiedKind(Kind::kClusterGroup) + "/" + group->metadata.name;
+    stored = storeSpec<model::ClusterGroup>(hub.bucket(events::kClustersBucket),
+                                            events::clusterGroupKey(group->metadata.ns, group->metadata.name), *group,
+                                            &model::decodeClusterGroup);
+  }
+  if (!stored.ok()) {
+    return fail(stored.error().kind,
+                (object.origin.empty() ? "" : object.origin + " ") + label + ": " + stored.error().describe());
+  }
+  return label + " " + *stored;
+}
+
+Result<std::string> readInput(const std::string& file, std::istream& in) {
+  if (file == "-") {
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto content = readFile(file);
+  if (!content.ok()) {
+    return fail(content.error().kind, "cannot read " + file + ": " + content.error().message);
+  }
+  return content;
+}
+
+}  // namespace
+
+void defineApply(CLI::App& command, Invocation& invocation) {
+  command
+      .add_option("-f,--filename", invocation.file,
+                  "a YAML file of GitRepo and ClusterGroup documents, or - for "
+                  "stdin; a kind: List contributes its items")
+      ->required()
+      ->type_name("FILE");
+}
+
+int runApply(Invocation& invocation, const Streams& io) {
+  const std::string source = invocation.file == "-" ? "<stdin>" : invocation.file;
+  auto text = readInput(invocation.file, io.in);
+  if (!text.ok()) {
+    return failWith(io.err, text.error().message);
+  }
+  // Everything is checked before anything is written: one bad document leaves the hub unchanged.
+  auto objects = decodeInput(*text, source);
+  if (!objects.ok()) {
+    return failWith(io.err, objects.error().describe());
+  }
+  if (objects->empty()) {
+    return failWith(io.err, "no objects found in " + source);
+  }
+  if (auto kinds = checkKinds(*objects, source); !kinds.ok()) {
+    return failWith(io.err, kinds.error().message);
+  }
+  auto hub =
+      openHub(invocation.global.connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket)});
+  if (!hub.ok()) {
+    return failWith(io.err, hub.error().describe());
+  }
+  for (auto& object : *objects) {
+    auto line = storeObject(*hub, object);
+    if (!line.ok()) {
+      return failWith(io.err, line.error().message);
+    }
+    io.out << *line << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace flotilla::cli
