@@ -14,7 +14,6 @@
 #include "flotilla/core/yaml.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
 #include "force_sync.h"
 
 namespace flotilla::cli {
@@ -247,15 +246,14 @@ int apply(const Args& args, std::istream& in, std::ostream& out, std::ostream& e
       gitrepo->status = {};
       label = qualifiedKind(Kind::kGitRepo) + "/" + gitrepo->metadata.name;
       stored = storeSpec<model::GitRepo>(hub->bucket(events::kGitReposBucket),
-                                         scheduler::gitRepoRecordKey(gitrepo->metadata.ns, gitrepo->metadata.name),
-                                         *gitrepo, [](const Json& j) { return model::decodeGitRepo(j); });
+                                         events::gitRepoKey(gitrepo->metadata.ns, gitrepo->metadata.name), *gitrepo,
+                                         [](const Json& j) { return model::decodeGitRepo(j); });
     } else if (auto* group = std::get_if<model::ClusterGroup>(&resource)) {
       group->status = {};
       label = qualifiedKind(Kind::kClusterGroup) + "/" + group->metadata.name;
-      stored =
-          storeSpec<model::ClusterGroup>(hub->bucket(events::kClustersBucket),
-                                         scheduler::clusterGroupRecordKey(group->metadata.ns, group->metadata.name),
-                                         *group, [](const Json& j) { return model::decodeClusterGroup(j); });
+      stored = storeSpec<model::ClusterGroup>(hub->bucket(events::kClustersBucket),
+                                              events::clusterGroupKey(group->metadata.ns, group->metadata.name), *group,
+                                              [](const Json& j) { return model::decodeClusterGroup(j); });
     }
     if (!stored.ok()) {
       return failWith(err, label + ": " + stored.error().describe());
@@ -373,8 +371,8 @@ int remove(const Args& args, std::ostream& out, std::ostream& err) {
   std::string pattern =
       *kind == Kind::kGitRepo ? std::string("*.") + events::escapeToken(name) : "group.*." + events::escapeToken(name);
   if (!args.workspace.empty()) {
-    pattern = *kind == Kind::kGitRepo ? scheduler::gitRepoRecordKey(args.workspace, name)
-                                      : scheduler::clusterGroupRecordKey(args.workspace, name);
+    pattern = *kind == Kind::kGitRepo ? events::gitRepoKey(args.workspace, name)
+                                      : events::clusterGroupKey(args.workspace, name);
   }
   auto keys = kv.keys(pattern);
   if (!keys.ok()) {

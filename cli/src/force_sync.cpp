@@ -6,7 +6,6 @@
 #include "flotilla/cli/views.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
 
 namespace flotilla::cli {
 
@@ -62,8 +61,7 @@ int forceSync(const std::vector<std::string>& positional, const std::string& wor
     return kExitError;
   }
   auto& kv = hub->bucket(events::kGitReposBucket);
-  const std::string pattern =
-      ws.empty() ? std::string("*.") + events::escapeToken(name) : scheduler::gitRepoRecordKey(ws, name);
+  const std::string pattern = ws.empty() ? std::string("*.") + events::escapeToken(name) : events::gitRepoKey(ws, name);
   auto keys = kv.keys(pattern);
   if (!keys.ok()) {
     err << "error: cannot read the hub: " << keys.error().describe() << "\n";
