@@ -2,8 +2,12 @@
 // a missing required one by path.
 #include "flotilla/events/records.h"
 
+#include <fstream>
+#include <map>
+
 #include <gtest/gtest.h>
 
+#include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/state.h"
 
@@ -292,6 +296,56 @@ TEST(RecordsTest, StateNamesMatchModel) {
     status.state = std::string(model::stateName(state));
     EXPECT_TRUE(decodeRecord<BdStatus>(encode(status)).ok()) << status.state;
   }
+}
+
+//! The ```json examples under each "### `<record>`" heading of docs/pipeline.md, in order.
+std::map<std::string, std::vector<std::string>> pipelineExamples() {
+  std::ifstream in(std::string(FLOTILLA_EVENTS_DOCS_DIR) + "/../pipeline.md");
+  std::map<std::string, std::vector<std::string>> out;
+  std::string line;
+  std::string section;
+  bool in_json = false;
+  while (std::getline(in, line)) {
+    if (startsWith(line, "### `")) {
+      section = line.substr(5, line.find('`', 5) - 5);
+    } else if (line == "```json") {
+      in_json = true;
+      out[section].emplace_back();
+    } else if (line == "```") {
+      in_json = false;
+    } else if (in_json) {
+      out[section].back() += line;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+void checkExample(const std::string& text) {
+  SCOPED_TRACE(text);
+  auto decoded = parseRecord<T>(text);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(encode(*decoded), Json::parse(text).value());
+}
+
+// The examples in docs/pipeline.md "KV records" decode strictly and re-encode to the same JSON.
+TEST(RecordsTest, PipelineDocExamples) {
+  auto examples = pipelineExamples();
+  ASSERT_EQ(examples["DeploymentRecord"].size(), 1u);
+  checkExample<DeploymentRecord>(examples["DeploymentRecord"][0]);
+  ASSERT_EQ(examples["BdStatus"].size(), 1u);
+  checkExample<BdStatus>(examples["BdStatus"][0]);
+  ASSERT_EQ(examples["BundleRecord"].size(), 1u);
+  checkExample<BundleRecord>(examples["BundleRecord"][0]);
+  ASSERT_EQ(examples["RenderStatus"].size(), 1u);
+  checkExample<RenderStatus>(examples["RenderStatus"][0]);
+  ASSERT_EQ(examples["PollStatus"].size(), 1u);
+  checkExample<PollStatus>(examples["PollStatus"][0]);
+  const auto& summaries = examples["BundleSummary"];
+  ASSERT_EQ(summaries.size(), 3u);
+  checkExample<BundleSummary>(summaries[0]);
+  checkExample<GitRepoSummary>(summaries[1]);
+  checkExample<ClusterSummary>(summaries[2]);
 }
 
 TEST(RecordsTest, KeyNames) {
