@@ -18,6 +18,29 @@ Result<std::vector<bus::KvEntry>> readAll(bus::KeyValue& kv, std::string_view pa
   return values;
 }
 
+template <typename T>
+Status decodes(std::string_view value) {
+  auto record = events::parseRecord<T>(value);
+  if (!record.ok()) {
+    return fail(record.error());
+  }
+  return {};
+}
+
+//! Whether a stored summary decodes with the codec of its kind (by key prefix).
+Status summaryValid(const std::string& key, std::string_view value) {
+  if (startsWith(key, "summary.bundle.")) {
+    return decodes<events::BundleSummary>(value);
+  }
+  if (startsWith(key, "summary.gitrepo.")) {
+    return decodes<events::GitRepoSummary>(value);
+  }
+  if (startsWith(key, "summary.cluster.")) {
+    return decodes<events::ClusterSummary>(value);
+  }
+  return fail(ErrorKind::kInvalid, "not a summary key");
+}
+
 Json withoutUpdated(Json record) {
   record.erase("updated");
   return record;
@@ -106,22 +129,20 @@ void Scheduler::loadStatuses(const std::vector<bus::KvEntry>& entries) {
 
 void Scheduler::loadSummaries(const std::vector<bus::KvEntry>& entries) {
   for (const auto& entry : entries) {
+    Status valid = summaryValid(entry.key, entry.value);
     auto parsed = Json::parse(entry.value);
-    if (!parsed.ok()) {
-      countInvalidRecord(hub_.status->bucket(), entry.key, parsed.error());
+    if (!valid.ok() || !parsed.ok()) {
+      countInvalidRecord(hub_.status->bucket(), entry.key, valid.ok() ? parsed.error() : valid.error());
       continue;
     }
     if (startsWith(entry.key, "summary.cluster.")) {
-      auto summary = events::decodeRecord<events::ClusterSummary>(*parsed);
-      if (!summary.ok()) {
-        countInvalidRecord(hub_.status->bucket(), entry.key, summary.error());
-        continue;
-      }
-      if (!summary->last_heartbeat.empty() && !last_heartbeat_.contains(summary->cluster)) {
-        last_heartbeat_[summary->cluster] = summary->last_heartbeat;
+      // The last heartbeat survives a restart through the cluster summary.
+      auto summary = events::decodeRecord<events::ClusterSummary>(*parsed).value();
+      if (!summary.last_heartbeat.empty() && !last_heartbeat_.contains(summary.cluster)) {
+        last_heartbeat_[summary.cluster] = summary.last_heartbeat;
       }
     }
-    // Only a cache of what was written (a summary that differs is rewritten), so other kinds are kept as they are.
+    // The cache of what was written (without `updated`): a summary whose content differs is written again.
     summaries_[entry.key] = withoutUpdated(std::move(parsed).value());
   }
 }
