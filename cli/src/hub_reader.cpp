@@ -165,7 +165,8 @@ void loadStatusEntry(Snapshot& snap, const bus::KvEntry& entry) {
       warn(snap, kBucket, entry.key, bd.error());
       return;
     }
-    snap.bd_statuses[events::deploymentKey(bd->cluster, bd->workspace, bd->bundle)] = std::move(bd).value();
+    std::string key = events::deploymentKey(bd->cluster, bd->workspace, bd->bundle);
+    snap.bd_statuses[key] = std::move(bd).value();
   } else if (startsWith(entry.key, "gitrepo.")) {
     decodeInto(snap, kBucket, entry, snap.poll_statuses);
   } else if (startsWith(entry.key, "bundle-render.")) {

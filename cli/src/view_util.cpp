@@ -60,7 +60,7 @@ std::string labelsText(const Json* labels) {
   return out.empty() ? "<none>" : out;
 }
 
-std::string orDash(std::string text) {
+std::string orDash(const std::string& text) {
   return text.empty() ? "-" : text;
 }
 

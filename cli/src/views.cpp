@@ -16,7 +16,6 @@ namespace flotilla::cli {
 
 namespace {
 
-using detail::orEmpty;
 using events::DeploymentRecord;
 
 //! A deployment record with the agent's last report about it.
@@ -113,7 +112,7 @@ Json gitRepoView(const Snapshot& snap, const model::GitRepo& gitrepo) {
 struct BundleId {
   std::string workspace;
   std::string name;
-  auto operator<=>(const BundleId&) const = default;
+  auto operator<=>(const BundleId&) const = default;  // NOLINT(modernize-use-nullptr): a false positive
 };
 
 std::set<BundleId> bundleIds(const Snapshot& snap) {
@@ -390,10 +389,10 @@ std::string age(std::string_view rfc3339, std::chrono::system_clock::time_point 
   if (seconds < 120) {
     return std::to_string(seconds) + "s";
   }
-  if (seconds < 2 * 3600) {
+  if (seconds < int64_t{2} * 3600) {
     return std::to_string(seconds / 60) + "m";
   }
-  if (seconds < 2 * 86400) {
+  if (seconds < int64_t{2} * 86400) {
     return std::to_string(seconds / 3600) + "h";
   }
   return std::to_string(seconds / 86400) + "d";

@@ -123,7 +123,8 @@ void Scheduler::loadStatuses(const std::vector<bus::KvEntry>& entries) {
       countInvalidRecord(hub_.status->bucket(), entry.key, status.error());
       continue;
     }
-    statuses_[events::deploymentKey(status->cluster, status->workspace, status->bundle)] = std::move(status).value();
+    std::string key = events::deploymentKey(status->cluster, status->workspace, status->bundle);
+    statuses_[key] = std::move(status).value();
   }
 }
 

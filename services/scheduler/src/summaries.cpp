@@ -71,6 +71,7 @@ Status Scheduler::writeGitRepoSummary(const std::string& workspace, const std::s
     return removeSummary(key);
   }
   std::vector<GitRepoBundle> list;
+  list.reserve(members.size());
   for (auto& [name, member] : members) {
     list.push_back(std::move(member));
   }
