@@ -1,12 +1,12 @@
 #include "flotilla/cli/hub_reader.h"
 
 #include <cassert>
+#include <optional>
 
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
 
 namespace flotilla::cli {
 
@@ -64,91 +64,133 @@ Result<std::vector<bus::KvEntry>> readAll(bus::KeyValue& kv, std::string_view pa
   return values;
 }
 
-}  // namespace
+void warn(Snapshot& snap, std::string_view bucket, const std::string& key, const Error& error) {
+  snap.warnings.push_back("skipping " + std::string(bucket) + "/" + key + ": " + error.describe());
+}
 
-Result<Snapshot> loadSnapshot(const HubConnection& hub) {
-  Snapshot snap;
-  auto warn = [&](std::string_view bucket, const std::string& key, const std::string& message) {
-    snap.warnings.push_back("skipping " + std::string(bucket) + "/" + key + ": " + message);
-  };
-
-  auto gitrepos = readAll(hub.bucket(events::kGitReposBucket));
-  FLOTILLA_TRY(gitrepos);
-  for (const auto& entry : *gitrepos) {
-    auto json = Json::parse(entry.value);
-    auto decoded = json.ok() ? model::decodeGitRepo(*json, entry.key) : Result<model::GitRepo>(fail(json.error()));
-    if (!decoded.ok()) {
-      warn(events::kGitReposBucket, entry.key, decoded.error().describe());
-      continue;
-    }
-    snap.gitrepos.push_back(std::move(decoded).value());
+//! Decodes a Fleet resource (GitRepo, Cluster, ClusterGroup) with libs/model's strict codec.
+template <typename T, typename Decode>
+std::optional<T> decodeResource(Snapshot& snap, std::string_view bucket, const bus::KvEntry& entry, Decode decode) {
+  auto json = Json::parse(entry.value);
+  auto decoded = json.ok() ? decode(*json, entry.key) : Result<T>(fail(json.error()));
+  if (!decoded.ok()) {
+    warn(snap, bucket, entry.key, decoded.error());
+    return std::nullopt;
   }
+  return std::move(decoded).value();
+}
 
-  auto clusters = readAll(hub.bucket(events::kClustersBucket));
-  FLOTILLA_TRY(clusters);
-  for (const auto& entry : *clusters) {
-    if (startsWith(entry.key, "cluster.")) {
-      auto cluster = scheduler::decodeClusterRecord(entry.value);
-      if (!cluster.ok()) {
-        warn(events::kClustersBucket, entry.key, cluster.error().describe());
-        continue;
-      }
-      snap.clusters.push_back(std::move(cluster).value());
-    } else if (startsWith(entry.key, "group.")) {
-      auto json = Json::parse(entry.value);
-      auto group =
-          json.ok() ? model::decodeClusterGroup(*json, entry.key) : Result<model::ClusterGroup>(fail(json.error()));
-      if (!group.ok()) {
-        warn(events::kClustersBucket, entry.key, group.error().describe());
-        continue;
-      }
-      snap.groups.push_back(std::move(group).value());
-    } else if (startsWith(entry.key, "heartbeat.")) {
-      auto names = scheduler::keyNames(entry.key, "heartbeat", 1);
-      auto json = Json::parse(entry.value);
-      if (names.ok() && json.ok()) {
-        snap.heartbeats[(*names)[0]] = json->getString("time");
-      }
+//! Decodes a record of the KV contract (libs/events records.h) into `out` under its key.
+template <typename T>
+void decodeInto(Snapshot& snap, std::string_view bucket, const bus::KvEntry& entry, std::map<std::string, T>& out) {
+  auto record = events::parseRecord<T>(entry.value);
+  if (!record.ok()) {
+    warn(snap, bucket, entry.key, record.error());
+    return;
+  }
+  out[entry.key] = std::move(record).value();
+}
+
+Status loadGitRepos(const HubConnection& hub, Snapshot& snap) {
+  auto entries = readAll(hub.bucket(events::kGitReposBucket));
+  FLOTILLA_TRY(entries);
+  for (const auto& entry : *entries) {
+    auto gitrepo = decodeResource<model::GitRepo>(
+        snap, events::kGitReposBucket, entry,
+        [](const Json& json, const std::string& key) { return model::decodeGitRepo(json, key); });
+    if (gitrepo) {
+      snap.gitrepos.push_back(std::move(*gitrepo));
     }
   }
+  return {};
+}
 
+void loadClustersEntry(Snapshot& snap, const bus::KvEntry& entry) {
+  if (startsWith(entry.key, "cluster.")) {
+    auto cluster = decodeResource<model::Cluster>(
+        snap, events::kClustersBucket, entry,
+        [](const Json& json, const std::string& key) { return model::decodeCluster(json, key); });
+    if (cluster) {
+      snap.clusters.push_back(std::move(*cluster));
+    }
+  } else if (startsWith(entry.key, "group.")) {
+    auto group = decodeResource<model::ClusterGroup>(
+        snap, events::kClustersBucket, entry,
+        [](const Json& json, const std::string& key) { return model::decodeClusterGroup(json, key); });
+    if (group) {
+      snap.groups.push_back(std::move(*group));
+    }
+  } else if (startsWith(entry.key, "heartbeat.")) {
+    auto names = events::keyNames(entry.key, "heartbeat", 1);
+    auto heartbeat = events::parsePayload<events::Heartbeat>(entry.value);
+    if (names.ok() && heartbeat.ok()) {
+      snap.heartbeats[(*names)[0]] = heartbeat->time;
+    }
+  }
+}
+
+Status loadClusters(const HubConnection& hub, Snapshot& snap) {
+  auto entries = readAll(hub.bucket(events::kClustersBucket));
+  FLOTILLA_TRY(entries);
+  for (const auto& entry : *entries) {
+    loadClustersEntry(snap, entry);
+  }
+  return {};
+}
+
+Status loadBundlesAndDeployments(const HubConnection& hub, Snapshot& snap) {
   auto bundles = readAll(hub.bucket(events::kBundlesBucket));
   FLOTILLA_TRY(bundles);
   for (const auto& entry : *bundles) {
-    auto json = Json::parse(entry.value);
-    if (!json.ok()) {
-      warn(events::kBundlesBucket, entry.key, json.error().describe());
-      continue;
-    }
-    snap.bundles[entry.key] = std::move(json).value();
+    decodeInto(snap, events::kBundlesBucket, entry, snap.bundles);
   }
-
   auto deployments = readAll(hub.bucket(events::kDeploymentsBucket));
   FLOTILLA_TRY(deployments);
   for (const auto& entry : *deployments) {
-    auto record = scheduler::decodeDeploymentRecord(entry.value);
+    auto record = events::parseRecord<events::DeploymentRecord>(entry.value);
     if (!record.ok()) {
-      warn(events::kDeploymentsBucket, entry.key, record.error().describe());
+      warn(snap, events::kDeploymentsBucket, entry.key, record.error());
       continue;
     }
     snap.deployments.push_back(std::move(record).value());
   }
+  return {};
+}
 
+void loadStatusEntry(Snapshot& snap, const bus::KvEntry& entry) {
+  constexpr std::string_view kBucket = events::kStatusBucket;
+  if (startsWith(entry.key, "bd.")) {
+    auto bd = events::parseRecord<events::BdStatus>(entry.value);
+    if (!bd.ok()) {
+      warn(snap, kBucket, entry.key, bd.error());
+      return;
+    }
+    std::string key = events::deploymentKey(bd->cluster, bd->workspace, bd->bundle);
+    snap.bd_statuses[key] = std::move(bd).value();
+  } else if (startsWith(entry.key, "gitrepo.")) {
+    decodeInto(snap, kBucket, entry, snap.poll_statuses);
+  } else if (startsWith(entry.key, "bundle-render.")) {
+    decodeInto(snap, kBucket, entry, snap.render_statuses);
+  } else if (startsWith(entry.key, "summary.bundle.")) {
+    decodeInto(snap, kBucket, entry, snap.bundle_summaries);
+  } else if (startsWith(entry.key, "summary.gitrepo.")) {
+    decodeInto(snap, kBucket, entry, snap.gitrepo_summaries);
+  } else if (startsWith(entry.key, "summary.cluster.")) {
+    decodeInto(snap, kBucket, entry, snap.cluster_summaries);
+  }
+}
+
+}  // namespace
+
+Result<Snapshot> loadSnapshot(const HubConnection& hub) {
+  Snapshot snap;
+  FLOTILLA_TRY(loadGitRepos(hub, snap));
+  FLOTILLA_TRY(loadClusters(hub, snap));
+  FLOTILLA_TRY(loadBundlesAndDeployments(hub, snap));
   auto status = readAll(hub.bucket(events::kStatusBucket));
   FLOTILLA_TRY(status);
   for (const auto& entry : *status) {
-    auto json = Json::parse(entry.value);
-    if (!json.ok()) {
-      warn(events::kStatusBucket, entry.key, json.error().describe());
-      continue;
-    }
-    if (startsWith(entry.key, "bd.")) {
-      auto bd = scheduler::decodeBdStatus(entry.value);
-      if (bd.ok()) {
-        snap.bd_statuses[scheduler::deploymentRecordKey(bd->cluster, bd->workspace, bd->bundle)] = *bd;
-      }
-    }
-    snap.status[entry.key] = std::move(json).value();
+    loadStatusEntry(snap, entry);
   }
   return snap;
 }

@@ -5,12 +5,11 @@
 
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
-#include "flotilla/scheduler/records.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::cli {
@@ -111,35 +110,36 @@ class CliTest : public ::testing::Test {
         .last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0", .kubernetes_version = "v1.31.2"};
     model::Cluster c2 = c1;
     c2.metadata.name = "prod-2";
-    put(*hub_.clusters, scheduler::clusterRecordKey("prod-1"), model::encode(c1));
-    put(*hub_.clusters, scheduler::clusterRecordKey("prod-2"), model::encode(c2));
+    put(*hub_.clusters, events::clusterKey("prod-1"), model::encode(c1));
+    put(*hub_.clusters, events::clusterKey("prod-2"), model::encode(c2));
     for (const char* cluster : {"prod-1", "prod-2"}) {
-      scheduler::DeploymentRecord record{.cluster = cluster,
-                                         .workspace = "fleet-default",
-                                         .bundle = "simple-simple",
-                                         .gitrepo = "simple",
-                                         .commit = std::string(40, 'c'),
-                                         .deployment_id = std::string(64, 'a') + ":" + std::string(64, 'o'),
-                                         .manifest_id = std::string(64, 'a'),
-                                         .target = "prod",
-                                         .generation = 3};
-      put(*hub_.deployments, scheduler::deploymentRecordKey(cluster, "fleet-default", "simple-simple"),
-          scheduler::encode(record));
+      events::DeploymentRecord record{.cluster = cluster,
+                                      .workspace = "fleet-default",
+                                      .bundle = "simple-simple",
+                                      .gitrepo = "simple",
+                                      .commit = std::string(40, 'c'),
+                                      .deployment_id = std::string(64, 'a') + ":" + std::string(64, 'o'),
+                                      .manifest_id = std::string(64, 'a'),
+                                      .target = "prod",
+                                      .generation = 3};
+      put(*hub_.deployments, events::deploymentKey(cluster, "fleet-default", "simple-simple"), events::encode(record));
     }
-    scheduler::BdStatus ready{.cluster = "prod-1",
-                              .workspace = "fleet-default",
-                              .bundle = "simple-simple",
-                              .deployment_id = std::string(64, 'a') + ":" + std::string(64, 'o'),
-                              .generation = 3,
-                              .state = "Ready"};
-    scheduler::BdStatus failing = ready;
+    events::BdStatus ready{.cluster = "prod-1",
+                           .workspace = "fleet-default",
+                           .bundle = "simple-simple",
+                           .deployment_id = std::string(64, 'a') + ":" + std::string(64, 'o'),
+                           .generation = 3,
+                           .state = "Ready"};
+    events::BdStatus failing = ready;
     failing.cluster = "prod-2";
     failing.state = "ErrApplied";
     failing.reason = "ApplyFailed";
     failing.message = "configmaps \"x\" is forbidden";
-    put(*hub_.status, scheduler::bdStatusKey("prod-1", "fleet-default", "simple-simple"), scheduler::encode(ready));
-    put(*hub_.status, scheduler::bdStatusKey("prod-2", "fleet-default", "simple-simple"), scheduler::encode(failing));
-    put(*hub_.status, scheduler::gitRepoSummaryKey("fleet-default", "simple"),
+    put(*hub_.status, events::bundleDeploymentStatusKey("prod-1", "fleet-default", "simple-simple"),
+        events::encode(ready));
+    put(*hub_.status, events::bundleDeploymentStatusKey("prod-2", "fleet-default", "simple-simple"),
+        events::encode(failing));
+    put(*hub_.status, events::gitRepoSummaryKey("fleet-default", "simple"),
         Json::parse(R"({"workspace":"fleet-default","gitrepo":"simple","state":"ErrApplied",
           "message":"ErrApplied(1) [prod-2/simple-simple: configmaps \"x\" is forbidden]",
           "readyBundleDeployments":"1/2","readyClusters":1,"desiredReadyClusters":2,"error":false,
@@ -147,11 +147,13 @@ class CliTest : public ::testing::Test {
           "bundleState":"ErrApplied","message":"configmaps \"x\" is forbidden"}]},
           "bundles":[{"bundle":"simple-simple","state":"ErrApplied","ready":1,"desiredReady":2}],"renderErrors":[]})")
             .value());
-    put(*hub_.status, scheduler::pollStatusKey("fleet-default", "simple"),
-        Json::obj({{"commit", std::string(40, 'c')},
-                   {"lastPollTime", "2026-12-02T10:00:00.000Z"},
-                   {"lastError", "authentication required"},
-                   {"lastErrorTime", "2026-12-02T10:01:00.000Z"}}));
+    put(*hub_.status, events::gitRepoStatusKey("fleet-default", "simple"),
+        events::encode(events::PollStatus{.workspace = "fleet-default",
+                                          .gitrepo = "simple",
+                                          .commit = std::string(40, 'c'),
+                                          .last_poll_time = "2026-12-02T10:00:00.000Z",
+                                          .last_error = "authentication required",
+                                          .last_error_time = "2026-12-02T10:01:00.000Z"}));
   }
 
   std::unique_ptr<harness::NatsServer> nats_;
@@ -167,7 +169,7 @@ TEST_F(CliTest, ApplyStoresFleetYaml) {
   EXPECT_NE(result.out.find("gitrepo.fleet.cattle.io/simple created"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("clustergroup.fleet.cattle.io/europe created"), std::string::npos) << result.out;
 
-  auto entry = hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple"));
+  auto entry = hub_.gitrepos->get(events::gitRepoKey("fleet-default", "simple"));
   ASSERT_TRUE(entry.ok());
   auto stored = model::decodeGitRepo(Json::parse(entry->value).value());
   ASSERT_TRUE(stored.ok()) << stored.error().describe();
@@ -175,7 +177,7 @@ TEST_F(CliTest, ApplyStoresFleetYaml) {
   ASSERT_EQ(stored->spec.targets.size(), 1u);
   EXPECT_EQ(stored->spec.targets[0].cluster_selector->match_labels.at("env"), "prod");
   EXPECT_EQ(stored->metadata.generation, 1);
-  EXPECT_TRUE(hub_.clusters->get(scheduler::clusterGroupRecordKey("fleet-default", "europe")).ok());
+  EXPECT_TRUE(hub_.clusters->get(events::clusterGroupKey("fleet-default", "europe")).ok());
 
   auto again = cli({"apply", "-f", "-"}, kFleetGitRepo);
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -187,7 +189,7 @@ TEST_F(CliTest, ApplyStoresFleetYaml) {
   ASSERT_EQ(configured.exit_code, 0) << configured.err;
   EXPECT_NE(configured.out.find("gitrepo.fleet.cattle.io/simple configured"), std::string::npos);
   auto updated = model::decodeGitRepo(
-      Json::parse(hub_.gitrepos->get(scheduler::gitRepoRecordKey("fleet-default", "simple"))->value).value());
+      Json::parse(hub_.gitrepos->get(events::gitRepoKey("fleet-default", "simple"))->value).value());
   EXPECT_EQ(updated->metadata.generation, 2);
   EXPECT_EQ(updated->spec.branch, "main");
 }

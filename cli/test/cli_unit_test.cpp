@@ -6,8 +6,8 @@
 
 #include "flotilla/cli/cli.h"
 #include "flotilla/cli/views.h"
+#include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
 
 namespace flotilla::cli {
 namespace {
@@ -44,28 +44,28 @@ Snapshot sampleSnapshot() {
       "metadata":{"name":"demo","namespace":"fleet-default"},"spec":{"repo":"https://git.example/demo","paths":["app"]}})")
                                           .value());
   snap.gitrepos.push_back(gitrepo.value());
-  snap.status[scheduler::pollStatusKey("fleet-default", "demo")] =
-      Json::obj({{"commit", "0123456789abcdef"}, {"lastError", ""}});
-  snap.deployments.push_back(scheduler::DeploymentRecord{.cluster = "c1",
-                                                         .workspace = "fleet-default",
-                                                         .bundle = "demo-app",
-                                                         .gitrepo = "demo",
-                                                         .deployment_id = "aaaa:bbbb",
-                                                         .generation = 1});
-  snap.deployments.push_back(scheduler::DeploymentRecord{.cluster = "c2",
-                                                         .workspace = "fleet-default",
-                                                         .bundle = "demo-app",
-                                                         .gitrepo = "demo",
-                                                         .deployment_id = "aaaa:bbbb",
-                                                         .generation = 1});
-  snap.bd_statuses[scheduler::deploymentRecordKey("c1", "fleet-default", "demo-app")] =
-      scheduler::BdStatus{.cluster = "c1",
-                          .workspace = "fleet-default",
-                          .bundle = "demo-app",
-                          .deployment_id = "aaaa:bbbb",
-                          .generation = 1,
-                          .state = "NotReady",
-                          .message = "1 of 3 replicas"};
+  snap.poll_statuses[events::gitRepoStatusKey("fleet-default", "demo")] =
+      events::PollStatus{.workspace = "fleet-default", .gitrepo = "demo", .commit = "0123456789abcdef"};
+  snap.deployments.push_back(events::DeploymentRecord{.cluster = "c1",
+                                                      .workspace = "fleet-default",
+                                                      .bundle = "demo-app",
+                                                      .gitrepo = "demo",
+                                                      .deployment_id = "aaaa:bbbb",
+                                                      .generation = 1});
+  snap.deployments.push_back(events::DeploymentRecord{.cluster = "c2",
+                                                      .workspace = "fleet-default",
+                                                      .bundle = "demo-app",
+                                                      .gitrepo = "demo",
+                                                      .deployment_id = "aaaa:bbbb",
+                                                      .generation = 1});
+  snap.bd_statuses[events::deploymentKey("c1", "fleet-default", "demo-app")] =
+      events::BdStatus{.cluster = "c1",
+                       .workspace = "fleet-default",
+                       .bundle = "demo-app",
+                       .deployment_id = "aaaa:bbbb",
+                       .generation = 1,
+                       .state = "NotReady",
+                       .message = "1 of 3 replicas"};
   return snap;
 }
 
@@ -79,10 +79,12 @@ TEST(CliViewsTest, ViewsFromRecords) {
   EXPECT_EQ(listViews(snap, Kind::kBundleDeployment, {.name = "c2/demo-app"}).size(), 1u);
   EXPECT_EQ(listViews(snap, Kind::kBundleDeployment, {.name = "c1"}).size(), 1u);
 
+  // Without a stored summary the bundle is listed (from its deployments) but no roll-up is made up.
   auto bundles = listViews(snap, Kind::kBundle, {});
   ASSERT_EQ(bundles.size(), 1u);
-  EXPECT_EQ(bundles[0].at({"status", "display", "state"})->asString(), "WaitApplied");
+  EXPECT_EQ(bundles[0].at({"status", "display", "state"})->asString(), "");
   EXPECT_EQ(bundles[0].at({"status", "gitrepo"})->asString(), "demo");
+  EXPECT_EQ(bundles[0].at({"status", "deployments"})->size(), 2u);
 
   auto gitrepos = listViews(snap, Kind::kGitRepo, {.workspace = "fleet-default"});
   ASSERT_EQ(gitrepos.size(), 1u);
@@ -96,6 +98,36 @@ TEST(CliViewsTest, ViewsFromRecords) {
   EXPECT_NE(repos.find("WORKSPACE"), std::string::npos);
   EXPECT_NE(repos.find("01234567"), std::string::npos);
   EXPECT_NE(repos.find("https://git.example/demo"), std::string::npos);
+}
+
+// Roll-ups are the summaries the scheduler stored, shown as they are (not recomputed from the deployments).
+TEST(CliViewsTest, ShowsStoredSummaries) {
+  auto snap = sampleSnapshot();
+  snap.bundle_summaries[events::bundleSummaryKey("fleet-default", "demo-app")] =
+      events::BundleSummary{.workspace = "fleet-default",
+                            .bundle = "demo-app",
+                            .summary = Json::obj({{"ready", 2}, {"desiredReady", 2}}),
+                            .state = "Ready",
+                            .ready_clusters = "2/2",
+                            .gitrepo = "demo",
+                            .manifest_id = "aaaa"};
+  snap.gitrepo_summaries[events::gitRepoSummaryKey("fleet-default", "demo")] =
+      events::GitRepoSummary{.workspace = "fleet-default",
+                             .gitrepo = "demo",
+                             .state = "Modified",
+                             .message = "Modified(1)",
+                             .ready_bundle_deployments = "1/2"};
+  auto bundles = listViews(snap, Kind::kBundle, {});
+  ASSERT_EQ(bundles.size(), 1u);
+  EXPECT_EQ(bundles[0].at({"status", "display", "state"})->asString(), "Ready");
+  EXPECT_EQ(bundles[0].at({"status", "display", "readyClusters"})->asString(), "2/2");
+  EXPECT_EQ(bundles[0].at({"status", "summary", "ready"})->asInt(), 2);
+  auto gitrepos = listViews(snap, Kind::kGitRepo, {});
+  ASSERT_EQ(gitrepos.size(), 1u);
+  EXPECT_EQ(gitrepos[0].at({"status", "display", "state"})->asString(), "Modified");
+  EXPECT_EQ(gitrepos[0].at({"status", "display", "readyBundleDeployments"})->asString(), "1/2");
+  std::string text = describeView(snap, Kind::kGitRepo, gitrepos[0], std::chrono::system_clock::now());
+  EXPECT_NE(text.find("Modified(1)"), std::string::npos) << text;
 }
 
 //! Runs the command line without NATS; returns the exit code and leaves stderr in `err_text`.

@@ -1,5 +1,9 @@
 #include "flotilla/events/subjects.h"
 
+#include <algorithm>
+
+#include "flotilla/core/util.h"
+
 namespace flotilla::events {
 namespace {
 
@@ -196,6 +200,30 @@ std::string clusterSummaryKey(std::string_view cluster) {
 }
 std::string keyFilter(std::initializer_list<std::string_view> leading_tokens) {
   return keyOf(leading_tokens) + ".>";
+}
+
+Result<std::vector<std::string>> keyNames(std::string_view key, std::string_view prefix, size_t count) {
+  std::vector<std::string> tokens = split(key, '.');
+  std::vector<std::string> want = prefix.empty() ? std::vector<std::string>{} : split(prefix, '.');
+  auto bad = [&](const std::string& why) {
+    return fail(ErrorKind::kInvalid, "key \"" + std::string(key) + "\" " + why);
+  };
+  if (tokens.size() != want.size() + count) {
+    return bad("does not have the shape " + (prefix.empty() ? std::string() : std::string(prefix) + ".") + "<" +
+               std::to_string(count) + " names>");
+  }
+  if (!std::equal(want.begin(), want.end(), tokens.begin())) {
+    return bad("does not start with " + std::string(prefix));
+  }
+  std::vector<std::string> names;
+  for (size_t i = want.size(); i < tokens.size(); ++i) {
+    auto name = unescapeToken(tokens[i]);
+    if (!name.ok()) {
+      return bad(": " + name.error().message);
+    }
+    names.push_back(std::move(name).value());
+  }
+  return names;
 }
 
 std::string sourceObjectName(std::string_view sha256_hex) {

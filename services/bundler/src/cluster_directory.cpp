@@ -1,9 +1,8 @@
 #include "flotilla/bundler/cluster_directory.h"
 
 #include "flotilla/core/util.h"
+#include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/scheduler/keys.h"
-#include "flotilla/scheduler/records.h"
 
 namespace flotilla::bundler {
 
@@ -40,7 +39,7 @@ ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
     return change;
   };
   if (startsWith(entry.key, "group.")) {
-    auto names = scheduler::keyNames(entry.key, "group", 2);
+    auto names = events::keyNames(entry.key, "group", 2);
     if (!names.ok()) {
       return invalid(names.error());
     }
@@ -62,7 +61,7 @@ ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
     return recompute();
   }
   if (startsWith(entry.key, "cluster.")) {
-    auto names = scheduler::keyNames(entry.key, "cluster", 1);
+    auto names = events::keyNames(entry.key, "cluster", 1);
     if (!names.ok()) {
       return invalid(names.error());
     }
@@ -71,7 +70,9 @@ ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
     if (deleted) {
       clusters_.erase(name);
     } else {
-      auto cluster = scheduler::decodeClusterRecord(entry.value);
+      auto parsed = Json::parse(entry.value);
+      auto cluster =
+          parsed.ok() ? model::decodeCluster(*parsed, entry.key) : Result<model::Cluster>(fail(parsed.error()));
       if (!cluster.ok()) {
         return invalid(cluster.error());
       }

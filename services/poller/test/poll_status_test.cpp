@@ -32,11 +32,13 @@ TEST(PollerStatusTest, RoundTrips) {
   }
 }
 
-TEST(PollerStatusTest, DecodesOlderRecordsLeniently) {
-  auto decoded = decodePollStatus(R"({"commit":"abc"})");
-  ASSERT_TRUE(decoded.ok());
-  EXPECT_EQ(decoded->commit, "abc");
-  EXPECT_EQ(decoded->failures, 0);
+TEST(PollerStatusTest, DecodesStrictly) {
+  auto missing = decodePollStatus(R"({"commit":"abc"})");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("PollStatus.workspace: required field is missing"), std::string::npos);
+  auto unknown = decodePollStatus(R"({"workspace":"ws","gitrepo":"app","colour":"red"})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("PollStatus.colour: unknown field"), std::string::npos);
   EXPECT_FALSE(decodePollStatus("[1]").ok());
   EXPECT_FALSE(decodePollStatus("{").ok());
 }

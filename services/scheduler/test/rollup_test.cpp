@@ -78,7 +78,7 @@ TEST(RollupTest, BundleSummaryCountsAndWorstState) {
   auto s1 = report(r1, "Ready");
   auto s2 = report(r2, "NotReady", "pulling image");
   std::vector<DeploymentView> views = {{&r1, &s1}, {&r2, &s2}, {&r3, nullptr}};
-  Json summary = bundleSummaryRecord("fleet-default", "b", nullptr, views);
+  Json summary = events::encode(bundleSummaryRecord("fleet-default", "b", nullptr, views));
   EXPECT_EQ(summary.getString("state"), "WaitApplied");
   EXPECT_EQ(summary.getString("readyClusters"), "1/3");
   const Json& counts = *summary.find("summary");
@@ -108,7 +108,7 @@ TEST(RollupTest, DetailsAreCappedAtTen) {
   for (size_t i = 0; i < records.size(); ++i) {
     views.push_back({&records[i], &reports[i]});
   }
-  Json summary = bundleSummaryRecord("fleet-default", "b", nullptr, views);
+  Json summary = events::encode(bundleSummaryRecord("fleet-default", "b", nullptr, views));
   EXPECT_EQ(summary.find("summary")->getInt("errApplied"), 25);
   EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->size(), 10u);
 }
@@ -128,7 +128,7 @@ TEST(RollupTest, GitRepoSummaryIncludesRenderErrors) {
       GitRepoBundle{.deployments = {{&a1, &s_a1}, {&a2, &s_a2}}},
       GitRepoBundle{.bundle = &broken, .deployments = {{&b1, &s_b1}}},
   };
-  Json summary = gitRepoSummaryRecord("fleet-default", "repo", bundles);
+  Json summary = events::encode(gitRepoSummaryRecord("fleet-default", "repo", bundles));
   EXPECT_EQ(summary.getString("state"), "Modified");
   EXPECT_EQ(summary.getString("readyBundleDeployments"), "2/3");
   EXPECT_EQ(summary.getInt("readyClusters"), 1);  // c2 only: c1 has a Modified bundle
@@ -153,7 +153,8 @@ TEST(RollupTest, ClusterSummaryCarriesHeartbeat) {
   cluster.metadata.ns = "fleet-default";
   cluster.status.agent =
       model::AgentStatus{.last_seen = "2026-12-02T10:00:00.000Z", .version = "0.1.0", .kubernetes_version = "v1.31.2"};
-  Json summary = clusterSummaryRecord("c1", &cluster, {{&a, &s_a}, {&b, nullptr}}, "2026-12-02T10:05:00.000Z");
+  Json summary =
+      events::encode(clusterSummaryRecord("c1", &cluster, {{&a, &s_a}, {&b, nullptr}}, "2026-12-02T10:05:00.000Z"));
   EXPECT_EQ(summary.getString("readyBundles"), "1/2");
   EXPECT_EQ(summary.getString("state"), "WaitApplied");
   EXPECT_EQ(summary.getString("lastHeartbeat"), "2026-12-02T10:05:00.000Z");

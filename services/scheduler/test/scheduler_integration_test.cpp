@@ -14,7 +14,6 @@
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
-#include "flotilla/scheduler/keys.h"
 #include "flotilla/scheduler/scheduler.h"
 
 namespace flotilla::scheduler {
@@ -204,7 +203,7 @@ TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
   auto reply = registerCluster("prod-1", {{"env", "prod"}});
   EXPECT_TRUE(reply.accepted) << reply.message;
   EXPECT_EQ(reply.cluster_id, "prod-1");
-  auto record = kv(*hub_.clusters, clusterRecordKey("prod-1"));
+  auto record = kv(*hub_.clusters, events::clusterKey("prod-1"));
   ASSERT_TRUE(record.has_value());
   auto cluster = model::decodeCluster(*record);
   ASSERT_TRUE(cluster.ok()) << cluster.error().describe();
@@ -218,7 +217,7 @@ TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
   EXPECT_NE(bad_name.message.find("DNS-1123"), std::string::npos) << bad_name.message;
   auto bad_label = registerCluster("prod-2", {{"env", "not ok!"}});
   EXPECT_FALSE(bad_label.accepted);
-  EXPECT_FALSE(kv(*hub_.clusters, clusterRecordKey("prod-2")).has_value());
+  EXPECT_FALSE(kv(*hub_.clusters, events::clusterKey("prod-2")).has_value());
   EXPECT_EQ(metric("registrations_total", {{"result", "rejected"}}), 2);
   EXPECT_EQ(metric("registrations_total", {{"result", "new"}}), 1);
 }
@@ -244,12 +243,12 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   EXPECT_TRUE(noMoreDeploys(dev, 300ms));
 
   auto record =
-      kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"), [](const Json&) { return true; });
+      kvWhen(*hub_.deployments, events::deploymentKey("prod-1", kWs, "repo-app"), [](const Json&) { return true; });
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->getString("deploymentID"), sent[0].deployment_id);
   EXPECT_EQ(record->getInt("generation"), sent[0].generation);
   EXPECT_EQ(record->getString("commit"), kCommit1);
-  EXPECT_FALSE(kv(*hub_.deployments, deploymentRecordKey("dev-1", kWs, "repo-app")).has_value());
+  EXPECT_FALSE(kv(*hub_.deployments, events::deploymentKey("dev-1", kWs, "repo-app")).has_value());
 
   // Redelivery (a different Msg-Id, so JetStream does not drop it): nothing new is sent.
   publishBundle(event, "/redelivered");
@@ -262,7 +261,7 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   // The same content at a newer commit: no DeployEvent, but the record follows the commit.
   auto same_content = bundleEvent("repo-app", kManifestA, prodOnly(), std::string(40, '9'));
   publishBundle(same_content);
-  EXPECT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"),
+  EXPECT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("prod-1", kWs, "repo-app"),
                      [](const Json& r) { return r.getString("commit") == std::string(40, '9'); }));
   EXPECT_TRUE(noMoreDeploys(prod, 300ms));
 
@@ -273,7 +272,7 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   EXPECT_EQ(again[0].manifest_id, kManifestB);
   EXPECT_GT(again[0].generation, sent[0].generation);
   EXPECT_TRUE(noMoreDeploys(dev, 300ms));
-  EXPECT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("prod-1", kWs, "repo-app"), [&](const Json& r) {
+  EXPECT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("prod-1", kWs, "repo-app"), [&](const Json& r) {
                 return r.getString("manifestID") == kManifestB;
               }).has_value());
 }
@@ -292,7 +291,7 @@ TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].manifest_id, kManifestA);
   ASSERT_TRUE(
-      kvWhen(*hub_.deployments, deploymentRecordKey("prod-2", kWs, "repo-app"), [](const Json&) { return true; }));
+      kvWhen(*hub_.deployments, events::deploymentKey("prod-2", kWs, "repo-app"), [](const Json&) { return true; }));
 
   // Re-registering unchanged sends nothing.
   ASSERT_TRUE(registerCluster("prod-2", {{"env", "prod"}}).accepted);
@@ -304,7 +303,7 @@ TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
   EXPECT_TRUE(removed[0].remove);
   EXPECT_GT(removed[0].generation, sent[0].generation);
   EXPECT_EQ(removed[0].id, events::deployMsgId("prod-2", "repo-app", "deleted", removed[0].generation));
-  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, deploymentRecordKey("prod-2", kWs, "repo-app")); }));
+  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, events::deploymentKey("prod-2", kWs, "repo-app")); }));
   EXPECT_TRUE(noMoreDeploys(first, 300ms));
 }
 
@@ -320,7 +319,7 @@ TEST_F(SchedulerTest, ClusterGroupTargeting) {
         "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
                                              .value());
   ASSERT_TRUE(group.ok()) << group.error().describe();
-  ASSERT_TRUE(hub_.clusters->put(clusterGroupRecordKey(kWs, "europe"), model::encode(*group).dump()).ok());
+  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(*group).dump()).ok());
   std::this_thread::sleep_for(300ms);  // let the watcher see the group before the bundle arrives
 
   publishBundle(bundleEvent("repo-app", kManifestA, Json::parse(R"([{"clusterGroup":"europe"}])").value()));
@@ -328,7 +327,7 @@ TEST_F(SchedulerTest, ClusterGroupTargeting) {
   EXPECT_TRUE(noMoreDeploys(us, 300ms));
 
   group->spec.selector = model::parseSelector("region=us").value();
-  ASSERT_TRUE(hub_.clusters->put(clusterGroupRecordKey(kWs, "europe"), model::encode(*group).dump()).ok());
+  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(*group).dump()).ok());
   auto to_us = deploys(us, 1);
   ASSERT_EQ(to_us.size(), 1u);
   EXPECT_FALSE(to_us[0].remove);
@@ -363,7 +362,7 @@ TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
   ASSERT_EQ(d2.size(), 1u);
 
   // Sent, no status yet: WaitApplied.
-  auto waiting = kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"),
+  auto waiting = kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"),
                         [](const Json& s) { return s.find("summary")->getInt("waitApplied") == 2; });
   ASSERT_TRUE(waiting.has_value());
   EXPECT_EQ(waiting->getString("state"), "WaitApplied");
@@ -371,13 +370,13 @@ TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
   publishStatus("c-1", "repo-app", d1[0].deployment_id, d1[0].generation, "Ready");
   publishStatus("c-2", "repo-app", d2[0].deployment_id, d2[0].generation, "NotReady", "1 of 3 replicas available");
 
-  auto bd = kvWhen(*hub_.status, bdStatusKey("c-2", kWs, "repo-app"),
+  auto bd = kvWhen(*hub_.status, events::bundleDeploymentStatusKey("c-2", kWs, "repo-app"),
                    [](const Json& s) { return s.getString("state") == "NotReady"; });
   ASSERT_TRUE(bd.has_value());
   EXPECT_EQ(bd->getString("deploymentID"), d2[0].deployment_id);
   EXPECT_FALSE(bd->getBool("stale"));
 
-  auto bundle = kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"), [](const Json& s) {
+  auto bundle = kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"), [](const Json& s) {
     return s.find("summary")->getInt("ready") == 1 && s.find("summary")->getInt("notReady") == 1;
   });
   ASSERT_TRUE(bundle.has_value());
@@ -388,13 +387,13 @@ TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
   EXPECT_EQ(detail.getString("name"), "c-2");
   EXPECT_EQ(detail.getString("message"), "1 of 3 replicas available");
 
-  auto gitrepo = kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"),
+  auto gitrepo = kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"),
                         [](const Json& s) { return s.getString("readyBundleDeployments") == "1/2"; });
   ASSERT_TRUE(gitrepo.has_value());
   EXPECT_EQ(gitrepo->getString("state"), "NotReady");
   EXPECT_EQ(gitrepo->getInt("readyClusters"), 1);
 
-  auto cluster = kvWhen(*hub_.status, clusterSummaryKey("c-1"),
+  auto cluster = kvWhen(*hub_.status, events::clusterSummaryKey("c-1"),
                         [](const Json& s) { return s.getString("readyBundles") == "1/1"; });
   ASSERT_TRUE(cluster.has_value());
   EXPECT_EQ(cluster->getString("state"), "Ready");
@@ -426,14 +425,14 @@ TEST_F(SchedulerTest, StaleStatusIsDropped) {
   ASSERT_EQ(second.size(), 1u);
 
   publishStatus("c-1", "repo-app", second[0].deployment_id, second[0].generation, "Ready");
-  ASSERT_TRUE(kvWhen(*hub_.status, bdStatusKey("c-1", kWs, "repo-app"),
+  ASSERT_TRUE(kvWhen(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-app"),
                      [&](const Json& s) { return s.getString("deploymentID") == second[0].deployment_id; }));
   publishStatus("c-1", "repo-app", first[0].deployment_id, first[0].generation, "ErrApplied", "old failure");
   ASSERT_TRUE(waitFor([&] { return metric("status_events_total", {{"result", "stale-dropped"}}) == 1; }));
-  auto bd = kv(*hub_.status, bdStatusKey("c-1", kWs, "repo-app"));
+  auto bd = kv(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-app"));
   ASSERT_TRUE(bd.has_value());
   EXPECT_EQ(bd->getString("state"), "Ready");
-  auto summary = kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
+  auto summary = kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"));
   ASSERT_TRUE(summary.has_value());
   EXPECT_EQ(summary->getString("state"), "Ready");
 }
@@ -445,7 +444,8 @@ TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
   publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
   auto sent = deploys(c1, 1);
   ASSERT_EQ(sent.size(), 1u);
-  ASSERT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(
+      kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
 
   auto broken = bundleEvent("repo-app", "", Json::array(), kCommit2);
   broken.id = events::bundleMsgId(kWs, "repo-app", kCommit2, "error");
@@ -453,7 +453,8 @@ TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
   broken.error = events::RenderError{.file = "app/fleet.yaml", .line = 12, .message = "helm.chart: expected a string"};
   publishBundle(broken);
 
-  auto gitrepo = kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return s.getBool("error"); });
+  auto gitrepo =
+      kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return s.getBool("error"); });
   ASSERT_TRUE(gitrepo.has_value());
   ASSERT_EQ(gitrepo->find("renderErrors")->size(), 1u);
   const Json& error = gitrepo->find("renderErrors")->asArray()[0];
@@ -463,19 +464,20 @@ TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
   EXPECT_EQ(error.getString("commit"), kCommit2);
   EXPECT_NE(gitrepo->getString("message").find("app/fleet.yaml:12"), std::string::npos)
       << gitrepo->getString("message");
-  auto bundle = kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
+  auto bundle = kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"));
   ASSERT_TRUE(bundle.has_value());
   EXPECT_TRUE(bundle->getBool("error"));
 
   // The deployment is untouched: same record, no delete.
-  auto record = kv(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app"));
+  auto record = kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"));
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->getString("deploymentID"), sent[0].deployment_id);
   EXPECT_TRUE(noMoreDeploys(c1));
 
   // The next good rendering clears the error.
   publishBundle(bundleEvent("repo-app", kManifestA, prodOnly(), std::string(40, '3')));
-  EXPECT_TRUE(kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return !s.getBool("error"); }));
+  EXPECT_TRUE(
+      kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return !s.getBool("error"); }));
 }
 
 // A deleted bundle: a delete DeployEvent per cluster, records and summaries removed.
@@ -487,7 +489,7 @@ TEST_F(SchedulerTest, DeletedBundleIsRemovedEverywhere) {
   publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
   ASSERT_EQ(deploys(c1, 1).size(), 1u);
   ASSERT_EQ(deploys(c2, 1).size(), 1u);
-  ASSERT_TRUE(kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"), [](const Json&) { return true; }));
 
   auto gone = bundleEvent("repo-app", "", Json::array(), kCommit2);
   gone.id = events::bundleMsgId(kWs, "repo-app", kCommit2, "deleted");
@@ -500,9 +502,9 @@ TEST_F(SchedulerTest, DeletedBundleIsRemovedEverywhere) {
   EXPECT_TRUE(r1[0].remove);
   EXPECT_TRUE(r2[0].remove);
   EXPECT_TRUE(waitFor([&] {
-    return !kv(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app")) &&
-           !kv(*hub_.deployments, deploymentRecordKey("c-2", kWs, "repo-app")) &&
-           !kv(*hub_.status, bundleSummaryKey(kWs, "repo-app"));
+    return !kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")) &&
+           !kv(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-app")) &&
+           !kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"));
   }));
 }
 
@@ -514,12 +516,12 @@ TEST_F(SchedulerTest, HeartbeatsUpdateTheClusterSummary) {
       .id = events::newEventId(), .time = "2099-01-01T00:00:00.000Z", .cluster = "c-1", .agent_version = "0.1.0"};
   auto ack = hub_.js->publish(events::statusSubject("c-1", ""), events::encode(beat).dump(), beat.id);
   ASSERT_TRUE(ack.ok()) << ack.error().describe();
-  EXPECT_TRUE(kvWhen(*hub_.status, clusterSummaryKey("c-1"),
+  EXPECT_TRUE(kvWhen(*hub_.status, events::clusterSummaryKey("c-1"),
                      [](const Json& s) { return s.getString("lastHeartbeat") == "2099-01-01T00:00:00.000Z"; }));
 
   beat.time = "2099-01-02T00:00:00.000Z";
-  ASSERT_TRUE(hub_.clusters->put(heartbeatRecordKey("c-1"), events::encode(beat).dump()).ok());
-  EXPECT_TRUE(kvWhen(*hub_.status, clusterSummaryKey("c-1"),
+  ASSERT_TRUE(hub_.clusters->put(events::heartbeatKey("c-1"), events::encode(beat).dump()).ok());
+  EXPECT_TRUE(kvWhen(*hub_.status, events::clusterSummaryKey("c-1"),
                      [](const Json& s) { return s.getString("lastHeartbeat") == "2099-01-02T00:00:00.000Z"; }));
   EXPECT_EQ(scheduler_->lastHeartbeat("c-1"), "2099-01-02T00:00:00.000Z");
 
@@ -542,7 +544,8 @@ TEST_F(SchedulerTest, InvalidMessagesAreRejected) {
   // Invalid targets: reported like a render error, term'd.
   auto bad = bundleEvent("repo-app", kManifestA, Json::parse(R"([{"clusterSelectr":{}}])").value());
   EXPECT_EQ(scheduler_->handleBundle(events::encode(bad).dump()).action, Outcome::Action::kReject);
-  auto summary = kvWhen(*hub_.status, gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return s.getBool("error"); });
+  auto summary =
+      kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return s.getBool("error"); });
   ASSERT_TRUE(summary.has_value());
   EXPECT_NE(summary->getString("message").find("clusterSelectr"), std::string::npos);
 }
@@ -566,8 +569,9 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
                            {"commitSequence", 1},
                            {"manifestID", kManifestA},
                            {"lastGood", events::encode(event)}});
-  ASSERT_TRUE(hub_.bundles->put(bundleRecordKey(kWs, "repo-app"), record.dump()).ok());
-  ASSERT_TRUE(kvWhen(*hub_.deployments, deploymentRecordKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(hub_.bundles->put(events::bundleKey(kWs, "repo-app"), record.dump()).ok());
+  ASSERT_TRUE(
+      kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
 
   scheduler_->stop();
   scheduler_.reset();
@@ -599,7 +603,7 @@ TEST_F(SchedulerTest, PausedBundleHoldsNewDeployments) {
   auto paused = bundleEvent("repo-app", kManifestB, Json::array(), kCommit2);
   paused.paused = true;
   publishBundle(paused);
-  auto summary = kvWhen(*hub_.status, bundleSummaryKey(kWs, "repo-app"),
+  auto summary = kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"),
                         [](const Json& s) { return s.getString("state") == "OutOfSync"; });
   ASSERT_TRUE(summary.has_value());
   EXPECT_TRUE(noMoreDeploys(c1));

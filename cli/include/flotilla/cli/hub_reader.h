@@ -2,7 +2,9 @@
 //
 // The CLI's access to the hub: a NATS connection that opens the existing KV buckets and never creates anything
 // (a missing bucket means the hub is not initialised: no Flotilla service has run against this NATS yet), and a
-// snapshot of every record the read commands show, decoded leniently so one bad record does not hide the rest.
+// snapshot of every record the read commands show. Each record is decoded with its strict codec (libs/events
+// records.h, libs/model for the Fleet resources); one that does not decode is skipped with a warning, so one bad
+// record does not hide the rest.
 #pragma once
 
 #include <chrono>
@@ -17,8 +19,8 @@
 #include "flotilla/bus/kv.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/result.h"
+#include "flotilla/events/records.h"
 #include "flotilla/model/resources.h"
-#include "flotilla/scheduler/records.h"
 
 namespace flotilla::cli {
 
@@ -48,17 +50,21 @@ struct HubConnection {
 //! is not initialised; an unreachable server is kTransient naming the URL.
 Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector<std::string>& buckets);
 
-//! Every record the read commands need, as stored.
+//! Every record the read commands need, as stored. Maps are keyed by the record's KV key.
 struct Snapshot {
   std::vector<model::GitRepo> gitrepos;
   std::vector<model::Cluster> clusters;
   std::vector<model::ClusterGroup> groups;
-  std::map<std::string, std::string> heartbeats;  //!< cluster -> time, from clusters/heartbeat.<cluster>
-  std::map<std::string, Json> bundles;            //!< bundles bucket, by key
-  std::vector<scheduler::DeploymentRecord> deployments;
-  std::map<std::string, scheduler::BdStatus> bd_statuses;  //!< by deployments key (cluster.ws.bundle)
-  std::map<std::string, Json> status;                      //!< status bucket, every record by key
-  std::vector<std::string> warnings;                       //!< records that could not be read
+  std::map<std::string, std::string> heartbeats;                    //!< cluster -> time, from clusters/heartbeat.*
+  std::map<std::string, events::BundleRecord> bundles;              //!< bundles bucket
+  std::vector<events::DeploymentRecord> deployments;                //!< deployments bucket
+  std::map<std::string, events::BdStatus> bd_statuses;              //!< by deployments key (cluster.ws.bundle)
+  std::map<std::string, events::PollStatus> poll_statuses;          //!< status: gitrepo.<ws>.<gitrepo>
+  std::map<std::string, events::RenderStatus> render_statuses;      //!< status: bundle-render.<ws>.<bundle>
+  std::map<std::string, events::BundleSummary> bundle_summaries;    //!< status: summary.bundle.<ws>.<bundle>
+  std::map<std::string, events::GitRepoSummary> gitrepo_summaries;  //!< status: summary.gitrepo.<ws>.<gitrepo>
+  std::map<std::string, events::ClusterSummary> cluster_summaries;  //!< status: summary.cluster.<cluster>
+  std::vector<std::string> warnings;                                //!< records that could not be read
 };
 
 //! Reads the gitrepos, clusters, bundles, deployments and status buckets.

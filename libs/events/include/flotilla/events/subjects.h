@@ -105,6 +105,11 @@ std::string clusterSummaryKey(std::string_view cluster);
 //! or "summary" are unchanged by escaping): keyFilter({"group", ws}) -> "group.<ws>.>".
 std::string keyFilter(std::initializer_list<std::string_view> leading_tokens);
 
+//! The unescaped names of a KV key after checking that it starts with the literal `prefix` tokens
+//! ("summary.bundle", "" for none) and has exactly `count` name tokens after them:
+//! keyNames("group.ws.eu", "group", 2) -> {"ws", "eu"}. kInvalid otherwise.
+Result<std::vector<std::string>> keyNames(std::string_view key, std::string_view prefix, size_t count);
+
 //! Object names: a source archive is stored under the sha256 of its bytes, a manifest under its manifestID.
 std::string sourceObjectName(std::string_view sha256_hex);
 std::string manifestObjectName(std::string_view manifest_id);

@@ -16,69 +16,29 @@
 // it still gets the same id and JetStream drops the copy.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include "flotilla/core/json.h"
 #include "flotilla/core/result.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/events/records.h"
 
 namespace flotilla::bundler {
 
-//! Value of bundles/<ws>.<bundle>.
-struct BundleRecord {
-  static constexpr std::string_view kKind = "BundleRecord";
-  std::string workspace;
-  std::string gitrepo;
-  std::string bundle;
-  std::string path;
-  std::string commit;            //!< the commit last handled (rendered, or failed to render)
-  uint64_t commit_sequence = 0;  //!< FLOTILLA_COMMITS stream sequence of that commit's event
-  //! The last successful render, as published (what the scheduler deploys); nullopt if none ever succeeded.
-  std::optional<events::BundleEvent> last_good;
-  //! Set while `commit` fails to render (cleared by the next good render).
-  std::optional<events::RenderError> error;
-  //! The `sources` object of that commit: a bundle rendered per cluster is rendered again from it when a cluster
-  //! of the workspace changes (variants.h).
-  std::string source_object;
+//! The records and their strict codecs are the KV contract of libs/events (records.h); the names here keep the
+//! bundler's call sites short.
+using BundleRecord = events::BundleRecord;
+using RenderStatus = events::RenderStatus;
+inline constexpr std::string_view kRecordApiVersion = events::kBundlerRecordApiVersion;
 
-  bool operator==(const BundleRecord&) const = default;
-};
-
-//! {"apiVersion":"bundler.flotilla.io/v1","kind":"BundleRecord","workspace","gitrepo","bundle","path","commit",
-//!  "commitSequence","sourceObject" (when known),"manifestID" (last good, "" if none),"lastGood": BundleEvent|absent,
-//!  "error": {...}|absent}.
-Json encode(const BundleRecord& record);
 //! Strict: unknown fields and wrong types are kInvalid naming the field.
-Result<BundleRecord> decodeBundleRecord(const Json& json);
-
-//! Value of status/bundle-render.<ws>.<bundle>.
-struct RenderStatus {
-  static constexpr std::string_view kKind = "BundleRenderStatus";
-  std::string workspace;
-  std::string gitrepo;
-  std::string bundle;
-  std::string path;
-  std::string commit;                 //!< the commit this status is about
-  std::string manifest_id;            //!< its manifest ("" when it failed)
-  std::string last_good_manifest_id;  //!< what stays deployed when it failed
-  std::optional<events::RenderError> error;
-  std::string time;  //!< RFC 3339, when it was written
-  //! A remote Helm chart (helm.repo / URL / oci://) as rendered: its reference, resolved version and archive
-  //! sha256. Written only for remote charts.
-  std::string chart;
-  std::string chart_version;
-  std::string chart_digest;
-
-  bool operator==(const RenderStatus&) const = default;
-};
-
-Json encode(const RenderStatus& status);
-Result<RenderStatus> decodeRenderStatus(const Json& json);
-
-inline constexpr std::string_view kRecordApiVersion = "bundler.flotilla.io/v1";
+inline Result<BundleRecord> decodeBundleRecord(const Json& json) {
+  return events::decodeRecord<BundleRecord>(json);
+}
+inline Result<RenderStatus> decodeRenderStatus(const Json& json) {
+  return events::decodeRecord<RenderStatus>(json);
+}
 
 //! status bucket key: bundle-render.<ws>.<bundle> (events::bundleRenderStatusKey).
 std::string renderStatusKey(std::string_view workspace, std::string_view bundle);

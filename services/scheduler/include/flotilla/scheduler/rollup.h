@@ -8,7 +8,8 @@
 //   summary.cluster.<cluster>        across the cluster's bundles, plus the last heartbeat (details "ws/bundle")
 //
 // Each holds Fleet's BundleSummary under "summary" (model::encodeStateSummary: count per state, desiredReady,
-// up to 10 non-ready details with message) plus the worst "state", a one-line "message" and a display count.
+// up to 10 non-ready details with message) plus the worst "state", a one-line "message" and a display count. The
+// record types and their codecs are libs/events' (records.h), so the CLI reads what is stored here.
 #pragma once
 
 #include <optional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "flotilla/core/json.h"
+#include "flotilla/events/records.h"
 #include "flotilla/model/resources.h"
 #include "flotilla/model/state.h"
 #include "flotilla/scheduler/records.h"
@@ -31,10 +33,7 @@ struct EffectiveState {
   bool operator==(const EffectiveState&) const = default;
 };
 
-//! DESIGN.md states from a record and the agent's last report (`status` may be null):
-//! nothing released yet (paused) -> Pending; released but no report -> WaitApplied; a report about another
-//! deployment -> WaitApplied (ErrApplied if the agent failed on this generation or a newer one); a report
-//! about this deployment -> its state; a newer deployment held back (paused) -> at least OutOfSync.
+//! events::deploymentState (the one rule every reader uses) as a model::BundleState.
 EffectiveState effectiveState(const DeploymentRecord& record, const BdStatus* status);
 
 //! One deployment with its report.
@@ -47,8 +46,8 @@ struct DeploymentView {
 std::string readyCount(const model::StateSummary& summary);
 
 //! summary.bundle.<ws>.<bundle>. `bundle` may be null (deployments of a bundle the scheduler no longer knows).
-Json bundleSummaryRecord(std::string_view workspace, std::string_view bundle_name, const BundleInfo* bundle,
-                         const std::vector<DeploymentView>& deployments);
+events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::string_view bundle_name,
+                                          const BundleInfo* bundle, const std::vector<DeploymentView>& deployments);
 
 //! One bundle of a GitRepo, for its summary.
 struct GitRepoBundle {
@@ -57,12 +56,13 @@ struct GitRepoBundle {
 };
 
 //! summary.gitrepo.<ws>.<gitrepo>.
-Json gitRepoSummaryRecord(std::string_view workspace, std::string_view gitrepo,
-                          const std::vector<GitRepoBundle>& bundles);
+events::GitRepoSummary gitRepoSummaryRecord(std::string_view workspace, std::string_view gitrepo,
+                                            const std::vector<GitRepoBundle>& bundles);
 
 //! summary.cluster.<cluster>. `cluster` may be null (deployments left for a cluster that is gone);
 //! `last_heartbeat` is "" when none was seen.
-Json clusterSummaryRecord(std::string_view cluster_name, const model::Cluster* cluster,
-                          const std::vector<DeploymentView>& deployments, std::string_view last_heartbeat);
+events::ClusterSummary clusterSummaryRecord(std::string_view cluster_name, const model::Cluster* cluster,
+                                            const std::vector<DeploymentView>& deployments,
+                                            std::string_view last_heartbeat);
 
 }  // namespace flotilla::scheduler

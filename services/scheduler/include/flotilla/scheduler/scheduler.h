@@ -51,6 +51,7 @@
 #include "flotilla/events/cloudevents.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
 #include "flotilla/scheduler/rollup.h"
 #include "flotilla/scheduler/targeting.h"
@@ -140,41 +141,115 @@ class Scheduler {
     std::set<std::string> clusters;
   };
 
+  //! One BundleEvent being handled (bundle_handler.cpp).
+  struct BundleContext {
+    const events::BundleEvent& event;
+    int64_t clock_ms = 0;
+    uint64_t delivery_count = 1;
+    std::string id;                        //!< its bundles-bucket key
+    const BundleInfo* existing = nullptr;  //!< what was known about the bundle before
+    bool invalid_targets = false;          //!< the event's targeting (or variants table) is unusable
+    Affected affected;
+  };
+
+  //! One StatusEvent being handled (status_handler.cpp).
+  struct StatusContext {
+    const events::StatusEvent& event;
+    std::string cluster;
+    std::string bundle;
+    std::string workspace;  //!< the event's, or the one of the cluster's deployment of the bundle
+    std::string key;        //!< deployments-bucket key of the pair
+    uint64_t delivery_count = 1;
+    bool stale = false;  //!< the report is about another deployment than the record's
+  };
+
+  //! A registration stored (registration.cpp).
+  struct Registration {
+    model::Cluster cluster;
+    bool created = false;
+    bool targeting_changed = false;
+  };
+
   Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options);
 
-  // start-up
+  // start-up (scheduler.cpp, state_load.cpp, registration.cpp)
   Status loadState();
+  void loadBundles(const std::vector<bus::KvEntry>& entries);
+  void loadDeployments(const std::vector<bus::KvEntry>& entries);
+  void loadStatuses(const std::vector<bus::KvEntry>& entries);
+  void loadSummaries(const std::vector<bus::KvEntry>& entries);
+  void warnOrphanDeployments() const;
+  void countInvalidRecord(std::string_view bucket, const std::string& key, const Error& error);
   Status setUpConsumers();
   Status subscribeRegistrations();
+  void answerRegistration(bus::Connection& connection, const bus::Message& message);
+  Result<Registration> storeRegistration(const events::RegisterRequest& request, const std::string& workspace);
+  void announceRegistration(const events::RegisterRequest& request, const std::string& workspace,
+                            const Registration& registration);
 
-  // loops
+  // loops (scheduler.cpp, clusters_watch.cpp, reconcile.cpp)
   void consumeLoop(bus::PullConsumer& consumer, const std::string& name,
                    const std::function<Outcome(bus::Message&)>& handle);
   void runOne(bus::Message& message, const std::string& name, const std::function<Outcome(bus::Message&)>& handle);
   void watchLoop();
   void reconcileLoop();
+  Status reconcileQueued(const std::deque<std::string>& work);
   void enqueueReconcile(const std::string& cluster);
   bool sleepFor(std::chrono::milliseconds duration);
 
-  // steps (mutex_ held)
+  // the clusters bucket (clusters_watch.cpp)
+  void handleGroupEntry(const bus::KvEntry& entry);
+  void handleClusterEntry(const bus::KvEntry& entry);
+  void handleHeartbeatEntry(const bus::KvEntry& entry);
+
+  // placement (reconcile.cpp; mutex_ held)
   //! Reads the BundleVariants table a per-cluster bundle names (object store `manifests`) into its targeting.
   Status loadVariants(BundleInfo& bundle);
+  PlacementInput placementInput(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
+                                const std::string& cluster, int64_t clock_ms) const;
   Status reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
                        const std::string& cluster, int64_t clock_ms, Affected& affected, bool& published);
+  Status applyPlacement(const PlacementInput& input, const PlacementDecision& decision, Affected& affected,
+                        bool& published);
+  Status writeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
+  Status removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
   Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published);
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
   Status publishDeploy(const events::DeployEvent& event);
-  Status writeSummaries(const Affected& affected);
-  Status writeSummary(const std::string& key, Json record, std::string_view kind);
-  Status removeSummary(const std::string& key);
+  std::vector<GroupInfo> groupList() const;
+
+  // bundle events (bundle_handler.cpp; mutex_ held below handleBundle)
+  Outcome rejectBundle(const std::string& problem);
+  bool superseded(const BundleContext& context) const;
+  Outcome removeBundle(BundleContext& context);
+  std::optional<Outcome> resolveBundle(BundleContext& context, BundleInfo& out);
+  void noteBundleAffected(BundleContext& context) const;
+  Outcome scheduleBundle(BundleContext& context);
+  Outcome finishBundle(BundleContext& context, const std::string& result);
+
+  // status events (status_handler.cpp)
   Outcome handleHeartbeat(const std::string& cluster, const Json& json);
   Outcome handleStatusEvent(const std::string& cluster, const std::string& bundle, const Json& json,
                             uint64_t delivery_count);
+  Outcome rejectStatusEvent(const std::string& cluster, const std::string& bundle, const std::string& problem);
+  std::string workspaceOfReport(const events::StatusEvent& event, const std::string& cluster,
+                                const std::string& bundle) const;
+  Outcome statusWithoutDeployment(StatusContext& context);
+  std::optional<Outcome> judgeReport(StatusContext& context, const DeploymentRecord& record);
+  Outcome storeReport(StatusContext& context, const DeploymentRecord& record);
+  void countStatus(const char* result);
+
+  // summaries and public events (summaries.cpp; mutex_ held)
+  Status writeSummaries(const Affected& affected);
+  Status writeBundleSummary(const std::string& workspace, const std::string& bundle);
+  Status writeGitRepoSummary(const std::string& workspace, const std::string& gitrepo);
+  Status writeClusterSummary(const std::string& cluster);
+  Status writeSummary(const std::string& key, Json record, std::string_view kind);
+  Status removeSummary(const std::string& key);
   void publishPublic(const events::CloudEvent& event, std::string_view kind,
                      std::initializer_list<std::string_view> parts);
-  void noteBundleState(const std::string& workspace, const std::string& bundle, const Json& summary);
-  std::vector<GroupInfo> groupList() const;
+  void noteBundleState(const events::BundleSummary& summary);
   std::vector<DeploymentView> deploymentsOfBundle(const std::string& workspace, const std::string& bundle) const;
   std::vector<DeploymentView> deploymentsOfCluster(const std::string& cluster) const;
   const BdStatus* statusOf(const DeploymentRecord& record) const;
@@ -192,7 +267,7 @@ class Scheduler {
   std::map<std::string, BundleInfo> bundles_;          //!< by bundles-bucket key "<ws>.<bundle>"
   std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
   std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)
-  std::map<std::string, Json> summaries_;                //!< last written, by status-bucket key
+  std::map<std::string, Json> summaries_;                //!< last written (without `updated`), by status-bucket key
   bool loaded_ = false;
 
   std::atomic<bool> stopping_{false};

@@ -1,0 +1,120 @@
+#include "flotilla/scheduler/placement.h"
+
+#include <algorithm>
+
+#include "flotilla/events/subjects.h"
+
+namespace flotilla::scheduler {
+
+namespace {
+
+using Action = PlacementDecision::Action;
+
+events::DeployEvent deployEvent(const PlacementInput& in, const Placement& want, int64_t generation) {
+  return events::DeployEvent{.id = deployMsgId(in.cluster, in.bundle, want.deployment_id, generation),
+                             .time = in.now,
+                             .cluster = in.cluster,
+                             .workspace = in.workspace,
+                             .bundle = in.bundle,
+                             .deployment_id = want.deployment_id,
+                             .manifest_id = want.manifest_id,
+                             .options = want.options,
+                             .depends_on = in.targeting->depends_on,
+                             .commit = in.targeting->commit,
+                             .generation = generation};
+}
+
+//! Targeting wants the bundle on the cluster.
+PlacementDecision decideWanted(const PlacementInput& in, const Placement& want) {
+  const BundleTargeting& targeting = *in.targeting;
+  const events::DeploymentRecord* record = in.record;
+  bool same_release =
+      record != nullptr && record->deployment_id == want.deployment_id && record->depends_on == targeting.depends_on;
+  PlacementDecision out{.record = record != nullptr ? *record : events::DeploymentRecord{}};
+  events::DeploymentRecord& next = out.record;
+  if (same_release && record->staged_deployment_id.empty()) {
+    if (record->commit == targeting.commit || targeting.commit.empty()) {
+      return out;
+    }
+    // The same content at a newer commit: nothing changes on the cluster (no DeployEvent), but the record
+    // follows the commit, so "this cluster runs commit X" stays true for readers.
+    next.commit = targeting.commit;
+    next.updated = in.now;
+    out.action = Action::kFollowCommit;
+    return out;
+  }
+  next.cluster = in.cluster;
+  next.workspace = in.workspace;
+  next.bundle = in.bundle;
+  next.gitrepo = in.gitrepo;
+  next.target = want.target;
+  next.customization = want.customization;
+  next.updated = in.now;
+  if (targeting.paused || same_release) {
+    // Fleet holds a paused bundle's new deployments (they show OutOfSync): nothing goes to the agent, the record
+    // remembers what is staged. Un-staging a deployment that equals the released one needs no DeployEvent either.
+    next.staged_deployment_id = (targeting.paused && !same_release) ? want.deployment_id : std::string();
+    bool unchanged = record != nullptr && next.staged_deployment_id == record->staged_deployment_id;
+    out.action = unchanged ? Action::kNothing : Action::kStage;
+    return out;
+  }
+  int64_t generation = nextGeneration(record != nullptr ? record->generation : 0, in.clock_ms);
+  out.event = deployEvent(in, want, generation);
+  next.commit = targeting.commit;
+  next.deployment_id = want.deployment_id;
+  next.manifest_id = want.manifest_id;
+  next.options = want.options;
+  next.depends_on = targeting.depends_on;
+  next.staged_deployment_id.clear();
+  next.generation = generation;
+  out.action = Action::kDeploy;
+  return out;
+}
+
+//! Targeting does not want the bundle there (any more) and a record exists.
+PlacementDecision decideRemoval(const PlacementInput& in) {
+  const events::DeploymentRecord& gone = *in.record;
+  PlacementDecision out{.action = Action::kRemove, .record = gone};
+  if (gone.deployment_id.empty()) {
+    return out;  // nothing was released (paused from the start): only the record goes
+  }
+  int64_t generation = nextGeneration(gone.generation, in.clock_ms);
+  out.event = events::DeployEvent{.id = deployMsgId(in.cluster, in.bundle, "", generation),
+                                  .time = in.now,
+                                  .cluster = in.cluster,
+                                  .workspace = in.workspace,
+                                  .bundle = in.bundle,
+                                  .remove = true,
+                                  // keepResources and deleteCRDResources decide what the agent removes
+                                  .options = gone.options,
+                                  .commit = gone.commit,
+                                  .generation = generation};
+  return out;
+}
+
+}  // namespace
+
+std::string deployMsgId(std::string_view cluster, std::string_view bundle, std::string_view deployment_id,
+                        int64_t generation) {
+  return events::deployMsgId(cluster, bundle, deployment_id.empty() ? std::string_view("deleted") : deployment_id,
+                             generation);
+}
+
+int64_t nextGeneration(int64_t previous, int64_t clock_ms) {
+  return std::max(previous + 1, clock_ms);
+}
+
+PlacementDecision decidePlacement(const PlacementInput& input) {
+  if (input.want && input.want->hold) {
+    return PlacementDecision{.action = Action::kHold};
+  }
+  if (input.want && input.targeting != nullptr) {
+    return decideWanted(input, *input.want);
+  }
+  if (input.record != nullptr) {
+    return decideRemoval(input);
+  }
+  return {};
+}
+
+}  // namespace flotilla::scheduler

@@ -1,0 +1,292 @@
+// Placement on clusters: the reconcile queue and passes, and carrying out placement decisions (placement.h):
+// publish the DeployEvent first, then write the record.
+#include <algorithm>
+
+#include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/scheduler/scheduler.h"
+#include "times.h"
+
+namespace flotilla::scheduler {
+
+using Action = PlacementDecision::Action;
+
+// ---- the reconcile queue ----
+
+void Scheduler::enqueueReconcile(const std::string& cluster) {
+  {
+    std::lock_guard lock(wake_mutex_);
+    if (std::find(reconcile_queue_.begin(), reconcile_queue_.end(), cluster) == reconcile_queue_.end()) {
+      reconcile_queue_.push_back(cluster);
+    }
+  }
+  wake_.notify_all();
+}
+
+void Scheduler::reconcileLoop() {
+  std::chrono::milliseconds delay = options_.retry_base;
+  while (!stopping_) {
+    std::deque<std::string> work;
+    {
+      std::unique_lock lock(wake_mutex_);
+      // Targeting runs on the newest bundles only once the backlog is handled, so a restart does not briefly
+      // deploy an older rendering that a queued BundleEvent is about to replace.
+      wake_.wait(lock, [this] { return stopping_.load() || (caught_up_.load() && !reconcile_queue_.empty()); });
+      if (stopping_) {
+        break;
+      }
+      work.swap(reconcile_queue_);
+    }
+    Status done = reconcileQueued(work);
+    if (done.ok()) {
+      delay = options_.retry_base;
+      continue;
+    }
+    metrics_.counter("reconcile_failures_total", "Re-targeting passes that failed and were retried").Increment();
+    log::warn("re-targeting failed, retrying",
+              {{"error", done.error().describe()}, {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+    for (const auto& cluster : work) {
+      enqueueReconcile(cluster);
+    }
+    if (!sleepFor(delay)) {
+      break;
+    }
+    delay = std::min(delay * 2, options_.retry_max);
+  }
+}
+
+Status Scheduler::reconcileQueued(const std::deque<std::string>& work) {
+  if (std::find(work.begin(), work.end(), "") != work.end()) {
+    return reconcileAll();
+  }
+  for (const auto& cluster : work) {
+    FLOTILLA_TRY(reconcileCluster(cluster));
+  }
+  return {};
+}
+
+Status Scheduler::reconcileAll() {
+  std::lock_guard lock(mutex_);
+  Affected affected;
+  int64_t clock_ms = detail::nowMs();
+  for (const auto& [key, bundle] : bundles_) {
+    if (!bundle.targeting) {
+      continue;
+    }
+    bool published = false;
+    FLOTILLA_TRY(reconcileBundle(bundle, clock_ms, affected, published));
+    affected.bundles.emplace(bundle.workspace, bundle.bundle);
+    if (!bundle.gitrepo.empty()) {
+      affected.gitrepos.emplace(bundle.workspace, bundle.gitrepo);
+    }
+  }
+  for (const auto& [name, cluster] : clusters_) {
+    affected.clusters.insert(name);
+  }
+  metrics_.counter("reconciles_total", "Re-targeting passes", {{"scope", "all"}}).Increment();
+  return writeSummaries(affected);
+}
+
+Status Scheduler::reconcileCluster(const std::string& cluster) {
+  std::lock_guard lock(mutex_);
+  Affected affected;
+  int64_t clock_ms = detail::nowMs();
+  for (const auto& [key, bundle] : bundles_) {
+    if (!bundle.targeting) {
+      continue;
+    }
+    bool published = false;
+    FLOTILLA_TRY(reconcilePair(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, affected, published));
+  }
+  affected.clusters.insert(cluster);
+  metrics_.counter("reconciles_total", "Re-targeting passes", {{"scope", "cluster"}}).Increment();
+  return writeSummaries(affected);
+}
+
+Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published) {
+  std::set<std::string> clusters;
+  for (const auto& [name, cluster] : clusters_) {
+    clusters.insert(name);
+  }
+  for (const auto& [key, record] : deployments_) {
+    if (record.workspace == bundle.workspace && record.bundle == bundle.bundle) {
+      clusters.insert(record.cluster);
+    }
+  }
+  for (const auto& cluster : clusters) {
+    FLOTILLA_TRY(reconcilePair(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, affected, published));
+  }
+  return {};
+}
+
+Status Scheduler::deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
+                               int64_t clock_ms, Affected& affected) {
+  std::vector<std::string> clusters;
+  for (const auto& [key, record] : deployments_) {
+    if (record.workspace == workspace && record.bundle == bundle_name) {
+      clusters.push_back(record.cluster);
+    }
+  }
+  bool published = false;
+  for (const auto& cluster : clusters) {
+    FLOTILLA_TRY(reconcilePair(nullptr, workspace, bundle_name, cluster, clock_ms, affected, published));
+  }
+  affected.bundles.emplace(workspace, bundle_name);
+  if (!gitrepo.empty()) {
+    affected.gitrepos.emplace(workspace, gitrepo);
+  }
+  return {};
+}
+
+// ---- one (bundle, cluster) pair: decide, then carry it out ----
+
+std::vector<GroupInfo> Scheduler::groupList() const {
+  std::vector<GroupInfo> out;
+  out.reserve(groups_.size());
+  for (const auto& [key, group] : groups_) {
+    out.push_back(group);
+  }
+  return out;
+}
+
+Status Scheduler::loadVariants(BundleInfo& bundle) {
+  if (!bundle.targeting || bundle.targeting->variants_object.empty()) {
+    return {};
+  }
+  auto data = hub_.manifests->get(bundle.targeting->variants_object);
+  FLOTILLA_TRY(data);
+  auto json = Json::parse(*data);
+  FLOTILLA_TRY(json);
+  auto table = events::decodeBundleVariants(*json);
+  FLOTILLA_TRY(table);
+  bundle.targeting->variants = std::move(table).value();
+  return {};
+}
+
+PlacementInput Scheduler::placementInput(const BundleInfo* bundle, const std::string& workspace,
+                                         const std::string& bundle_name, const std::string& cluster_name,
+                                         int64_t clock_ms) const {
+  PlacementInput input{.workspace = workspace, .bundle = bundle_name, .cluster = cluster_name, .clock_ms = clock_ms};
+  auto cluster = clusters_.find(cluster_name);
+  if (bundle != nullptr && bundle->targeting) {
+    input.targeting = &*bundle->targeting;
+    if (cluster != clusters_.end()) {
+      input.want = place(*bundle->targeting, clusterInfoOf(cluster->second), groupList());
+    }
+  }
+  auto existing = deployments_.find(events::deploymentKey(cluster_name, workspace, bundle_name));
+  input.record = existing == deployments_.end() ? nullptr : &existing->second;
+  input.gitrepo = bundle != nullptr ? bundle->gitrepo : (input.record != nullptr ? input.record->gitrepo : "");
+  input.now = log::nowRfc3339();
+  return input;
+}
+
+Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
+                                const std::string& cluster, int64_t clock_ms, Affected& affected, bool& published) {
+  PlacementInput input = placementInput(bundle, workspace, bundle_name, cluster, clock_ms);
+  return applyPlacement(input, decidePlacement(input), affected, published);
+}
+
+Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDecision& decision, Affected& affected,
+                                 bool& published) {
+  switch (decision.action) {
+    case Action::kNothing:
+      return {};
+    case Action::kHold:
+      // A per-cluster bundle the bundler has not rendered for this cluster yet (it re-renders when it learns about
+      // the cluster): keep what runs there now.
+      metrics_.counter("variants_held_total", "Placements held: a per-cluster bundle not yet rendered for the cluster")
+          .Increment();
+      log::info("holding a per-cluster bundle until the bundler renders it for the cluster",
+                {{"bundle", input.bundle}, {"cluster", input.cluster}, {"workspace", input.workspace}});
+      return {};
+    case Action::kFollowCommit: {
+      const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
+      FLOTILLA_TRY(hub_.deployments->put(key, events::encode(decision.record).dump()));
+      deployments_[key] = decision.record;
+      affected.bundles.emplace(input.workspace, input.bundle);
+      affected.gitrepos.emplace(input.workspace, input.gitrepo);
+      return {};
+    }
+    case Action::kStage:
+    case Action::kDeploy:
+      FLOTILLA_TRY(writeDeployment(input, decision, published));
+      break;
+    case Action::kRemove:
+      FLOTILLA_TRY(removeDeployment(input, decision, published));
+      break;
+  }
+  affected.bundles.emplace(input.workspace, input.bundle);
+  if (!input.gitrepo.empty()) {
+    affected.gitrepos.emplace(input.workspace, input.gitrepo);
+  }
+  affected.clusters.insert(input.cluster);
+  updateGauges();
+  return {};
+}
+
+Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published) {
+  const events::DeploymentRecord& next = decision.record;
+  if (decision.event) {
+    // Publish first, then the record (see the file comment of scheduler.h).
+    FLOTILLA_TRY(publishDeploy(*decision.event));
+    published = true;
+  }
+  const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
+  FLOTILLA_TRY(hub_.deployments->put(key, events::encode(next).dump()));
+  deployments_[key] = next;
+  if (decision.event) {
+    log::info("deployment scheduled", {{"cluster", input.cluster},
+                                       {"bundle", input.bundle},
+                                       {"gitrepo", input.gitrepo},
+                                       {"commit", next.commit},
+                                       {"deploymentID", next.deployment_id},
+                                       {"generation", next.generation}});
+  } else if (!next.staged_deployment_id.empty()) {
+    metrics_.counter("deploys_held_total", "Deployments staged but not released (bundle paused)").Increment();
+    log::info("deployment held: bundle paused", {{"cluster", input.cluster},
+                                                 {"bundle", input.bundle},
+                                                 {"gitrepo", input.gitrepo},
+                                                 {"deploymentID", next.staged_deployment_id}});
+  }
+  return {};
+}
+
+Status Scheduler::removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published) {
+  if (decision.event) {
+    FLOTILLA_TRY(publishDeploy(*decision.event));
+    published = true;
+  }
+  const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
+  FLOTILLA_TRY(hub_.deployments->remove(key));
+  if (statuses_.contains(key)) {
+    auto removed = hub_.status->remove(events::bundleDeploymentStatusKey(input.cluster, input.workspace, input.bundle));
+    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+      return removed;
+    }
+    statuses_.erase(key);
+  }
+  deployments_.erase(key);
+  log::info("deployment removed",
+            {{"cluster", input.cluster},
+             {"bundle", input.bundle},
+             {"gitrepo", input.gitrepo},
+             {"reason", input.targeting == nullptr ? "bundle deleted" : "cluster no longer targeted"}});
+  return {};
+}
+
+Status Scheduler::publishDeploy(const events::DeployEvent& event) {
+  auto ack = hub_.js->publish(events::deploySubject(event.cluster), events::encode(event).dump(), event.id);
+  FLOTILLA_TRY(ack);
+  metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", event.remove ? "delete" : "apply"}})
+      .Increment();
+  if (ack->duplicate) {
+    // The redo of a deploy published before a crash: JetStream kept the first copy.
+    metrics_.counter("deploys_deduplicated_total", "DeployEvents JetStream had already stored (redo after a crash)")
+        .Increment();
+  }
+  publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
+  return {};
+}
+
+}  // namespace flotilla::scheduler

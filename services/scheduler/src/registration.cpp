@@ -1,0 +1,151 @@
+// Registration: flotilla.register requests (request/reply, queue group "scheduler") -> validate, write
+// clusters/cluster.<name>, reply, announce, and re-target the cluster.
+#include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/model/labels.h"
+#include "flotilla/scheduler/scheduler.h"
+
+namespace flotilla::scheduler {
+
+namespace {
+
+//! Why a registration cannot be accepted ("" when it can).
+std::string registrationProblem(const events::RegisterRequest& request, const std::string& workspace) {
+  if (!model::isDns1123Label(request.cluster)) {
+    return "cluster name \"" + request.cluster +
+           "\" is not a DNS-1123 label (lower-case a-z, 0-9 and '-', at "
+           "most 63 characters, alphanumeric at both ends)";
+  }
+  if (!model::isDns1123Label(workspace)) {
+    return "workspace \"" + workspace + "\" is not a DNS-1123 label";
+  }
+  if (auto labels = model::validateLabels(request.labels, "labels"); !labels.ok()) {
+    return labels.error().message;
+  }
+  return {};
+}
+
+//! The cluster record after this registration (`cluster` is the current one, or a fresh one when new).
+void applyRegistration(model::Cluster& cluster, const events::RegisterRequest& request, const std::string& workspace,
+                       const std::string& now) {
+  cluster.metadata.ns = workspace;
+  cluster.metadata.labels = request.labels;
+  cluster.status.agent = model::AgentStatus{
+      .last_seen = now, .version = request.agent_version, .kubernetes_version = request.kubernetes_version};
+  model::Condition registered{.type = "Registered",
+                              .status = "True",
+                              .reason = "AgentRegistered",
+                              .message = "agent " + request.agent_version + " registered",
+                              .last_update_time = now,
+                              .last_transition_time = cluster.metadata.creation_timestamp};
+  cluster.status.conditions = {registered};
+}
+
+}  // namespace
+
+Status Scheduler::subscribeRegistrations() {
+  auto connection = hub_.connection;
+  auto subscription =
+      connection->subscribe(events::kRegisterSubject, kRegisterQueue,
+                            [this, connection](bus::Message message) { answerRegistration(*connection, message); });
+  FLOTILLA_TRY(subscription);
+  register_subscription_ = std::move(subscription).value();
+  // Make sure the server knows the subscription before anyone relies on it (readiness says so).
+  FLOTILLA_TRY(connection->flush());
+  subscribed_ = true;
+  return {};
+}
+
+void Scheduler::answerRegistration(bus::Connection& connection, const bus::Message& message) {
+  events::RegisterReply reply;
+  auto request = events::parsePayload<events::RegisterRequest>(message.data());
+  if (!request.ok()) {
+    metrics_.counter("registrations_total", "Registration requests by result", {{"result", "invalid"}}).Increment();
+    log::warn("rejecting an unreadable registration", {{"error", request.error().describe()}});
+    reply = events::RegisterReply{.id = events::newEventId(),
+                                  .time = log::nowRfc3339(),
+                                  .accepted = false,
+                                  .message = request.error().describe()};
+  } else {
+    reply = handleRegister(*request);
+  }
+  if (!message.reply().empty()) {
+    auto sent = connection.publish(message.reply(), events::encode(reply).dump());
+    if (!sent.ok()) {
+      log::warn("cannot answer a registration", {{"error", sent.error().describe()}});
+    }
+  }
+}
+
+events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& request) {
+  events::RegisterReply reply{.id = events::newEventId(), .time = log::nowRfc3339()};
+  std::string workspace = request.workspace.empty() ? std::string(model::kDefaultNamespace) : request.workspace;
+  auto count = [&](const char* result) {
+    metrics_.counter("registrations_total", "Registration requests by result", {{"result", result}}).Increment();
+  };
+  if (std::string problem = registrationProblem(request, workspace); !problem.empty()) {
+    count("rejected");
+    log::warn("registration rejected", {{"cluster", request.cluster}, {"error", problem}});
+    reply.message = problem;
+    return reply;
+  }
+  auto stored = storeRegistration(request, workspace);
+  if (!stored.ok()) {
+    count("error");
+    log::warn("cannot store a registration; the agent will retry",
+              {{"cluster", request.cluster}, {"error", stored.error().describe()}});
+    reply.message = "the hub cannot store the registration right now: " + stored.error().describe();
+    return reply;
+  }
+  count(stored->created ? "new" : (stored->targeting_changed ? "updated" : "unchanged"));
+  announceRegistration(request, workspace, *stored);
+  // Always: a re-registration refreshes the cluster summary (versions, last seen) even when nothing moves.
+  enqueueReconcile(request.cluster);
+  reply.accepted = true;
+  reply.cluster_id = request.cluster;
+  reply.message = stored->created ? "registered" : "registration updated";
+  return reply;
+}
+
+Result<Scheduler::Registration> Scheduler::storeRegistration(const events::RegisterRequest& request,
+                                                             const std::string& workspace) {
+  std::string now = log::nowRfc3339();
+  std::lock_guard lock(mutex_);
+  Registration out;
+  auto existing = clusters_.find(request.cluster);
+  if (existing != clusters_.end()) {
+    out.cluster = existing->second;
+    out.targeting_changed = out.cluster.metadata.ns != workspace || out.cluster.metadata.labels != request.labels;
+  } else {
+    out.created = true;
+    out.targeting_changed = true;
+    out.cluster.metadata.name = request.cluster;
+    out.cluster.metadata.creation_timestamp = now;
+  }
+  applyRegistration(out.cluster, request, workspace, now);
+  auto put = hub_.clusters->put(events::clusterKey(request.cluster), model::encode(out.cluster).dump());
+  FLOTILLA_TRY(put);
+  clusters_[request.cluster] = out.cluster;
+  updateGauges();
+  return out;
+}
+
+void Scheduler::announceRegistration(const events::RegisterRequest& request, const std::string& workspace,
+                                     const Registration& registration) {
+  log::info(registration.created ? "cluster registered" : "cluster re-registered",
+            {{"cluster", request.cluster},
+             {"workspace", workspace},
+             {"labels", model::formatSelector(model::LabelSelector{.match_labels = request.labels})},
+             {"kubernetes_version", request.kubernetes_version},
+             {"agent_version", request.agent_version}});
+  if (!registration.created && !registration.targeting_changed) {
+    return;
+  }
+  publishPublic(
+      events::toCloudEvent(events::cloudEventType("cluster", registration.created ? "registered" : "updated"),
+                           std::string(kEventSource), workspace + "/" + request.cluster, events::encode(request)),
+      "cluster", {workspace, request.cluster});
+}
+
+}  // namespace flotilla::scheduler

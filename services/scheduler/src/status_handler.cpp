@@ -1,0 +1,222 @@
+// FLOTILLA_STATUS (durable "scheduler-status"): agent StatusEvents -> status/bd.* and the summaries; agent
+// Heartbeats -> last heartbeat. A payload naming another cluster (or bundle) than its subject is rejected.
+#include <algorithm>
+
+#include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/scheduler/scheduler.h"
+#include "times.h"
+
+namespace flotilla::scheduler {
+
+Outcome Scheduler::handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count) {
+  auto reject = [&](const std::string& problem, const char* reason) {
+    metrics_.counter("invalid_messages_total", "Messages that could not be decoded (term'd)", {{"consumer", "status"}})
+        .Increment();
+    log::warn("dropping an invalid status message",
+              {{"subject", std::string(subject)}, {"reason", reason}, {"error", problem}});
+    return Outcome::reject("invalid");
+  };
+  auto tokens = events::subjectTokens(subject, "flotilla.status");
+  if (!tokens.ok() || tokens->size() != 2) {
+    return reject(tokens.ok() ? "expected flotilla.status.<cluster>.<bundle>" : tokens.error().describe(), "subject");
+  }
+  auto json = Json::parse(data);
+  if (!json.ok()) {
+    return reject(json.error().describe(), "json");
+  }
+  auto kind = events::payloadKind(*json);
+  if (!kind.ok()) {
+    return reject(kind.error().describe(), "kind");
+  }
+  if (*kind == events::Heartbeat::kKind) {
+    return handleHeartbeat((*tokens)[0], *json);
+  }
+  if (*kind != events::StatusEvent::kKind) {
+    return reject("unexpected payload kind " + *kind, "kind");
+  }
+  return handleStatusEvent((*tokens)[0], (*tokens)[1], *json, delivery_count);
+}
+
+Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json) {
+  auto heartbeat = events::decodePayload<events::Heartbeat>(json);
+  if (!heartbeat.ok() || heartbeat->cluster != cluster) {
+    metrics_.counter("invalid_messages_total", "Messages that could not be decoded (term'd)", {{"consumer", "status"}})
+        .Increment();
+    log::warn("dropping an invalid heartbeat",
+              {{"cluster", cluster},
+               {"error", heartbeat.ok() ? "cluster " + heartbeat->cluster + " on another cluster's subject"
+                                        : heartbeat.error().describe()}});
+    return Outcome::reject("invalid");
+  }
+  std::lock_guard lock(mutex_);
+  if (!clusters_.contains(cluster)) {
+    metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "unregistered"}}).Increment();
+    log::info("heartbeat from a cluster that is not registered", {{"cluster", cluster}});
+    return Outcome::ack("unregistered");
+  }
+  std::string at = heartbeat->time.empty() ? log::nowRfc3339() : heartbeat->time;
+  std::string& last = last_heartbeat_[cluster];
+  if (at > last) {
+    last = at;
+  }
+  Affected affected;
+  affected.clusters.insert(cluster);
+  auto written = writeSummaries(affected);
+  if (!written.ok()) {
+    return Outcome::retry(options_.retry_base, "retry");
+  }
+  metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
+  return Outcome::ack("heartbeat");
+}
+
+const BdStatus* Scheduler::statusOf(const DeploymentRecord& record) const {
+  auto it = statuses_.find(events::deploymentKey(record.cluster, record.workspace, record.bundle));
+  return it == statuses_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::countStatus(const char* result) {
+  metrics_.counter("status_events_total", "Status events handled, by result", {{"result", result}}).Increment();
+}
+
+Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::string& bundle_name, const Json& json,
+                                     uint64_t delivery_count) {
+  auto decoded = events::decodePayload<events::StatusEvent>(json);
+  if (!decoded.ok()) {
+    return rejectStatusEvent(cluster, bundle_name, decoded.error().describe());
+  }
+  if (decoded->cluster != cluster || decoded->bundle != bundle_name) {
+    // Agents may publish only under their own cluster's subjects; a payload naming another is not trusted.
+    return rejectStatusEvent(cluster, bundle_name, "payload names " + decoded->cluster + "/" + decoded->bundle);
+  }
+  std::lock_guard lock(mutex_);
+  StatusContext context{.event = *decoded,
+                        .cluster = cluster,
+                        .bundle = bundle_name,
+                        .workspace = workspaceOfReport(*decoded, cluster, bundle_name),
+                        .delivery_count = delivery_count};
+  context.key = events::deploymentKey(cluster, context.workspace, bundle_name);
+  auto record = deployments_.find(context.key);
+  if (record == deployments_.end()) {
+    return statusWithoutDeployment(context);
+  }
+  if (auto early = judgeReport(context, record->second)) {
+    return *early;
+  }
+  return storeReport(context, record->second);
+}
+
+Outcome Scheduler::rejectStatusEvent(const std::string& cluster, const std::string& bundle,
+                                     const std::string& problem) {
+  metrics_.counter("invalid_messages_total", "Messages that could not be decoded (term'd)", {{"consumer", "status"}})
+      .Increment();
+  log::warn("dropping an invalid status event", {{"cluster", cluster}, {"bundle", bundle}, {"error", problem}});
+  return Outcome::reject("invalid");
+}
+
+std::string Scheduler::workspaceOfReport(const events::StatusEvent& event, const std::string& cluster,
+                                         const std::string& bundle) const {
+  if (!event.workspace.empty()) {
+    return event.workspace;
+  }
+  for (const auto& [key, record] : deployments_) {
+    if (record.cluster == cluster && record.bundle == bundle) {
+      return record.workspace;
+    }
+  }
+  return {};
+}
+
+Outcome Scheduler::statusWithoutDeployment(StatusContext& context) {
+  // The deployment was removed (the agent confirms a delete, or reports on a bundle it still tracks).
+  if (statuses_.contains(context.key)) {
+    auto removed =
+        hub_.status->remove(events::bundleDeploymentStatusKey(context.cluster, context.workspace, context.bundle));
+    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+      return Outcome::retry(backoff(context.delivery_count), "retry");
+    }
+    statuses_.erase(context.key);
+    Affected affected;
+    affected.clusters.insert(context.cluster);
+    affected.bundles.emplace(context.workspace, context.bundle);
+    if (!writeSummaries(affected).ok()) {
+      return Outcome::retry(backoff(context.delivery_count), "retry");
+    }
+  }
+  countStatus("no-deployment");
+  log::debug("status for a deployment that does not exist (removed)",
+             {{"cluster", context.cluster}, {"bundle", context.bundle}, {"reason", context.event.reason}});
+  return Outcome::ack("no-deployment");
+}
+
+std::optional<Outcome> Scheduler::judgeReport(StatusContext& context, const DeploymentRecord& record) {
+  const events::StatusEvent& event = context.event;
+  const BdStatus* stored = statusOf(record);
+  context.stale = event.deployment_id != record.deployment_id;
+  if (!context.stale) {
+    if (stored != nullptr && !stored->stale && stored->deployment_id == event.deployment_id &&
+        detail::olderThan(event.time, stored->reported)) {
+      countStatus("older-dropped");
+      return Outcome::ack("older");
+    }
+    return std::nullopt;
+  }
+  if (event.generation > record.generation && context.delivery_count < options_.ahead_retries) {
+    // The agent answers a DeployEvent whose record is not written yet (in flight elsewhere, or lost in a
+    // crash and about to be redone): wait for the record rather than call the report stale.
+    countStatus("ahead");
+    return Outcome::retry(std::max(options_.retry_base, std::chrono::milliseconds(200)), "ahead");
+  }
+  if (stored != nullptr && !stored->stale && stored->deployment_id == record.deployment_id) {
+    countStatus("stale-dropped");
+    log::info("dropping a status report about an older deployment", {{"cluster", context.cluster},
+                                                                     {"bundle", context.bundle},
+                                                                     {"reported", event.deployment_id},
+                                                                     {"current", record.deployment_id}});
+    return Outcome::ack("stale");
+  }
+  return std::nullopt;
+}
+
+Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& record) {
+  const events::StatusEvent& event = context.event;
+  const BdStatus* stored = statusOf(record);
+  BdStatus next = events::bdStatusFrom(event);
+  next.workspace = context.workspace;
+  next.stale = context.stale;
+  next.updated = log::nowRfc3339();
+  auto key = events::bundleDeploymentStatusKey(context.cluster, context.workspace, context.bundle);
+  if (auto put = hub_.status->put(key, events::encode(next).dump()); !put.ok()) {
+    log::warn("cannot store a status report yet, retrying",
+              {{"cluster", context.cluster}, {"bundle", context.bundle}, {"error", put.error().describe()}});
+    return Outcome::retry(backoff(context.delivery_count), "retry");
+  }
+  bool changed = stored == nullptr || stored->state != next.state || stored->deployment_id != next.deployment_id ||
+                 stored->stale != next.stale;
+  statuses_[context.key] = next;
+  Affected affected;
+  affected.clusters.insert(context.cluster);
+  affected.bundles.emplace(context.workspace, context.bundle);
+  if (!record.gitrepo.empty()) {
+    affected.gitrepos.emplace(context.workspace, record.gitrepo);
+  }
+  if (auto written = writeSummaries(affected); !written.ok()) {
+    log::warn("cannot write summaries yet, retrying",
+              {{"cluster", context.cluster}, {"bundle", context.bundle}, {"error", written.error().describe()}});
+    return Outcome::retry(backoff(context.delivery_count), "retry");
+  }
+  countStatus(context.stale ? "stale-stored" : "stored");
+  if (changed && !context.stale) {
+    events::StatusEvent published = event;
+    published.workspace = context.workspace;
+    publishPublic(events::toCloudEvent(published, kEventSource), "bundledeployment", {context.cluster, context.bundle});
+  }
+  log::debug("status stored", {{"cluster", context.cluster},
+                               {"bundle", context.bundle},
+                               {"gitrepo", record.gitrepo},
+                               {"state", event.state},
+                               {"stale", context.stale}});
+  return Outcome::ack(context.stale ? "stale-stored" : "stored");
+}
+
+}  // namespace flotilla::scheduler

@@ -1,0 +1,160 @@
+// Publishing: the summaries in KV `status` (written only when their content changed, plus an `updated` time),
+// the public CloudEvents on flotilla.events.>, and the gauges.
+#include <map>
+
+#include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/scheduler/scheduler.h"
+
+namespace flotilla::scheduler {
+
+std::vector<DeploymentView> Scheduler::deploymentsOfBundle(const std::string& workspace,
+                                                           const std::string& bundle) const {
+  std::vector<DeploymentView> out;
+  for (const auto& [key, record] : deployments_) {
+    if (record.workspace == workspace && record.bundle == bundle) {
+      out.push_back(DeploymentView{&record, statusOf(record)});
+    }
+  }
+  return out;
+}
+
+std::vector<DeploymentView> Scheduler::deploymentsOfCluster(const std::string& cluster) const {
+  std::vector<DeploymentView> out;
+  for (const auto& [key, record] : deployments_) {
+    if (record.cluster == cluster) {
+      out.push_back(DeploymentView{&record, statusOf(record)});
+    }
+  }
+  return out;
+}
+
+Status Scheduler::writeSummaries(const Affected& affected) {
+  for (const auto& [workspace, bundle] : affected.bundles) {
+    FLOTILLA_TRY(writeBundleSummary(workspace, bundle));
+  }
+  for (const auto& [workspace, gitrepo] : affected.gitrepos) {
+    FLOTILLA_TRY(writeGitRepoSummary(workspace, gitrepo));
+  }
+  for (const auto& cluster : affected.clusters) {
+    FLOTILLA_TRY(writeClusterSummary(cluster));
+  }
+  return {};
+}
+
+Status Scheduler::writeBundleSummary(const std::string& workspace, const std::string& bundle) {
+  auto it = bundles_.find(events::bundleKey(workspace, bundle));
+  auto views = deploymentsOfBundle(workspace, bundle);
+  std::string key = events::bundleSummaryKey(workspace, bundle);
+  if (it == bundles_.end() && views.empty()) {
+    return removeSummary(key);
+  }
+  auto summary = bundleSummaryRecord(workspace, bundle, it == bundles_.end() ? nullptr : &it->second, views);
+  noteBundleState(summary);
+  return writeSummary(key, events::encode(summary), "bundle");
+}
+
+Status Scheduler::writeGitRepoSummary(const std::string& workspace, const std::string& gitrepo) {
+  std::map<std::string, GitRepoBundle> members;
+  for (const auto& [key, bundle] : bundles_) {
+    if (bundle.workspace == workspace && bundle.gitrepo == gitrepo) {
+      members[bundle.bundle].bundle = &bundle;
+    }
+  }
+  for (const auto& [key, record] : deployments_) {
+    if (record.workspace == workspace && record.gitrepo == gitrepo) {
+      members[record.bundle].deployments.push_back(DeploymentView{&record, statusOf(record)});
+    }
+  }
+  std::string key = events::gitRepoSummaryKey(workspace, gitrepo);
+  if (members.empty()) {
+    return removeSummary(key);
+  }
+  std::vector<GitRepoBundle> list;
+  list.reserve(members.size());
+  for (auto& [name, member] : members) {
+    list.push_back(std::move(member));
+  }
+  return writeSummary(key, events::encode(gitRepoSummaryRecord(workspace, gitrepo, list)), "gitrepo");
+}
+
+Status Scheduler::writeClusterSummary(const std::string& cluster) {
+  auto it = clusters_.find(cluster);
+  auto views = deploymentsOfCluster(cluster);
+  std::string key = events::clusterSummaryKey(cluster);
+  if (it == clusters_.end() && views.empty()) {
+    return removeSummary(key);
+  }
+  auto beat = last_heartbeat_.find(cluster);
+  auto summary = clusterSummaryRecord(cluster, it == clusters_.end() ? nullptr : &it->second, views,
+                                      beat == last_heartbeat_.end() ? std::string() : beat->second);
+  return writeSummary(key, events::encode(summary), "cluster");
+}
+
+Status Scheduler::writeSummary(const std::string& key, Json record, std::string_view kind) {
+  // The cache holds what was written without its `updated` time, so only a change of content is written.
+  record.erase("updated");
+  auto cached = summaries_.find(key);
+  if (cached != summaries_.end() && cached->second == record) {
+    return {};
+  }
+  Json stored = record;
+  stored["updated"] = log::nowRfc3339();
+  FLOTILLA_TRY(hub_.status->put(key, stored.dump()));
+  summaries_[key] = std::move(record);
+  metrics_.counter("summaries_written_total", "Summary records written", {{"kind", std::string(kind)}}).Increment();
+  return {};
+}
+
+Status Scheduler::removeSummary(const std::string& key) {
+  if (!summaries_.contains(key)) {
+    return {};
+  }
+  auto removed = hub_.status->remove(key);
+  if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+    return removed;
+  }
+  summaries_.erase(key);
+  return {};
+}
+
+void Scheduler::noteBundleState(const events::BundleSummary& summary) {
+  auto cached = summaries_.find(events::bundleSummaryKey(summary.workspace, summary.bundle));
+  std::string before = cached != summaries_.end() ? cached->second.getString("state") : std::string();
+  if (before == summary.state || summary.state.empty()) {
+    return;
+  }
+  Json data = Json::obj({{"workspace", summary.workspace},
+                         {"bundle", summary.bundle},
+                         {"gitrepo", summary.gitrepo},
+                         {"commit", summary.commit},
+                         {"summary", summary.summary}});
+  publishPublic(events::toCloudEvent(events::cloudEventType("bundle", summary.state), std::string(kEventSource),
+                                     summary.workspace + "/" + summary.bundle, std::move(data)),
+                "bundle", {summary.workspace, summary.bundle});
+}
+
+void Scheduler::publishPublic(const events::CloudEvent& event, std::string_view kind,
+                              std::initializer_list<std::string_view> parts) {
+  if (!options_.public_events) {
+    return;
+  }
+  // Informational: a failure is logged and counted but never holds up the pipeline.
+  auto ack = hub_.js->publish(events::eventsSubject(kind, parts), events::encode(event).dump(),
+                              "event/" + event.type + "/" + event.id);
+  if (ack.ok()) {
+    metrics_.counter("public_events_total", "CloudEvents published on flotilla.events.>", {{"type", event.type}})
+        .Increment();
+  } else {
+    metrics_.counter("public_event_failures_total", "CloudEvents that could not be published").Increment();
+    log::warn("cannot publish a public event", {{"type", event.type}, {"error", ack.error().describe()}});
+  }
+}
+
+void Scheduler::updateGauges() {
+  metrics_.gauge("clusters", "Registered clusters").Set(static_cast<double>(clusters_.size()));
+  metrics_.gauge("bundles", "Bundles known").Set(static_cast<double>(bundles_.size()));
+  metrics_.gauge("deployments", "BundleDeployment records").Set(static_cast<double>(deployments_.size()));
+}
+
+}  // namespace flotilla::scheduler

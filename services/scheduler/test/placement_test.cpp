@@ -1,0 +1,128 @@
+// Unit tests of placement as a pure decision (placement.h): every action, from targeting's answer and the record.
+#include "flotilla/scheduler/placement.h"
+
+#include <gtest/gtest.h>
+
+namespace flotilla::scheduler {
+namespace {
+
+using Action = PlacementDecision::Action;
+
+constexpr int64_t kClock = 1'800'000'000'000;
+
+BundleTargeting targeting() {
+  BundleTargeting t;
+  t.workspace = "ws";
+  t.gitrepo = "repo";
+  t.bundle = "repo-app";
+  t.commit = "c2";
+  t.manifest_id = "m2";
+  return t;
+}
+
+Placement want(std::string deployment_id = "m2:o") {
+  return Placement{.target = "all", .manifest_id = "m2", .deployment_id = std::move(deployment_id)};
+}
+
+events::DeploymentRecord released(std::string deployment_id = "m1:o", std::string commit = "c1") {
+  return events::DeploymentRecord{.cluster = "c-1",
+                                  .workspace = "ws",
+                                  .bundle = "repo-app",
+                                  .gitrepo = "repo",
+                                  .commit = std::move(commit),
+                                  .deployment_id = std::move(deployment_id),
+                                  .manifest_id = "m1",
+                                  .generation = 7};
+}
+
+PlacementInput input(const BundleTargeting* t, std::optional<Placement> w, const events::DeploymentRecord* record) {
+  return PlacementInput{.workspace = "ws",
+                        .bundle = "repo-app",
+                        .cluster = "c-1",
+                        .gitrepo = "repo",
+                        .targeting = t,
+                        .want = std::move(w),
+                        .record = record,
+                        .clock_ms = kClock,
+                        .now = "2026-12-02T10:00:00.000Z"};
+}
+
+// A new placement is deployed: the DeployEvent first, with a generation of at least the clock.
+TEST(PlacementTest, NewPlacementDeploys) {
+  auto t = targeting();
+  auto decision = decidePlacement(input(&t, want(), nullptr));
+  ASSERT_EQ(decision.action, Action::kDeploy);
+  ASSERT_TRUE(decision.event.has_value());
+  EXPECT_EQ(decision.event->deployment_id, "m2:o");
+  EXPECT_EQ(decision.event->generation, kClock);
+  EXPECT_EQ(decision.event->id, deployMsgId("c-1", "repo-app", "m2:o", kClock));
+  EXPECT_EQ(decision.record.deployment_id, "m2:o");
+  EXPECT_EQ(decision.record.generation, kClock);
+  EXPECT_EQ(decision.record.commit, "c2");
+  EXPECT_EQ(decision.record.target, "all");
+}
+
+// What runs already: nothing to do; the same content at a newer commit only moves the record's commit.
+TEST(PlacementTest, SameReleaseDoesNothingOrFollowsTheCommit) {
+  auto t = targeting();
+  auto same = released("m2:o", "c2");
+  EXPECT_EQ(decidePlacement(input(&t, want(), &same)).action, Action::kNothing);
+  auto older_commit = released("m2:o", "c1");
+  auto decision = decidePlacement(input(&t, want(), &older_commit));
+  EXPECT_EQ(decision.action, Action::kFollowCommit);
+  EXPECT_FALSE(decision.event.has_value());
+  EXPECT_EQ(decision.record.commit, "c2");
+  EXPECT_EQ(decision.record.generation, 7);
+}
+
+// A new deployment for a cluster that has one: a higher generation than the record's.
+TEST(PlacementTest, ChangedReleaseRedeploysWithAHigherGeneration) {
+  auto t = targeting();
+  auto record = released();
+  auto decision = decidePlacement(input(&t, want(), &record));
+  ASSERT_EQ(decision.action, Action::kDeploy);
+  EXPECT_GT(decision.event->generation, record.generation);
+}
+
+// Paused: the new deployment is staged, not sent; staging it again changes nothing.
+TEST(PlacementTest, PausedBundleStages) {
+  auto t = targeting();
+  t.paused = true;
+  auto record = released();
+  auto decision = decidePlacement(input(&t, want(), &record));
+  ASSERT_EQ(decision.action, Action::kStage);
+  EXPECT_FALSE(decision.event.has_value());
+  EXPECT_EQ(decision.record.staged_deployment_id, "m2:o");
+  EXPECT_EQ(decision.record.deployment_id, "m1:o");
+  EXPECT_EQ(decidePlacement(input(&t, want(), &decision.record)).action, Action::kNothing);
+}
+
+// A per-cluster bundle not rendered for the cluster yet is held, whatever the record says.
+TEST(PlacementTest, HeldPlacementLeavesTheClusterAlone) {
+  auto t = targeting();
+  auto record = released();
+  Placement held = want();
+  held.hold = true;
+  EXPECT_EQ(decidePlacement(input(&t, held, &record)).action, Action::kHold);
+}
+
+// No longer targeted (or the bundle is gone): a delete DeployEvent with the record's options, then no record.
+TEST(PlacementTest, UntargetedClusterIsRemoved) {
+  auto t = targeting();
+  auto record = released();
+  record.options = Json::obj({{"keepResources", true}});
+  auto decision = decidePlacement(input(&t, std::nullopt, &record));
+  ASSERT_EQ(decision.action, Action::kRemove);
+  ASSERT_TRUE(decision.event.has_value());
+  EXPECT_TRUE(decision.event->remove);
+  EXPECT_EQ(decision.event->options, record.options);
+  EXPECT_EQ(decision.event->id, deployMsgId("c-1", "repo-app", "", decision.event->generation));
+  auto staged_only = released("");
+  auto quiet = decidePlacement(input(nullptr, std::nullopt, &staged_only));
+  EXPECT_EQ(quiet.action, Action::kRemove);
+  EXPECT_FALSE(quiet.event.has_value());
+  EXPECT_EQ(decidePlacement(input(nullptr, std::nullopt, nullptr)).action, Action::kNothing);
+}
+
+}  // namespace
+}  // namespace flotilla::scheduler

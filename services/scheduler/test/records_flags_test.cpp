@@ -1,0 +1,80 @@
+// Unit tests of the scheduler's view of the KV records (their codecs are libs/events'), deploy Msg-Ids and flags.
+#include <gtest/gtest.h>
+
+#include "flotilla/scheduler/flags.h"
+#include "flotilla/scheduler/placement.h"
+#include "flotilla/scheduler/records.h"
+
+namespace flotilla::scheduler {
+namespace {
+
+// Deploy Msg-Ids: the same (cluster, bundle, deployment, generation) gives the same id; a removal says "deleted".
+TEST(PlacementTest, DeployMsgId) {
+  EXPECT_EQ(deployMsgId("c1", "app", "m:o", 7), deployMsgId("c1", "app", "m:o", 7));
+  EXPECT_NE(deployMsgId("c1", "app", "m:o", 7), deployMsgId("c1", "app", "m:o", 8));
+  EXPECT_NE(deployMsgId("c1", "app", "", 7).find("deleted"), std::string::npos);
+}
+
+// The scheduler's view of the bundler's BundleRecord: lastGood gives the targeting, error the render error.
+TEST(RecordsTest, BundleFromRecord) {
+  events::BundleEvent event;
+  event.id = "e";
+  event.time = "2026-12-02T10:00:00.000Z";
+  event.workspace = "fleet-default";
+  event.gitrepo = "repo";
+  event.bundle = "repo-app";
+  event.commit = "abc";
+  event.manifest_id = std::string(64, 'a');
+  events::BundleRecord record{.workspace = "fleet-default",
+                              .gitrepo = "repo",
+                              .bundle = "repo-app",
+                              .commit = "def",
+                              .last_good = event,
+                              .error = events::RenderError{.file = "fleet.yaml", .line = 4, .message = "bad"}};
+  auto from_bundler = bundleFromRecord(record);
+  ASSERT_TRUE(from_bundler.ok()) << from_bundler.error().describe();
+  ASSERT_TRUE(from_bundler->targeting.has_value());
+  EXPECT_EQ(from_bundler->targeting->manifest_id, event.manifest_id);
+  ASSERT_TRUE(from_bundler->error.has_value());
+  EXPECT_EQ(from_bundler->error->line, 4);
+  EXPECT_EQ(from_bundler->error_commit, "def");
+  record.last_good.reset();
+  auto never_good = bundleFromRecord(record);
+  ASSERT_TRUE(never_good.ok());
+  EXPECT_FALSE(never_good->targeting.has_value());
+  EXPECT_EQ(never_good->bundle, "repo-app");
+
+  // A render error keeps the previous targeting.
+  auto first = bundleFromEvent(event, nullptr).value();
+  events::BundleEvent broken = event;
+  broken.manifest_id.clear();
+  broken.error = events::RenderError{.file = "fleet.yaml", .line = 2, .message = "bad"};
+  auto after = bundleFromEvent(broken, &first).value();
+  ASSERT_TRUE(after.targeting.has_value());
+  EXPECT_EQ(after.targeting->manifest_id, event.manifest_id);
+  ASSERT_TRUE(after.error.has_value());
+  EXPECT_EQ(after.error->line, 2);
+}
+
+// Flags: defaults, values, and errors naming the flag.
+TEST(FlagsTest, OptionsFromFlags) {
+  const char* none[] = {"flotilla-scheduler"};
+  auto config = service::Config::parse(1, none, schedulerFlags()).value();
+  auto options = schedulerOptionsFrom(config);
+  ASSERT_TRUE(options.ok());
+  EXPECT_TRUE(options->public_events);
+
+  const char* some[] = {"flotilla-scheduler", "--ack-wait", "5", "--public-events=false"};
+  auto parsed = schedulerOptionsFrom(service::Config::parse(4, some, schedulerFlags()).value());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->ack_wait, std::chrono::seconds(5));
+  EXPECT_FALSE(parsed->public_events);
+
+  const char* bad[] = {"flotilla-scheduler", "--ack-wait", "soon"};
+  auto failed = schedulerOptionsFrom(service::Config::parse(3, bad, schedulerFlags()).value());
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message.find("--ack-wait"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flotilla::scheduler
