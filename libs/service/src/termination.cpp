@@ -157,6 +157,9 @@ void terminate(Consumer::State& state, Item& item, std::string_view reason, cons
               {"reason", record.reason},
               {"error", message}});
   publishReport(state, record);
+  if (state.options.on_terminated) {
+    state.options.on_terminated(record);
+  }
 }
 
 }  // namespace detail

@@ -420,7 +420,7 @@ TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
       << status_.msgIds().back();
   EXPECT_EQ(metric("objects_applied_total", {{"result", "ok"}}), 3);
   EXPECT_EQ(metric("deploys_total", {{"outcome", "applied"}}), 1);
-  EXPECT_EQ(metric("messages_total", {{"action", "ack"}}), 1);
+  EXPECT_EQ(metric("settled_total", {{"consumer", "deploy"}, {"action", "ack"}}), 1);
 }
 
 // The same deploymentID again: nothing is applied (resourceVersions unchanged), the status is re-reported.
@@ -592,7 +592,11 @@ TEST_F(AgentTest, InvalidOrMissingManifestIsReportedAndTerminated) {
   auto bad_options = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(bad_options);
   EXPECT_EQ(bad_options->reason, "InvalidOptions");
-  EXPECT_TRUE(eventually([&] { return metric("messages_total", {{"action", "term"}}) == 3; }, seconds(5)));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return metric("settled_total", {{"consumer", "deploy"}, {"action", "term"}}) == 3;
+      },
+      seconds(5)));
 }
 
 // Delete: everything the inventory owns is pruned and the inventory is gone; with keepResources the objects
@@ -931,9 +935,9 @@ TEST_F(AgentTest, StaleGenerationIsIgnored) {
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "new"));
 }
 
-// An API server that cannot be reached is a transient failure: the message is naked with backoff, and no
-// status is invented.
-TEST_F(AgentTest, UnreachableApiServerNaksWithBackoff) {
+// An API server that cannot be reached is waited out: the message is parked and re-run with backoff, kept alive
+// with in-progress acks, so it uses no delivery (it is never terminated for it), and no status is invented.
+TEST_F(AgentTest, UnreachableApiServerWaitsWithoutUsingDeliveries) {
   startResponder();
   auto port = harness::freeTcpPort();
   ASSERT_TRUE(port.ok());
@@ -946,8 +950,16 @@ TEST_F(AgentTest, UnreachableApiServerNaksWithBackoff) {
   startAgent(std::shared_ptr<kube::KubeClient>(std::move(client).value()));
   std::string bundle = unique("bundle");
   deploy(bundle, putManifest({configMap("a", "default", {})}), Json::object());
-  ASSERT_TRUE(eventually([&] { return metric("messages_total", {{"action", "nak"}}) >= 2; }, seconds(30)));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return metric("settled_total", {{"consumer", "deploy"}, {"action", "wait"}}) >= 2;
+      },
+      seconds(30)));
   EXPECT_GE(metric("deploy_retries_total", {{"step", "inventory"}}), 2);
+  EXPECT_EQ(metric("settled_total", {{"consumer", "deploy"}, {"action", "nak"}}), 0);
+  auto info = js_->consumerInfo(service::kDeployStream, consumerName(cluster_name_));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->num_redelivered, 0);
   EXPECT_TRUE(status_.all(bundle).empty());
 }
 

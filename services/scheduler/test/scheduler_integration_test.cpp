@@ -263,7 +263,7 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   // Redelivery (a different Msg-Id, so JetStream does not drop it): nothing new is sent.
   publishBundle(event, "/redelivered");
   ASSERT_TRUE(waitFor([&] {
-    return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1;
+    return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));
   EXPECT_EQ(scheduler_->handleBundle(events::encode(event).dump()).result, "unchanged");
   EXPECT_TRUE(noMoreDeploys(prod));
@@ -590,7 +590,7 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
 
   publishBundle(event, "/after-restart");
   ASSERT_TRUE(waitFor([&] {
-    return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1;
+    return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));
   EXPECT_TRUE(noMoreDeploys(c1));
   EXPECT_TRUE(noMoreDeploys(c2, 300ms));

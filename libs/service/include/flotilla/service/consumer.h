@@ -35,6 +35,7 @@
 #include "flotilla/bus/kv.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
+#include "flotilla/events/terminated.h"
 
 namespace flotilla::service {
 
@@ -116,6 +117,9 @@ struct ConsumerOptions {
   std::function<void()> on_idle;
   //! Called after every handled message with its outcome and the handler's seconds (service-specific metrics).
   std::function<void(const Outcome&, double)> on_handled;
+  //! Called after a message was terminated and reported (e.g. an agent, which may write no KV, forwards the
+  //! record to the hub on its status subject).
+  std::function<void(const events::MessageTerminated&)> on_terminated;
 };
 
 //! Where terminated messages are reported besides the log and the metrics.
