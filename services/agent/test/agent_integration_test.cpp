@@ -21,6 +21,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/events/terminated.h"
 #include "flotilla/harness/kube_cluster.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/identity.h"
@@ -1007,6 +1008,61 @@ TEST_F(AgentTest, BinaryServesReadyzAppliesAndExitsCleanly) {
   int exit_code = process->stop(seconds(10));
   EXPECT_EQ(exit_code, 0) << readFile(log_file).valueOr("");
   removeAll(*dir);
+}
+
+// A deploy that kills the agent every time it is handled (each "process" takes it and dies without settling it)
+// is terminated on the delivery after the maximum, reported to the hub on the cluster's status subject (the
+// scheduler stores it), and the agent keeps applying other deploys.
+TEST_F(AgentTest, APoisonDeployIsTerminatedAndReportedWhileOthersApply) {
+  startResponder();
+  bus::ConsumerConfig config{.durable = consumerName(cluster_name_),
+                             .filter_subject = events::deploySubject(cluster_name_),
+                             .ack_wait = seconds(1),
+                             .max_deliver = 3};
+  ASSERT_TRUE(js_->ensureConsumer(service::kDeployStream, config).ok());
+  auto crashing = js_->bindPull(service::kDeployStream, config.durable);
+  ASSERT_TRUE(crashing.ok());
+  std::string ns = unique("app");
+  std::string poison = unique("poison");
+  auto poison_event =
+      deploy(poison, putManifest({configMap("p", "", {{"k", "v"}})}), Json::obj({{"defaultNamespace", ns}}));
+  for (int crash = 1; crash <= 2; ++crash) {
+    auto batch = crashing->fetch(1, seconds(10));
+    ASSERT_TRUE(batch.ok());
+    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
+  }
+  crashing = bus::PullConsumer();
+  auto options = agentOptions();
+  options.max_deliveries = 2;
+  options.ack_wait = seconds(1);
+  startAgent(nullptr, true, false, options);
+  // The report, on flotilla.status.<cluster>.= (where the agent may publish).
+  std::optional<events::MessageTerminated> report;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto info = js_->streamInfo(service::kStatusStream);
+        for (uint64_t seq = 1; info.ok() && seq <= info->last_sequence && !report; ++seq) {
+          auto message = js_->getMessage(service::kStatusStream, seq);
+          auto json = message.ok() ? Json::parse(message->data()) : Result<Json>(fail(ErrorKind::kNotFound, ""));
+          if (json.ok() && json->getString("kind") == events::MessageTerminated::kKind) {
+            report = events::decodeMessageTerminated(*json).value();
+            EXPECT_EQ(message->subject(), events::statusSubject(cluster_name_, ""));
+          }
+        }
+        return report.has_value();
+      },
+      seconds(20)));
+  EXPECT_EQ(report->reason, events::kTerminatedExhausted);
+  EXPECT_EQ(report->consumer, consumerName(cluster_name_));
+  EXPECT_EQ(report->msg_id, poison_event.id);
+  EXPECT_EQ(metric("messages_terminated_total",
+                   {{"consumer", "deploy"}, {"reason", std::string(events::kTerminatedExhausted)}}),
+            1);
+  EXPECT_FALSE(inventory(poison));
+  // Still serving.
+  std::string bundle = unique("bundle");
+  deploy(bundle, putManifest({configMap("ok", "", {{"k", "v"}})}), Json::obj({{"defaultNamespace", ns}}));
+  EXPECT_TRUE(status_.waitForState(bundle, "Ready"));
 }
 
 }  // namespace
