@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "flotilla/cli/hub_reader.h"
+#include "flotilla/cli/redrive.h"
 #include "flotilla/cli/render_command.h"
 #include "flotilla/cli/views.h"
 #include "flotilla/core/log.h"
@@ -31,6 +32,7 @@ Commands:
   delete <gitrepo|clustergroup> <name> [-n ws]
                                        remove a spec (the pipeline then removes what it deployed)
   force-sync <gitrepo> [-n ws]         re-run the pipeline for the GitRepo's current commit
+  redrive [all|<consumer>[/<seq>]]     list (no argument) or re-run messages a consumer terminated
   render <dir> [-l key=value]... [--cluster-name N] [--group G]...
                                        print what a cluster would get from a checkout, without a hub
                                        (see 'flotilla render --help')
@@ -438,6 +440,13 @@ int runCli(const std::vector<std::string>& argv, std::istream& in, std::ostream&
     }
     if (command == "force-sync") {
       return forceSync(args.positional, args.workspace, args.connect, out, err);
+    }
+    if (command == "redrive") {
+      if (args.positional.size() > 2) {
+        return usageError(err, "usage: flotilla redrive [all | <consumer> | <consumer>/<sequence>]");
+      }
+      return runRedrive({.connect = args.connect, .selector = args.positional.size() == 2 ? args.positional[1] : ""},
+                        out, err);
     }
   } catch (const std::exception& e) {
     return failWith(err, std::string("unexpected failure: ") + e.what());
