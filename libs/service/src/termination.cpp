@@ -37,10 +37,11 @@ namespace detail {
 void KeyedQueue::push(ItemPtr item) {
   {
     std::lock_guard lock(mutex_);
-    auto& line = waiting_[item->key];
-    line.push_back(item);
-    if (line.size() == 1 && busy_.count(item->key) == 0) {
-      ready_.push_back(item->key);
+    std::string key = item->key;
+    auto& line = waiting_[key];
+    line.push_back(std::move(item));
+    if (line.size() == 1 && busy_.count(key) == 0) {
+      ready_.push_back(std::move(key));
     }
   }
   cv_.notify_one();
