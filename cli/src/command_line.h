@@ -100,6 +100,8 @@ void defineDelete(CLI::App& command, Invocation& invocation);
 int runDelete(Invocation& invocation, const Streams& io);
 void defineForceSync(CLI::App& command, Invocation& invocation);
 int runForceSync(Invocation& invocation, const Streams& io);
+void defineRedrive(CLI::App& command, Invocation& invocation);
+int runRedriveCommand(Invocation& invocation, const Streams& io);
 void defineRender(CLI::App& command, Invocation& invocation);
 int runRenderCommand(Invocation& invocation, const Streams& io);
 

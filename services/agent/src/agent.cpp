@@ -1,5 +1,6 @@
 #include "flotilla/agent/agent.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "flotilla/core/log.h"
@@ -108,6 +109,9 @@ void Agent::stop() {
       thread->join();
     }
   }
+  if (consumer_) {
+    consumer_->stop();
+  }
   bound_ = false;
 }
 
@@ -199,30 +203,60 @@ bool Agent::registerWithHub() {
 
 // ---- consumer -------------------------------------------------------------------------------------------------
 
-bool Agent::bindConsumer(bus::PullConsumer& consumer) {
+service::ConsumerOptions Agent::consumerOptions(const std::string& cluster) {
+  service::ConsumerOptions consumer;
+  consumer.service = "agent";
+  consumer.label = "deploy";
+  consumer.stream = service::kDeployStream;
+  consumer.config = bus::ConsumerConfig{.durable = consumerName(cluster),
+                                        .filter_subject = events::deploySubject(cluster),
+                                        .ack_wait = options_.ack_wait,
+                                        .description = "flotilla agent of cluster " + cluster};
+  consumer.max_deliveries = options_.max_deliveries;
+  // One deploy at a time (the handler serialises on the cluster anyway); parked ones hold no slot.
+  consumer.workers = 1;
+  consumer.queue = 1;
+  consumer.fetch_timeout = options_.fetch_timeout;
+  consumer.budget = options_.budget;
+  consumer.ack_sync = false;
+  consumer.on_handled = [this](const Outcome& outcome, double) {
+    metrics_.counter("deploys_total", "Deploy events handled, by outcome", {{"outcome", outcome.result}}).Increment();
+  };
+  // An agent writes no KV and publishes only under its status subjects: the record goes to the scheduler there,
+  // which stores it and publishes the public event.
+  consumer.on_terminated = [this, cluster](const events::MessageTerminated& record) {
+    auto sent = js_->publish(heartbeatSubjectFor(cluster), events::encode(record).dump(),
+                             "terminated/" + record.consumer + "/" + std::to_string(record.stream_sequence));
+    if (!sent.ok()) {
+      log::warn("cannot report a terminated deploy to the hub", {{"error", sent.error().describe()}});
+    }
+  };
+  return consumer;
+}
+
+bool Agent::bindConsumer() {
   std::string cluster = clusterId();
-  bus::ConsumerConfig config{.durable = consumerName(cluster),
-                             .filter_subject = events::deploySubject(cluster),
-                             .ack_wait = options_.ack_wait,
-                             .description = "flotilla agent of cluster " + cluster};
+  auto options = consumerOptions(cluster);
+  const std::string durable = options.config.durable;
+  consumer_ = std::make_unique<service::Consumer>(
+      js_, std::move(options),
+      [this](const bus::Message& message, const Delivery& delivery) {
+        return handler_->handle(message.data(), delivery);
+      },
+      metrics_, service::TerminationReports{.status = nullptr, .public_event = false});
   milliseconds delay = options_.register_backoff_min;
   while (!stopping_) {
-    auto ensured = js_->ensureConsumer(service::kDeployStream, config);
-    if (ensured.ok()) {
-      auto bound = js_->bindPull(service::kDeployStream, config.durable);
-      if (bound.ok()) {
-        consumer = std::move(bound).value();
-        bound_ = true;
-        log::info("deploy consumer bound", {{"cluster", cluster}, {"consumer", config.durable}});
-        return true;
-      }
-      ensured = fail(bound.error());
+    auto started = consumer_->start();
+    if (started.ok()) {
+      bound_ = true;
+      log::info("deploy consumer bound", {{"cluster", cluster}, {"consumer", durable}});
+      return true;
     }
     metrics_.counter("consumer_setup_retries_total", "Failed attempts to create or bind the deploy consumer")
         .Increment();
     log::warn("cannot set up the deploy consumer, retrying", {{"cluster", cluster},
                                                               {"retry_in_ms", static_cast<int64_t>(delay.count())},
-                                                              {"error", ensured.error().describe()}});
+                                                              {"error", started.error().describe()}});
     if (!sleepFor(delay)) {
       break;
     }
@@ -231,83 +265,9 @@ bool Agent::bindConsumer(bus::PullConsumer& consumer) {
   return false;
 }
 
-void Agent::handleMessage(bus::Message& message) {
-  auto started = std::chrono::steady_clock::now();
-  auto& in_flight = metrics_.gauge("in_flight_messages", "Deploy messages being handled");
-  in_flight.Increment();
-  Delivery delivery;
-  if (auto meta = message.metadata(); meta.ok()) {
-    delivery.stream_sequence = meta->stream_sequence;
-    delivery.delivery_count = meta->num_delivered;
-  }
-  delivery.progress = [&message] { (void)message.inProgress(); };
-  Outcome outcome;
-  try {
-    outcome = handler_->handle(message.data(), delivery);
-  } catch (const std::exception& e) {
-    metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
-    log::error("deploy handler threw", {{"cluster", clusterId()}, {"error", std::string(e.what())}});
-    outcome = Outcome::retry(handler_->backoff(delivery.delivery_count), "exception");
-  }
-  Status settled;
-  std::string action;
-  switch (outcome.action) {
-    case Outcome::Action::kAck:
-      settled = message.ack();
-      action = "ack";
-      break;
-    case Outcome::Action::kRetry:
-      settled = message.nakWithDelay(outcome.delay);
-      action = "nak";
-      break;
-    case Outcome::Action::kReject:
-      settled = message.term();
-      action = "term";
-      break;
-  }
-  if (!settled.ok()) {
-    metrics_.counter("ack_failures_total", "Failed ack/nak/term calls (the message will be redelivered)").Increment();
-    log::warn("could not settle a deploy message", {{"action", action}, {"error", settled.error().describe()}});
-  }
-  in_flight.Decrement();
-  metrics_.counter("messages_total", "Deploy messages handled, by bus action", {{"action", action}}).Increment();
-  metrics_.counter("deploys_total", "Deploy events handled, by outcome", {{"outcome", outcome.result}}).Increment();
-  metrics_.histogram("handler_duration_seconds", "Time to handle one deploy message", Metrics::durationBuckets())
-      .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-}
-
 void Agent::consumerLoop() {
-  if (!registerWithHub()) {
-    return;
-  }
-  bus::PullConsumer consumer;
-  if (!bindConsumer(consumer)) {
-    return;
-  }
-  milliseconds error_delay(500);
-  while (!stopping_) {
-    auto batch = consumer.fetch(1, options_.fetch_timeout);
-    if (!batch.ok()) {
-      metrics_.counter("fetch_errors_total", "Failed fetches from the deploy consumer").Increment();
-      log::warn("fetch failed", {{"cluster", clusterId()}, {"error", batch.error().describe()}});
-      if (batch.error().kind == ErrorKind::kNotFound) {
-        // The consumer was deleted (by an operator or a stream reset): create and bind it again.
-        bound_ = false;
-        if (!bindConsumer(consumer)) {
-          return;
-        }
-        continue;
-      }
-      if (!sleepFor(error_delay)) {
-        return;
-      }
-      error_delay = std::min(error_delay * 2, milliseconds(10000));
-      continue;
-    }
-    error_delay = milliseconds(500);
-    for (auto& message : *batch) {
-      handleMessage(message);
-    }
+  if (registerWithHub()) {
+    bindConsumer();
   }
 }
 

@@ -66,7 +66,10 @@ Outcome DeployHandler::handle(std::string_view data, const Delivery& delivery) {
 
 Outcome DeployHandler::transientFailure(const events::DeployEvent& event, const Delivery& delivery,
                                         std::string_view step, const Error& error) {
-  auto delay = backoff(delivery.delivery_count);
+  // An unreachable or failing API server is waited out (no delivery used); other steps retry by delivery count.
+  const bool cluster_step = step != "report" && step != "manifest";
+  const bool waiting = cluster_step && error.kind == ErrorKind::kTransient;
+  auto delay = backoff(waiting ? delivery.attempt : delivery.delivery_count);
   metrics_
       .counter("deploy_retries_total", "Deploy events naked for a transient failure, by step",
                {{"step", std::string(step)}})
@@ -79,7 +82,7 @@ Outcome DeployHandler::transientFailure(const events::DeployEvent& event, const 
                                               {"delivery", static_cast<int64_t>(delivery.delivery_count)},
                                               {"retry_in_ms", static_cast<int64_t>(delay.count())},
                                               {"error", error.describe()}});
-  return Outcome::retry(delay);
+  return waiting ? Outcome::wait(delay, "retry") : Outcome::retry(delay);
 }
 
 Status DeployHandler::report(const events::DeployEvent& event, const BundleReport& bundle_report,
@@ -259,7 +262,7 @@ Result<std::vector<std::string>> DeployHandler::unmetDependencies(const events::
 
 Outcome DeployHandler::waitForDependencies(const events::DeployEvent& event, const std::vector<std::string>& unmet,
                                            const Delivery& delivery) {
-  auto delay = backoff(delivery.delivery_count);
+  auto delay = backoff(delivery.attempt);
   metrics_.counter("dependency_waits_total", "Deploys postponed because dependsOn is not satisfied").Increment();
   std::string message = "waiting for dependencies: ";
   for (size_t i = 0; i < unmet.size(); ++i) {
@@ -286,7 +289,7 @@ Outcome DeployHandler::waitForDependencies(const events::DeployEvent& event, con
     std::lock_guard lock(tracked_mutex_);
     tracked_[ownerOf(event.workspace, event.bundle)].waiting_for = event.deployment_id;
   }
-  return Outcome::retry(delay, "waiting");
+  return Outcome::wait(delay, "waiting");
 }
 
 Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const Inventory& inventory,

@@ -13,6 +13,7 @@ std::map<std::string, std::string> agentFlags() {
       {"heartbeat-interval", "how often to send a heartbeat (default 30s)"},
       {"resync-interval", "how often to re-check the health of bundles that are not Ready (default 30s)"},
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
+      {"max-deliveries", "deliveries of a failing deploy before it is terminated and reported (default 10)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
   };
 }
@@ -30,6 +31,10 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
     return fail(labels.error());
   }
   options.labels = std::move(labels).value();
+  options.max_deliveries = config.getInt("max-deliveries", service::kDefaultMaxDeliveries);
+  if (options.max_deliveries < 1) {
+    return fail(ErrorKind::kInvalid, "--max-deliveries must be at least 1");
+  }
   struct IntervalFlag {
     const char* name;
     std::chrono::milliseconds* target;

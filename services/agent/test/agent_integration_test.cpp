@@ -21,6 +21,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/events/terminated.h"
 #include "flotilla/harness/kube_cluster.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/identity.h"
@@ -424,7 +425,7 @@ TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
       << status_.msgIds().back();
   EXPECT_EQ(metric("objects_applied_total", {{"result", "ok"}}), 3);
   EXPECT_EQ(metric("deploys_total", {{"outcome", "applied"}}), 1);
-  EXPECT_EQ(metric("messages_total", {{"action", "ack"}}), 1);
+  EXPECT_EQ(metric("settled_total", {{"consumer", "deploy"}, {"action", "ack"}}), 1);
 }
 
 // The same deploymentID again: nothing is applied (resourceVersions unchanged), the status is re-reported.
@@ -591,7 +592,11 @@ TEST_F(AgentTest, InvalidOrMissingManifestIsReportedAndTerminated) {
   auto bad_options = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(bad_options);
   EXPECT_EQ(bad_options->reason, "InvalidOptions");
-  EXPECT_TRUE(eventually([&] { return metric("messages_total", {{"action", "term"}}) == 3; }, seconds(5)));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return metric("settled_total", {{"consumer", "deploy"}, {"action", "term"}}) == 3;
+      },
+      seconds(5)));
 }
 
 // Delete: everything the inventory owns is pruned and the inventory is gone; with keepResources the objects
@@ -921,9 +926,9 @@ TEST_F(AgentTest, StaleGenerationIsIgnored) {
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "new"));
 }
 
-// An API server that cannot be reached is a transient failure: the message is naked with backoff, and no
-// status is invented.
-TEST_F(AgentTest, UnreachableApiServerNaksWithBackoff) {
+// An API server that cannot be reached is waited out: the message is parked and re-run with backoff, kept alive
+// with in-progress acks, so it uses no delivery (it is never terminated for it), and no status is invented.
+TEST_F(AgentTest, UnreachableApiServerWaitsWithoutUsingDeliveries) {
   startResponder();
   auto port = harness::freeTcpPort();
   ASSERT_TRUE(port.ok());
@@ -936,8 +941,16 @@ TEST_F(AgentTest, UnreachableApiServerNaksWithBackoff) {
   startAgent(std::shared_ptr<kube::KubeClient>(std::move(client).value()));
   std::string bundle = unique("bundle");
   deploy(bundle, putManifest({configMap("a", "default", {})}), Json::object());
-  ASSERT_TRUE(eventually([&] { return metric("messages_total", {{"action", "nak"}}) >= 2; }, seconds(30)));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return metric("settled_total", {{"consumer", "deploy"}, {"action", "wait"}}) >= 2;
+      },
+      seconds(30)));
   EXPECT_GE(metric("deploy_retries_total", {{"step", "inventory"}}), 2);
+  EXPECT_EQ(metric("settled_total", {{"consumer", "deploy"}, {"action", "nak"}}), 0);
+  auto info = js_->consumerInfo(service::kDeployStream, consumerName(cluster_name_));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->num_redelivered, 0);
   EXPECT_TRUE(status_.all(bundle).empty());
 }
 
@@ -985,6 +998,61 @@ TEST_F(AgentTest, BinaryServesReadyzAppliesAndExitsCleanly) {
   int exit_code = process->stop(seconds(10));
   EXPECT_EQ(exit_code, 0) << readFile(log_file).valueOr("");
   removeAll(*dir);
+}
+
+// A deploy that kills the agent every time it is handled (each "process" takes it and dies without settling it)
+// is terminated on the delivery after the maximum, reported to the hub on the cluster's status subject (the
+// scheduler stores it), and the agent keeps applying other deploys.
+TEST_F(AgentTest, APoisonDeployIsTerminatedAndReportedWhileOthersApply) {
+  startResponder();
+  bus::ConsumerConfig config{.durable = consumerName(cluster_name_),
+                             .filter_subject = events::deploySubject(cluster_name_),
+                             .ack_wait = seconds(1),
+                             .max_deliver = 3};
+  ASSERT_TRUE(js_->ensureConsumer(service::kDeployStream, config).ok());
+  auto crashing = js_->bindPull(service::kDeployStream, config.durable);
+  ASSERT_TRUE(crashing.ok());
+  std::string ns = unique("app");
+  std::string poison = unique("poison");
+  auto poison_event =
+      deploy(poison, putManifest({configMap("p", "", {{"k", "v"}})}), Json::obj({{"defaultNamespace", ns}}));
+  for (int crash = 1; crash <= 2; ++crash) {
+    auto batch = crashing->fetch(1, seconds(10));
+    ASSERT_TRUE(batch.ok());
+    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
+  }
+  crashing = bus::PullConsumer();
+  auto options = agentOptions();
+  options.max_deliveries = 2;
+  options.ack_wait = seconds(1);
+  startAgent(nullptr, true, false, options);
+  // The report, on flotilla.status.<cluster>.= (where the agent may publish).
+  std::optional<events::MessageTerminated> report;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto info = js_->streamInfo(service::kStatusStream);
+        for (uint64_t seq = 1; info.ok() && seq <= info->last_sequence && !report; ++seq) {
+          auto message = js_->getMessage(service::kStatusStream, seq);
+          auto json = message.ok() ? Json::parse(message->data()) : Result<Json>(fail(ErrorKind::kNotFound, ""));
+          if (json.ok() && json->getString("kind") == events::MessageTerminated::kKind) {
+            report = events::decodeMessageTerminated(*json).value();
+            EXPECT_EQ(message->subject(), events::statusSubject(cluster_name_, ""));
+          }
+        }
+        return report.has_value();
+      },
+      seconds(20)));
+  EXPECT_EQ(report->reason, events::kTerminatedExhausted);
+  EXPECT_EQ(report->consumer, consumerName(cluster_name_));
+  EXPECT_EQ(report->msg_id, poison_event.id);
+  EXPECT_EQ(metric("messages_terminated_total",
+                   {{"consumer", "deploy"}, {"reason", std::string(events::kTerminatedExhausted)}}),
+            1);
+  EXPECT_FALSE(inventory(poison));
+  // Still serving.
+  std::string bundle = unique("bundle");
+  deploy(bundle, putManifest({configMap("ok", "", {{"k", "v"}})}), Json::obj({{"defaultNamespace", ns}}));
+  EXPECT_TRUE(status_.waitForState(bundle, "Ready"));
 }
 
 }  // namespace

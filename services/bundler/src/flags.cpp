@@ -39,6 +39,7 @@ std::map<std::string, std::string> bundlerFlags() {
       {"kustomize-binary",
        "kustomize executable for kustomize bundles (default: kustomize on PATH; \"none\" disables kustomize)"},
       {"retry-max", "longest delay before a failed commit is retried (default 60s)"},
+      {"max-deliveries", "deliveries of a failing commit before it is terminated and reported (default 10)"},
       {"chart-cache-dir",
        "where Helm charts pulled from repositories are cached (default <work-dir>/chart-cache; \"none\" disables)"},
       {"credentials-dir",
@@ -95,6 +96,10 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
   options.workers = static_cast<int>(config.getInt("workers", 2));
   if (options.workers < 1 || options.workers > 256) {
     return fail(ErrorKind::kInvalid, "--workers must be between 1 and 256");
+  }
+  options.max_deliveries = config.getInt("max-deliveries", service::kDefaultMaxDeliveries);
+  if (options.max_deliveries < 1) {
+    return fail(ErrorKind::kInvalid, "--max-deliveries must be at least 1");
   }
   options.handler.render_parallelism = static_cast<int>(config.getInt("render-parallelism", 4));
   if (options.handler.render_parallelism < 1 || options.handler.render_parallelism > 64) {

@@ -13,6 +13,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/events/terminated.h"
 #include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
@@ -591,6 +592,50 @@ TEST_F(BundlerIntegrationTest, AFiftyMiBBundleGoesThroughTheObjectStoresEndToEnd
   auto info = hub_.manifests->info(events[0].manifest_id);
   ASSERT_TRUE(info.ok());
   EXPECT_GT(info->chunks, 50u);
+}
+
+// A commit that kills the bundler every time it is handled (each "process" takes it and dies without settling
+// it) is not redelivered forever: the delivery after the maximum is terminated and reported without running the
+// handler again (KV record, metric, public event), and the bundler keeps rendering other commits.
+TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRender) {
+  auto opts = options();
+  opts.max_deliveries = 2;
+  opts.ack_wait = 1s;
+  bus::ConsumerConfig config{.durable = std::string(kConsumerName),
+                             .filter_subject = std::string(events::kCommitFilter),
+                             .ack_wait = opts.ack_wait,
+                             .max_deliver = opts.max_deliveries + 1};
+  ASSERT_TRUE(hub_.js->ensureConsumer(service::kCommitsStream, config).ok());
+  auto crashing = hub_.js->bindPull(service::kCommitsStream, std::string(kConsumerName));
+  ASSERT_TRUE(crashing.ok());
+  auto poison = publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  uint64_t sequence = 0;
+  for (int crash = 1; crash <= 2; ++crash) {
+    auto batch = crashing->fetch(1, 10s);
+    ASSERT_TRUE(batch.ok());
+    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
+    sequence = (*batch)[0].metadata()->stream_sequence;
+  }
+  crashing = bus::PullConsumer();
+  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const RendererSet>(), metrics_, opts);
+  ASSERT_TRUE(bundler_->start().ok());
+  auto key = events::terminatedKey(service::kCommitsStream, kConsumerName, sequence);
+  ASSERT_TRUE(eventually([&] { return hub_.status->get(key).ok(); }, 20s));
+  auto record = events::decodeMessageTerminated(Json::parse(hub_.status->get(key)->value).value());
+  ASSERT_TRUE(record.ok()) << record.error().describe();
+  EXPECT_EQ(record->reason, events::kTerminatedExhausted);
+  EXPECT_EQ(record->msg_id, poison.id);
+  EXPECT_EQ(record->subject, events::commitSubject(poison.workspace, poison.gitrepo));
+  EXPECT_EQ(metrics_.value("messages_terminated_total",
+                           {{"consumer", "commits"}, {"reason", std::string(events::kTerminatedExhausted)}}),
+            1);
+  EXPECT_TRUE(
+      hub_.js->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kCommitsStream, kConsumerName))
+          .ok());
+  EXPECT_EQ(bundleMessages(), 0u);
+  // The service keeps serving: the next commit renders.
+  publishCommit(kCommit2, threeBundles(), {"apps/*"});
+  EXPECT_EQ(readEvents(3).size(), 3u);
 }
 
 }  // namespace

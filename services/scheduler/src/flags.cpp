@@ -8,6 +8,7 @@ std::map<std::string, std::string> schedulerFlags() {
   return {
       {"ack-wait", "seconds before JetStream redelivers a message the scheduler did not acknowledge (default 60)"},
       {"fetch-batch", "messages fetched per pull from each durable consumer (default 16)"},
+      {"max-deliveries", "deliveries of a failing message before it is terminated and reported (default 10)"},
       {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
   };
 }
@@ -37,6 +38,9 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
   auto batch = positive(config, "fetch-batch", options.fetch_batch);
   FLOTILLA_TRY(batch);
   options.fetch_batch = static_cast<int>(*batch);
+  auto max_deliveries = positive(config, "max-deliveries", options.max_deliveries);
+  FLOTILLA_TRY(max_deliveries);
+  options.max_deliveries = *max_deliveries;
   std::string events = config.get("public-events", "true");
   if (events != "true" && events != "false") {
     return fail(ErrorKind::kInvalid, "--public-events: expected true or false, got \"" + events + "\"");

@@ -7,6 +7,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/scheduler/terminations.h"
 #include "times.h"
 
 namespace flotilla::scheduler {
@@ -51,21 +52,9 @@ Status Scheduler::start() {
     return {};
   }
   FLOTILLA_TRY(loadState());
-  FLOTILLA_TRY(setUpConsumers());
   FLOTILLA_TRY(subscribeRegistrations());
+  FLOTILLA_TRY(setUpConsumers());
   enqueueReconcile("");
-  bundle_thread_ = std::thread([this] {
-    consumeLoop(bundle_consumer_, "bundles", [this](bus::Message& message) {
-      auto meta = message.metadata();
-      int64_t clock_ms = meta.ok() ? meta->timestamp_ns / 1'000'000 : 0;
-      return handleBundle(message.data(), clock_ms, std::max<uint64_t>(1, message.deliveryCount()));
-    });
-  });
-  status_thread_ = std::thread([this] {
-    consumeLoop(status_consumer_, "status", [this](bus::Message& message) {
-      return handleStatus(message.subject(), message.data(), std::max<uint64_t>(1, message.deliveryCount()));
-    });
-  });
   watch_thread_ = std::thread([this] { watchLoop(); });
   reconcile_thread_ = std::thread([this] { reconcileLoop(); });
   std::lock_guard lock(mutex_);
@@ -82,7 +71,12 @@ void Scheduler::stop() {
   { std::lock_guard lock(wake_mutex_); }
   wake_.notify_all();
   register_subscription_ = bus::Subscription();
-  for (auto* thread : {&bundle_thread_, &status_thread_, &watch_thread_, &reconcile_thread_}) {
+  for (auto* consumer : {bundle_consumer_.get(), status_consumer_.get()}) {
+    if (consumer != nullptr) {
+      consumer->stop();
+    }
+  }
+  for (auto* thread : {&watch_thread_, &reconcile_thread_}) {
     if (thread->joinable()) {
       thread->join();
     }
@@ -113,22 +107,54 @@ bool Scheduler::ready(std::string& why) const {
   return true;
 }
 
+service::ConsumerOptions Scheduler::consumerOptions(const char* stream, std::string_view durable,
+                                                    std::string_view filter, std::string label) const {
+  service::ConsumerOptions consumer;
+  consumer.service = "scheduler";
+  consumer.label = std::move(label);
+  consumer.stream = stream;
+  consumer.config = bus::ConsumerConfig{.durable = std::string(durable),
+                                        .filter_subject = std::string(filter),
+                                        .ack_wait = options_.ack_wait,
+                                        .description = "flotilla scheduler"};
+  consumer.max_deliveries = options_.max_deliveries;
+  // One worker: every handler takes mutex_ anyway, and stream order is what the handlers expect.
+  consumer.workers = 1;
+  consumer.queue = std::max(1, options_.fetch_batch);
+  consumer.fetch_timeout = options_.fetch_timeout;
+  consumer.fetch_backoff = service::Backoff(options_.retry_base, options_.retry_max);
+  consumer.budget = options_.budget;
+  return consumer;
+}
+
 Status Scheduler::setUpConsumers() {
-  auto bind = [&](const char* stream, std::string_view durable, std::string_view filter,
-                  bus::PullConsumer& out) -> Status {
-    bus::ConsumerConfig config{.durable = std::string(durable),
-                               .filter_subject = std::string(filter),
-                               .ack_wait = options_.ack_wait,
-                               .description = "flotilla scheduler"};
-    auto ensured = hub_.js->ensureConsumer(stream, config);
-    FLOTILLA_TRY(ensured);
-    auto bound = hub_.js->bindPull(stream, durable);
-    FLOTILLA_TRY(bound);
-    out = std::move(bound).value();
-    return {};
+  service::TerminationReports reports{.status = hub_.status, .public_event = options_.public_events};
+  auto bundles = consumerOptions(service::kBundlesStream, kBundleConsumer, events::kBundleFilter, "bundles");
+  bundles.on_idle = [this] {
+    if (!caught_up_.exchange(true)) {
+      log::info("bundle backlog handled", {});
+      { std::lock_guard lock(wake_mutex_); }
+      wake_.notify_all();
+    }
   };
-  FLOTILLA_TRY(bind(service::kBundlesStream, kBundleConsumer, events::kBundleFilter, bundle_consumer_));
-  FLOTILLA_TRY(bind(service::kStatusStream, kStatusConsumer, events::kStatusFilter, status_consumer_));
+  bundle_consumer_ = std::make_unique<service::Consumer>(
+      hub_.js, std::move(bundles),
+      [this](const bus::Message& message, const service::Delivery& delivery) {
+        return handleBundle(message.data(), delivery.timestamp_ms, delivery.delivery_count);
+      },
+      metrics_, reports);
+  status_consumer_ = std::make_unique<service::Consumer>(
+      hub_.js, consumerOptions(service::kStatusStream, kStatusConsumer, events::kStatusFilter, "status"),
+      [this](const bus::Message& message, const service::Delivery& delivery) {
+        if (auto forwarded = forwardAgentTermination(message.subject(), message.data(), *hub_.status, *hub_.js,
+                                                     options_.public_events)) {
+          return *forwarded;
+        }
+        return handleStatus(message.subject(), message.data(), delivery.delivery_count);
+      },
+      metrics_, reports);
+  FLOTILLA_TRY(bundle_consumer_->start());
+  FLOTILLA_TRY(status_consumer_->start());
   bound_ = true;
   return {};
 }
@@ -141,90 +167,7 @@ bool Scheduler::sleepFor(milliseconds duration) {
 }
 
 std::chrono::milliseconds Scheduler::backoff(uint64_t delivery_count) const {
-  milliseconds delay = options_.retry_base;
-  for (uint64_t i = 1; i < delivery_count && delay < options_.retry_max; ++i) {
-    delay *= 2;
-  }
-  return std::min(delay, options_.retry_max);
-}
-
-void Scheduler::consumeLoop(bus::PullConsumer& consumer, const std::string& name,
-                            const std::function<Outcome(bus::Message&)>& handle) {
-  milliseconds error_delay = options_.retry_base;
-  while (!stopping_) {
-    auto batch = consumer.fetch(options_.fetch_batch, options_.fetch_timeout);
-    if (!batch.ok()) {
-      metrics_.counter("fetch_errors_total", "Failed fetches from a durable consumer", {{"consumer", name}})
-          .Increment();
-      log::warn("fetch failed, retrying", {{"consumer", name},
-                                           {"retry_in_ms", static_cast<int64_t>(error_delay.count())},
-                                           {"error", batch.error().describe()}});
-      if (!sleepFor(error_delay)) {
-        break;
-      }
-      error_delay = std::min(error_delay * 2, options_.retry_max);
-      continue;
-    }
-    error_delay = options_.retry_base;
-    if (batch->empty()) {
-      if (name == "bundles" && !caught_up_.exchange(true)) {
-        log::info("bundle backlog handled", {});
-        wake_.notify_all();
-      }
-      continue;
-    }
-    for (auto& message : *batch) {
-      if (stopping_) {
-        // Fetched but not started: hand it back for immediate redelivery (to this or another replica).
-        (void)message.nak();
-        continue;
-      }
-      runOne(message, name, handle);
-    }
-  }
-}
-
-void Scheduler::runOne(bus::Message& message, const std::string& name,
-                       const std::function<Outcome(bus::Message&)>& handle) {
-  auto started = std::chrono::steady_clock::now();
-  auto& in_flight = metrics_.gauge("in_flight_messages", "Messages being handled", {{"consumer", name}});
-  in_flight.Increment();
-  Outcome outcome;
-  try {
-    outcome = handle(message);
-  } catch (const std::exception& e) {
-    metrics_.counter("handler_exceptions_total", "Handlers that threw (message nak'd)", {{"consumer", name}})
-        .Increment();
-    log::error("handler threw; the message will be redelivered", {{"consumer", name}, {"error", e.what()}});
-    outcome = Outcome::retry(backoff(message.deliveryCount()), "exception");
-  }
-  Status acted;
-  switch (outcome.action) {
-    case Outcome::Action::kAck:
-      acted = message.ackSync();
-      break;
-    case Outcome::Action::kRetry:
-      acted = message.nakWithDelay(outcome.delay);
-      break;
-    case Outcome::Action::kReject:
-      acted = message.term();
-      break;
-  }
-  if (!acted.ok()) {
-    // The message comes back after ack_wait; handlers are idempotent.
-    metrics_.counter("ack_failures_total", "Acks, naks or terms the server did not confirm", {{"consumer", name}})
-        .Increment();
-    log::warn("cannot acknowledge a message", {{"consumer", name}, {"error", acted.error().describe()}});
-  }
-  metrics_
-      .counter("messages_total", "Messages handled, by consumer and result",
-               {{"consumer", name}, {"result", outcome.result}})
-      .Increment();
-  metrics_
-      .histogram("handler_duration_seconds", "Time to handle one message", Metrics::durationBuckets(),
-                 {{"consumer", name}})
-      .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  in_flight.Decrement();
+  return service::Backoff(options_.retry_base, options_.retry_max).delay(delivery_count);
 }
 
 // ---- introspection ---------------------------------------------------------------------------------------------

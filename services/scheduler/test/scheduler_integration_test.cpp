@@ -10,6 +10,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/events/terminated.h"
 #include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
@@ -70,9 +71,11 @@ class SchedulerTest : public ::testing::Test {
     nats_.reset();
   }
 
-  void startScheduler() {
+  void startScheduler(int64_t max_deliveries = service::kDefaultMaxDeliveries,
+                      std::chrono::milliseconds ack_wait = 5s) {
     metrics_ = std::make_unique<Metrics>("scheduler");
-    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 5s, .retry_base = 100ms, .retry_max = 1s};
+    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = ack_wait, .retry_base = 100ms, .retry_max = 1s};
+    options.max_deliveries = max_deliveries;
     auto created = Scheduler::create(hub_, *metrics_, options);
     ASSERT_TRUE(created.ok()) << created.error().describe();
     scheduler_ = std::move(created).value();
@@ -253,7 +256,7 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   // Redelivery (a different Msg-Id, so JetStream does not drop it): nothing new is sent.
   publishBundle(event, "/redelivered");
   ASSERT_TRUE(waitFor([&] {
-    return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1;
+    return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));
   EXPECT_EQ(scheduler_->handleBundle(events::encode(event).dump()).result, "unchanged");
   EXPECT_TRUE(noMoreDeploys(prod));
@@ -585,7 +588,7 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
 
   publishBundle(event, "/after-restart");
   ASSERT_TRUE(waitFor([&] {
-    return metric("messages_total", {{"consumer", "bundles"}, {"result", "unchanged"}}) >= 1;
+    return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));
   EXPECT_TRUE(noMoreDeploys(c1));
   EXPECT_TRUE(noMoreDeploys(c2, 300ms));
@@ -666,6 +669,75 @@ TEST_F(SchedulerTest, BinaryRunsAndStopsCleanly) {
   EXPECT_NE(metrics->out.find("flotilla_scheduler_registrations_total"), std::string::npos);
   EXPECT_EQ(process->stop(10s), 0) << readFile(log_file).valueOr("");
   removeAll(*dir);
+}
+
+// A BundleEvent that kills the scheduler every time it is handled (each "process" takes it and dies without
+// settling it) is terminated and reported on the delivery after the maximum, and the scheduler keeps scheduling.
+TEST_F(SchedulerTest, APoisonBundleEventIsTerminatedAndReportedWhileOthersSchedule) {
+  scheduler_->stop();
+  scheduler_.reset();
+  bus::ConsumerConfig config{.durable = std::string(kBundleConsumer),
+                             .filter_subject = std::string(events::kBundleFilter),
+                             .ack_wait = 1s,
+                             .max_deliver = 3};
+  ASSERT_TRUE(hub_.js->ensureConsumer(service::kBundlesStream, config).ok());
+  auto crashing = hub_.js->bindPull(service::kBundlesStream, std::string(kBundleConsumer));
+  ASSERT_TRUE(crashing.ok());
+  auto poison = bundleEvent("poison", kManifestA, prodOnly());
+  publishBundle(poison);
+  uint64_t sequence = 0;
+  for (int crash = 1; crash <= 2; ++crash) {
+    auto batch = crashing->fetch(1, 10s);
+    ASSERT_TRUE(batch.ok());
+    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
+    sequence = (*batch)[0].metadata()->stream_sequence;
+  }
+  crashing = bus::PullConsumer();
+  startScheduler(2, 1s);
+  auto key = events::terminatedKey(service::kBundlesStream, kBundleConsumer, sequence);
+  ASSERT_TRUE(waitFor([&] { return hub_.status->get(key).ok(); }, 20s));
+  auto record = events::decodeMessageTerminated(*kv(*hub_.status, key));
+  ASSERT_TRUE(record.ok()) << record.error().describe();
+  EXPECT_EQ(record->reason, events::kTerminatedExhausted);
+  EXPECT_EQ(record->msg_id, poison.id);
+  EXPECT_EQ(metric("messages_terminated_total",
+                   {{"consumer", "bundles"}, {"reason", std::string(events::kTerminatedExhausted)}}),
+            1);
+  EXPECT_FALSE(scheduler_->deployment("prod-1", kWs, "poison").has_value());
+  // Still serving.
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  auto prod = agentConsumer("prod-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  EXPECT_EQ(deploys(prod, 1).size(), 1u);
+}
+
+// An agent reports a deploy it terminated on its own status subject; the scheduler stores the record and
+// publishes the public event, and rejects a report about another cluster's consumer.
+TEST_F(SchedulerTest, StoresTerminatedDeploysAgentsReportAndRejectsSpoofedOnes) {
+  events::MessageTerminated record{.id = events::newEventId(),
+                                   .time = log::nowRfc3339(),
+                                   .service = "agent",
+                                   .stream = service::kDeployStream,
+                                   .consumer = "agent-c-1",
+                                   .subject = events::deploySubject("c-1"),
+                                   .stream_sequence = 7,
+                                   .msg_id = "deploy/c-1/app/x/1",
+                                   .deliveries = 10,
+                                   .reason = std::string(events::kTerminatedThrew),
+                                   .message = "handler threw: boom"};
+  auto spoofed = record;
+  spoofed.consumer = "agent-c-2";
+  spoofed.stream_sequence = 8;
+  ASSERT_TRUE(hub_.js->publish(events::statusSubject("c-1", ""), events::encode(spoofed).dump(), "t-8").ok());
+  ASSERT_TRUE(hub_.js->publish(events::statusSubject("c-1", ""), events::encode(record).dump(), "t-7").ok());
+  auto key = events::terminatedKey(service::kDeployStream, "agent-c-1", 7);
+  ASSERT_TRUE(waitFor([&] { return hub_.status->get(key).ok(); }));
+  EXPECT_EQ(events::decodeMessageTerminated(*kv(*hub_.status, key)).value(), record);
+  EXPECT_FALSE(hub_.status->get(events::terminatedKey(service::kDeployStream, "agent-c-2", 8)).ok());
+  EXPECT_EQ(metric("messages_total", {{"consumer", "status"}, {"outcome", "spoofed"}}), 1);
+  EXPECT_TRUE(
+      hub_.js->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kDeployStream, "agent-c-1"))
+          .ok());
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/kube/client.h"
+#include "flotilla/service/consumer.h"
 
 namespace flotilla::agent {
 
@@ -44,8 +45,10 @@ struct AgentOptions {
   std::chrono::milliseconds register_timeout{5000};     //!< per registration request
   std::chrono::milliseconds register_backoff_min{500};  //!< first pause after a failed registration
   std::chrono::milliseconds register_backoff_max{30000};
-  std::chrono::milliseconds fetch_timeout{1000};  //!< how long one fetch waits; bounds shutdown latency
-  std::chrono::milliseconds ack_wait{120000};     //!< before JetStream redelivers an unacknowledged message
+  std::chrono::milliseconds fetch_timeout{1000};            //!< how long one fetch waits; bounds shutdown latency
+  std::chrono::milliseconds ack_wait{120000};               //!< before JetStream redelivers an unacknowledged message
+  int64_t max_deliveries = service::kDefaultMaxDeliveries;  //!< --max-deliveries (waits use none)
+  std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
   DeployHandlerOptions retry;
   std::string agent_version = std::string(kAgentVersion);
 };
@@ -93,12 +96,14 @@ class Agent {
   //! Registration with retries; false when stopped first.
   bool registerWithHub();
   Result<events::RegisterReply> registerOnce();
-  //! ensureConsumer + bindPull, retried; false when stopped first.
-  bool bindConsumer(bus::PullConsumer& consumer);
+  //! The runtime's settings for the agent-<cluster> durable.
+  service::ConsumerOptions consumerOptions(const std::string& cluster);
+  //! Creates the durable and starts the consumer runtime, retried; false when stopped first.
+  bool bindConsumer();
+  //! Registers, then starts consuming (the runtime has its own threads).
   void consumerLoop();
   void heartbeatLoop();
   void resyncLoop();
-  void handleMessage(bus::Message& message);
 
   AgentOptions options_;
   std::shared_ptr<bus::JetStream> js_;
@@ -110,6 +115,7 @@ class Agent {
   std::unique_ptr<InventoryStore> inventories_;
   std::unique_ptr<StatusPublisher> publisher_;
   std::unique_ptr<DeployHandler> handler_;
+  std::unique_ptr<service::Consumer> consumer_;
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};

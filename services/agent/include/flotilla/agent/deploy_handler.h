@@ -37,6 +37,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/model/options.h"
 #include "flotilla/model/state.h"
+#include "flotilla/service/consumer.h"
 
 namespace flotilla::agent {
 
@@ -45,26 +46,9 @@ inline constexpr std::string_view kAgentVersion = "0.1.0";
 //! Reason of the WaitApplied state while dependsOn is not satisfied.
 inline constexpr std::string_view kReasonDependencies = "DependenciesNotReady";
 
-//! What the consumer loop does with a message after the handler ran.
-struct Outcome {
-  enum class Action { kAck, kRetry, kReject };
-  Action action = Action::kAck;
-  std::chrono::milliseconds delay{0};  //!< for kRetry
-  std::string result;                  //!< metrics label: applied, skipped, deleted, orphaned, stale, invalid, ...
-
-  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
-  static Outcome retry(std::chrono::milliseconds delay, std::string result = "retry") {
-    return Outcome{Action::kRetry, delay, std::move(result)};
-  }
-  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
-};
-
-//! Where a message came from, for ids and backoff.
-struct Delivery {
-  uint64_t stream_sequence = 0;            //!< of the DeployEvent in FLOTILLA_DEPLOY (for logs)
-  uint64_t delivery_count = 1;             //!< 1 on the first delivery
-  std::function<void()> progress = [] {};  //!< keeps a long-running message from being redelivered
-};
+// The consumer runtime's types (libs/service/consumer.h), under the names the handler has always used.
+using Outcome = service::Outcome;
+using Delivery = service::Delivery;
 
 //! Publishes StatusEvents on flotilla.status.<cluster>.<bundle>; id and Nats-Msg-Id are events::statusMsgId.
 //! The `sequence` (the report counter of a bundle) is max(previous + 1, Unix time in ms): it grows with every

@@ -1,20 +1,17 @@
 // flotilla/bundler/bundler.h
 //
-// The bundler service: the durable consumer `bundler` on FLOTILLA_COMMITS (created with ensureConsumer, then
-// bound; replicas share it and split the work) feeding a bounded pool of workers that run the CommitHandler.
-//
-// One fetch thread pulls only as many messages as there are free slots (workers + a small queue), and hands each
-// to the worker chosen by hashing its subject, so the commits of one GitRepo are handled one at a time and in
-// stream order by this process (across replicas the handler's stale check keeps order). A worker applies the
-// handler's outcome: ack (after the effects are durable), nak with backoff, or term. Exceptions are caught,
-// logged and counted, and the message is nak'ed. stop() stops fetching, lets each worker finish the message it
-// is on, and naks the queued ones so they are redelivered at once (here or to another replica).
+// The bundler service: the durable consumer `bundler` on FLOTILLA_COMMITS (replicas share it and split the work),
+// run by the consumer runtime (libs/service/consumer.h) with `workers` threads: the commits of one GitRepo (one
+// subject) are handled one at a time and in stream order by this process (across replicas the handler's stale
+// check keeps order), different GitRepos in parallel. The runtime applies the handler's outcome (ack after the
+// effects are durable, nak with backoff, term), keeps long renders alive, and terminates and reports a commit
+// that throws, overruns its time budget or fails on its last allowed delivery. stop() stops fetching, lets each
+// worker finish the message it is on, and naks the queued ones so they are redelivered at once.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -25,6 +22,7 @@
 #include "flotilla/bundler/commit_handler.h"
 #include "flotilla/bundler/metrics.h"
 #include "flotilla/bus/jetstream.h"
+#include "flotilla/service/consumer.h"
 
 namespace flotilla::bundler {
 
@@ -35,9 +33,11 @@ struct BundlerOptions {
   int workers = 2;
   std::string stream = "FLOTILLA_COMMITS";
   std::string consumer = std::string(kConsumerName);
-  std::chrono::milliseconds ack_wait{std::chrono::minutes(2)};  //!< long renders call inProgress() meanwhile
+  std::chrono::milliseconds ack_wait{std::chrono::minutes(2)};  //!< the runtime sends in-progress acks meanwhile
   std::chrono::milliseconds fetch_timeout{std::chrono::seconds(1)};
   std::chrono::milliseconds fetch_error_backoff{std::chrono::seconds(1)};
+  int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries
+  std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per commit, between progress() calls
 };
 
 class Bundler {
@@ -57,35 +57,21 @@ class Bundler {
   [[nodiscard]] CommitHandler& handler() { return handler_; }
 
  private:
-  struct Worker {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::deque<bus::Message> queue;
-    std::thread thread;
-  };
-
-  void fetchLoop();
+  //! The runtime's settings for the `bundler` durable.
+  service::ConsumerOptions consumerOptions();
   //! Per-cluster variants: keeps the ClusterDirectory current from KV `clusters` and queues the workspaces of
   //! changed clusters; rerenderLoop re-renders their per-cluster bundles (CommitHandler::rerenderWorkspace).
   Status loadClusters();
   void clusterLoop();
   void rerenderLoop();
-  void workLoop(Worker& worker);
-  void process(bus::Message& message);
 
   HandlerBus bus_;
   BundlerMetrics metrics_;
   BundlerOptions options_;
   CommitHandler handler_;
-  bus::PullConsumer consumer_;
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::thread fetcher_;
+  std::unique_ptr<service::Consumer> consumer_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
-  std::atomic<bool> fetch_healthy_{false};
-  std::mutex slots_mutex_;
-  std::condition_variable slots_cv_;
-  int busy_ = 0;  //!< messages queued or in progress
 
   std::shared_ptr<ClusterDirectory> clusters_;
   bus::KvWatcher cluster_watcher_;

@@ -43,28 +43,14 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/variants.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/service/consumer.h"
 #include "flotilla/source/archive.h"
 
 namespace flotilla::bundler {
 
-//! What the consumer loop does with a message after the handler ran.
-struct Outcome {
-  enum class Action { kAck, kRetry, kReject };
-  Action action = Action::kAck;
-  std::chrono::milliseconds delay{0};  //!< for kRetry
-  std::string result;                  //!< metrics label
-
-  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
-  static Outcome retry(std::chrono::milliseconds delay) { return Outcome{Action::kRetry, delay, "retry"}; }
-  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
-};
-
-//! Where a message came from.
-struct Delivery {
-  uint64_t stream_sequence = 0;            //!< of the CommitEvent in FLOTILLA_COMMITS
-  uint64_t delivery_count = 1;             //!< 1 on the first delivery
-  std::function<void()> progress = [] {};  //!< keeps a long render from being redelivered
-};
+// The consumer runtime's types (libs/service/consumer.h), under the names the handler has always used.
+using Outcome = service::Outcome;
+using Delivery = service::Delivery;
 
 //! The hub handles the handler uses.
 struct HandlerBus {

@@ -23,7 +23,7 @@
 //
 // All state lives in memory, rebuilt from KV at start; one mutex serializes every handler and its effects, so
 // a status report is never judged against a half-written deployment. Handlers return an Outcome; the consumer
-// loops turn it into ack / nak-with-delay / term.
+// runtime (libs/service/consumer.h) turns it into ack / nak-with-delay / term and reports poison messages.
 #pragma once
 
 #include <atomic>
@@ -55,6 +55,7 @@
 #include "flotilla/scheduler/records.h"
 #include "flotilla/scheduler/rollup.h"
 #include "flotilla/scheduler/targeting.h"
+#include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::scheduler {
@@ -76,22 +77,13 @@ struct SchedulerOptions {
   //! How many deliveries a status report that is ahead of its deployment record (newer generation, other
   //! deploymentID: the record write is in flight or was lost in a crash) waits before it is stored as stale.
   uint64_t ahead_retries = 5;
-  bool public_events = true;  //!< publish CloudEvents on flotilla.events.>
+  bool public_events = true;                                  //!< publish CloudEvents on flotilla.events.>
+  int64_t max_deliveries = service::kDefaultMaxDeliveries;    //!< per message, then terminated and reported
+  std::chrono::milliseconds budget{std::chrono::minutes(5)};  //!< per message (consumer runtime)
 };
 
-//! What a consumer loop does with a message after its handler ran.
-struct Outcome {
-  enum class Action { kAck, kRetry, kReject };
-  Action action = Action::kAck;
-  std::chrono::milliseconds delay{0};  //!< for kRetry
-  std::string result;                  //!< metrics label
-
-  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
-  static Outcome retry(std::chrono::milliseconds delay, std::string result = "retry") {
-    return Outcome{Action::kRetry, delay, std::move(result)};
-  }
-  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
-};
+// The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
+using Outcome = service::Outcome;
 
 class Scheduler {
  public:
@@ -188,9 +180,9 @@ class Scheduler {
                             const Registration& registration);
 
   // loops (scheduler.cpp, clusters_watch.cpp, reconcile.cpp)
-  void consumeLoop(bus::PullConsumer& consumer, const std::string& name,
-                   const std::function<Outcome(bus::Message&)>& handle);
-  void runOne(bus::Message& message, const std::string& name, const std::function<Outcome(bus::Message&)>& handle);
+  //! The runtime's settings for one of the two durables.
+  service::ConsumerOptions consumerOptions(const char* stream, std::string_view durable, std::string_view filter,
+                                           std::string label) const;
   void watchLoop();
   void reconcileLoop();
   Status reconcileQueued(const std::deque<std::string>& work);
@@ -278,12 +270,10 @@ class Scheduler {
   std::mutex wake_mutex_;
   std::condition_variable wake_;
   std::deque<std::string> reconcile_queue_;  //!< cluster names; "" = everything
-  bus::PullConsumer bundle_consumer_;
-  bus::PullConsumer status_consumer_;
+  std::unique_ptr<service::Consumer> bundle_consumer_;
+  std::unique_ptr<service::Consumer> status_consumer_;
   bus::KvWatcher clusters_watcher_;
   bus::Subscription register_subscription_;
-  std::thread bundle_thread_;
-  std::thread status_thread_;
   std::thread watch_thread_;
   std::thread reconcile_thread_;
 };

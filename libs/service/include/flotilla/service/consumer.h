@@ -1,0 +1,153 @@
+// flotilla/service/consumer.h
+//
+// The one consumer runtime every stage uses for its durable JetStream consumers (docs/pipeline.md, "Delivery
+// policy"). A Consumer creates its durable (with a maximum delivery count) and binds it, then:
+//
+//   fetch    one thread pulls as many messages as there are free slots, waiting for the next message (no sleep
+//            between fetches); a deleted durable is created and bound again
+//   order    messages with the same key (by default the subject, e.g. one bundle or one cluster) are handled one
+//            at a time in stream order; different keys run in parallel on `workers` threads
+//   handle   the service's Handler returns an Outcome; an exception never leaves the runtime
+//   settle   ack | nak with delay | wait (park, not a failure) | term, and metrics and a log line per message
+//   keep     while a message is handled or parked, the runtime sends in-progress acks so JetStream neither
+//            redelivers it nor counts a delivery
+//   give up  a retry on the last allowed delivery, a handler that throws, or a handler that runs past its time
+//            budget without calling Delivery::progress(): the message is terminated and reported (log line with
+//            message id, subject, consumer and reason; messages_terminated_total; the CloudEvent
+//            io.flotilla.message.terminated; the KV record status/terminated.<stream>.<consumer>.<sequence> that
+//            `flotilla redrive` re-derives the work from)
+//
+// Waiting is not failing: Outcome::wait parks the message in this process (in-progress acks keep it) and runs
+// the handler again after the delay, so a deploy waiting for a dependency never uses up its delivery count and
+// never blocks the other keys. The time budget counts from the handler's start or its last progress() call, so
+// an expected long wait (a health timeout) that calls progress() is not an overrun.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
+#include "flotilla/core/metrics.h"
+#include "flotilla/core/result.h"
+#include "flotilla/events/terminated.h"
+
+namespace flotilla::service {
+
+//! What the runtime does with a message after the handler ran.
+struct Outcome {
+  enum class Action {
+    kAck,     //!< done (its effects are durable)
+    kRetry,   //!< failed for now: nak with `delay` (uses a delivery; the last one is terminated and reported)
+    kWait,    //!< a precondition is not met yet: park for `delay`, then run again (uses no delivery)
+    kReject,  //!< never redeliver (bad input the handler reported itself)
+  };
+  Action action = Action::kAck;
+  std::chrono::milliseconds delay{0};  //!< for kRetry and kWait
+  std::string result;                  //!< metrics label (rendered, stale, invalid, retry, ...)
+
+  static Outcome ack(std::string result) { return Outcome{Action::kAck, {}, std::move(result)}; }
+  static Outcome retry(std::chrono::milliseconds delay, std::string result = "retry") {
+    return Outcome{Action::kRetry, delay, std::move(result)};
+  }
+  static Outcome wait(std::chrono::milliseconds delay, std::string result = "waiting") {
+    return Outcome{Action::kWait, delay, std::move(result)};
+  }
+  static Outcome reject(std::string result) { return Outcome{Action::kReject, {}, std::move(result)}; }
+};
+
+//! Exponential delays: base * 2^(attempt-1), capped at max (attempt 1 = the first delivery).
+class Backoff {
+ public:
+  Backoff(std::chrono::milliseconds base, std::chrono::milliseconds max) : base_(base), max_(max) {}
+  [[nodiscard]] std::chrono::milliseconds delay(uint64_t attempt) const;
+  [[nodiscard]] std::chrono::milliseconds base() const { return base_; }
+  [[nodiscard]] std::chrono::milliseconds max() const { return max_; }
+
+ private:
+  std::chrono::milliseconds base_;
+  std::chrono::milliseconds max_;
+};
+
+//! The one mapping from a failure's kind to what happens to the message: kTransient and kConflict retry with
+//! backoff (by delivery count), kWait waits (by attempt, without using a delivery), everything else (kInvalid,
+//! kNotFound, kPermanent, kInternal) is rejected, labelled with the kind's name.
+Outcome outcomeFor(const Error& error, uint64_t delivery_count, uint64_t attempt, const Backoff& backoff);
+
+//! Where a message came from, for ids, logs and backoff. The first three fields keep their order (tests build
+//! `Delivery{sequence, count}`).
+struct Delivery {
+  uint64_t stream_sequence = 0;            //!< in the consumer's stream
+  uint64_t delivery_count = 1;             //!< JetStream's count, 1 on the first delivery
+  std::function<void()> progress = [] {};  //!< "still working": in-progress ack and a fresh time budget
+  std::string subject;
+  std::string msg_id;        //!< Nats-Msg-Id ("" when none)
+  int64_t timestamp_ms = 0;  //!< when the stream stored it
+  uint64_t attempt = 1;      //!< handler runs of this delivery (a parked message runs again with attempt + 1)
+};
+
+//! The service's handler: one message, one Outcome. May throw (the runtime terminates and reports the message).
+using Handler = std::function<Outcome(const bus::Message& message, const Delivery& delivery)>;
+
+//! Default of ConsumerOptions::max_deliveries (documented in docs/pipeline.md).
+inline constexpr int64_t kDefaultMaxDeliveries = 10;
+
+struct ConsumerOptions {
+  std::string service;  //!< "bundler", "scheduler", "agent": logs, the record and the CloudEvent source
+  std::string label;    //!< the `consumer` metrics label ("commits", "bundles", "status", "deploy")
+  std::string stream;
+  //! The durable (name, filter, ack_wait, description, ...); max_deliver is set from max_deliveries.
+  bus::ConsumerConfig config;
+  int64_t max_deliveries = kDefaultMaxDeliveries;
+  int workers = 1;                                //!< keys handled in parallel
+  int queue = 2;                                  //!< messages fetched ahead per worker
+  std::chrono::milliseconds fetch_timeout{1000};  //!< one fetch's wait; bounds shutdown latency
+  Backoff fetch_backoff{std::chrono::milliseconds(500), std::chrono::milliseconds(10000)};
+  //! Time a handler may run without calling progress(); 0 = no budget.
+  std::chrono::milliseconds budget{std::chrono::minutes(10)};
+  //! The ordering key; nullptr = the subject.
+  std::function<std::string(const bus::Message&)> key;
+  bool ack_sync = true;  //!< wait for the server to confirm acks
+  //! Called after a fetch that found nothing (the backlog is handled).
+  std::function<void()> on_idle;
+  //! Called after every handled message with its outcome and the handler's seconds (service-specific metrics).
+  std::function<void(const Outcome&, double)> on_handled;
+  //! Called after a message was terminated and reported (e.g. an agent, which may write no KV, forwards the
+  //! record to the hub on its status subject).
+  std::function<void(const events::MessageTerminated&)> on_terminated;
+};
+
+//! Where terminated messages are reported besides the log and the metrics.
+struct TerminationReports {
+  std::shared_ptr<bus::KeyValue> status;  //!< KV `status` for the record; nullptr = no record
+  bool public_event = true;               //!< publish io.flotilla.message.terminated on flotilla.events.>
+};
+
+class Consumer {
+ public:
+  Consumer(std::shared_ptr<bus::JetStream> js, ConsumerOptions options, Handler handler, Metrics& metrics,
+           TerminationReports reports = {});
+  ~Consumer();
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  //! Creates or updates the durable, binds it and starts the threads. Idempotent.
+  Status start();
+  //! Stops fetching, lets running handlers finish, hands queued and parked messages back (nak). Idempotent.
+  void stop();
+  //! Bound and the last fetch worked.
+  [[nodiscard]] bool healthy(std::string& why) const;
+  [[nodiscard]] const ConsumerOptions& options() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace flotilla::service

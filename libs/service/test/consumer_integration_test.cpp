@@ -1,0 +1,243 @@
+// The consumer runtime against a real nats-server: poison messages are terminated and reported while other
+// messages keep flowing, waiting uses no deliveries, per-key ordering, the time budget.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/events/terminated.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/service/consumer.h"
+#include "flotilla/service/hub.h"
+
+namespace flotilla::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+template <typename Fn>
+bool eventually(Fn&& fn, std::chrono::milliseconds timeout = 15s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fn()) {
+      return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return fn();
+}
+
+class ConsumerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = harness::NatsServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    server_ = std::move(server).value();
+    bus::ConnectOptions options;
+    options.servers = {server_->url()};
+    options.name = "consumer-test";
+    auto hub = connectHub(options, HubAccess::kProvision, nullptr);
+    ASSERT_TRUE(hub.ok()) << hub.error().describe();
+    hub_ = std::move(hub).value();
+  }
+
+  ConsumerOptions options(int64_t max_deliveries = 3) {
+    ConsumerOptions out;
+    out.service = "test";
+    out.label = "commits";
+    out.stream = kCommitsStream;
+    out.config.durable = "runtime-test";
+    out.config.filter_subject = "flotilla.commit.>";
+    out.config.ack_wait = 2s;
+    out.max_deliveries = max_deliveries;
+    out.fetch_timeout = 200ms;
+    return out;
+  }
+
+  void publish(const std::string& key, const std::string& body) {
+    ASSERT_TRUE(hub_.js->publish("flotilla.commit.ws." + key, body, key + "/" + body).ok());
+  }
+
+  //! The terminated records in KV `status`.
+  std::vector<events::MessageTerminated> records() {
+    std::vector<events::MessageTerminated> out;
+    auto keys = hub_.status->keys(events::kTerminatedFilter);
+    if (!keys.ok()) {
+      return out;
+    }
+    for (const auto& key : *keys) {
+      auto entry = hub_.status->get(key);
+      if (entry.ok()) {
+        auto json = Json::parse(entry->value);
+        if (json.ok()) {
+          if (auto record = events::decodeMessageTerminated(*json); record.ok()) {
+            out.push_back(*record);
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<harness::NatsServer> server_;
+  Hub hub_;
+  Metrics metrics_{"test"};
+};
+
+TEST_F(ConsumerTest, ThrowingAndAlwaysFailingMessagesAreTerminatedAndReportedWhileOthersFlow) {
+  std::atomic<int> handled{0};
+  std::atomic<int> fail_runs{0};
+  Consumer consumer(
+      hub_.js, options(3),
+      [&](const bus::Message& message, const Delivery&) {
+        if (message.data() == "throw") {
+          throw std::runtime_error("poison");
+        }
+        if (message.data() == "fail") {
+          ++fail_runs;
+          return Outcome::retry(10ms);
+        }
+        ++handled;
+        return Outcome::ack("ok");
+      },
+      metrics_, TerminationReports{.status = hub_.status});
+  ASSERT_TRUE(consumer.start().ok());
+  publish("a", "throw");
+  publish("b", "fail");
+  for (int i = 0; i < 5; ++i) {
+    publish("a", "ok" + std::to_string(i));
+    publish("b", "ok" + std::to_string(i));
+  }
+  ASSERT_TRUE(eventually([&] { return records().size() == 2 && handled == 10; })) << handled;
+  EXPECT_EQ(fail_runs, 3);
+  std::map<std::string, events::MessageTerminated> by_reason;
+  for (auto& record : records()) {
+    by_reason[record.reason] = record;
+  }
+  EXPECT_EQ(by_reason.at(std::string(events::kTerminatedThrew)).subject, "flotilla.commit.ws.a");
+  EXPECT_EQ(by_reason.at(std::string(events::kTerminatedThrew)).msg_id, "a/throw");
+  EXPECT_EQ(by_reason.at(std::string(events::kTerminatedExhausted)).deliveries, 3u);
+  EXPECT_EQ(by_reason.at(std::string(events::kTerminatedExhausted)).consumer, "runtime-test");
+  EXPECT_EQ(metrics_.value("messages_terminated_total",
+                           {{"consumer", "commits"}, {"reason", std::string(events::kTerminatedThrew)}}),
+            1);
+  // The public event.
+  auto event = hub_.js->getLastMessage(kEventsStream, events::terminatedSubject(kCommitsStream, "runtime-test"));
+  ASSERT_TRUE(event.ok()) << event.error().describe();
+  EXPECT_NE(event->data().find("io.flotilla.message.terminated"), std::string::npos);
+  // Nothing is redelivered afterwards.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(fail_runs, 3);
+  auto info = hub_.js->consumerInfo(kCommitsStream, "runtime-test");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->num_ack_pending, 0);
+}
+
+TEST_F(ConsumerTest, WaitingUsesNoDeliveriesAndDoesNotBlockOtherKeys) {
+  std::atomic<int> others{0};
+  std::atomic<uint64_t> last_count{0};
+  std::atomic<uint64_t> last_attempt{0};
+  std::atomic<bool> acked{false};
+  Consumer consumer(
+      hub_.js, options(2),
+      [&](const bus::Message& message, const Delivery& delivery) {
+        if (message.data() != "waiter") {
+          ++others;
+          return Outcome::ack("ok");
+        }
+        last_count = delivery.delivery_count;
+        last_attempt = delivery.attempt;
+        if (delivery.attempt < 6) {
+          return Outcome::wait(50ms);
+        }
+        acked = true;
+        return Outcome::ack("done");
+      },
+      metrics_, TerminationReports{.status = hub_.status});
+  ASSERT_TRUE(consumer.start().ok());
+  publish("a", "waiter");
+  publish("b", "other1");
+  publish("a", "other2");
+  ASSERT_TRUE(eventually([&] { return acked.load() && others == 2; }));
+  EXPECT_EQ(last_count, 1u);
+  EXPECT_EQ(last_attempt, 6u);
+  EXPECT_TRUE(records().empty());
+}
+
+TEST_F(ConsumerTest, SameKeyInOrderOtherKeysInParallel) {
+  auto opts = options();
+  opts.workers = 4;
+  std::mutex mutex;
+  std::map<std::string, std::vector<std::string>> seen;
+  std::set<std::string> active;
+  std::atomic<int> overlap{0};
+  std::atomic<int> max_parallel{0};
+  std::atomic<int> done{0};
+  Consumer consumer(
+      hub_.js, opts,
+      [&](const bus::Message& message, const Delivery& delivery) {
+        {
+          std::lock_guard lock(mutex);
+          if (!active.insert(delivery.subject).second) {
+            ++overlap;
+          }
+          max_parallel = std::max<int>(max_parallel, static_cast<int>(active.size()));
+          seen[delivery.subject].emplace_back(message.data());
+        }
+        std::this_thread::sleep_for(30ms);
+        {
+          std::lock_guard lock(mutex);
+          active.erase(delivery.subject);
+        }
+        ++done;
+        return Outcome::ack("ok");
+      },
+      metrics_);
+  ASSERT_TRUE(consumer.start().ok());
+  for (int i = 0; i < 6; ++i) {
+    for (const char* key : {"a", "b", "c"}) {
+      publish(key, std::to_string(i));
+    }
+  }
+  ASSERT_TRUE(eventually([&] { return done == 18; }));
+  EXPECT_EQ(overlap, 0);
+  EXPECT_GT(max_parallel, 1);
+  for (const auto& [key, order] : seen) {
+    EXPECT_EQ(order, (std::vector<std::string>{"0", "1", "2", "3", "4", "5"})) << key;
+  }
+}
+
+TEST_F(ConsumerTest, TimeBudgetTerminatesHungHandlersButNotDeclaredWaits) {
+  auto opts = options();
+  opts.budget = 300ms;
+  std::atomic<int> finished{0};
+  Consumer consumer(
+      hub_.js, opts,
+      [&](const bus::Message& message, const Delivery& delivery) {
+        for (int i = 0; i < 10; ++i) {
+          std::this_thread::sleep_for(100ms);
+          if (message.data() == "patient") {
+            delivery.progress();  // an expected wait (a health timeout) declares itself
+          }
+        }
+        ++finished;
+        return Outcome::ack("ok");
+      },
+      metrics_, TerminationReports{.status = hub_.status});
+  ASSERT_TRUE(consumer.start().ok());
+  publish("a", "hung");
+  publish("b", "patient");
+  ASSERT_TRUE(eventually([&] { return finished == 2; }));
+  auto terminated = records();
+  ASSERT_EQ(terminated.size(), 1u);
+  EXPECT_EQ(terminated[0].reason, events::kTerminatedOverBudget);
+  EXPECT_EQ(terminated[0].subject, "flotilla.commit.ws.a");
+  EXPECT_EQ(metrics_.value("settled_total", {{"consumer", "commits"}, {"action", "ack"}}), 1);
+}
+
+}  // namespace
+}  // namespace flotilla::service
