@@ -10,11 +10,15 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(AsciiTest, LowerAndUpperChangeOnlyAsciiLetters) {
-  EXPECT_EQ(toLowerAscii("Content-Type: ÄB9"), "content-type: Äb9");
-  EXPECT_EQ(toUpperAscii("sha256=abc-ü"), "SHA256=ABC-ü");
-  EXPECT_EQ(asciiLower('Z'), 'z');
-  EXPECT_EQ(asciiUpper('@'), '@');
-  EXPECT_EQ(toLowerAscii(""), "");
+  // input, lower-cased, upper-cased: bytes outside A-Z/a-z (digits, punctuation, UTF-8) stay as they are.
+  const std::string cases[][3] = {{"Content-Type: ÄB9", "content-type: Äb9", "CONTENT-TYPE: ÄB9"},
+                                  {"sha256=abc-ü", "sha256=abc-ü", "SHA256=ABC-ü"},
+                                  {"@[`{", "@[`{", "@[`{"},
+                                  {"", "", ""}};
+  for (const auto& [input, lower, upper] : cases) {
+    EXPECT_EQ(toLowerAscii(input), lower) << input;
+    EXPECT_EQ(toUpperAscii(input), upper) << input;
+  }
 }
 
 TEST(AsciiTest, EqualsIgnoreCaseComparesLengthAndFoldedLetters) {
