@@ -5,6 +5,8 @@
 
 #include <git2/errors.h>
 
+#include "flotilla/core/ascii.h"
+
 namespace flotilla::git {
 namespace {
 
@@ -35,8 +37,7 @@ Error toError(const GitFailure& failure) {
       break;
   }
 
-  std::string lower = message;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string lower = toLowerAscii(message);
   const bool http = failure.error_class == GIT_ERROR_HTTP;
 
   if (failure.code == GIT_EAUTH || (http && contains(lower, "401"))) {

@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 
 namespace flotilla::http {
@@ -17,18 +18,8 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 
-namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-}  // namespace
-
 std::string Request::header(std::string_view name) const {
-  auto it = headers.find(lower(name));
+  auto it = headers.find(toLowerAscii(name));
   return it == headers.end() ? std::string() : it->second;
 }
 
@@ -111,7 +102,7 @@ struct Server::Impl {
           rejected.path = target.substr(0, target.find('?'));
           for (const auto& field : message) {
             auto name = field.name_string();
-            rejected.headers[lower(std::string_view(name.data(), name.size()))] = std::string(field.value());
+            rejected.headers[toLowerAscii(std::string_view(name.data(), name.size()))] = std::string(field.value());
           }
           rejected.remote_address = remote;
           try {
@@ -132,7 +123,7 @@ struct Server::Impl {
         request.query = q == std::string::npos ? "" : target.substr(q + 1);
         for (const auto& field : message) {
           auto name = field.name_string();
-          request.headers[lower(std::string_view(name.data(), name.size()))] = std::string(field.value());
+          request.headers[toLowerAscii(std::string_view(name.data(), name.size()))] = std::string(field.value());
         }
         request.body = std::move(message.body());
         request.remote_address = remote;
