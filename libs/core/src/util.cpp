@@ -173,6 +173,17 @@ std::vector<std::string> split(std::string_view text, char separator) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) {
+      out += separator;
+    }
+    out += parts[i];
+  }
+  return out;
+}
+
 std::string trim(std::string_view text) {
   size_t begin = text.find_first_not_of(" \t\r\n");
   if (begin == std::string_view::npos) {

@@ -3,6 +3,7 @@
 #include "flotilla/core/ascii.h"
 #include "flotilla/core/clock.h"
 #include "flotilla/core/time.h"
+#include "flotilla/core/util.h"
 
 namespace flotilla {
 namespace {
@@ -26,6 +27,13 @@ TEST(AsciiTest, EqualsIgnoreCaseComparesLengthAndFoldedLetters) {
   EXPECT_TRUE(equalsIgnoreCase("", ""));
   EXPECT_FALSE(equalsIgnoreCase(".git", ".gi"));
   EXPECT_FALSE(equalsIgnoreCase("a[", "A{"));  // '[' and '{' differ by the case bit but are not letters
+}
+
+TEST(UtilTest, JoinPutsTheSeparatorOnlyBetweenParts) {
+  EXPECT_EQ(join({"a", "b", "c"}, "/"), "a/b/c");
+  EXPECT_EQ(join({"one"}, ", "), "one");
+  EXPECT_EQ(join({}, ","), "");
+  EXPECT_EQ(join({"", "x"}, ","), ",x");
 }
 
 TEST(TimeTest, FormatsUtcWithMilliseconds) {

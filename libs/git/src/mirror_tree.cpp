@@ -50,6 +50,19 @@ Status writeAll(int fd, const char* data, size_t size, const std::string& path) 
   return okStatus();
 }
 
+EntryKind entryKindOf(git_filemode_t mode) {
+  switch (mode) {
+    case GIT_FILEMODE_BLOB_EXECUTABLE:
+      return EntryKind::kExecutable;
+    case GIT_FILEMODE_LINK:
+      return EntryKind::kSymlink;
+    case GIT_FILEMODE_COMMIT:
+      return EntryKind::kSubmodule;
+    default:
+      return EntryKind::kFile;
+  }
+}
+
 // The path after replacing parts[0..i] (the symlink `link`) by its `target`, resolved against the link's directory.
 Result<std::vector<std::string>> followLink(const std::vector<std::string>& parts, size_t i, const std::string& target,
                                             const std::string& link) {
@@ -97,11 +110,7 @@ Result<std::vector<std::string>> pathParts(std::string_view path) {
 }
 
 std::string joinParts(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) {
-    out += (out.empty() ? "" : "/") + part;
-  }
-  return out;
+  return join(parts, "/");
 }
 
 }  // namespace detail
@@ -246,29 +255,17 @@ Status Mirror::Impl::collect(git_tree* tree, const std::string& prefix, int dept
     const std::string entry_path =
         prefix.empty() ? git_tree_entry_name(entry) : prefix + "/" + git_tree_entry_name(entry);
     TreeEntry item{.path = entry_path, .oid = oidHex(*git_tree_entry_id(entry))};
-    switch (git_tree_entry_filemode(entry)) {
-      case GIT_FILEMODE_TREE: {
-        git_tree* sub = nullptr;
-        if (int rc = git_tree_lookup(&sub, repo.get(), git_tree_entry_id(entry)); rc < 0) {
-          return fail(localError(rc, "git_tree_lookup", "cannot read directory " + entry_path));
-        }
-        GitPtr<git_tree> owned(sub);
-        FLOTILLA_TRY(collect(sub, entry_path, depth + 1, out));
-        continue;
+    const git_filemode_t mode = git_tree_entry_filemode(entry);
+    if (mode == GIT_FILEMODE_TREE) {
+      git_tree* sub = nullptr;
+      if (int rc = git_tree_lookup(&sub, repo.get(), git_tree_entry_id(entry)); rc < 0) {
+        return fail(localError(rc, "git_tree_lookup", "cannot read directory " + entry_path));
       }
-      case GIT_FILEMODE_BLOB_EXECUTABLE:
-        item.kind = EntryKind::kExecutable;
-        break;
-      case GIT_FILEMODE_LINK:
-        item.kind = EntryKind::kSymlink;
-        break;
-      case GIT_FILEMODE_COMMIT:
-        item.kind = EntryKind::kSubmodule;
-        break;
-      default:
-        item.kind = EntryKind::kFile;
-        break;
+      GitPtr<git_tree> owned(sub);
+      FLOTILLA_TRY(collect(sub, entry_path, depth + 1, out));
+      continue;
     }
+    item.kind = entryKindOf(mode);
     out.push_back(std::move(item));
   }
   return okStatus();
