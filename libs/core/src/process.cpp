@@ -31,7 +31,7 @@ std::vector<std::string> buildEnvironment(const std::map<std::string, std::strin
   std::vector<std::string> out;
   out.reserve(merged.size());
   for (const auto& [key, value] : merged) {
-    out.push_back(key + "=" + value);
+    out.push_back(key + '=' + value);
   }
   return out;
 }

@@ -20,7 +20,9 @@ Error toError(const GitFailure& failure) {
   const std::string& where = failure.function;
   const std::string target = failure.url.empty() ? "" : " " + failure.url;
   std::string message = failure.message.empty() ? "libgit2 error " + std::to_string(failure.code) : failure.message;
-  auto explained = [&](std::string head) { return head + ": " + (failure.detail.empty() ? message : failure.detail); };
+  auto explained = [&](const std::string& head) {
+    return head + ": " + (failure.detail.empty() ? message : failure.detail);
+  };
 
   switch (failure.verdict) {
     case CallbackVerdict::kAuthRejected:

@@ -300,7 +300,7 @@ Status Mirror::Impl::exportDir(git_tree* tree, const std::string& dest, int dept
       return fail(ErrorKind::kInvalid, "the tree has more than " + std::to_string(options.max_entries) + " entries",
                   kWhere);
     }
-    const std::string target = dest + "/" + name;
+    const std::string target = dest + '/' + name;
     const git_filemode_t mode = git_tree_entry_filemode(entry);
     if (mode == GIT_FILEMODE_TREE) {
       if (::mkdir(target.c_str(), 0755) != 0) {

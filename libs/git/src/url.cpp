@@ -34,14 +34,18 @@ int GitUrl::effectivePort() const {
   if (port != 0) {
     return port;
   }
-  if (scheme == "https")
+  if (scheme == "https") {
     return 443;
-  if (scheme == "http")
+  }
+  if (scheme == "http") {
     return 80;
-  if (scheme == "ssh")
+  }
+  if (scheme == "ssh") {
     return 22;
-  if (scheme == "git")
+  }
+  if (scheme == "git") {
     return 9418;
+  }
   return 0;
 }
 
