@@ -23,14 +23,17 @@ Clock& systemClock() {
 
 ManualClock::ManualClock(SystemTime start) : wall_(start), steady_(std::chrono::hours(1)) {}
 
-SystemTime ManualClock::now() const {
+std::pair<SystemTime, Clock::SteadyTime> ManualClock::read() const {
   std::lock_guard lock(mutex_);
-  return wall_;
+  return {wall_, steady_};
+}
+
+SystemTime ManualClock::now() const {
+  return read().first;
 }
 
 Clock::SteadyTime ManualClock::steadyNow() const {
-  std::lock_guard lock(mutex_);
-  return steady_;
+  return read().second;
 }
 
 void ManualClock::sleepFor(Duration duration) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "flotilla/core/time.h"
 
@@ -63,6 +64,9 @@ class ManualClock final : public Clock {
   [[nodiscard]] Duration slept() const;
 
  private:
+  //! Wall and monotonic time, read together.
+  [[nodiscard]] std::pair<SystemTime, SteadyTime> read() const;
+
   mutable std::mutex mutex_;
   SystemTime wall_;
   SteadyTime steady_;
