@@ -24,6 +24,14 @@ bool isHex(std::string_view text) {
   return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isxdigit(c); });
 }
 
+// The refs a name may mean: itself for HEAD and full ref names, else a branch, then a tag.
+std::vector<std::string> refCandidates(const std::string& name) {
+  if (name == "HEAD" || name.rfind("refs/", 0) == 0) {
+    return {name};
+  }
+  return {"refs/heads/" + name, "refs/tags/" + name};
+}
+
 }  // namespace
 
 Mirror::Mirror(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -218,59 +226,75 @@ Result<git_oid> Mirror::Impl::resolveOid(std::string_view ref) const {
     return fail(ErrorKind::kNotFound, "commit " + name + " is not in the mirror of " + redactUrl(url),
                 "Mirror::resolve");
   }
-  std::vector<std::string> candidates;
-  if (name == "HEAD" || name.rfind("refs/", 0) == 0) {
-    candidates.push_back(name);
-  } else {
-    candidates = {"refs/heads/" + name, "refs/tags/" + name};
-  }
   bool any_valid = false;
-  for (const auto& candidate : candidates) {
+  for (const auto& candidate : refCandidates(name)) {
     int valid = 0;
     if (candidate != "HEAD" && (git_reference_name_is_valid(&valid, candidate.c_str()) < 0 || valid == 0)) {
       continue;
     }
     any_valid = true;
-    git_reference* raw = nullptr;
-    int rc = git_reference_lookup(&raw, repo.get(), candidate.c_str());
-    if (rc == GIT_ENOTFOUND) {
-      continue;
+    auto found = peelReference(candidate, name);
+    FLOTILLA_TRY(found);
+    if (*found) {
+      return **found;
     }
-    if (rc < 0) {
-      return fail(localError(rc, "git_reference_lookup", "cannot read ref " + candidate));
-    }
-    GitPtr<git_reference> reference(raw);
-    git_object* object = nullptr;
-    if ((rc = git_reference_peel(&object, reference.get(), GIT_OBJECT_ANY)) < 0) {
-      if (rc == GIT_ENOTFOUND || rc == GIT_EUNBORNBRANCH) {
-        git_error_clear();
-        continue;  // HEAD of a mirror that was never fetched
-      }
-      return fail(localError(rc, "git_reference_peel", "cannot read ref " + candidate));
-    }
-    GitPtr<git_object> owned(object);
-    return peelToCommit(object, name);
   }
   git_error_clear();
   if (hex && name.size() >= GIT_OID_MINPREFIXLEN) {
-    git_oid oid;
-    git_object* object = nullptr;
-    if (git_oid_fromstrn(&oid, name.c_str(), name.size()) == 0) {
-      int rc = git_object_lookup_prefix(&object, repo.get(), &oid, name.size(), GIT_OBJECT_ANY);
-      if (rc == 0) {
-        GitPtr<git_object> owned(object);
-        return peelToCommit(object, name);
-      }
-      git_error_clear();
-      if (rc == GIT_EAMBIGUOUS) {
-        return fail(ErrorKind::kInvalid, "short sha " + name + " is ambiguous; use more digits", "Mirror::resolve");
-      }
+    auto found = lookupShortOid(name);
+    FLOTILLA_TRY(found);
+    if (*found) {
+      return **found;
     }
   } else if (!any_valid) {
     return fail(ErrorKind::kInvalid, "'" + name + "' is not a valid branch, tag or commit name", "Mirror::resolve");
   }
   return fail(ErrorKind::kNotFound, "'" + name + "' is not a branch, tag or commit in the mirror of " + redactUrl(url),
               "Mirror::resolve");
+}
+
+Result<std::optional<git_oid>> Mirror::Impl::peelReference(const std::string& candidate, std::string_view shown) const {
+  git_reference* raw = nullptr;
+  int rc = git_reference_lookup(&raw, repo.get(), candidate.c_str());
+  if (rc == GIT_ENOTFOUND) {
+    return std::optional<git_oid>();
+  }
+  if (rc < 0) {
+    return fail(localError(rc, "git_reference_lookup", "cannot read ref " + candidate));
+  }
+  GitPtr<git_reference> reference(raw);
+  git_object* object = nullptr;
+  if ((rc = git_reference_peel(&object, reference.get(), GIT_OBJECT_ANY)) < 0) {
+    if (rc == GIT_ENOTFOUND || rc == GIT_EUNBORNBRANCH) {
+      git_error_clear();
+      return std::optional<git_oid>();  // HEAD of a mirror that was never fetched
+    }
+    return fail(localError(rc, "git_reference_peel", "cannot read ref " + candidate));
+  }
+  GitPtr<git_object> owned(object);
+  auto oid = peelToCommit(object, shown);
+  FLOTILLA_TRY(oid);
+  return std::optional<git_oid>(*oid);
+}
+
+Result<std::optional<git_oid>> Mirror::Impl::lookupShortOid(const std::string& name) const {
+  git_oid oid;
+  git_object* object = nullptr;
+  if (git_oid_fromstrn(&oid, name.c_str(), name.size()) != 0) {
+    return std::optional<git_oid>();
+  }
+  int rc = git_object_lookup_prefix(&object, repo.get(), &oid, name.size(), GIT_OBJECT_ANY);
+  if (rc == 0) {
+    GitPtr<git_object> owned(object);
+    auto commit = peelToCommit(object, name);
+    FLOTILLA_TRY(commit);
+    return std::optional<git_oid>(*commit);
+  }
+  git_error_clear();
+  if (rc == GIT_EAMBIGUOUS) {
+    return fail(ErrorKind::kInvalid, "short sha " + name + " is ambiguous; use more digits", "Mirror::resolve");
+  }
+  return std::optional<git_oid>();
 }
 
 Result<std::string> Mirror::resolve(std::string_view ref) const {

@@ -2,6 +2,7 @@
 // export) share. Private to libs/git.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,10 @@ struct Mirror::Impl {
   Status exportDir(git_tree* tree, const std::string& dest, int depth, const ExportOptions& options,
                    ExportStats& stats) const;
   Result<git_oid> peelToCommit(git_object* object, std::string_view shown) const;
+  //! The commit a ref points at; nullopt when the ref does not exist or is unborn.
+  Result<std::optional<git_oid>> peelReference(const std::string& candidate, std::string_view shown) const;
+  //! The commit an abbreviated object id names; nullopt when none does, kInvalid when several do.
+  Result<std::optional<git_oid>> lookupShortOid(const std::string& name) const;
 };
 
 namespace detail {
