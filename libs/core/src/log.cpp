@@ -5,6 +5,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "flotilla/core/time.h"
+
 namespace flotilla::log {
 namespace {
 
@@ -61,15 +63,7 @@ void setSink(std::function<void(std::string_view)> sink) {
 }
 
 std::string nowRfc3339() {
-  auto now = std::chrono::system_clock::now();
-  auto seconds = std::chrono::system_clock::to_time_t(now);
-  auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
-                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis));
-  return buf;
+  return formatRfc3339(std::chrono::system_clock::now());
 }
 
 std::string formatLine(Level level, std::string_view message, Fields fields) {

@@ -31,7 +31,7 @@ std::vector<std::string> buildEnvironment(const std::map<std::string, std::strin
   std::vector<std::string> out;
   out.reserve(merged.size());
   for (const auto& [key, value] : merged) {
-    out.push_back(key + "=" + value);
+    out.push_back(key + '=' + value);
   }
   return out;
 }
@@ -216,10 +216,38 @@ int Process::stop(std::chrono::milliseconds grace) {
   return code.value_or(-1);
 }
 
-Result<CommandResult> runCommand(const CommandOptions& options) {
-  if (options.argv.empty()) {
-    return fail(ErrorKind::kInvalid, "no program given");
+namespace {
+
+// The three pipes of a running command, seen from the parent; -1 once closed.
+struct CommandPipes {
+  int in = -1;   //!< write end of the child's stdin
+  int out = -1;  //!< read end of the child's stdout
+  int err = -1;  //!< read end of the child's stderr
+
+  CommandPipes() = default;
+  CommandPipes(const CommandPipes&) = delete;
+  CommandPipes& operator=(const CommandPipes&) = delete;
+  ~CommandPipes() { closeAll(); }
+
+  void closeAll() {
+    for (int* fd : {&in, &out, &err}) {
+      if (*fd >= 0) {
+        ::close(*fd);
+        *fd = -1;
+      }
+    }
   }
+};
+
+void closeFd(int& fd) {
+  if (fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+// Forks the child with its stdin/stdout/stderr on fresh pipes; the parent keeps the other ends in `pipes`.
+Result<pid_t> spawnWithPipes(const CommandOptions& options, CommandPipes& pipes) {
   int in_pipe[2];
   int out_pipe[2];
   int err_pipe[2];
@@ -241,64 +269,87 @@ Result<CommandResult> runCommand(const CommandOptions& options) {
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  // Feed stdin and drain both outputs together so no pipe fills and deadlocks the child.
-  fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
-  CommandResult result;
-  size_t written = 0;
-  int in_fd = in_pipe[1];
-  if (options.input.empty()) {
-    ::close(in_fd);
-    in_fd = -1;
+  pipes.in = in_pipe[1];
+  pipes.out = out_pipe[0];
+  pipes.err = err_pipe[0];
+  return pid;
+}
+
+// Appends what is readable on `fd` to `sink`; closes `fd` at end of stream or on a read error.
+void drainReadable(int& fd, short revents, std::string& sink) {
+  if (fd < 0 || (revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+    return;
   }
-  bool out_open = true;
-  bool err_open = true;
-  auto deadline = std::chrono::steady_clock::now() + options.timeout;
   char buffer[65536];
-  while (out_open || err_open) {
+  ssize_t got = ::read(fd, buffer, sizeof buffer);
+  if (got > 0) {
+    sink.append(buffer, static_cast<size_t>(got));
+  } else if (got == 0 || errno != EAGAIN) {
+    closeFd(fd);
+  }
+}
+
+// Writes the next piece of `input` to the child's stdin; closes it when all is written or the child stops reading.
+void feedInput(int& fd, short revents, std::string_view input, size_t& written) {
+  if (fd < 0 || (revents & (POLLOUT | POLLERR | POLLHUP)) == 0) {
+    return;
+  }
+  ssize_t put = ::write(fd, input.data() + written, input.size() - written);
+  if (put > 0) {
+    written += static_cast<size_t>(put);
+  }
+  if (put < 0 && errno != EAGAIN) {
+    written = input.size();
+  }
+  if (written >= input.size()) {
+    closeFd(fd);
+  }
+}
+
+// Feeds stdin and drains both outputs together so no pipe fills and deadlocks the child. Kills the child's group
+// on timeout or when it writes more than the limit.
+void exchangeWithChild(pid_t pid, const CommandOptions& options, CommandPipes& pipes, CommandResult& result) {
+  fcntl(pipes.in, F_SETFL, O_NONBLOCK);
+  if (options.input.empty()) {
+    closeFd(pipes.in);
+  }
+  size_t written = 0;
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  while (pipes.out >= 0 || pipes.err >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || result.out.size() + result.err.size() > options.max_output_bytes) {
       result.timed_out = left.count() <= 0;
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
-      break;
+      return;
     }
-    pollfd fds[3] = {
-        {out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}, {in_fd, POLLOUT, 0}};
-    int n = ::poll(fds, 3, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (n < 0 && errno != EINTR) {
-      break;
+    pollfd fds[3] = {{pipes.out, POLLIN, 0}, {pipes.err, POLLIN, 0}, {pipes.in, POLLOUT, 0}};
+    if (::poll(fds, 3, static_cast<int>(std::min<int64_t>(left.count(), 1000))) < 0 && errno != EINTR) {
+      return;
     }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        ssize_t got = ::read(fds[i].fd, buffer, sizeof buffer);
-        if (got > 0) {
-          (i == 0 ? result.out : result.err).append(buffer, static_cast<size_t>(got));
-        } else if (got == 0 || errno != EAGAIN) {
-          (i == 0 ? out_open : err_open) = false;
-        }
-      }
-    }
-    if (in_fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-      ssize_t put = ::write(in_fd, options.input.data() + written, options.input.size() - written);
-      if (put > 0) {
-        written += static_cast<size_t>(put);
-      }
-      if (put < 0 && errno != EAGAIN) {
-        written = options.input.size();
-      }
-      if (written >= options.input.size()) {
-        ::close(in_fd);
-        in_fd = -1;
-      }
-    }
+    drainReadable(pipes.out, fds[0].revents, result.out);
+    drainReadable(pipes.err, fds[1].revents, result.err);
+    feedInput(pipes.in, fds[2].revents, options.input, written);
   }
-  if (in_fd >= 0) {
-    ::close(in_fd);
+}
+
+}  // namespace
+
+Result<CommandResult> runCommand(const CommandOptions& options) {
+  if (options.argv.empty()) {
+    return fail(ErrorKind::kInvalid, "no program given");
   }
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
+  CommandPipes pipes;
+  auto pid = spawnWithPipes(options, pipes);
+  if (!pid.ok()) {
+    return fail(pid.error());
+  }
+  CommandResult result;
+  exchangeWithChild(*pid, options, pipes, result);
+  // Close our ends before waiting, so a child still writing to a full pipe gets EPIPE instead of blocking.
+  pipes.closeAll();
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(*pid, &status, 0);
   result.exit_code = decodeStatus(status);
   return result;
 }

@@ -70,16 +70,21 @@ std::string base64UrlEncode(std::string_view data) {
 
 Result<std::string> base64Decode(std::string_view text) {
   auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z')
+    if (c >= 'A' && c <= 'Z') {
       return c - 'A';
-    if (c >= 'a' && c <= 'z')
+    }
+    if (c >= 'a' && c <= 'z') {
       return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
+    }
+    if (c >= '0' && c <= '9') {
       return c - '0' + 52;
-    if (c == '+' || c == '-')
+    }
+    if (c == '+' || c == '-') {
       return 62;
-    if (c == '/' || c == '_')
+    }
+    if (c == '/' || c == '_') {
       return 63;
+    }
     return -1;
   };
   std::string out;
@@ -169,6 +174,17 @@ std::vector<std::string> split(std::string_view text, char separator) {
       break;
     }
     start = pos + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) {
+      out += separator;
+    }
+    out += parts[i];
   }
   return out;
 }

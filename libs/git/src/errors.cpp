@@ -5,6 +5,8 @@
 
 #include <git2/errors.h>
 
+#include "flotilla/core/ascii.h"
+
 namespace flotilla::git {
 namespace {
 
@@ -18,7 +20,9 @@ Error toError(const GitFailure& failure) {
   const std::string& where = failure.function;
   const std::string target = failure.url.empty() ? "" : " " + failure.url;
   std::string message = failure.message.empty() ? "libgit2 error " + std::to_string(failure.code) : failure.message;
-  auto explained = [&](std::string head) { return head + ": " + (failure.detail.empty() ? message : failure.detail); };
+  auto explained = [&](const std::string& head) {
+    return head + ": " + (failure.detail.empty() ? message : failure.detail);
+  };
 
   switch (failure.verdict) {
     case CallbackVerdict::kAuthRejected:
@@ -35,8 +39,7 @@ Error toError(const GitFailure& failure) {
       break;
   }
 
-  std::string lower = message;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string lower = toLowerAscii(message);
   const bool http = failure.error_class == GIT_ERROR_HTTP;
 
   if (failure.code == GIT_EAUTH || (http && contains(lower, "401"))) {

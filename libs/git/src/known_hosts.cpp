@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 
 namespace flotilla::git {
@@ -50,9 +51,7 @@ bool globMatch(std::string_view pattern, std::string_view text) {
   size_t t = 0;
   size_t star = std::string_view::npos;
   size_t mark = 0;
-  auto same = [](char a, char b) {
-    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-  };
+  auto same = [](char a, char b) { return asciiLower(a) == asciiLower(b); };
   while (t < text.size()) {
     if (p < pattern.size() && (pattern[p] == '?' || same(pattern[p], text[t]))) {
       ++p;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 
@@ -29,12 +30,6 @@ std::string presentedFingerprint(const git_cert_hostkey& cert) {
     return "SHA256:" + encoded;
   }
   return "(unknown)";
-}
-
-bool sameHost(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 }  // namespace
@@ -123,7 +118,7 @@ int RemoteSession::onCredentials(git_credential** out, const char* url, const ch
   const Credentials& creds = self->credentials_;
   // libgit2 follows an initial HTTP redirect; a secret meant for one host must not go to another.
   if (url != nullptr) {
-    if (auto asked = parseGitUrl(url); asked.ok() && !sameHost(asked->host, self->url_.host)) {
+    if (auto asked = parseGitUrl(url); asked.ok() && !equalsIgnoreCase(asked->host, self->url_.host)) {
       log::warn("refusing to send git credentials to another host after a redirect",
                 {{"url", self->display_url_}, {"host", asked->host}});
       return self->reject(CallbackVerdict::kAuthRejected,

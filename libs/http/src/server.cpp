@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 
 namespace flotilla::http {
@@ -17,18 +18,8 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 
-namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-}  // namespace
-
 std::string Request::header(std::string_view name) const {
-  auto it = headers.find(lower(name));
+  auto it = headers.find(toLowerAscii(name));
   return it == headers.end() ? std::string() : it->second;
 }
 
@@ -79,15 +70,64 @@ struct Server::Impl {
     }
   }
 
+  using Message = bhttp::request<bhttp::string_body>;
+  using Reply = bhttp::response<bhttp::string_body>;
+
+  //! The request line and headers of `message` (header names lower-cased); the body is left to the caller.
+  static Request requestHead(const Message& message, const std::string& remote) {
+    Request request;
+    request.method = std::string(message.method_string());
+    std::string target(message.target());
+    auto q = target.find('?');
+    request.path = target.substr(0, q);
+    request.query = q == std::string::npos ? "" : target.substr(q + 1);
+    for (const auto& field : message) {
+      auto name = field.name_string();
+      request.headers[toLowerAscii(std::string_view(name.data(), name.size()))] = std::string(field.value());
+    }
+    request.remote_address = remote;
+    return request;
+  }
+
+  //! 413 for a body over the limit; the owner hears of it (a webhook sender may deserve a status record).
+  void rejectTooLarge(const Message& message, const std::string& remote, Reply& reply) {
+    reply.result(bhttp::status::payload_too_large);
+    reply.body() = "request body over " + std::to_string(options.max_body_bytes) + " bytes\n";
+    log::warn("http request rejected: body too large", {{"remote", remote}, {"limit", options.max_body_bytes}});
+    if (!options.on_body_too_large) {
+      return;
+    }
+    try {
+      options.on_body_too_large(requestHead(message, remote));
+    } catch (const std::exception& e) {
+      log::error("http body-too-large callback threw", {{"error", e.what()}});
+    }
+  }
+
+  //! Runs the handler for `message` into `reply`; true when the client asked to keep the connection.
+  bool answer(Message& message, const std::string& remote, Reply& reply) {
+    Request request = requestHead(message, remote);
+    request.body = std::move(message.body());
+    Response response = dispatch(request);
+    reply.result(static_cast<unsigned>(response.status));
+    reply.set(bhttp::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) {
+      reply.set(name, value);
+    }
+    reply.body() = std::move(response.body);
+    return message.keep_alive();
+  }
+
+  static std::string remoteAddress(beast::tcp_stream& stream) {
+    beast::error_code ec;
+    auto endpoint = stream.socket().remote_endpoint(ec);
+    return ec ? std::string() : endpoint.address().to_string();
+  }
+
   asio::awaitable<void> session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    std::string remote;
-    beast::error_code ec;
-    auto endpoint = stream.socket().remote_endpoint(ec);
-    if (!ec) {
-      remote = endpoint.address().to_string();
-    }
+    const std::string remote = remoteAddress(stream);
     while (true) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.body_limit(options.max_body_bytes);
@@ -97,53 +137,14 @@ struct Server::Impl {
       if (read_ec == bhttp::error::end_of_stream || read_ec == asio::error::operation_aborted) {
         break;
       }
-      bhttp::response<bhttp::string_body> reply;
+      Reply reply;
       bool keep_alive = false;
       if (read_ec == bhttp::error::body_limit) {
-        reply.result(bhttp::status::payload_too_large);
-        reply.body() = "request body over " + std::to_string(options.max_body_bytes) + " bytes\n";
-        log::warn("http request rejected: body too large", {{"remote", remote}, {"limit", options.max_body_bytes}});
-        if (options.on_body_too_large) {
-          Request rejected;
-          auto& message = parser.get();
-          rejected.method = std::string(message.method_string());
-          std::string target(message.target());
-          rejected.path = target.substr(0, target.find('?'));
-          for (const auto& field : message) {
-            auto name = field.name_string();
-            rejected.headers[lower(std::string_view(name.data(), name.size()))] = std::string(field.value());
-          }
-          rejected.remote_address = remote;
-          try {
-            options.on_body_too_large(rejected);
-          } catch (const std::exception& e) {
-            log::error("http body-too-large callback threw", {{"error", e.what()}});
-          }
-        }
+        rejectTooLarge(parser.get(), remote, reply);
       } else if (read_ec) {
         break;
       } else {
-        auto& message = parser.get();
-        Request request;
-        request.method = std::string(message.method_string());
-        std::string target(message.target());
-        auto q = target.find('?');
-        request.path = target.substr(0, q);
-        request.query = q == std::string::npos ? "" : target.substr(q + 1);
-        for (const auto& field : message) {
-          auto name = field.name_string();
-          request.headers[lower(std::string_view(name.data(), name.size()))] = std::string(field.value());
-        }
-        request.body = std::move(message.body());
-        request.remote_address = remote;
-        keep_alive = message.keep_alive();
-        Response response = dispatch(request);
-        reply.result(static_cast<unsigned>(response.status));
-        reply.set(bhttp::field::content_type, response.content_type);
-        for (const auto& [name, value] : response.headers) {
-          reply.set(name, value);
-        }
-        reply.body() = std::move(response.body);
+        keep_alive = answer(parser.get(), remote, reply);
       }
       reply.version(11);
       reply.set(bhttp::field::server, "flotilla");
@@ -155,6 +156,7 @@ struct Server::Impl {
         break;
       }
     }
+    beast::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 

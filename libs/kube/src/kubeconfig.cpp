@@ -132,6 +132,117 @@ Result<Kubeconfig> Kubeconfig::load(const std::string& path, std::string_view co
   return parse(*text, dir, path, context);
 }
 
+namespace {
+
+// Where a parse is: the kubeconfig's directory (for relative paths) and its name (for errors).
+struct ParseSource {
+  const std::string& dir;
+  std::string_view name;
+};
+
+// The context to use: sets out.context and out.default_namespace; returns its cluster and user names.
+Result<std::pair<std::string, std::string>> readContext(const Json& root, std::string_view context,
+                                                        const ParseSource& src, Kubeconfig& out) {
+  FLOTILLA_TRY(checkType(root, "current-context", Json::Type::kString, "current-context", src.name));
+  out.context = context.empty() ? root.getString("current-context") : std::string(context);
+  if (out.context.empty()) {
+    return invalid(src.name, "current-context", "not set and no context was asked for");
+  }
+  const Json* entry = findNamed(root, "contexts", out.context);
+  if (entry == nullptr) {
+    return invalid(src.name, "contexts[" + out.context + "]", "no such context");
+  }
+  const Json* ctx = entry->find("context");
+  if (ctx == nullptr || !ctx->isObject()) {
+    return invalid(src.name, "contexts[" + out.context + "].context", "missing");
+  }
+  std::string cluster_name = ctx->getString("cluster");
+  if (cluster_name.empty()) {
+    return invalid(src.name, "contexts[" + out.context + "].context.cluster", "missing");
+  }
+  if (std::string ns = ctx->getString("namespace"); !ns.empty()) {
+    out.default_namespace = ns;
+  }
+  return std::pair<std::string, std::string>{cluster_name, ctx->getString("user")};
+}
+
+// clusters[name].cluster: server, CA, TLS options.
+Status readCluster(const Json& root, const std::string& name, const ParseSource& src, Kubeconfig& out) {
+  const Json* entry = findNamed(root, "clusters", name);
+  if (entry == nullptr) {
+    return invalid(src.name, "clusters[" + name + "]", "no such cluster");
+  }
+  const Json* cluster = entry->find("cluster");
+  const std::string field = "clusters[" + name + "].cluster.";
+  if (cluster == nullptr || !cluster->isObject()) {
+    return invalid(src.name, "clusters[" + name + "].cluster", "missing");
+  }
+  FLOTILLA_TRY(checkType(*cluster, "server", Json::Type::kString, field + "server", src.name));
+  std::string server = cluster->getString("server");
+  if (server.empty()) {
+    return invalid(src.name, field + "server", "missing");
+  }
+  if (auto url = parseServerUrl(server, out); !url.ok()) {
+    return fail(ErrorKind::kInvalid, field + url.error().message, std::string(src.name));
+  }
+  auto ca = fileOrData(*cluster, "certificate-authority", src.dir, field, src.name);
+  FLOTILLA_TRY(ca);
+  out.ca_pem = std::move(*ca);
+  FLOTILLA_TRY(
+      checkType(*cluster, "insecure-skip-tls-verify", Json::Type::kBool, field + "insecure-skip-tls-verify", src.name));
+  out.insecure_skip_tls_verify = cluster->getBool("insecure-skip-tls-verify");
+  out.tls_server_name = cluster->getString("tls-server-name");
+  return okStatus();
+}
+
+// The user's bearer token: `token`, else the content of `tokenFile` (whose path the client keeps to re-read).
+Status readToken(const Json& user, const std::string& field, const ParseSource& src, Kubeconfig& out) {
+  FLOTILLA_TRY(checkType(user, "token", Json::Type::kString, field + "token", src.name));
+  out.token = user.getString("token");
+  std::string token_file = user.getString("tokenFile");
+  if (token_file.empty() || !out.token.empty()) {
+    return okStatus();
+  }
+  out.token_file = resolvePath(token_file, src.dir);
+  auto token = readFile(out.token_file);
+  if (!token.ok()) {
+    return invalid(src.name, field + "tokenFile", "cannot read " + out.token_file + ": " + token.error().message);
+  }
+  out.token = trim(*token);
+  return okStatus();
+}
+
+// users[name].user: a client certificate and key, and/or a token. Other ways to log in are refused by name.
+Status readUser(const Json& root, const std::string& name, const ParseSource& src, Kubeconfig& out) {
+  const Json* entry = findNamed(root, "users", name);
+  if (entry == nullptr) {
+    return invalid(src.name, "users[" + name + "]", "no such user");
+  }
+  const Json* user = entry->find("user");
+  if (user == nullptr || !user->isObject()) {
+    return okStatus();
+  }
+  const std::string field = "users[" + name + "].user.";
+  for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
+    if (user->contains(unsupported)) {
+      return invalid(src.name, field + unsupported, "not supported (use a client certificate or a token)");
+    }
+  }
+  auto cert = fileOrData(*user, "client-certificate", src.dir, field, src.name);
+  FLOTILLA_TRY(cert);
+  auto key = fileOrData(*user, "client-key", src.dir, field, src.name);
+  FLOTILLA_TRY(key);
+  if (cert->empty() != key->empty()) {
+    return invalid(src.name, field + (cert->empty() ? "client-certificate" : "client-key"),
+                   "missing (client-certificate and client-key go together)");
+  }
+  out.client_cert_pem = std::move(*cert);
+  out.client_key_pem = std::move(*key);
+  return readToken(*user, field, src, out);
+}
+
+}  // namespace
+
 Result<Kubeconfig> Kubeconfig::parse(std::string_view text, const std::string& dir, std::string_view source,
                                      std::string_view context) {
   auto parsed = parseYaml(text, source);
@@ -142,93 +253,13 @@ Result<Kubeconfig> Kubeconfig::parse(std::string_view text, const std::string& d
   if (!root.isObject()) {
     return invalid(source, "kubeconfig", "not a YAML mapping");
   }
-  FLOTILLA_TRY(checkType(root, "current-context", Json::Type::kString, "current-context", source));
+  const ParseSource src{dir, source};
   Kubeconfig out;
-  out.context = context.empty() ? root.getString("current-context") : std::string(context);
-  if (out.context.empty()) {
-    return invalid(source, "current-context", "not set and no context was asked for");
-  }
-  const Json* ctx_entry = findNamed(root, "contexts", out.context);
-  if (ctx_entry == nullptr) {
-    return invalid(source, "contexts[" + out.context + "]", "no such context");
-  }
-  const Json* ctx = ctx_entry->find("context");
-  if (ctx == nullptr || !ctx->isObject()) {
-    return invalid(source, "contexts[" + out.context + "].context", "missing");
-  }
-  std::string cluster_name = ctx->getString("cluster");
-  std::string user_name = ctx->getString("user");
-  if (cluster_name.empty()) {
-    return invalid(source, "contexts[" + out.context + "].context.cluster", "missing");
-  }
-  std::string ns = ctx->getString("namespace");
-  if (!ns.empty()) {
-    out.default_namespace = ns;
-  }
-
-  const Json* cluster_entry = findNamed(root, "clusters", cluster_name);
-  if (cluster_entry == nullptr) {
-    return invalid(source, "clusters[" + cluster_name + "]", "no such cluster");
-  }
-  const Json* cluster = cluster_entry->find("cluster");
-  std::string cluster_field = "clusters[" + cluster_name + "].cluster.";
-  if (cluster == nullptr || !cluster->isObject()) {
-    return invalid(source, "clusters[" + cluster_name + "].cluster", "missing");
-  }
-  FLOTILLA_TRY(checkType(*cluster, "server", Json::Type::kString, cluster_field + "server", source));
-  std::string server = cluster->getString("server");
-  if (server.empty()) {
-    return invalid(source, cluster_field + "server", "missing");
-  }
-  auto url_status = parseServerUrl(server, out);
-  if (!url_status.ok()) {
-    return fail(ErrorKind::kInvalid, "clusters[" + cluster_name + "].cluster." + url_status.error().message,
-                std::string(source));
-  }
-  auto ca = fileOrData(*cluster, "certificate-authority", dir, cluster_field, source);
-  FLOTILLA_TRY(ca);
-  out.ca_pem = std::move(*ca);
-  FLOTILLA_TRY(checkType(*cluster, "insecure-skip-tls-verify", Json::Type::kBool,
-                         cluster_field + "insecure-skip-tls-verify", source));
-  out.insecure_skip_tls_verify = cluster->getBool("insecure-skip-tls-verify");
-  out.tls_server_name = cluster->getString("tls-server-name");
-
-  if (!user_name.empty()) {
-    const Json* user_entry = findNamed(root, "users", user_name);
-    if (user_entry == nullptr) {
-      return invalid(source, "users[" + user_name + "]", "no such user");
-    }
-    const Json* user = user_entry->find("user");
-    std::string user_field = "users[" + user_name + "].user.";
-    if (user != nullptr && user->isObject()) {
-      for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
-        if (user->contains(unsupported)) {
-          return invalid(source, user_field + unsupported, "not supported (use a client certificate or a token)");
-        }
-      }
-      auto cert = fileOrData(*user, "client-certificate", dir, user_field, source);
-      FLOTILLA_TRY(cert);
-      auto key = fileOrData(*user, "client-key", dir, user_field, source);
-      FLOTILLA_TRY(key);
-      if (cert->empty() != key->empty()) {
-        return invalid(source, user_field + (cert->empty() ? "client-certificate" : "client-key"),
-                       "missing (client-certificate and client-key go together)");
-      }
-      out.client_cert_pem = std::move(*cert);
-      out.client_key_pem = std::move(*key);
-      FLOTILLA_TRY(checkType(*user, "token", Json::Type::kString, user_field + "token", source));
-      out.token = user->getString("token");
-      std::string token_file = user->getString("tokenFile");
-      if (!token_file.empty() && out.token.empty()) {
-        out.token_file = resolvePath(token_file, dir);
-        auto token = readFile(out.token_file);
-        if (!token.ok()) {
-          return invalid(source, user_field + "tokenFile",
-                         "cannot read " + out.token_file + ": " + token.error().message);
-        }
-        out.token = trim(*token);
-      }
-    }
+  auto names = readContext(root, context, src, out);
+  FLOTILLA_TRY(names);
+  FLOTILLA_TRY(readCluster(root, names->first, src, out));
+  if (!names->second.empty()) {
+    FLOTILLA_TRY(readUser(root, names->second, src, out));
   }
   return out;
 }

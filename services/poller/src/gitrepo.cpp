@@ -5,19 +5,13 @@
 
 #include <fnmatch.h>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
 
 namespace flotilla::poller {
 namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string normalizePattern(std::string_view pattern) {
   std::string out = trim(pattern);
@@ -71,18 +65,19 @@ std::string normalizeRepoUrl(std::string_view url) {
     auto at = text.find('@');
     size_t host_start = (at != std::string::npos && at < colon) ? at + 1 : 0;
     if (colon != std::string::npos) {
-      return text.substr(0, host_start) + lower(text.substr(host_start, colon - host_start)) + text.substr(colon);
+      return text.substr(0, host_start) + toLowerAscii(text.substr(host_start, colon - host_start)) +
+             text.substr(colon);
     }
     return text;
   }
-  std::string scheme = lower(text.substr(0, scheme_end));
+  std::string scheme = toLowerAscii(text.substr(0, scheme_end));
   std::string rest = text.substr(scheme_end + 3);
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   std::string path = slash == std::string::npos ? std::string() : rest.substr(slash);
   auto at = authority.rfind('@');
   std::string user = at == std::string::npos ? std::string() : authority.substr(0, at + 1);
-  std::string host = lower(at == std::string::npos ? authority : authority.substr(at + 1));
+  std::string host = toLowerAscii(at == std::string::npos ? authority : authority.substr(at + 1));
   const std::pair<const char*, const char*> defaults[] = {
       {"https", ":443"}, {"http", ":80"}, {"ssh", ":22"}, {"git", ":9418"}};
   for (const auto& [s, port] : defaults) {
@@ -168,7 +163,7 @@ Result<WantedCommit> wantedCommit(const model::GitRepoSpec& spec, const git::Rem
       }
     }
     if (looksLikeSha(rev)) {
-      std::string lowered = lower(rev);
+      std::string lowered = toLowerAscii(rev);
       return WantedCommit{lowered, lowered.size() == 40 ? lowered : std::string(), true,
                           "commit " + lowered.substr(0, 12)};
     }

@@ -1,8 +1,8 @@
 #include "flotilla/poller/schedule.h"
 
-#include <ctime>
 #include <random>
 
+#include "flotilla/core/clock.h"
 #include "flotilla/core/util.h"
 
 namespace flotilla::poller {
@@ -77,18 +77,11 @@ Millis pollJitter(Millis interval) {
 }
 
 std::string formatEpochMillis(int64_t epoch_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buffer[40];
-  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof(out), "%s.%03dZ", buffer, static_cast<int>(epoch_ms % 1000));
-  return out;
+  return formatRfc3339Millis(epoch_ms);
 }
 
 int64_t nowEpochMillis() {
-  return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return systemClock().nowMillis();
 }
 
 }  // namespace flotilla::poller

@@ -33,6 +33,8 @@ Result<std::string> makeTempDir(std::string_view prefix);
 void removeAll(const std::string& path);
 
 std::vector<std::string> split(std::string_view text, char separator);
+//! The parts with `separator` between them ("a/b/c").
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::string trim(std::string_view text);
 bool startsWith(std::string_view text, std::string_view prefix);
 bool endsWith(std::string_view text, std::string_view suffix);

@@ -132,6 +132,8 @@ class Watch {
   std::string target() const;
   Status open(std::chrono::steady_clock::time_point deadline);
   Status parseLines();
+  //! Reads what arrives before `deadline` (re-opening the request when needed); false when the deadline passed.
+  Result<bool> readSome(std::chrono::steady_clock::time_point deadline);
 
   KubeClient* client_;
   std::string collection_path_;
@@ -202,6 +204,8 @@ class KubeClient {
 
   Result<HttpResponse> send(HttpRequest request);
   Result<HttpResponse> sendChecked(HttpRequest request);
+  //! sendChecked() for a JSON answer (asks for application/json unless the request names its own Accept).
+  Result<Json> sendForJson(HttpRequest request);
   Result<std::unique_ptr<HttpStream>> openStream(HttpRequest request);
   void authorize(HttpRequest& request);
   std::string bearerToken();
