@@ -354,31 +354,4 @@ std::string formatSelector(const LabelSelector& selector) {
   return out;
 }
 
-Json encodeSelector(const LabelSelector& selector) {
-  Json out = Json::object();
-  if (!selector.match_labels.empty()) {
-    Json labels = Json::object();
-    for (const auto& [key, value] : selector.match_labels) {
-      labels[key] = value;
-    }
-    out["matchLabels"] = std::move(labels);
-  }
-  if (!selector.match_expressions.empty()) {
-    Json list = Json::array();
-    for (const auto& req : selector.match_expressions) {
-      Json item = Json::obj({{"key", req.key}, {"operator", std::string(operatorName(req.op))}});
-      if (!req.values.empty()) {
-        Json values = Json::array();
-        for (const auto& value : req.values) {
-          values.push(value);
-        }
-        item["values"] = std::move(values);
-      }
-      list.push(std::move(item));
-    }
-    out["matchExpressions"] = std::move(list);
-  }
-  return out;
-}
-
 }  // namespace flotilla::model

@@ -127,8 +127,8 @@ class Reader {
 
   //! A value with its own codec: `codec.read(Reader&, key, const Json&, T&) -> bool` and `codec.write(const T&)`.
   template <typename T, typename Codec>
-  void value(std::string_view key, T& out, const Codec& codec) {
-    if (const Json* raw = take(key)) {
+  void value(std::string_view key, T& out, const Codec& codec, bool required = false) {
+    if (const Json* raw = take(key, required)) {
       codec.read(*this, key, *raw, out);
     }
   }
@@ -169,6 +169,19 @@ class Reader {
     object(key, decoded, std::forward<Fn>(fields));
     if (decoded) {
       out = std::move(*decoded);
+    }
+  }
+  //! A nested object whose fields live in `out` itself (fields(Reader&, T&) reads some of them).
+  template <typename T, typename Fn>
+  void nested(std::string_view key, T& out, Fn&& fields) {
+    const Json* raw = take(key);
+    if (raw == nullptr) {
+      return;
+    }
+    Reader sub(*problems_, *raw, pathOf(key));
+    if (sub.ok()) {
+      fields(sub, out);
+      sub.finish();
     }
   }
   //! A list of objects, each decoded by fields(Reader&, T&).
@@ -263,9 +276,10 @@ class Writer {
   void skip(std::string_view /*key*/) {}
   void require(std::string_view /*key*/) {}
 
+  //! A non-optional value is left out at its default unless `required`.
   template <typename T, typename Codec>
-  void value(std::string_view key, const T& value, const Codec& codec) {
-    put(key, value == T{}, codec.write(value));
+  void value(std::string_view key, const T& value, const Codec& codec, bool required = false) {
+    put(key, !required && value == T{}, codec.write(value));
   }
   template <typename T, typename Codec>
   void value(std::string_view key, const std::optional<T>& value, const Codec& codec) {
@@ -286,7 +300,12 @@ class Writer {
   template <typename T, typename Fn>
   void plain(std::string_view key, const T& value, Fn&& fields) {
     Json encoded = encode(value, fields);
-    put(key, encoded.size() == 0, std::move(encoded));
+    bool empty = encoded.size() == 0;
+    put(key, empty, std::move(encoded));
+  }
+  template <typename T, typename Fn>
+  void nested(std::string_view key, const T& value, Fn&& fields) {
+    plain(key, value, std::forward<Fn>(fields));
   }
   template <typename T, typename Fn>
   void objects(std::string_view key, const std::vector<T>& values, Fn&& fields) {
