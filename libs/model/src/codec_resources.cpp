@@ -1,7 +1,8 @@
 // Decoding and encoding of the resource kinds and of fleet.yaml.
 #include "flotilla/core/util.h"
 #include "flotilla/model/codec.h"
-#include "resource_fields.h"
+#include "option_fields.h"
+#include "status_fields.h"
 
 namespace flotilla::model {
 
@@ -26,11 +27,6 @@ ObjectMeta& metaOf(Resource& resource) {
 }
 
 namespace {
-
-using detail::kFields;
-using detail::kStatusFields;
-using detail::Reader;
-using detail::Writer;
 
 // ---- metadata ----
 
@@ -174,7 +170,7 @@ void bundleDeploymentSpecFields(V& v, S& s) {
 constexpr auto kGitRepoSpec = [](auto& v, auto& s) { gitRepoSpecFields(v, s); };
 constexpr auto kClusterSpec = [](auto& v, auto& s) { clusterSpecFields(v, s); };
 constexpr auto kClusterGroupSpec = [](auto& v, auto& s) { v.value("selector", s.selector, detail::kSelector); };
-constexpr auto kBundleSpec = [](auto& v, auto& s) { detail::bundleSpecFields(v, s, true); };
+constexpr auto kBundleSpec = [](auto& v, auto& s) { bundleSpecFields(v, s, true); };
 constexpr auto kBundleDeploymentSpec = [](auto& v, auto& s) { bundleDeploymentSpecFields(v, s); };
 
 // ---- dispatch ----
@@ -189,7 +185,7 @@ Resource readKind(Reader& root, bool native, bool spec_required, SpecFn&& spec) 
   }
   root.plain("spec", out.spec, spec);
   if (native) {
-    root.plain("status", out.status, kStatusFields);
+    root.plain("status", out.status, kFields);
   } else {
     root.skip("status");  // Fleet's status describes a Fleet installation, not this one
   }
@@ -268,7 +264,7 @@ Json encodeKind(const T& value, std::string_view api_version, std::string_view k
                         {"kind", std::string(kind)},
                         {"metadata", codec::encode(value.metadata, kMeta)},
                         {"spec", codec::encode(value.spec, spec)}});
-  Json status = codec::encode(value.status, kStatusFields);
+  Json status = codec::encode(value.status, kFields);
   if (status.size() != 0) {
     out["status"] = std::move(status);
   }
@@ -321,7 +317,7 @@ void fleetYamlFields(V& v, S& s) {
     }
   });
   detail::labels(v, "labels", s.labels);
-  detail::bundleSpecFields(v, s.spec, false);
+  bundleSpecFields(v, s.spec, false);
   v.objects("targetCustomizations", s.target_customizations, kFields);
   v.objects("imageScans", s.image_scans, kImageScan);
   v.optObjects("overrideTargets", s.override_targets, kFields);

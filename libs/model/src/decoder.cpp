@@ -1,6 +1,6 @@
-#include "decoder.h"
-
 #include <algorithm>
+
+#include "option_fields.h"
 
 namespace flotilla::model {
 namespace detail {
@@ -16,46 +16,7 @@ void failAtPath(Reader& in, const std::string& message) {
   }
 }
 
-//! A matchExpressions operator (In, NotIn, Exists, DoesNotExist).
-struct OperatorCodec {
-  bool read(Reader& in, std::string_view key, const Json& value, SelectorOperator& out) const {
-    if (!value.isString()) {
-      in.fail(in.pathOf(key), "expected a string, got " + codec::typeName(value));
-      return false;
-    }
-    if (value.asString().empty()) {
-      return false;
-    }
-    auto parsed = parseOperator(value.asString());
-    if (!parsed.ok()) {
-      in.fail(in.pathOf(key), parsed.error().message);
-      return false;
-    }
-    out = *parsed;
-    return true;
-  }
-  Json write(SelectorOperator value) const { return std::string(operatorName(value)); }
-};
-
-template <typename V, typename S>
-void selectorFields(V& v, S& s) {
-  v.stringMap("matchLabels", s.match_labels);
-  v.objects("matchExpressions", s.match_expressions, [](auto& f, auto& req) {
-    f.require("key");
-    f.str("key", req.key);
-    f.value("operator", req.op, OperatorCodec{}, true);
-    f.strings("values", req.values);
-  });
-}
-
 }  // namespace
-
-void fields(Reader& v, LabelSelector& s) {
-  selectorFields(v, s);
-}
-void fields(Writer& v, const LabelSelector& s) {
-  selectorFields(v, s);
-}
 
 bool DurationCodec::read(Reader& in, std::string_view key, const Json& value, Duration& out) const {
   if (!value.isString()) {

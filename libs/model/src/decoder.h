@@ -5,9 +5,11 @@
 // field lists of Fleet's shared structures, each usable by codec::Reader (decode) and codec::Writer (encode).
 #pragma once
 
+#include <concepts>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "flotilla/core/codec.h"
 #include "flotilla/core/json.h"
@@ -16,6 +18,14 @@
 #include "flotilla/model/labels.h"
 #include "flotilla/model/options.h"
 #include "flotilla/model/state.h"
+
+namespace flotilla::model {
+
+//! S is T or const T: constrains a field list to its struct, for decoding (T&) and encoding (const T&).
+template <typename S, typename T>
+concept Of = std::same_as<std::remove_const_t<S>, T>;
+
+}  // namespace flotilla::model
 
 namespace flotilla::model::detail {
 
@@ -54,24 +64,8 @@ inline void labels(Writer& out, std::string_view key, const Labels& value) {
   out.stringMap(key, value);
 }
 
-//! The field lists of Fleet's shared structures, for both directions (codec_options.cpp; the selector's in
-//! decoder.cpp).
-void fields(Reader& v, BundleDeploymentOptions& s);
-void fields(Writer& v, const BundleDeploymentOptions& s);
-void fields(Reader& v, GitTarget& s);
-void fields(Writer& v, const GitTarget& s);
-void fields(Reader& v, BundleTarget& s);
-void fields(Writer& v, const BundleTarget& s);
-void fields(Reader& v, BundleRef& s);
-void fields(Writer& v, const BundleRef& s);
-void fields(Reader& v, RolloutStrategy& s);
-void fields(Writer& v, const RolloutStrategy& s);
-void fields(Reader& v, CorrectDrift& s);
-void fields(Writer& v, const CorrectDrift& s);
-void fields(Reader& v, LabelSelector& s);
-void fields(Writer& v, const LabelSelector& s);
-
-//! Passes any of the structures above to a nested object or list: `v.objects("targets", s.targets, kFields)`.
+//! Passes a struct to nested objects and lists: `v.objects("targets", s.targets, kFields)` calls the overload of
+//! fields(v, s) for that struct (option_fields.h, status_fields.h), found by argument-dependent lookup.
 struct FieldList {
   template <typename V, typename S>
   void operator()(V& v, S& s) const {
@@ -79,10 +73,5 @@ struct FieldList {
   }
 };
 inline constexpr FieldList kFields{};
-
-//! BundleSpec's fields. `internal` (a stored Bundle) also has resources, targetRestrictions, contentsId and
-//! valuesHash, which fleet.yaml must not set.
-void bundleSpecFields(Reader& v, BundleSpec& s, bool internal);
-void bundleSpecFields(Writer& v, const BundleSpec& s, bool internal);
 
 }  // namespace flotilla::model::detail

@@ -1,6 +1,7 @@
 #include "flotilla/model/labels.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 namespace flotilla::model {
@@ -85,17 +86,9 @@ Status validateLabels(const Labels& labels, std::string_view path) {
 }
 
 std::string_view operatorName(SelectorOperator op) {
-  switch (op) {
-    case SelectorOperator::kIn:
-      return "In";
-    case SelectorOperator::kNotIn:
-      return "NotIn";
-    case SelectorOperator::kExists:
-      return "Exists";
-    case SelectorOperator::kDoesNotExist:
-      return "DoesNotExist";
-  }
-  return "Unknown";
+  static constexpr std::array<std::string_view, 4> kNames = {"In", "NotIn", "Exists", "DoesNotExist"};
+  auto index = static_cast<size_t>(op);
+  return index < kNames.size() ? kNames[index] : "Unknown";
 }
 
 Result<SelectorOperator> parseOperator(std::string_view name) {

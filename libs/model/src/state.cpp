@@ -1,6 +1,7 @@
 #include "flotilla/model/state.h"
 
 #include <algorithm>
+#include <array>
 
 namespace flotilla::model {
 namespace {
@@ -39,23 +40,11 @@ std::string join(std::string_view path, std::string_view key) {
 }  // namespace
 
 std::string_view stateName(BundleState state) {
-  switch (state) {
-    case BundleState::kReady:
-      return "Ready";
-    case BundleState::kNotReady:
-      return "NotReady";
-    case BundleState::kPending:
-      return "Pending";
-    case BundleState::kOutOfSync:
-      return "OutOfSync";
-    case BundleState::kModified:
-      return "Modified";
-    case BundleState::kWaitApplied:
-      return "WaitApplied";
-    case BundleState::kErrApplied:
-      return "ErrApplied";
-  }
-  return "Unknown";
+  // Indexed by stateRank(state) - 1.
+  static constexpr std::array<std::string_view, 7> kNames = {"Ready",    "NotReady",    "Pending",   "OutOfSync",
+                                                             "Modified", "WaitApplied", "ErrApplied"};
+  auto index = static_cast<size_t>(stateRank(state) - 1);
+  return index < kNames.size() ? kNames[index] : "Unknown";
 }
 
 Result<BundleState> parseState(std::string_view name) {

@@ -1,11 +1,15 @@
+// flotilla/model/src/status_fields.h
+//
 // The field lists of the resource kinds' status structs: Flotilla's own shape, with Fleet's field names where
-// they exist.
-#include "resource_fields.h"
+// they exist. Each is an overload of fields(v, s), for codec::Reader and codec::Writer alike.
+#pragma once
 
-namespace flotilla::model::detail {
-namespace {
+#include "decoder.h"
+#include "flotilla/model/resources.h"
 
-constexpr auto kCondition = [](auto& v, auto& s) {
+namespace flotilla::model {
+
+inline constexpr auto kCondition = [](auto& v, auto& s) {
   v.str("type", s.type);
   v.str("status", s.status);
   v.str("reason", s.reason);
@@ -14,7 +18,7 @@ constexpr auto kCondition = [](auto& v, auto& s) {
   v.str("lastTransitionTime", s.last_transition_time);
 };
 
-constexpr auto kResourceCounts = [](auto& v, auto& s) {
+inline constexpr auto kResourceCounts = [](auto& v, auto& s) {
   v.count("ready", s.ready);
   v.count("desiredReady", s.desired_ready);
   v.count("waitApplied", s.wait_applied);
@@ -26,15 +30,15 @@ constexpr auto kResourceCounts = [](auto& v, auto& s) {
 };
 
 // kind, apiVersion, namespace and name of one Kubernetes object.
-constexpr auto kObjectRef = [](auto& v, auto& s) {
+inline constexpr auto kObjectRef = [](auto& v, auto& s) {
   v.str("kind", s.kind);
   v.str("apiVersion", s.api_version);
   v.str("namespace", s.ns);
   v.str("name", s.name);
 };
 
-template <typename V, typename S>
-void gitRepoStatusFields(V& v, S& s) {
+template <typename V, Of<GitRepoStatus> S>
+void fields(V& v, S& s) {
   v.count("observedGeneration", s.observed_generation);
   v.count("updateGeneration", s.update_generation);
   v.str("commit", s.commit);
@@ -43,7 +47,7 @@ void gitRepoStatusFields(V& v, S& s) {
   v.str("lastPollingTriggered", s.last_polling_time);
   v.count("readyClusters", s.ready_clusters);
   v.count("desiredReadyClusters", s.desired_ready_clusters);
-  v.value("summary", s.summary, kSummary);
+  v.value("summary", s.summary, detail::kSummary);
   v.plain("display", s.display, [](auto& d, auto& o) {
     d.str("readyBundleDeployments", o.ready_bundle_deployments);
     d.str("state", o.state);
@@ -54,9 +58,9 @@ void gitRepoStatusFields(V& v, S& s) {
   v.objects("conditions", s.conditions, kCondition);
 }
 
-template <typename V, typename S>
-void clusterStatusFields(V& v, S& s) {
-  v.value("summary", s.summary, kSummary);
+template <typename V, Of<ClusterStatus> S>
+void fields(V& v, S& s) {
+  v.value("summary", s.summary, detail::kSummary);
   v.plain("resourceCounts", s.resource_counts, kResourceCounts);
   v.count("readyGitRepos", s.ready_git_repos);
   v.count("desiredReadyGitRepos", s.desired_ready_git_repos);
@@ -73,12 +77,12 @@ void clusterStatusFields(V& v, S& s) {
   v.objects("conditions", s.conditions, kCondition);
 }
 
-template <typename V, typename S>
-void clusterGroupStatusFields(V& v, S& s) {
+template <typename V, Of<ClusterGroupStatus> S>
+void fields(V& v, S& s) {
   v.count("clusterCount", s.cluster_count);
   v.count("nonReadyClusterCount", s.non_ready_cluster_count);
   v.strings("nonReadyClusters", s.non_ready_clusters);
-  v.value("summary", s.summary, kSummary);
+  v.value("summary", s.summary, detail::kSummary);
   v.plain("resourceCounts", s.resource_counts, kResourceCounts);
   v.plain("display", s.display, [](auto& d, auto& o) {
     d.str("readyClusters", o.ready_clusters);
@@ -88,18 +92,18 @@ void clusterGroupStatusFields(V& v, S& s) {
   v.objects("conditions", s.conditions, kCondition);
 }
 
-constexpr auto kPartitionStatus = [](auto& v, auto& s) {
+inline constexpr auto kPartitionStatus = [](auto& v, auto& s) {
   v.str("name", s.name);
   v.count("count", s.count);
   v.count("maxUnavailable", s.max_unavailable);
   v.count("unavailable", s.unavailable);
-  v.value("summary", s.summary, kSummary);
+  v.value("summary", s.summary, detail::kSummary);
 };
 
-template <typename V, typename S>
-void bundleStatusFields(V& v, S& s) {
+template <typename V, Of<BundleStatus> S>
+void fields(V& v, S& s) {
   v.objects("conditions", s.conditions, kCondition);
-  v.value("summary", s.summary, kSummary);
+  v.value("summary", s.summary, detail::kSummary);
   v.count("newlyCreated", s.newly_created);
   v.count("unavailable", s.unavailable);
   v.count("unavailablePartitions", s.unavailable_partitions);
@@ -117,7 +121,7 @@ void bundleStatusFields(V& v, S& s) {
   v.str("manifestID", s.manifest_id);
 }
 
-constexpr auto kNonReadyStatus = [](auto& v, auto& s) {
+inline constexpr auto kNonReadyStatus = [](auto& v, auto& s) {
   v.str("uid", s.uid);
   kObjectRef(v, s);
   v.plain("summary", s.summary, [](auto& g, auto& o) {
@@ -128,7 +132,7 @@ constexpr auto kNonReadyStatus = [](auto& v, auto& s) {
   });
 };
 
-constexpr auto kModifiedStatus = [](auto& v, auto& s) {
+inline constexpr auto kModifiedStatus = [](auto& v, auto& s) {
   kObjectRef(v, s);
   v.boolean("missing", s.missing);
   v.boolean("delete", s.deleted);
@@ -136,13 +140,13 @@ constexpr auto kModifiedStatus = [](auto& v, auto& s) {
   v.str("patch", s.patch);
 };
 
-constexpr auto kDeployedResource = [](auto& v, auto& s) {
+inline constexpr auto kDeployedResource = [](auto& v, auto& s) {
   kObjectRef(v, s);
   v.str("createdAt", s.created_at);
 };
 
-template <typename V, typename S>
-void bundleDeploymentStatusFields(V& v, S& s) {
+template <typename V, Of<BundleDeploymentStatus> S>
+void fields(V& v, S& s) {
   v.objects("conditions", s.conditions, kCondition);
   v.str("appliedDeploymentID", s.applied_deployment_id);
   v.str("release", s.release);
@@ -162,37 +166,4 @@ void bundleDeploymentStatusFields(V& v, S& s) {
   v.boolean("incompleteState", s.incomplete_state);
 }
 
-}  // namespace
-
-void fields(Reader& v, GitRepoStatus& s) {
-  gitRepoStatusFields(v, s);
-}
-void fields(Writer& v, const GitRepoStatus& s) {
-  gitRepoStatusFields(v, s);
-}
-void fields(Reader& v, ClusterStatus& s) {
-  clusterStatusFields(v, s);
-}
-void fields(Writer& v, const ClusterStatus& s) {
-  clusterStatusFields(v, s);
-}
-void fields(Reader& v, ClusterGroupStatus& s) {
-  clusterGroupStatusFields(v, s);
-}
-void fields(Writer& v, const ClusterGroupStatus& s) {
-  clusterGroupStatusFields(v, s);
-}
-void fields(Reader& v, BundleStatus& s) {
-  bundleStatusFields(v, s);
-}
-void fields(Writer& v, const BundleStatus& s) {
-  bundleStatusFields(v, s);
-}
-void fields(Reader& v, BundleDeploymentStatus& s) {
-  bundleDeploymentStatusFields(v, s);
-}
-void fields(Writer& v, const BundleDeploymentStatus& s) {
-  bundleDeploymentStatusFields(v, s);
-}
-
-}  // namespace flotilla::model::detail
+}  // namespace flotilla::model
