@@ -115,84 +115,61 @@ const Json* Reader::take(std::string_view key, bool required) {
   return value;
 }
 
-void Reader::str(std::string_view key, std::string& out, bool required) {
+const Json* Reader::takeAs(std::string_view key, bool (Json::*is)() const, std::string_view expected, bool required) {
   const Json* value = take(key, required);
-  if (value == nullptr) {
-    return;
+  if (value != nullptr && !(value->*is)()) {
+    fail(pathOf(key), std::string("expected ").append(expected).append(", got ") + typeName(*value));
+    return nullptr;
   }
-  if (!value->isString()) {
-    fail(pathOf(key), "expected a string, got " + typeName(*value));
-    return;
+  return value;
+}
+
+void Reader::str(std::string_view key, std::string& out, bool required) {
+  if (const Json* value = takeAs(key, &Json::isString, "a string", required)) {
+    if (required && value->asString().empty()) {
+      fail(pathOf(key), "must not be empty");
+    }
+    out = value->asString();
   }
-  if (required && value->asString().empty()) {
-    fail(pathOf(key), "must not be empty");
-  }
-  out = value->asString();
 }
 
 void Reader::optBoolean(std::string_view key, std::optional<bool>& out, bool required) {
-  const Json* value = take(key, required);
-  if (value == nullptr) {
-    return;
+  if (const Json* value = takeAs(key, &Json::isBool, "true or false", required)) {
+    out = value->asBool();
   }
-  if (!value->isBool()) {
-    fail(pathOf(key), "expected true or false, got " + typeName(*value));
-    return;
-  }
-  out = value->asBool();
 }
 
 void Reader::boolean(std::string_view key, bool& out, bool required) {
   std::optional<bool> value;
   optBoolean(key, value, required);
-  if (value) {
-    out = *value;
-  }
+  out = value.value_or(out);
 }
 
 void Reader::integer(std::string_view key, int64_t& out, bool required) {
-  const Json* value = take(key, required);
-  if (value == nullptr) {
-    return;
+  if (const Json* value = takeAs(key, &Json::isInt, "an integer", required)) {
+    out = value->asInt();
   }
-  if (!value->isInt()) {
-    fail(pathOf(key), "expected an integer, got " + typeName(*value));
-    return;
-  }
-  out = value->asInt();
 }
 
 void Reader::optCount(std::string_view key, std::optional<int64_t>& out) {
-  const Json* value = take(key);
-  if (value == nullptr) {
-    return;
+  if (const Json* value = takeAs(key, &Json::isInt, "an integer")) {
+    if (value->asInt() < 0) {
+      fail(pathOf(key), "must be at least 0, got " + std::to_string(value->asInt()));
+      return;
+    }
+    out = value->asInt();
   }
-  if (!value->isInt()) {
-    fail(pathOf(key), "expected an integer, got " + typeName(*value));
-    return;
-  }
-  if (value->asInt() < 0) {
-    fail(pathOf(key), "must be at least 0, got " + std::to_string(value->asInt()));
-    return;
-  }
-  out = value->asInt();
 }
 
 void Reader::count(std::string_view key, int64_t& out) {
   std::optional<int64_t> value;
   optCount(key, value);
-  if (value) {
-    out = *value;
-  }
+  out = value.value_or(out);
 }
 
 void Reader::strings(std::string_view key, std::vector<std::string>& out) {
-  const Json* value = take(key);
+  const Json* value = takeAs(key, &Json::isArray, "a list of strings");
   if (value == nullptr) {
-    return;
-  }
-  if (!value->isArray()) {
-    fail(pathOf(key), "expected a list of strings, got " + typeName(*value));
     return;
   }
   std::vector<std::string> decoded;
@@ -208,12 +185,8 @@ void Reader::strings(std::string_view key, std::vector<std::string>& out) {
 }
 
 void Reader::optStringMap(std::string_view key, std::optional<StringMap>& out) {
-  const Json* value = take(key);
+  const Json* value = takeAs(key, &Json::isObject, "a map of strings");
   if (value == nullptr) {
-    return;
-  }
-  if (!value->isObject()) {
-    fail(pathOf(key), "expected a map of strings, got " + typeName(*value));
     return;
   }
   StringMap decoded;
@@ -237,43 +210,26 @@ void Reader::stringMap(std::string_view key, StringMap& out) {
 }
 
 void Reader::map(std::string_view key, std::optional<Json>& out) {
-  const Json* value = take(key);
-  if (value == nullptr) {
-    return;
+  if (const Json* value = takeAs(key, &Json::isObject, "a map")) {
+    out = *value;
   }
-  if (!value->isObject()) {
-    fail(pathOf(key), "expected a map, got " + typeName(*value));
-    return;
-  }
-  out = *value;
 }
 
 void Reader::list(std::string_view key, std::optional<Json>& out) {
-  const Json* value = take(key);
-  if (value == nullptr) {
-    return;
+  if (const Json* value = takeAs(key, &Json::isArray, "a list")) {
+    out = *value;
   }
-  if (!value->isArray()) {
-    fail(pathOf(key), "expected a list, got " + typeName(*value));
-    return;
-  }
-  out = *value;
 }
 
 void Reader::object(std::string_view key, Json& out, bool required) {
-  take(key, required);
-  std::optional<Json> value;
-  map(key, value);
-  if (value) {
-    out = std::move(*value);
+  if (const Json* value = takeAs(key, &Json::isObject, "a map", required)) {
+    out = *value;
   }
 }
 
 void Reader::array(std::string_view key, Json& out) {
-  std::optional<Json> value;
-  list(key, value);
-  if (value) {
-    out = std::move(*value);
+  if (const Json* value = takeAs(key, &Json::isArray, "a list")) {
+    out = *value;
   }
 }
 

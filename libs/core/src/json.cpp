@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -36,16 +37,14 @@ const Json::Array& Json::asArray() const {
   return std::get<Array>(value_);
 }
 Json::Array& Json::asArray() {
-  assert(isArray());
-  return std::get<Array>(value_);
+  return const_cast<Array&>(std::as_const(*this).asArray());
 }
 const Json::Object& Json::asObject() const {
   assert(isObject());
   return std::get<Object>(value_);
 }
 Json::Object& Json::asObject() {
-  assert(isObject());
-  return std::get<Object>(value_);
+  return const_cast<Object&>(std::as_const(*this).asObject());
 }
 
 std::string Json::getString(std::string_view key, std::string fallback) const {

@@ -187,12 +187,8 @@ class Reader {
   //! A list of objects, each decoded by fields(Reader&, T&).
   template <typename T, typename Fn>
   void objects(std::string_view key, std::vector<T>& out, Fn&& fields) {
-    const Json* raw = take(key);
+    const Json* raw = takeAs(key, &Json::isArray, "a list");
     if (raw == nullptr) {
-      return;
-    }
-    if (!raw->isArray()) {
-      fail(pathOf(key), "expected a list, got " + typeName(*raw));
       return;
     }
     std::vector<T> decoded;
@@ -229,6 +225,9 @@ class Reader {
   void finish();
 
  private:
+  //! take(), then "expected <expected>, got ..." (and nullptr) unless the value passes `is`.
+  const Json* takeAs(std::string_view key, bool (Json::*is)() const, std::string_view expected, bool required = false);
+
   std::unique_ptr<Problems> owned_;  // set by the root constructor that appends to an external list
   Problems* problems_;
   const Json* object_ = nullptr;
