@@ -19,17 +19,7 @@ void failAtPath(Reader& in, const std::string& message) {
 }  // namespace
 
 bool DurationCodec::read(Reader& in, std::string_view key, const Json& value, Duration& out) const {
-  if (!value.isString()) {
-    in.fail(in.pathOf(key), "expected a duration string like \"15s\", got " + codec::typeName(value));
-    return false;
-  }
-  auto parsed = parseDuration(value.asString());
-  if (!parsed.ok()) {
-    in.fail(in.pathOf(key), parsed.error().message);
-    return false;
-  }
-  out = *parsed;
-  return true;
+  return readParsed(in, key, value, "a duration string like \"15s\"", parseDuration, out);
 }
 
 bool IntOrPercentCodec::read(Reader& in, std::string_view key, const Json& value, IntOrPercent& out) const {

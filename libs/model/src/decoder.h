@@ -53,6 +53,22 @@ struct SummaryCodec {
   Json write(const StateSummary& value) const { return encodeStateSummary(value); }
 };
 
+//! Reads a string through `parse(std::string) -> Result<T>`; `expected` names the form for a value of another type.
+template <typename T, typename Parse>
+bool readParsed(Reader& in, std::string_view key, const Json& value, std::string_view expected, Parse&& parse, T& out) {
+  if (!value.isString()) {
+    in.fail(in.pathOf(key), std::string("expected ").append(expected).append(", got ") + codec::typeName(value));
+    return false;
+  }
+  auto parsed = parse(value.asString());
+  if (!parsed.ok()) {
+    in.fail(in.pathOf(key), parsed.error().message);
+    return false;
+  }
+  out = *parsed;
+  return true;
+}
+
 inline constexpr DurationCodec kDuration{};
 inline constexpr IntOrPercentCodec kIntOrPercent{};
 inline constexpr SelectorCodec kSelector{};

@@ -112,27 +112,19 @@ bool LabelSelector::matches(const Labels& labels) const {
     auto it = labels.find(req.key);
     bool has = it != labels.end();
     bool listed = has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
+    bool holds = false;
     switch (req.op) {
       case SelectorOperator::kIn:
-        if (!listed) {
-          return false;
-        }
-        break;
       case SelectorOperator::kNotIn:
-        if (listed) {
-          return false;
-        }
+        holds = listed == (req.op == SelectorOperator::kIn);
         break;
       case SelectorOperator::kExists:
-        if (!has) {
-          return false;
-        }
-        break;
       case SelectorOperator::kDoesNotExist:
-        if (has) {
-          return false;
-        }
+        holds = has == (req.op == SelectorOperator::kExists);
         break;
+    }
+    if (!holds) {
+      return false;
     }
   }
   return true;

@@ -21,20 +21,10 @@ using detail::Writer;
 //! A matchExpressions operator (In, NotIn, Exists, DoesNotExist).
 struct OperatorCodec {
   bool read(Reader& in, std::string_view key, const Json& value, SelectorOperator& out) const {
-    if (!value.isString()) {
-      in.fail(in.pathOf(key), "expected a string, got " + codec::typeName(value));
-      return false;
+    if (value.isString() && value.asString().empty()) {
+      return false;  // an empty operator keeps the default, as it always has
     }
-    if (value.asString().empty()) {
-      return false;
-    }
-    auto parsed = parseOperator(value.asString());
-    if (!parsed.ok()) {
-      in.fail(in.pathOf(key), parsed.error().message);
-      return false;
-    }
-    out = *parsed;
-    return true;
+    return detail::readParsed(in, key, value, "a string", parseOperator, out);
   }
   Json write(SelectorOperator value) const { return std::string(operatorName(value)); }
 };
