@@ -72,16 +72,6 @@ bool SelectorCodec::read(Reader& in, std::string_view key, const Json& value, La
   return true;
 }
 
-bool SummaryCodec::read(Reader& in, std::string_view key, const Json& value, StateSummary& out) const {
-  auto decoded = decodeStateSummary(value, in.pathOf(key));
-  if (!decoded.ok()) {
-    failAtPath(in, decoded.error().message);
-    return false;
-  }
-  out = std::move(decoded).value();
-  return true;
-}
-
 void labels(Reader& in, std::string_view key, Labels& out) {
   Labels decoded;
   in.stringMap(key, decoded);
