@@ -69,7 +69,7 @@ void Problems::fail(std::string_view path, std::string_view message) {
   list_->push_back(std::move(problem));
 }
 
-Error Problems::error(std::string where) const {
+Error Problems::error(const std::string& where) const {
   std::string message;
   for (const auto& problem : *list_) {
     message.append(message.empty() ? "" : "; ").append(problem);
@@ -77,7 +77,7 @@ Error Problems::error(std::string where) const {
   if (dropped_ > 0) {
     message += "; and " + std::to_string(dropped_) + " more";
   }
-  return makeError(ErrorKind::kInvalid, std::move(message), where.empty() ? first_where_ : std::move(where));
+  return makeError(ErrorKind::kInvalid, std::move(message), where.empty() ? first_where_ : where);
 }
 
 // ---- Reader ----

@@ -47,7 +47,7 @@ Json::Object& Json::asObject() {
   return const_cast<Object&>(std::as_const(*this).asObject());
 }
 
-std::string Json::getString(std::string_view key, std::string fallback) const {
+std::string Json::getString(std::string_view key, const std::string& fallback) const {
   const Json* v = find(key);
   return v != nullptr && v->isString() ? v->asString() : fallback;
 }
@@ -202,7 +202,7 @@ void dumpTo(const Json& v, std::string& out, int indent, int depth) {
   auto newline = [&](int d) {
     if (indent > 0) {
       out.push_back('\n');
-      out.append(static_cast<size_t>(indent * d), ' ');
+      out.append(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
     }
   };
   switch (v.type()) {

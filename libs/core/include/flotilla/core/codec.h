@@ -61,7 +61,7 @@ class Problems {
   [[nodiscard]] const std::vector<std::string>& list() const { return *list_; }
   //! All problems as one kInvalid Error ("file:line: path: message; ..."); `where` defaults to the first
   //! problem's "file:line".
-  [[nodiscard]] Error error(std::string where = {}) const;
+  [[nodiscard]] Error error(const std::string& where = {}) const;
   //! "source:line" for `path` ("" when neither is known).
   [[nodiscard]] std::string locate(std::string_view path) const;
 
