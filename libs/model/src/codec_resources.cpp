@@ -129,17 +129,7 @@ Json encodeKind(const T& value, std::string_view api_version, std::string_view k
 }
 
 Result<FleetYaml> decodeFleetYamlDocument(const Json& value, std::string_view source, const YamlDocument* yaml) {
-  codec::Problems problems(source, yaml);
-  Reader root(problems, value, {});
-  FleetYaml out;
-  if (root.ok()) {
-    fields(root, out);
-    root.finish();
-  }
-  if (problems.failed()) {
-    return fail(problems.error());
-  }
-  return out;
+  return codec::decode<FleetYaml>(value, {}, kFields, source, yaml);
 }
 
 }  // namespace

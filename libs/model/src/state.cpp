@@ -130,17 +130,7 @@ struct CounterCodec {
 
 struct StateCodec {
   bool read(codec::Reader& in, std::string_view key, const Json& value, BundleState& out) const {
-    if (!value.isString()) {
-      in.fail(in.pathOf(key), "expected a string, got " + jsonTypeName(value));
-      return false;
-    }
-    auto state = parseState(value.asString());
-    if (!state.ok()) {
-      in.fail(in.pathOf(key), state.error().message);
-      return false;
-    }
-    out = *state;
-    return true;
+    return detail::readParsed(in, key, value, "a string", parseState, out);
   }
   Json write(BundleState value) const { return std::string(stateName(value)); }
 };

@@ -360,10 +360,12 @@ class Writer {
 template <typename V>
 inline constexpr bool kDecoding = std::remove_cvref_t<V>::kDecoding;
 
-//! Decodes `value` as the root object with `fields(Reader&, T&)`; kInvalid with every problem if any.
+//! Decodes `value` as the root object with `fields(Reader&, T&)`; kInvalid with every problem if any. `source`
+//! and `document` (optional) locate problems by file and line.
 template <typename T, typename Fn>
-Result<T> decode(const Json& value, std::string_view path, Fn&& fields) {
-  Problems problems;
+Result<T> decode(const Json& value, std::string_view path, Fn&& fields, std::string_view source = {},
+                 const YamlDocument* document = nullptr) {
+  Problems problems(source, document);
   Reader in(problems, value, std::string(path));
   T out{};
   if (in.ok()) {
