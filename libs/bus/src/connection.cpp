@@ -129,7 +129,14 @@ uint64_t Message::deliveryCount() const {
 
 namespace {
 
-Status ackResult(natsStatus s, std::string_view where, jsErrCode jerr = static_cast<jsErrCode>(0)) {
+// One acknowledgement call on the message's libnats handle; on an empty message it is the caller's mistake.
+template <typename Call>
+Status settle(const std::unique_ptr<Message::Impl>& impl, std::string_view where, Call&& call) {
+  if (!impl) {
+    return fail(ErrorKind::kInvalid, "empty message", std::string(where));
+  }
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = call(impl->msg.get(), &jerr);
   if (s != NATS_OK) {
     return fail(lastNatsError(s, where, jerr));
   }
@@ -139,49 +146,33 @@ Status ackResult(natsStatus s, std::string_view where, jsErrCode jerr = static_c
 }  // namespace
 
 Status Message::ack() {
-  if (!impl_) {
-    return fail(ErrorKind::kInvalid, "empty message", "natsMsg_Ack");
-  }
-  return ackResult(natsMsg_Ack(impl_->msg.get(), nullptr), "natsMsg_Ack");
+  return settle(impl_, "natsMsg_Ack", [](natsMsg* msg, jsErrCode*) { return natsMsg_Ack(msg, nullptr); });
 }
 
 Status Message::ackSync(std::chrono::milliseconds timeout) {
-  if (!impl_) {
-    return fail(ErrorKind::kInvalid, "empty message", "natsMsg_AckSync");
-  }
-  jsOptions opts;
-  jsOptions_Init(&opts);
-  opts.Wait = toMillis(timeout);
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  return ackResult(natsMsg_AckSync(impl_->msg.get(), &opts, &jerr), "natsMsg_AckSync", jerr);
+  return settle(impl_, "natsMsg_AckSync", [&](natsMsg* msg, jsErrCode* jerr) {
+    jsOptions opts;
+    jsOptions_Init(&opts);
+    opts.Wait = toMillis(timeout);
+    return natsMsg_AckSync(msg, &opts, jerr);
+  });
 }
 
 Status Message::nak() {
-  if (!impl_) {
-    return fail(ErrorKind::kInvalid, "empty message", "natsMsg_Nak");
-  }
-  return ackResult(natsMsg_Nak(impl_->msg.get(), nullptr), "natsMsg_Nak");
+  return settle(impl_, "natsMsg_Nak", [](natsMsg* msg, jsErrCode*) { return natsMsg_Nak(msg, nullptr); });
 }
 
 Status Message::nakWithDelay(std::chrono::milliseconds delay) {
-  if (!impl_) {
-    return fail(ErrorKind::kInvalid, "empty message", "natsMsg_NakWithDelay");
-  }
-  return ackResult(natsMsg_NakWithDelay(impl_->msg.get(), toMillis(delay), nullptr), "natsMsg_NakWithDelay");
+  return settle(impl_, "natsMsg_NakWithDelay",
+                [&](natsMsg* msg, jsErrCode*) { return natsMsg_NakWithDelay(msg, toMillis(delay), nullptr); });
 }
 
 Status Message::term() {
-  if (!impl_) {
-    return fail(ErrorKind::kInvalid, "empty message", "natsMsg_Term");
-  }
-  return ackResult(natsMsg_Term(impl_->msg.get(), nullptr), "natsMsg_Term");
+  return settle(impl_, "natsMsg_Term", [](natsMsg* msg, jsErrCode*) { return natsMsg_Term(msg, nullptr); });
 }
 
 Status Message::inProgress() {
-  if (!impl_) {
-    return fail(ErrorKind::kInvalid, "empty message", "natsMsg_InProgress");
-  }
-  return ackResult(natsMsg_InProgress(impl_->msg.get(), nullptr), "natsMsg_InProgress");
+  return settle(impl_, "natsMsg_InProgress", [](natsMsg* msg, jsErrCode*) { return natsMsg_InProgress(msg, nullptr); });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

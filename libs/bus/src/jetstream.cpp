@@ -304,16 +304,25 @@ Result<ConsumerInfo> JetStream::ensureConsumer(std::string_view stream, const Co
   return toConsumerInfo(*ci);
 }
 
-Result<ConsumerInfo> JetStream::consumerInfo(std::string_view stream, std::string_view durable) {
-  std::string name(stream);
-  std::string consumer(durable);
-  jsOptions opts = impl_->options();
+namespace {
+
+// The libnats consumer info of an existing durable (never creates one).
+Result<JsConsumerInfoPtr> lookupConsumer(const JetStream::Impl& impl, const std::string& stream,
+                                         const std::string& durable) {
+  jsOptions opts = impl.options();
   jsConsumerInfo* raw = nullptr;
   jsErrCode jerr = kNoJsError;
-  FLOTILLA_TRY(check(js_GetConsumerInfo(&raw, impl_->js.get(), name.c_str(), consumer.c_str(), &opts, &jerr),
+  FLOTILLA_TRY(check(js_GetConsumerInfo(&raw, impl.js.get(), stream.c_str(), durable.c_str(), &opts, &jerr),
                      "js_GetConsumerInfo", jerr));
-  JsConsumerInfoPtr ci(raw);
-  return toConsumerInfo(*ci);
+  return JsConsumerInfoPtr(raw);
+}
+
+}  // namespace
+
+Result<ConsumerInfo> JetStream::consumerInfo(std::string_view stream, std::string_view durable) {
+  auto ci = lookupConsumer(*impl_, std::string(stream), std::string(durable));
+  FLOTILLA_TRY(ci);
+  return toConsumerInfo(**ci);
 }
 
 Status JetStream::deleteConsumer(std::string_view stream, std::string_view durable) {
@@ -329,20 +338,17 @@ Result<PullConsumer> JetStream::bindPull(std::string_view stream, std::string_vi
   std::string name(stream);
   std::string consumer(durable);
   // Look the consumer up first: binding must never create one (G3), and its filter is the subject to pass.
+  auto info = lookupConsumer(*impl_, name, consumer);
+  FLOTILLA_TRY(info);
+  const jsConsumerConfig* config = (*info)->Config;
+  std::string subject = config != nullptr && config->FilterSubject != nullptr ? config->FilterSubject : "";
   jsOptions opts = impl_->options();
-  jsConsumerInfo* raw_info = nullptr;
-  jsErrCode jerr = kNoJsError;
-  FLOTILLA_TRY(check(js_GetConsumerInfo(&raw_info, impl_->js.get(), name.c_str(), consumer.c_str(), &opts, &jerr),
-                     "js_GetConsumerInfo", jerr));
-  JsConsumerInfoPtr info(raw_info);
-  std::string subject =
-      info->Config != nullptr && info->Config->FilterSubject != nullptr ? info->Config->FilterSubject : "";
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = name.c_str();
   so.Consumer = consumer.c_str();
   natsSubscription* raw = nullptr;
-  jerr = kNoJsError;
+  jsErrCode jerr = kNoJsError;
   FLOTILLA_TRY(check(js_PullSubscribe(&raw, impl_->js.get(), subject.empty() ? nullptr : subject.c_str(),
                                       consumer.c_str(), &opts, &so, &jerr),
                      "js_PullSubscribe", jerr));

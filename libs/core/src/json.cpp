@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -36,19 +37,17 @@ const Json::Array& Json::asArray() const {
   return std::get<Array>(value_);
 }
 Json::Array& Json::asArray() {
-  assert(isArray());
-  return std::get<Array>(value_);
+  return const_cast<Array&>(std::as_const(*this).asArray());
 }
 const Json::Object& Json::asObject() const {
   assert(isObject());
   return std::get<Object>(value_);
 }
 Json::Object& Json::asObject() {
-  assert(isObject());
-  return std::get<Object>(value_);
+  return const_cast<Object&>(std::as_const(*this).asObject());
 }
 
-std::string Json::getString(std::string_view key, std::string fallback) const {
+std::string Json::getString(std::string_view key, const std::string& fallback) const {
   const Json* v = find(key);
   return v != nullptr && v->isString() ? v->asString() : fallback;
 }
@@ -203,7 +202,7 @@ void dumpTo(const Json& v, std::string& out, int indent, int depth) {
   auto newline = [&](int d) {
     if (indent > 0) {
       out.push_back('\n');
-      out.append(static_cast<size_t>(indent * d), ' ');
+      out.append(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
     }
   };
   switch (v.type()) {

@@ -1,5 +1,6 @@
 #include "flotilla/core/log.h"
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -23,17 +24,9 @@ LoggerState& state() {
 }
 
 std::string_view levelName(Level level) {
-  switch (level) {
-    case Level::kDebug:
-      return "debug";
-    case Level::kInfo:
-      return "info";
-    case Level::kWarn:
-      return "warn";
-    case Level::kError:
-      return "error";
-  }
-  return "info";
+  static constexpr std::array<std::string_view, 4> kNames = {"debug", "info", "warn", "error"};
+  auto index = static_cast<size_t>(level);
+  return index < kNames.size() ? kNames[index] : "info";
 }
 
 }  // namespace

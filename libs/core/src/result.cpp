@@ -1,25 +1,14 @@
 #include "flotilla/core/result.h"
 
+#include <array>
+
 namespace flotilla {
 
 std::string_view errorKindName(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kTransient:
-      return "Transient";
-    case ErrorKind::kInvalid:
-      return "Invalid";
-    case ErrorKind::kNotFound:
-      return "NotFound";
-    case ErrorKind::kConflict:
-      return "Conflict";
-    case ErrorKind::kWait:
-      return "Wait";
-    case ErrorKind::kPermanent:
-      return "Permanent";
-    case ErrorKind::kInternal:
-      return "Internal";
-  }
-  return "Unknown";
+  static constexpr std::array<std::string_view, 7> kNames = {"Transient", "Invalid",   "NotFound", "Conflict",
+                                                             "Wait",      "Permanent", "Internal"};
+  auto index = static_cast<size_t>(kind);
+  return index < kNames.size() ? kNames[index] : "Unknown";
 }
 
 std::string Error::describe() const {

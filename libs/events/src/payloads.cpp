@@ -34,23 +34,14 @@ void checkState(Reader& in, std::string_view key, const std::string& state, bool
                               "\" (one of Ready, NotReady, Pending, OutOfSync, Modified, WaitApplied, ErrApplied)");
 }
 
-Json header(std::string_view kind, const std::string& id, const std::string& time) {
-  return Json::obj({{"apiVersion", std::string(kApiVersion)}, {"kind", std::string(kind)}, {"id", id}, {"time", time}});
-}
-
-Json stringList(const std::vector<std::string>& values) {
-  Json out = Json::array();
-  for (const auto& value : values) {
-    out.push(value);
-  }
-  return out;
-}
-
-Json stringMap(const StringMap& values) {
-  Json out = Json::object();
-  for (const auto& [k, v] : values) {
-    out[k] = v;
-  }
+// A payload: the envelope (apiVersion, kind, id, time) and every field, empty ones included.
+template <typename T, typename Fn>
+Json encodeWith(const T& value, Fn&& fields) {
+  Json out = codec::encode(value, fields, /*omit_empty=*/false);
+  out["apiVersion"] = std::string(kApiVersion);
+  out["kind"] = std::string(T::kKind);
+  out["id"] = value.id;
+  out["time"] = value.time;
   return out;
 }
 
@@ -111,258 +102,179 @@ bool isRfc3339(std::string_view s) {
          digitsAt(zone, 4, 2);
 }
 
-// ---- CommitEvent ----
+namespace {
 
-Json encode(const CommitEvent& v) {
-  Json out = header(CommitEvent::kKind, v.id, v.time);
-  out["workspace"] = v.workspace;
-  out["gitrepo"] = v.gitrepo;
-  out["repo"] = v.repo;
-  out["branch"] = v.branch;
-  out["revision"] = v.revision;
-  out["commit"] = v.commit;
-  out["previousCommit"] = v.previous_commit;
-  out["paths"] = stringList(v.paths);
-  out["forceSyncGeneration"] = v.force_sync_generation;
-  out["gitrepoGeneration"] = v.gitrepo_generation;
-  out["changed"] = v.changed;
-  out["sourceObject"] = v.source_object;
-  return out;
+// ---- field lists: each payload's fields, named once for encode and decode ----
+
+constexpr auto kCommitFields = [](auto& v, auto& s) {
+  v.str("workspace", s.workspace, true);
+  v.str("gitrepo", s.gitrepo, true);
+  v.str("repo", s.repo, true);
+  v.str("branch", s.branch);
+  v.str("revision", s.revision);
+  v.str("commit", s.commit, true);
+  v.str("previousCommit", s.previous_commit);
+  v.strings("paths", s.paths);
+  v.integer("forceSyncGeneration", s.force_sync_generation);
+  v.integer("gitrepoGeneration", s.gitrepo_generation);
+  v.boolean("changed", s.changed);
+  v.str("sourceObject", s.source_object);
+};
+
+constexpr auto kRenderErrorFields = [](auto& v, auto& s) {
+  v.str("file", s.file);
+  v.integer("line", s.line);
+  v.str("message", s.message, true);
+};
+
+constexpr auto kTargetManifestFields = [](auto& v, auto& s) {
+  v.str("name", s.name);
+  v.object("target", s.target);
+  v.str("manifestID", s.manifest_id);
+  v.object("options", s.options);
+};
+
+constexpr auto kBundleFields = [](auto& v, auto& s) {
+  v.str("workspace", s.workspace, true);
+  v.str("gitrepo", s.gitrepo, true);
+  v.str("bundle", s.bundle, true);
+  v.str("path", s.path);
+  v.str("commit", s.commit, true);
+  v.object("error", s.error, kRenderErrorFields);
+  v.boolean("deleted", s.deleted);
+  v.optStr("variantsObject", s.variants_object);
+  // A rendered bundle names its manifest; a failed, deleted or per-cluster (variants) one does not.
+  v.str("manifestID", s.manifest_id, !s.error.has_value() && !s.deleted && s.variants_object.empty());
+  v.object("options", s.options);
+  v.objects("customizations", s.customizations, kTargetManifestFields);
+  v.str("customizationMode", s.customization_mode);
+  v.validate([&](Reader& in) {
+    if (!s.customization_mode.empty() && s.customization_mode != "FirstMatch" && s.customization_mode != "AllMatches") {
+      in.fail(in.pathOf("customizationMode"),
+              "expected FirstMatch or AllMatches, got \"" + s.customization_mode + "\"");
+    }
+  });
+  v.array("targets", s.targets);
+  v.array("dependsOn", s.depends_on);
+  v.object("rolloutStrategy", s.rollout_strategy);
+  v.boolean("paused", s.paused);
+  v.stringMap("labels", s.labels);
+  v.integer("forceSyncGeneration", s.force_sync_generation);
+};
+
+constexpr auto kDeployFields = [](auto& v, auto& s) {
+  v.str("cluster", s.cluster, true);
+  v.str("workspace", s.workspace, true);
+  v.str("bundle", s.bundle, true);
+  v.boolean("delete", s.remove);
+  v.str("deploymentID", s.deployment_id, !s.remove);
+  v.str("manifestID", s.manifest_id, !s.remove);
+  v.object("options", s.options);
+  v.array("dependsOn", s.depends_on);
+  v.str("commit", s.commit);
+  v.integer("generation", s.generation, true);
+};
+
+constexpr auto kObjectResultFields = [](auto& v, auto& s) {
+  v.str("apiVersion", s.api_version);
+  v.str("kind", s.kind, true);
+  v.str("namespace", s.ns);
+  v.str("name", s.name, true);
+  v.str("state", s.state);
+  v.validate([&](Reader& in) { checkState(in, "state", s.state, true); });
+  v.str("message", s.message);
+};
+
+constexpr auto kStatusFields = [](auto& v, auto& s) {
+  v.str("cluster", s.cluster, true);
+  v.str("workspace", s.workspace);
+  v.str("bundle", s.bundle, true);
+  v.str("deploymentID", s.deployment_id);
+  v.integer("generation", s.generation);
+  v.integer("sequence", s.sequence);
+  v.str("state", s.state, true);
+  v.validate([&](Reader& in) { checkState(in, "state", s.state, true); });
+  v.str("reason", s.reason);
+  v.str("message", s.message);
+  v.objects("resources", s.resources, kObjectResultFields);
+  v.str("agentVersion", s.agent_version);
+};
+
+constexpr auto kRegisterRequestFields = [](auto& v, auto& s) {
+  v.str("cluster", s.cluster, true);
+  v.str("workspace", s.workspace);
+  v.stringMap("labels", s.labels);
+  v.str("kubernetesVersion", s.kubernetes_version);
+  v.str("agentVersion", s.agent_version);
+};
+
+constexpr auto kRegisterReplyFields = [](auto& v, auto& s) {
+  v.boolean("accepted", s.accepted, true);
+  v.str("message", s.message);
+  v.str("clusterID", s.cluster_id);
+  v.validate([&](Reader& in) {
+    if (s.accepted && s.cluster_id.empty()) {
+      in.fail(in.pathOf("clusterID"), "required when accepted is true");
+    }
+  });
+};
+
+constexpr auto kHeartbeatFields = [](auto& v, auto& s) {
+  v.str("cluster", s.cluster, true);
+  v.str("agentVersion", s.agent_version);
+};
+
+}  // namespace
+
+Json encode(const CommitEvent& value) {
+  return encodeWith(value, kCommitFields);
+}
+Json encode(const BundleEvent& value) {
+  return encodeWith(value, kBundleFields);
+}
+Json encode(const DeployEvent& value) {
+  return encodeWith(value, kDeployFields);
+}
+Json encode(const StatusEvent& value) {
+  return encodeWith(value, kStatusFields);
+}
+Json encode(const RegisterRequest& value) {
+  return encodeWith(value, kRegisterRequestFields);
+}
+Json encode(const RegisterReply& value) {
+  return encodeWith(value, kRegisterReplyFields);
+}
+Json encode(const Heartbeat& value) {
+  return encodeWith(value, kHeartbeatFields);
 }
 
 template <>
 Result<CommitEvent> decodePayload<CommitEvent>(const Json& json) {
-  return decodeWith<CommitEvent>(json, [](Reader& in, CommitEvent& v) {
-    in.str("workspace", v.workspace, true);
-    in.str("gitrepo", v.gitrepo, true);
-    in.str("repo", v.repo, true);
-    in.str("branch", v.branch);
-    in.str("revision", v.revision);
-    in.str("commit", v.commit, true);
-    in.str("previousCommit", v.previous_commit);
-    in.strings("paths", v.paths);
-    in.integer("forceSyncGeneration", v.force_sync_generation);
-    in.integer("gitrepoGeneration", v.gitrepo_generation);
-    in.boolean("changed", v.changed);
-    in.str("sourceObject", v.source_object);
-  });
+  return decodeWith<CommitEvent>(json, kCommitFields);
 }
-
-// ---- BundleEvent ----
-
-Json encode(const BundleEvent& v) {
-  Json out = header(BundleEvent::kKind, v.id, v.time);
-  out["workspace"] = v.workspace;
-  out["gitrepo"] = v.gitrepo;
-  out["bundle"] = v.bundle;
-  out["path"] = v.path;
-  out["commit"] = v.commit;
-  out["manifestID"] = v.manifest_id;
-  out["options"] = v.options;
-  Json customizations = Json::array();
-  for (const auto& c : v.customizations) {
-    customizations.push(
-        Json::obj({{"name", c.name}, {"target", c.target}, {"manifestID", c.manifest_id}, {"options", c.options}}));
-  }
-  out["customizations"] = std::move(customizations);
-  out["customizationMode"] = v.customization_mode;
-  out["targets"] = v.targets;
-  out["dependsOn"] = v.depends_on;
-  if (!v.rollout_strategy.isNull()) {
-    out["rolloutStrategy"] = v.rollout_strategy;
-  }
-  out["paused"] = v.paused;
-  out["labels"] = stringMap(v.labels);
-  out["forceSyncGeneration"] = v.force_sync_generation;
-  if (!v.variants_object.empty()) {
-    out["variantsObject"] = v.variants_object;
-  }
-  out["deleted"] = v.deleted;
-  if (v.error) {
-    out["error"] = Json::obj({{"file", v.error->file}, {"line", v.error->line}, {"message", v.error->message}});
-  }
-  return out;
-}
-
 template <>
 Result<BundleEvent> decodePayload<BundleEvent>(const Json& json) {
-  return decodeWith<BundleEvent>(json, [](Reader& in, BundleEvent& v) {
-    in.str("workspace", v.workspace, true);
-    in.str("gitrepo", v.gitrepo, true);
-    in.str("bundle", v.bundle, true);
-    in.str("path", v.path);
-    in.str("commit", v.commit, true);
-    in.optObject("error", v.error, [](Reader& e, RenderError& error) {
-      e.str("file", error.file);
-      e.integer("line", error.line);
-      e.str("message", error.message, true);
-    });
-    in.boolean("deleted", v.deleted);
-    in.str("variantsObject", v.variants_object);
-    in.str("manifestID", v.manifest_id, !v.error.has_value() && !v.deleted && v.variants_object.empty());
-    in.object("options", v.options);
-    in.objects("customizations", v.customizations, [](Reader& c, TargetManifest& t) {
-      c.str("name", t.name);
-      c.object("target", t.target);
-      c.str("manifestID", t.manifest_id);
-      c.object("options", t.options);
-    });
-    in.str("customizationMode", v.customization_mode);
-    if (!v.customization_mode.empty() && v.customization_mode != "FirstMatch" && v.customization_mode != "AllMatches") {
-      in.fail(in.pathOf("customizationMode"),
-              "expected FirstMatch or AllMatches, got \"" + v.customization_mode + "\"");
-    }
-    in.array("targets", v.targets);
-    in.array("dependsOn", v.depends_on);
-    in.object("rolloutStrategy", v.rollout_strategy);
-    in.boolean("paused", v.paused);
-    in.stringMap("labels", v.labels);
-    in.integer("forceSyncGeneration", v.force_sync_generation);
-  });
+  return decodeWith<BundleEvent>(json, kBundleFields);
 }
-
-// ---- DeployEvent ----
-
-Json encode(const DeployEvent& v) {
-  Json out = header(DeployEvent::kKind, v.id, v.time);
-  out["cluster"] = v.cluster;
-  out["workspace"] = v.workspace;
-  out["bundle"] = v.bundle;
-  out["delete"] = v.remove;
-  out["deploymentID"] = v.deployment_id;
-  out["manifestID"] = v.manifest_id;
-  out["options"] = v.options;
-  out["dependsOn"] = v.depends_on;
-  out["commit"] = v.commit;
-  out["generation"] = v.generation;
-  return out;
-}
-
 template <>
 Result<DeployEvent> decodePayload<DeployEvent>(const Json& json) {
-  return decodeWith<DeployEvent>(json, [](Reader& in, DeployEvent& v) {
-    in.str("cluster", v.cluster, true);
-    in.str("workspace", v.workspace, true);
-    in.str("bundle", v.bundle, true);
-    in.boolean("delete", v.remove);
-    in.str("deploymentID", v.deployment_id, !v.remove);
-    in.str("manifestID", v.manifest_id, !v.remove);
-    in.object("options", v.options);
-    in.array("dependsOn", v.depends_on);
-    in.str("commit", v.commit);
-    in.integer("generation", v.generation, true);
-  });
+  return decodeWith<DeployEvent>(json, kDeployFields);
 }
-
-// ---- StatusEvent ----
-
-Json encode(const StatusEvent& v) {
-  Json out = header(StatusEvent::kKind, v.id, v.time);
-  out["cluster"] = v.cluster;
-  out["workspace"] = v.workspace;
-  out["bundle"] = v.bundle;
-  out["deploymentID"] = v.deployment_id;
-  out["generation"] = v.generation;
-  out["sequence"] = v.sequence;
-  out["state"] = v.state;
-  out["reason"] = v.reason;
-  out["message"] = v.message;
-  Json resources = Json::array();
-  for (const auto& r : v.resources) {
-    resources.push(Json::obj({{"apiVersion", r.api_version},
-                              {"kind", r.kind},
-                              {"namespace", r.ns},
-                              {"name", r.name},
-                              {"state", r.state},
-                              {"message", r.message}}));
-  }
-  out["resources"] = std::move(resources);
-  out["agentVersion"] = v.agent_version;
-  return out;
-}
-
 template <>
 Result<StatusEvent> decodePayload<StatusEvent>(const Json& json) {
-  return decodeWith<StatusEvent>(json, [](Reader& in, StatusEvent& v) {
-    in.str("cluster", v.cluster, true);
-    in.str("workspace", v.workspace);
-    in.str("bundle", v.bundle, true);
-    in.str("deploymentID", v.deployment_id);
-    in.integer("generation", v.generation);
-    in.integer("sequence", v.sequence);
-    in.str("state", v.state, true);
-    checkState(in, "state", v.state, true);
-    in.str("reason", v.reason);
-    in.str("message", v.message);
-    in.objects("resources", v.resources, [](Reader& r, ObjectResult& o) {
-      r.str("apiVersion", o.api_version);
-      r.str("kind", o.kind, true);
-      r.str("namespace", o.ns);
-      r.str("name", o.name, true);
-      r.str("state", o.state);
-      checkState(r, "state", o.state, true);
-      r.str("message", o.message);
-    });
-    in.str("agentVersion", v.agent_version);
-  });
+  return decodeWith<StatusEvent>(json, kStatusFields);
 }
-
-// ---- registration and heartbeats ----
-
-Json encode(const RegisterRequest& v) {
-  Json out = header(RegisterRequest::kKind, v.id, v.time);
-  out["cluster"] = v.cluster;
-  out["workspace"] = v.workspace;
-  out["labels"] = stringMap(v.labels);
-  out["kubernetesVersion"] = v.kubernetes_version;
-  out["agentVersion"] = v.agent_version;
-  return out;
-}
-
 template <>
 Result<RegisterRequest> decodePayload<RegisterRequest>(const Json& json) {
-  return decodeWith<RegisterRequest>(json, [](Reader& in, RegisterRequest& v) {
-    in.str("cluster", v.cluster, true);
-    in.str("workspace", v.workspace);
-    in.stringMap("labels", v.labels);
-    in.str("kubernetesVersion", v.kubernetes_version);
-    in.str("agentVersion", v.agent_version);
-  });
+  return decodeWith<RegisterRequest>(json, kRegisterRequestFields);
 }
-
-Json encode(const RegisterReply& v) {
-  Json out = header(RegisterReply::kKind, v.id, v.time);
-  out["accepted"] = v.accepted;
-  out["message"] = v.message;
-  out["clusterID"] = v.cluster_id;
-  return out;
-}
-
 template <>
 Result<RegisterReply> decodePayload<RegisterReply>(const Json& json) {
-  return decodeWith<RegisterReply>(json, [](Reader& in, RegisterReply& v) {
-    in.boolean("accepted", v.accepted, true);
-    in.str("message", v.message);
-    in.str("clusterID", v.cluster_id);
-    if (v.accepted && v.cluster_id.empty()) {
-      in.fail(in.pathOf("clusterID"), "required when accepted is true");
-    }
-  });
+  return decodeWith<RegisterReply>(json, kRegisterReplyFields);
 }
-
-Json encode(const Heartbeat& v) {
-  Json out = header(Heartbeat::kKind, v.id, v.time);
-  out["cluster"] = v.cluster;
-  out["agentVersion"] = v.agent_version;
-  return out;
-}
-
 template <>
 Result<Heartbeat> decodePayload<Heartbeat>(const Json& json) {
-  return decodeWith<Heartbeat>(json, [](Reader& in, Heartbeat& v) {
-    in.str("cluster", v.cluster, true);
-    in.str("agentVersion", v.agent_version);
-  });
+  return decodeWith<Heartbeat>(json, kHeartbeatFields);
 }
 
 Result<std::string> payloadKind(const Json& json) {

@@ -1,6 +1,7 @@
 #include "flotilla/model/labels.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 namespace flotilla::model {
@@ -85,17 +86,9 @@ Status validateLabels(const Labels& labels, std::string_view path) {
 }
 
 std::string_view operatorName(SelectorOperator op) {
-  switch (op) {
-    case SelectorOperator::kIn:
-      return "In";
-    case SelectorOperator::kNotIn:
-      return "NotIn";
-    case SelectorOperator::kExists:
-      return "Exists";
-    case SelectorOperator::kDoesNotExist:
-      return "DoesNotExist";
-  }
-  return "Unknown";
+  static constexpr std::array<std::string_view, 4> kNames = {"In", "NotIn", "Exists", "DoesNotExist"};
+  auto index = static_cast<size_t>(op);
+  return index < kNames.size() ? kNames[index] : "Unknown";
 }
 
 Result<SelectorOperator> parseOperator(std::string_view name) {
@@ -119,27 +112,19 @@ bool LabelSelector::matches(const Labels& labels) const {
     auto it = labels.find(req.key);
     bool has = it != labels.end();
     bool listed = has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
+    bool holds = false;
     switch (req.op) {
       case SelectorOperator::kIn:
-        if (!listed) {
-          return false;
-        }
-        break;
       case SelectorOperator::kNotIn:
-        if (listed) {
-          return false;
-        }
+        holds = listed == (req.op == SelectorOperator::kIn);
         break;
       case SelectorOperator::kExists:
-        if (!has) {
-          return false;
-        }
-        break;
       case SelectorOperator::kDoesNotExist:
-        if (has) {
-          return false;
-        }
+        holds = has == (req.op == SelectorOperator::kExists);
         break;
+    }
+    if (!holds) {
+      return false;
     }
   }
   return true;
@@ -350,33 +335,6 @@ std::string formatSelector(const LabelSelector& selector) {
   std::string out;
   for (const auto& part : parts) {
     out += (out.empty() ? "" : ",") + part;
-  }
-  return out;
-}
-
-Json encodeSelector(const LabelSelector& selector) {
-  Json out = Json::object();
-  if (!selector.match_labels.empty()) {
-    Json labels = Json::object();
-    for (const auto& [key, value] : selector.match_labels) {
-      labels[key] = value;
-    }
-    out["matchLabels"] = std::move(labels);
-  }
-  if (!selector.match_expressions.empty()) {
-    Json list = Json::array();
-    for (const auto& req : selector.match_expressions) {
-      Json item = Json::obj({{"key", req.key}, {"operator", std::string(operatorName(req.op))}});
-      if (!req.values.empty()) {
-        Json values = Json::array();
-        for (const auto& value : req.values) {
-          values.push(value);
-        }
-        item["values"] = std::move(values);
-      }
-      list.push(std::move(item));
-    }
-    out["matchExpressions"] = std::move(list);
   }
   return out;
 }

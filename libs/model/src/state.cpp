@@ -1,6 +1,9 @@
 #include "flotilla/model/state.h"
 
 #include <algorithm>
+#include <array>
+
+#include "decoder.h"
 
 namespace flotilla::model {
 namespace {
@@ -32,30 +35,14 @@ void normalizeDetails(std::vector<NonReadyDetail>& details) {
   }
 }
 
-std::string join(std::string_view path, std::string_view key) {
-  return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
-}
-
 }  // namespace
 
 std::string_view stateName(BundleState state) {
-  switch (state) {
-    case BundleState::kReady:
-      return "Ready";
-    case BundleState::kNotReady:
-      return "NotReady";
-    case BundleState::kPending:
-      return "Pending";
-    case BundleState::kOutOfSync:
-      return "OutOfSync";
-    case BundleState::kModified:
-      return "Modified";
-    case BundleState::kWaitApplied:
-      return "WaitApplied";
-    case BundleState::kErrApplied:
-      return "ErrApplied";
-  }
-  return "Unknown";
+  // Indexed by stateRank(state) - 1.
+  static constexpr std::array<std::string_view, 7> kNames = {"Ready",    "NotReady",    "Pending",   "OutOfSync",
+                                                             "Modified", "WaitApplied", "ErrApplied"};
+  auto index = static_cast<size_t>(stateRank(state) - 1);
+  return index < kNames.size() ? kNames[index] : "Unknown";
 }
 
 Result<BundleState> parseState(std::string_view name) {
@@ -126,104 +113,75 @@ std::string StateSummary::describe() const {
   return out;
 }
 
-Json encodeStateSummary(const StateSummary& summary) {
-  Json out = Json::object();
+namespace {
+
+// A BundleSummary counter.
+struct CounterCodec {
+  bool read(codec::Reader& in, std::string_view key, const Json& value, int64_t& out) const {
+    if (!value.isInt() || value.asInt() < 0) {
+      in.fail(in.pathOf(key), "expected a non-negative integer, got " + jsonTypeName(value));
+      return false;
+    }
+    out = value.asInt();
+    return true;
+  }
+  Json write(int64_t value) const { return value; }
+};
+
+struct StateCodec {
+  bool read(codec::Reader& in, std::string_view key, const Json& value, BundleState& out) const {
+    return detail::readParsed(in, key, value, "a string", parseState, out);
+  }
+  Json write(BundleState value) const { return std::string(stateName(value)); }
+};
+
+// Fleet writes ready, desiredReady and each detail's bundleState even when zero: the writer always keeps them,
+// the reader does not require them.
+template <typename V>
+constexpr bool kAlwaysWritten = !codec::kDecoding<V>;
+
+constexpr auto kDetailFields = [](auto& v, auto& s) {
+  v.str("name", s.name);
+  v.value("bundleState", s.state, StateCodec{}, kAlwaysWritten<decltype(v)>);
+  v.str("message", s.message);
+};
+
+constexpr auto kSummaryFields = [](auto& v, auto& s) {
   for (const auto& field : kStateFields) {
-    int64_t n = summary.count(field.state);
-    if (n != 0 || field.state == BundleState::kReady) {
-      out[field.json_key] = n;
-    }
+    bool always = field.state == BundleState::kReady && kAlwaysWritten<decltype(v)>;
+    v.value(field.json_key, s.counts[stateRank(field.state) - 1], CounterCodec{}, always);
   }
-  out["desiredReady"] = summary.desired_ready;
-  if (!summary.non_ready.empty()) {
-    Json list = Json::array();
-    for (const auto& detail : summary.non_ready) {
-      Json item = Json::obj({{"bundleState", std::string(stateName(detail.state))}});
-      if (!detail.name.empty()) {
-        item["name"] = detail.name;
-      }
-      if (!detail.message.empty()) {
-        item["message"] = detail.message;
-      }
-      list.push(std::move(item));
+  v.value("desiredReady", s.desired_ready, CounterCodec{}, kAlwaysWritten<decltype(v)>);
+  v.objects("nonReadyResources", s.non_ready, kDetailFields);
+  v.validate([&](codec::Reader& in) {
+    if (s.non_ready.size() > StateSummary::kMaxNonReadyDetails) {
+      in.fail(in.pathOf("nonReadyResources"),
+              "at most " + std::to_string(StateSummary::kMaxNonReadyDetails) + " entries are allowed");
     }
-    out["nonReadyResources"] = std::move(list);
+  });
+};
+
+}  // namespace
+
+// A summary inside a resource's status: decoded in place, so its problems carry the document's lines.
+bool detail::SummaryCodec::read(codec::Reader& in, std::string_view key, const Json& value, StateSummary& out) const {
+  codec::Reader sub(in.problems(), value, in.pathOf(key));
+  if (!sub.ok()) {
+    return false;
   }
-  return out;
+  StateSummary decoded;
+  kSummaryFields(sub, decoded);
+  sub.finish();
+  out = std::move(decoded);
+  return true;
+}
+
+Json encodeStateSummary(const StateSummary& summary) {
+  return codec::encode(summary, kSummaryFields);
 }
 
 Result<StateSummary> decodeStateSummary(const Json& value, std::string_view path) {
-  auto invalid = [&](std::string_view field, const std::string& message) {
-    return fail(ErrorKind::kInvalid, join(path, field) + ": " + message);
-  };
-  StateSummary summary;
-  if (value.isNull()) {
-    return summary;
-  }
-  if (!value.isObject()) {
-    return fail(ErrorKind::kInvalid, std::string(path) + ": expected a map, got " + jsonTypeName(value));
-  }
-  for (const auto& [key, item] : value.asObject()) {
-    if (item.isNull()) {
-      continue;
-    }
-    const StateField* counter = nullptr;
-    for (const auto& field : kStateFields) {
-      if (field.json_key == key) {
-        counter = &field;
-      }
-    }
-    if (counter != nullptr || key == "desiredReady") {
-      if (!item.isInt() || item.asInt() < 0) {
-        return invalid(key, "expected a non-negative integer, got " + jsonTypeName(item));
-      }
-      (counter != nullptr ? summary.counts[stateRank(counter->state) - 1] : summary.desired_ready) = item.asInt();
-      continue;
-    }
-    if (key != "nonReadyResources") {
-      return invalid(key, "unknown field");
-    }
-    if (!item.isArray()) {
-      return invalid(key, "expected a list, got " + jsonTypeName(item));
-    }
-    for (size_t i = 0; i < item.asArray().size(); ++i) {
-      const Json& entry = item.asArray()[i];
-      std::string entry_path = "nonReadyResources[" + std::to_string(i) + "]";
-      if (!entry.isObject()) {
-        return invalid(entry_path, "expected a map, got " + jsonTypeName(entry));
-      }
-      NonReadyDetail detail;
-      for (const auto& [field, field_value] : entry.asObject()) {
-        if (field_value.isNull()) {
-          continue;
-        }
-        std::string field_path = std::string(entry_path).append(".").append(field);
-        if (field != "name" && field != "bundleState" && field != "message") {
-          return invalid(field_path, "unknown field");
-        }
-        if (!field_value.isString()) {
-          return invalid(field_path, "expected a string, got " + jsonTypeName(field_value));
-        }
-        if (field == "name") {
-          detail.name = field_value.asString();
-        } else if (field == "message") {
-          detail.message = field_value.asString();
-        } else {
-          auto state = parseState(field_value.asString());
-          if (!state.ok()) {
-            return invalid(field_path, state.error().message);
-          }
-          detail.state = *state;
-        }
-      }
-      summary.non_ready.push_back(std::move(detail));
-    }
-  }
-  if (summary.non_ready.size() > StateSummary::kMaxNonReadyDetails) {
-    return invalid("nonReadyResources",
-                   "at most " + std::to_string(StateSummary::kMaxNonReadyDetails) + " entries are allowed");
-  }
-  return summary;
+  return codec::decode<StateSummary>(value, path, kSummaryFields);
 }
 
 }  // namespace flotilla::model

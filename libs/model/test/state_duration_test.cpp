@@ -101,7 +101,7 @@ TEST(StateTest, SummaryJsonRoundTripsInFleetShape) {
             std::string::npos);
   auto unknown = decodeStateSummary(Json::obj({{"readyy", 1}}));
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.error().message, "summary.readyy: unknown field");
+  EXPECT_EQ(unknown.error().message, "summary.readyy: unknown field (did you mean \"ready\"?)");
 }
 
 TEST(DurationTest, ParsesGoDurations) {

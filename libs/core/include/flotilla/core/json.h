@@ -62,7 +62,7 @@ class Json {
   [[nodiscard]] Object& asObject();
 
   // Lenient accessors for reading records: a missing or mistyped value yields the fallback.
-  [[nodiscard]] std::string getString(std::string_view key, std::string fallback = {}) const;
+  [[nodiscard]] std::string getString(std::string_view key, const std::string& fallback = {}) const;
   [[nodiscard]] int64_t getInt(std::string_view key, int64_t fallback = 0) const;
   [[nodiscard]] bool getBool(std::string_view key, bool fallback = false) const;
 
