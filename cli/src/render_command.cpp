@@ -9,12 +9,12 @@
 #include <set>
 #include <tuple>
 
-#include "flotilla/bundler/cluster_render.h"
 #include "flotilla/cli/cli.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/render/cluster_render.h"
 
 namespace flotilla::cli {
 
@@ -55,7 +55,7 @@ namespace {
 
 struct RenderArgs {
   std::string dir;
-  bundler::ClusterFacts cluster;
+  render::ClusterFacts cluster;
   std::string cluster_file;
   std::string gitrepo_file;
   std::vector<std::pair<std::string, std::string>> template_values;
@@ -257,7 +257,7 @@ Status completeCluster(RenderArgs& args) {
     args.cluster.template_values[key] = value.ok() && !value->isNull() ? *value : Json(raw);
   }
   for (const auto& group : args.groups) {
-    bundler::ClusterGroupFacts facts{.name = group};
+    model::GroupInfo facts{.name = group};
     if (auto labels = args.group_labels.find(group); labels != args.group_labels.end()) {
       facts.labels = labels->second;
     }
@@ -266,8 +266,8 @@ Status completeCluster(RenderArgs& args) {
   return {};
 }
 
-Result<bundler::RepoInput> loadRepo(const RenderArgs& args) {
-  bundler::RepoInput repo;
+Result<render::RepoInput> loadRepo(const RenderArgs& args) {
+  render::RepoInput repo;
   if (!args.gitrepo_file.empty()) {
     auto document = readYamlDocument(args.gitrepo_file);
     if (!document.ok()) {
@@ -351,10 +351,10 @@ void placeNamespaces(std::vector<Json>& objects, const model::BundleDeploymentOp
   }
 }
 
-std::string describeDecision(const bundler::ClusterBundle& bundle, const std::string& cluster) {
+std::string describeDecision(const render::ClusterBundle& bundle, const std::string& cluster) {
   std::string head = "# Bundle " + bundle.bundle + " (path " + bundle.path + ")";
   switch (bundle.decision) {
-    case bundler::ClusterBundle::Decision::kDeploy: {
+    case render::ClusterBundle::Decision::kDeploy: {
       std::string line = head + ": deployed by " + bundle.renderer;
       if (!bundle.target.empty()) {
         line += ", target " + bundle.target;
@@ -363,17 +363,17 @@ std::string describeDecision(const bundler::ClusterBundle& bundle, const std::st
           bundle.customizations.empty() ? ", no customization" : ", customization " + joinNames(bundle.customizations);
       return line;
     }
-    case bundler::ClusterBundle::Decision::kNotTargeted:
+    case render::ClusterBundle::Decision::kNotTargeted:
       return head + ": not deployed, no target matches cluster " + cluster;
-    case bundler::ClusterBundle::Decision::kDoNotDeploy:
+    case render::ClusterBundle::Decision::kDoNotDeploy:
       return head + ": not deployed, doNotDeploy in customization " + joinNames(bundle.customizations);
-    case bundler::ClusterBundle::Decision::kError:
+    case render::ClusterBundle::Decision::kError:
       return head + ": error (see stderr)";
   }
   return head;
 }
 
-std::string describeError(const bundler::ClusterBundle& bundle) {
+std::string describeError(const render::ClusterBundle& bundle) {
   std::string where = bundle.error ? bundle.error->file : std::string();
   if (bundle.error && bundle.error->line > 0) {
     where += ":" + std::to_string(bundle.error->line);
@@ -457,9 +457,9 @@ int runRender(const std::vector<std::string>& argv, std::ostream& out, std::ostr
     err << "error: " << repo.error().describe() << "\n";
     return kExitError;
   }
-  bundler::RenderTools tools{.helm_binary = toolPath(args.helm_binary, "helm"),
-                             .kustomize_binary = toolPath(args.kustomize_binary, "kustomize")};
-  auto rendered = bundler::renderForCluster(args.dir, args.cluster, tools, *repo);
+  render::RenderTools tools{.helm_binary = toolPath(args.helm_binary, "helm"),
+                            .kustomize_binary = toolPath(args.kustomize_binary, "kustomize")};
+  auto rendered = render::renderForCluster(args.dir, args.cluster, tools, *repo);
   if (!rendered.ok()) {
     err << "error: cannot render " << args.dir << ": " << rendered.error().describe() << "\n";
     return kExitError;
@@ -469,12 +469,12 @@ int runRender(const std::vector<std::string>& argv, std::ostream& out, std::ostr
   int exit_code = kExitOk;
   for (const auto& bundle : bundles) {
     out << describeDecision(bundle, args.cluster.name) << "\n";
-    if (bundle.decision == bundler::ClusterBundle::Decision::kError) {
+    if (bundle.decision == render::ClusterBundle::Decision::kError) {
       err << describeError(bundle) << "\n";
       exit_code = kExitError;
       continue;
     }
-    if (bundle.decision != bundler::ClusterBundle::Decision::kDeploy || !bundle.manifest) {
+    if (bundle.decision != render::ClusterBundle::Decision::kDeploy || !bundle.manifest) {
       continue;
     }
     auto parsed = Json::parse(bundle.manifest->text);

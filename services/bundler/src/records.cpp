@@ -141,6 +141,14 @@ Json encode(const BundleRecord& record) {
   return out;
 }
 
+Result<BundleRecord> parseBundleRecord(std::string_view text) {
+  auto json = Json::parse(text);
+  if (!json.ok()) {
+    return fail(json.error());
+  }
+  return decodeBundleRecord(*json);
+}
+
 Result<BundleRecord> decodeBundleRecord(const Json& json) {
   Reader in(json, "BundleRecord");
   FLOTILLA_TRY(checkEnvelope(in, BundleRecord::kKind));

@@ -53,6 +53,8 @@ struct BundleRecord {
 Json encode(const BundleRecord& record);
 //! Strict: unknown fields and wrong types are kInvalid naming the field.
 Result<BundleRecord> decodeBundleRecord(const Json& json);
+//! A KV value: JSON, then decodeBundleRecord.
+Result<BundleRecord> parseBundleRecord(std::string_view text);
 
 //! Value of status/bundle-render.<ws>.<bundle>.
 struct RenderStatus {

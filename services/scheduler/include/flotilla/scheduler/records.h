@@ -80,8 +80,6 @@ BdStatus bdStatusFrom(const events::StatusEvent& event);
 Result<model::Cluster> decodeClusterRecord(std::string_view json);
 //! Targeting's view of a cluster record.
 ClusterInfo clusterInfoOf(const model::Cluster& cluster);
-//! Targeting's view of a ClusterGroup.
-GroupInfo groupInfoOf(const model::ClusterGroup& group);
 
 //! What the scheduler knows about a bundle, from a BundleEvent or the bundles KV record.
 struct BundleInfo {
