@@ -42,6 +42,55 @@ Status copyCheckout(const fs::path& from, const fs::path& into) {
 
 }  // namespace
 
+namespace {
+
+//! The GitRepo to render as: named after the directory and placed in the cluster's workspace unless set.
+model::GitRepo gitRepoFor(const RepoInput& repo, const fs::path& source, const ClusterFacts& cluster) {
+  model::GitRepo gitrepo = repo.gitrepo;
+  if (gitrepo.metadata.name.empty()) {
+    std::string name = source.filename().string();
+    gitrepo.metadata.name = name.empty() ? std::string("local") : name;
+  }
+  if (gitrepo.metadata.ns.empty()) {
+    gitrepo.metadata.ns = cluster.workspace;
+  }
+  return gitrepo;
+}
+
+//! What one rendered bundle gives the cluster: the decision, and the manifest of its variant when it deploys.
+ClusterBundle clusterBundleOf(const RenderedBundle& rendered, const ClusterFacts& cluster) {
+  ClusterBundle bundle;
+  bundle.bundle = rendered.bundle;
+  bundle.path = rendered.path;
+  bundle.renderer = rendered.renderer;
+  if (rendered.error) {
+    bundle.decision = ClusterBundle::Decision::kError;
+    bundle.error = rendered.error;
+    return bundle;
+  }
+  auto placement = rendered.placements.find(cluster.name);
+  if (placement != rendered.placements.end()) {
+    bundle.decision = placement->second.decision;
+    bundle.target = placement->second.target;
+    bundle.customizations = placement->second.customizations;
+    bundle.options = placement->second.options;
+  }
+  if (bundle.decision != ClusterBundle::Decision::kDeploy || !rendered.variants) {
+    return bundle;
+  }
+  auto index = rendered.variants->clusters.find(cluster.name);
+  if (index != rendered.variants->clusters.end()) {
+    const auto& variant = rendered.variants->variants[static_cast<size_t>(index->second)];
+    auto manifest = rendered.manifests.find(variant.manifest_id);
+    if (manifest != rendered.manifests.end()) {
+      bundle.manifest = manifest->second;
+    }
+  }
+  return bundle;
+}
+
+}  // namespace
+
 Result<std::vector<ClusterBundle>> renderForCluster(const fs::path& checkout, const ClusterFacts& cluster,
                                                     const RenderTools& tools, const RepoInput& repo) {
   std::error_code ec;
@@ -56,71 +105,28 @@ Result<std::vector<ClusterBundle>> renderForCluster(const fs::path& checkout, co
   Checkout work(temp);  // removed on return
   const std::string root = temp + "/src";
   FLOTILLA_TRY(copyCheckout(source, root));
-
-  model::GitRepo gitrepo = repo.gitrepo;
-  if (gitrepo.metadata.name.empty()) {
-    std::string name = source.filename().string();
-    gitrepo.metadata.name = name.empty() ? std::string("local") : name;
-  }
-  if (gitrepo.metadata.ns.empty()) {
-    gitrepo.metadata.ns = cluster.workspace;
-  }
-  RendererBinaries binaries;
-  binaries.helm = tools.helm_binary == "none" ? std::string() : tools.helm_binary;
-  binaries.kustomize = tools.kustomize_binary == "none" ? std::string() : tools.kustomize_binary;
-  auto renderers = makeRenderers(binaries);
-
+  const model::GitRepo gitrepo = gitRepoFor(repo, source, cluster);
+  auto renderers = makeRenderers(
+      RendererBinaries{.helm = tools.helm_binary == "none" ? std::string() : tools.helm_binary,
+                       .kustomize = tools.kustomize_binary == "none" ? std::string() : tools.kustomize_binary});
   events::CommitEvent commit;
   commit.workspace = cluster.workspace;
   commit.gitrepo = gitrepo.metadata.name;
   commit.commit = "local";
   commit.paths = gitrepo.spec.paths;
   commit.force_sync_generation = gitrepo.spec.force_sync_generation;
-
   auto dirs = discoverBundles(root, gitrepo.spec.paths);
-  if (!dirs.ok()) {
-    return fail(dirs.error());
-  }
+  FLOTILLA_TRY(dirs);
   const std::map<std::string, std::string> no_previous_ids;
   const std::vector<ClusterFacts> clusters = {cluster};
   RenderContext context{root, commit, gitrepo, *renderers, tools.limits, no_previous_ids};
   context.clusters = &clusters;
   context.force_variants = true;
-
   std::vector<ClusterBundle> out;
   for (const auto& dir : *dirs) {
     auto rendered = renderBundle(context, dir);
-    if (!rendered.ok()) {
-      return fail(rendered.error());
-    }
-    ClusterBundle bundle;
-    bundle.bundle = rendered->bundle;
-    bundle.path = rendered->path;
-    bundle.renderer = rendered->renderer;
-    if (rendered->error) {
-      bundle.decision = ClusterBundle::Decision::kError;
-      bundle.error = rendered->error;
-      out.push_back(std::move(bundle));
-      continue;
-    }
-    auto placement = rendered->placements.find(cluster.name);
-    if (placement != rendered->placements.end()) {
-      bundle.decision = placement->second.decision;
-      bundle.target = placement->second.target;
-      bundle.customizations = placement->second.customizations;
-      bundle.options = placement->second.options;
-    }
-    if (bundle.decision == ClusterBundle::Decision::kDeploy && rendered->variants) {
-      auto index = rendered->variants->clusters.find(cluster.name);
-      if (index != rendered->variants->clusters.end()) {
-        const auto& variant = rendered->variants->variants[static_cast<size_t>(index->second)];
-        auto manifest = rendered->manifests.find(variant.manifest_id);
-        if (manifest != rendered->manifests.end()) {
-          bundle.manifest = manifest->second;
-        }
-      }
-    }
-    out.push_back(std::move(bundle));
+    FLOTILLA_TRY(rendered);
+    out.push_back(clusterBundleOf(*rendered, cluster));
   }
   return out;
 }

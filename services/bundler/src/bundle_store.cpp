@@ -135,6 +135,24 @@ Result<source::Archive> CommitHandler::loadSource(const events::CommitEvent& eve
   return archive;
 }
 
+namespace {
+
+//! Puts a content-addressed object unless the store has it already; true when it was stored now.
+Result<bool> storeObject(bus::ObjectStore& store, const std::string& name, const std::string& text) {
+  auto info = store.info(name);
+  if (info.ok()) {
+    return false;
+  }
+  if (info.error().kind != ErrorKind::kNotFound) {
+    return fail(info.error());
+  }
+  auto stored = store.put(name, text);
+  FLOTILLA_TRY(stored);
+  return true;
+}
+
+}  // namespace
+
 Status CommitHandler::storeVariants(const RenderedBundle& rendered) {
   if (rendered.variants_text.empty() || rendered.error) {
     return {};
@@ -143,36 +161,14 @@ Status CommitHandler::storeVariants(const RenderedBundle& rendered) {
   for (const auto& [key, manifest_id] : rendered.cache_entries) {
     variant_cache_.put(key, manifest_id);
   }
-  const std::string& name = rendered.event.variants_object;
-  auto info = bus_.manifests->info(name);
-  if (info.ok()) {
-    return {};
-  }
-  if (info.error().kind != ErrorKind::kNotFound) {
-    return fail(info.error());
-  }
-  auto stored = bus_.manifests->put(name, rendered.variants_text);
-  if (!stored.ok()) {
-    return fail(stored.error());
-  }
+  FLOTILLA_TRY(storeObject(*bus_.manifests, rendered.event.variants_object, rendered.variants_text));
   return {};
 }
 
 Status CommitHandler::storeManifest(const render::CanonicalManifest& manifest) {
-  const std::string name = events::manifestObjectName(manifest.manifest_id);
-  auto info = bus_.manifests->info(name);
-  if (info.ok()) {
-    metrics_.manifest(manifest.text.size(), false);
-    return {};
-  }
-  if (info.error().kind != ErrorKind::kNotFound) {
-    return fail(info.error());
-  }
-  auto stored = bus_.manifests->put(name, manifest.text);
-  if (!stored.ok()) {
-    return fail(stored.error());
-  }
-  metrics_.manifest(manifest.text.size(), true);
+  auto stored = storeObject(*bus_.manifests, events::manifestObjectName(manifest.manifest_id), manifest.text);
+  FLOTILLA_TRY(stored);
+  metrics_.manifest(manifest.text.size(), *stored);
   return {};
 }
 
