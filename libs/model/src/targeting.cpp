@@ -75,8 +75,12 @@ Matcher matcherOf(const BundleTarget& target) {
                  .do_not_deploy = target.do_not_deploy};
 }
 
+GitTarget defaultGitTarget() {
+  return GitTarget{.name = "default", .cluster_group = std::string(kDefaultGroup)};
+}
+
 Matcher defaultTarget() {
-  return Matcher{.name = "default", .cluster_group = std::string(kDefaultGroup)};
+  return matcherOf(defaultGitTarget());
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "flotilla/model/codec.h"
+#include "flotilla/model/targeting.h"
 
 namespace flotilla::render {
 namespace {
@@ -247,7 +248,7 @@ Json bundleTargets(const model::FleetYaml& fleet_yaml, const model::GitRepo& git
     targets.push(model::encodeGitTarget(target));
   }
   if (targets.size() == 0 && !fleet_yaml.override_targets) {
-    targets.push(Json::obj({{"name", "default"}, {"clusterGroup", "default"}}));
+    targets.push(model::encodeGitTarget(model::defaultGitTarget()));
   }
   return targets;
 }

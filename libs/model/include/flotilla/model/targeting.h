@@ -97,6 +97,8 @@ Matcher matcherOf(const GitTarget& target);
 Matcher matcherOf(const BundleTarget& target);
 
 //! Fleet's default target when a GitRepo names none: {name: default, clusterGroup: default}.
+GitTarget defaultGitTarget();
+//! defaultGitTarget() as a matcher.
 Matcher defaultTarget();
 
 //! True when every criterion of `matcher` that is set holds for `cluster` in one of its member groups.
