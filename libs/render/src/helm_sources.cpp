@@ -73,10 +73,10 @@ Result<RepoAuth> authFor(const std::string& url, const HelmRepoAccess& access, c
     } else if (key == "cacerts") {
       ca_bundle = value;
     } else {
-      return fail(
-          ErrorKind::kInvalid,
-          fleet_yaml + ": " + what + " has unknown key \"" + key + "\" (expected username, password, token or cacerts)",
-          fleet_yaml);
+      std::string message = fleet_yaml;
+      message.append(": ").append(what).append(" has unknown key \"").append(key);
+      message += "\" (expected username, password, token or cacerts)";
+      return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
     }
   }
   if (auth.password.empty()) {
