@@ -16,7 +16,6 @@
 
 #include "bench_util.h"
 #include "flotilla/bundler/commit_handler.h"
-#include "flotilla/bundler/external_renderers.h"
 #include "flotilla/bundler/flags.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
@@ -24,11 +23,13 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/render/external_renderers.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/source/archive.h"
 
 using namespace flotilla;
 using namespace flotilla::bundler;
+using namespace flotilla::render;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 

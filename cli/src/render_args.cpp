@@ -157,7 +157,7 @@ Status applyClusterFlags(RenderArgs& args, const std::string& workspace) {
     }
   }
   for (const auto& group : args.groups) {
-    bundler::ClusterGroupFacts facts{.name = group};
+    model::GroupInfo facts{.name = group};
     if (auto found = group_labels->find(group); found != group_labels->end()) {
       facts.labels = found->second;
     }
@@ -193,8 +193,8 @@ Status completeCluster(RenderArgs& args, bool workspace_given) {
   return {};
 }
 
-Result<bundler::RepoInput> loadRepo(const RenderArgs& args) {
-  bundler::RepoInput repo;
+Result<render::RepoInput> loadRepo(const RenderArgs& args) {
+  render::RepoInput repo;
   if (!args.gitrepo_file.empty()) {
     auto gitrepo = readResource<model::GitRepo>(args.gitrepo_file, &model::decodeGitRepo);
     if (!gitrepo.ok()) {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "flotilla/bundler/cluster_render.h"
+#include "flotilla/render/cluster_render.h"
 #include "flotilla/core/result.h"
 #include "flotilla/model/labels.h"
 
@@ -22,7 +22,7 @@ namespace flotilla::cli {
 
 struct RenderArgs {
   std::string dir;
-  bundler::ClusterFacts cluster;
+  render::ClusterFacts cluster;
   std::string cluster_file;
   std::string gitrepo_file;
   std::vector<std::string> labels;           //!< -l KEY=VALUE, as given
@@ -47,6 +47,6 @@ Status applyClusterFlags(RenderArgs& args, const std::string& workspace);
 Status completeCluster(RenderArgs& args, bool workspace_given);
 
 //! The GitRepo of --gitrepo FILE, named after the directory when it has no name.
-Result<bundler::RepoInput> loadRepo(const RenderArgs& args);
+Result<render::RepoInput> loadRepo(const RenderArgs& args);
 
 }  // namespace flotilla::cli

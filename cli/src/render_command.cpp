@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command_line.h"
-#include "flotilla/bundler/cluster_render.h"
+#include "flotilla/render/cluster_render.h"
 #include "flotilla/cli/cli.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/yaml.h"
@@ -72,10 +72,10 @@ void placeNamespaces(std::vector<Json>& objects, const model::BundleDeploymentOp
   }
 }
 
-std::string describeDecision(const bundler::ClusterBundle& bundle, const std::string& cluster) {
+std::string describeDecision(const render::ClusterBundle& bundle, const std::string& cluster) {
   std::string head = "# Bundle " + bundle.bundle + " (path " + bundle.path + ")";
   switch (bundle.decision) {
-    case bundler::ClusterBundle::Decision::kDeploy: {
+    case render::ClusterBundle::Decision::kDeploy: {
       std::string line = head + ": deployed by " + bundle.renderer;
       if (!bundle.target.empty()) {
         line += ", target " + bundle.target;
@@ -84,11 +84,11 @@ std::string describeDecision(const bundler::ClusterBundle& bundle, const std::st
           bundle.customizations.empty() ? ", no customization" : ", customization " + joinNames(bundle.customizations);
       return line;
     }
-    case bundler::ClusterBundle::Decision::kNotTargeted:
+    case render::ClusterBundle::Decision::kNotTargeted:
       return head + ": not deployed, no target matches cluster " + cluster;
-    case bundler::ClusterBundle::Decision::kDoNotDeploy:
+    case render::ClusterBundle::Decision::kDoNotDeploy:
       return head + ": not deployed, doNotDeploy in customization " + joinNames(bundle.customizations);
-    case bundler::ClusterBundle::Decision::kError:
+    case render::ClusterBundle::Decision::kError:
       return head + ": error (see stderr)";
   }
   return head;
@@ -111,7 +111,7 @@ struct Renderers {
   }
 };
 
-std::string describeError(const bundler::ClusterBundle& bundle) {
+std::string describeError(const render::ClusterBundle& bundle) {
   std::string where = bundle.error ? bundle.error->file : std::string();
   if (bundle.error && bundle.error->line > 0) {
     where += ":" + std::to_string(bundle.error->line);
@@ -195,19 +195,19 @@ void printObjects(std::vector<Json> objects, const model::BundleDeploymentOption
 }
 
 //! Prints every bundle (sorted by path): the decision line, then the objects or, on stderr, the error.
-int printBundles(std::vector<bundler::ClusterBundle> bundles, const Invocation& invocation, const Renderers& renderers,
+int printBundles(std::vector<render::ClusterBundle> bundles, const Invocation& invocation, const Renderers& renderers,
                  const Streams& io) {
   std::sort(bundles.begin(), bundles.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   int exit_code = kExitOk;
   for (const auto& bundle : bundles) {
     io.out << describeDecision(bundle, invocation.render.cluster.name) << "\n";
-    if (bundle.decision == bundler::ClusterBundle::Decision::kError) {
+    if (bundle.decision == render::ClusterBundle::Decision::kError) {
       std::string message = describeError(bundle);
       io.err << message << renderers.notFoundNotes(message) << "\n";
       exit_code = kExitError;
       continue;
     }
-    if (bundle.decision != bundler::ClusterBundle::Decision::kDeploy || !bundle.manifest) {
+    if (bundle.decision != render::ClusterBundle::Decision::kDeploy || !bundle.manifest) {
       continue;
     }
     auto parsed = Json::parse(bundle.manifest->text);
@@ -241,8 +241,8 @@ int runRenderCommand(Invocation& invocation, const Streams& io) {
   }
   Renderers renderers{.helm = findTool("helm", args.helm_binary),
                       .kustomize = findTool("kustomize", args.kustomize_binary)};
-  bundler::RenderTools tools{.helm_binary = renderers.helm.path, .kustomize_binary = renderers.kustomize.path};
-  auto rendered = bundler::renderForCluster(args.dir, args.cluster, tools, *repo);
+  render::RenderTools tools{.helm_binary = renderers.helm.path, .kustomize_binary = renderers.kustomize.path};
+  auto rendered = render::renderForCluster(args.dir, args.cluster, tools, *repo);
   if (!rendered.ok()) {
     std::string message = "cannot render " + args.dir + ": " + rendered.error().describe();
     return failWith(io.err, message + renderers.notFoundNotes(message));

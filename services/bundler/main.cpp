@@ -3,8 +3,8 @@
 
 #include "flotilla/bundler/bundler.h"
 #include "flotilla/bundler/flags.h"
-#include "flotilla/bundler/render.h"
 #include "flotilla/core/log.h"
+#include "flotilla/render/render.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/service/runtime.h"
 
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   if (!options.ok()) {
     return startupFailure("invalid flags", options.error());
   }
-  auto renderers = bundler::makeRenderers(bundler::rendererBinariesFrom(*config));
+  auto renderers = render::makeRenderers(bundler::rendererBinariesFrom(*config));
   auto hub = service::connectHub(service::connectOptionsFrom(*config, "flotilla-bundler"),
                                  service::HubAccess::kProvision, &(*runtime)->metrics());
   if (!hub.ok()) {

@@ -8,7 +8,8 @@
 
 namespace flotilla::bundler {
 
-Bundler::Bundler(HandlerBus bus, std::shared_ptr<const RendererSet> renderers, Metrics& metrics, BundlerOptions options)
+Bundler::Bundler(HandlerBus bus, std::shared_ptr<const render::RendererSet> renderers, Metrics& metrics,
+                 BundlerOptions options)
     : bus_(bus),
       metrics_(metrics),
       options_(std::move(options)),

@@ -6,29 +6,19 @@
 
 namespace flotilla::bundler {
 
-ClusterFacts factsOf(const model::Cluster& cluster, const std::map<std::string, model::ClusterGroup>& groups) {
-  ClusterFacts facts;
-  facts.name = cluster.metadata.name;
-  facts.workspace = cluster.metadata.ns;
-  facts.labels = cluster.metadata.labels;
-  facts.annotations = cluster.metadata.annotations;
-  if (cluster.spec.template_values && cluster.spec.template_values->isObject()) {
-    facts.template_values = *cluster.spec.template_values;
+namespace {
+
+//! A JSON record decoded strictly with `decode`.
+template <typename T, typename Decode>
+Result<T> decodeRecord(const bus::KvEntry& entry, Decode decode) {
+  auto parsed = Json::parse(entry.value);
+  if (!parsed.ok()) {
+    return fail(ErrorKind::kInvalid, entry.key + ": " + parsed.error().message);
   }
-  facts.kubernetes_version = cluster.status.agent.kubernetes_version;
-  for (const auto& [key, group] : groups) {
-    if (group.metadata.ns != facts.workspace) {
-      continue;
-    }
-    if (group.metadata.name == "default") {
-      facts.implicit_default_group = false;
-    }
-    if (group.spec.selector && group.spec.selector->matches(facts.labels)) {
-      facts.groups.push_back(ClusterGroupFacts{.name = group.metadata.name, .labels = group.metadata.labels});
-    }
-  }
-  return facts;
+  return decode(*parsed, entry.key);
 }
+
+}  // namespace
 
 ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
   const bool deleted = entry.operation != bus::KvOperation::kPut;
@@ -48,9 +38,8 @@ ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
     if (deleted) {
       groups_.erase(id);
     } else {
-      auto parsed = Json::parse(entry.value);
-      auto group = parsed.ok() ? model::decodeClusterGroup(*parsed, entry.key)
-                               : Result<model::ClusterGroup>(fail(parsed.error()));
+      auto group = decodeRecord<model::ClusterGroup>(
+          entry, [](const Json& json, const std::string& where) { return model::decodeClusterGroup(json, where); });
       if (!group.ok()) {
         return invalid(group.error());
       }
@@ -87,8 +76,14 @@ ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
 ClusterDirectory::Change ClusterDirectory::recompute() {
   Change change;
   std::map<std::string, ClusterFacts> next;
+  std::vector<model::GroupInfo> groups;
+  for (const auto& [id, group] : groups_) {
+    groups.push_back(model::groupInfoOf(group));
+  }
   for (const auto& [name, cluster] : clusters_) {
-    next.emplace(name, factsOf(cluster, groups_));
+    ClusterFacts facts = model::clusterFactsOf(cluster);
+    model::resolveGroups(facts, groups);
+    next.emplace(name, std::move(facts));
   }
   for (const auto& [name, facts] : next) {
     auto old = facts_.find(name);

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <functional>
 
-#include "flotilla/bundler/external_renderers.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
+#include "flotilla/render/external_renderers.h"
 
 namespace flotilla::bundler {
 namespace {
@@ -143,8 +143,8 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
   return options;
 }
 
-RendererBinaries rendererBinariesFrom(const service::Config& config) {
-  RendererBinaries binaries;
+render::RendererBinaries rendererBinariesFrom(const service::Config& config) {
+  render::RendererBinaries binaries;
   binaries.helm = config.get("helm-binary", "helm");
   binaries.kustomize = config.get("kustomize-binary", "kustomize");
   if (binaries.helm == "none") {
@@ -160,44 +160,6 @@ RendererBinaries rendererBinariesFrom(const service::Config& config) {
   }
   binaries.credentials_dir = config.get("credentials-dir");
   return binaries;
-}
-
-}  // namespace flotilla::bundler
-
-namespace flotilla::bundler {
-
-std::shared_ptr<const RendererSet> makeRenderers(const RendererBinaries& binaries) {
-  auto set = std::make_shared<RendererSet>();
-  const std::string kustomize_path = binaries.kustomize.empty() ? std::string() : findExecutable(binaries.kustomize);
-  struct Tool {
-    const std::string& requested;
-    const char* what;
-    std::function<void(const std::string&)> install;
-  };
-  for (const Tool& tool : {Tool{binaries.helm, "helm",
-                                [&](const std::string& path) {
-                                  set->setHelm(std::make_shared<HelmRenderer>(
-                                      path, HelmRendererOptions{.kustomize_binary = kustomize_path,
-                                                                .chart_cache_dir = binaries.chart_cache_dir,
-                                                                .credentials_dir = binaries.credentials_dir}));
-                                }},
-                           Tool{binaries.kustomize, "kustomize", [&](const std::string& path) {
-                                  set->setKustomize(std::make_shared<KustomizeRenderer>(path));
-                                }}}) {
-    if (tool.requested.empty()) {
-      log::info("renderer disabled", {{"renderer", tool.what}});
-      continue;
-    }
-    std::string path = findExecutable(tool.requested);
-    if (path.empty()) {
-      log::warn("renderer binary not found; its bundles will get an error event",
-                {{"renderer", tool.what}, {"binary", tool.requested}});
-      continue;
-    }
-    log::info("renderer enabled", {{"renderer", tool.what}, {"binary", path}});
-    tool.install(path);
-  }
-  return set;
 }
 
 }  // namespace flotilla::bundler

@@ -85,7 +85,8 @@ class BundlerIntegrationTest : public ::testing::Test {
   }
 
   void startBundler() {
-    bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const RendererSet>(), metrics_, options());
+    bundler_ =
+        std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, options());
     auto started = bundler_->start();
     ASSERT_TRUE(started.ok()) << started.error().describe();
   }
@@ -382,7 +383,7 @@ TEST_F(BundlerIntegrationTest, RedeliveryAfterACrashPublishesNoDuplicates) {
   {
     Metrics crashed_metrics("bundler");
     BundlerMetrics m(crashed_metrics);
-    CommitHandler crashed(handlerBus(), std::make_shared<const RendererSet>(), m, opts.handler);
+    CommitHandler crashed(handlerBus(), std::make_shared<const render::RendererSet>(), m, opts.handler);
     auto meta = (*batch)[0].metadata();
     ASSERT_TRUE(meta.ok());
     auto outcome = crashed.handle((*batch)[0].data(), Delivery{meta->stream_sequence, meta->num_delivered});
@@ -411,7 +412,7 @@ TEST_F(BundlerIntegrationTest, AStaleCommitDoesNotOverwriteANewerOne) {
   files["apps/web/cm.yaml"] = configMap("web-a", "newer");
   auto newer = publishCommit(kCommit2, files, {"apps/*"});
   BundlerMetrics m(metrics_);
-  CommitHandler handler(handlerBus(), std::make_shared<const RendererSet>(), m, options().handler);
+  CommitHandler handler(handlerBus(), std::make_shared<const render::RendererSet>(), m, options().handler);
   // The newer event (stream sequence 2) is handled first, then the older one (1) arrives late.
   EXPECT_EQ(handler.handleEvent(newer, Delivery{2, 1}).result, "rendered");
   EXPECT_EQ(handler.handleEvent(older, Delivery{1, 2}).result, "stale");
@@ -447,7 +448,7 @@ TEST_F(BundlerIntegrationTest, ABundleLargerThanOneMiBGoesThroughTheObjectStore)
 
 TEST_F(BundlerIntegrationTest, AMissingGitRepoIsSkippedAndAMissingSourceRejected) {
   BundlerMetrics m(metrics_);
-  CommitHandler handler(handlerBus(), std::make_shared<const RendererSet>(), m, options().handler);
+  CommitHandler handler(handlerBus(), std::make_shared<const render::RendererSet>(), m, options().handler);
   auto event = publishCommit(kCommit1, threeBundles(), {"apps/*"});
   auto missing_repo = event;
   missing_repo.gitrepo = "gone";
@@ -509,7 +510,7 @@ TEST_F(BundlerIntegrationTest, KeepsWorkingAcrossANatsRestart) {
 TEST_F(BundlerIntegrationTest, AnUnusableWorkDirFailsTheStart) {
   removeAll(work_dir_);
   ASSERT_TRUE(writeFile(work_dir_, "not a directory").ok());
-  Bundler bundler(handlerBus(), std::make_shared<const RendererSet>(), metrics_, options());
+  Bundler bundler(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, options());
   auto started = bundler.start();
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.error().kind, ErrorKind::kPermanent);
@@ -544,7 +545,7 @@ TEST_F(BundlerIntegrationTest, TheBinaryRendersAndExitsCleanlyOnSigterm) {
 TEST_F(BundlerIntegrationTest, TwoHundredBundlesRenderInParallelAndPublishInDiscoveryOrder) {
   auto opts = options();
   opts.handler.render_parallelism = 4;
-  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const RendererSet>(), metrics_, opts);
+  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
   std::map<std::string, std::string> files;
   std::vector<std::string> paths;

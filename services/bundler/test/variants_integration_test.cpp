@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/bundler/bundler.h"
-#include "flotilla/bundler/external_renderers.h"
 #include "flotilla/bundler/flags.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -18,6 +17,7 @@
 #include "flotilla/harness/local_hub.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/render/external_renderers.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/source/archive.h"
@@ -49,7 +49,7 @@ const std::map<std::string, std::string> kFiles = {
 class VariantsIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    helm_ = testing::pinnedTool("helm");
+    helm_ = render::testing::pinnedTool("helm");
     if (helm_.empty()) {
       GTEST_SKIP() << "helm is not in .tools/bin (run scripts/setup)";
     }
@@ -93,7 +93,7 @@ class VariantsIntegrationTest : public ::testing::Test {
   }
 
   void startBundler() {
-    RendererBinaries binaries;
+    render::RendererBinaries binaries;
     binaries.helm = helm_;
     BundlerOptions options;
     options.handler.work_dir = work_dir_;
@@ -101,7 +101,7 @@ class VariantsIntegrationTest : public ::testing::Test {
     options.handler.retry_max = 500ms;
     options.ack_wait = 30s;
     HandlerBus bus{hub_.js, hub_.sources, hub_.manifests, hub_.gitrepos, hub_.bundles, hub_.status, hub_.clusters};
-    bundler_ = std::make_unique<Bundler>(bus, makeRenderers(binaries), bundler_metrics_, options);
+    bundler_ = std::make_unique<Bundler>(bus, render::makeRenderers(binaries), bundler_metrics_, options);
     auto started = bundler_->start();
     ASSERT_TRUE(started.ok()) << started.error().describe();
   }

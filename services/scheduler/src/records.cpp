@@ -7,13 +7,6 @@ ClusterInfo clusterInfoOf(const model::Cluster& cluster) {
       .name = cluster.metadata.name, .workspace = cluster.metadata.ns, .labels = cluster.metadata.labels};
 }
 
-GroupInfo groupInfoOf(const model::ClusterGroup& group) {
-  return GroupInfo{.workspace = group.metadata.ns,
-                   .name = group.metadata.name,
-                   .labels = group.metadata.labels,
-                   .selector = group.spec.selector};
-}
-
 Result<BundleInfo> bundleFromEvent(const events::BundleEvent& event, const BundleInfo* previous) {
   BundleInfo out;
   if (previous != nullptr) {

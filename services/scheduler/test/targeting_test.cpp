@@ -1,5 +1,5 @@
-// Unit tests for targeting: Fleet's matcher rules, cluster groups (including the implicit "default" group),
-// customizations and doNotDeploy, workspaces, and how options shape the deploymentID.
+// Unit tests for what a BundleEvent deploys: the default target, customizations and doNotDeploy, variants tables,
+// and how options shape the deploymentID.
 #include "flotilla/scheduler/targeting.h"
 
 #include <gtest/gtest.h>
@@ -37,83 +37,20 @@ BundleTargeting targeting(Json targets) {
   return targetingFrom(bundleEvent(std::move(targets))).value();
 }
 
-// A target with only a clusterSelector matches by cluster labels (matchLabels and matchExpressions).
-TEST(TargetingTest, ClusterSelectorMatchesLabels) {
-  auto bundle = targeting(Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"},
-      "matchExpressions":[{"key":"region","operator":"In","values":["eu","us"]}]}}])")
-                              .value());
-  EXPECT_TRUE(place(bundle, cluster("a", {{"env", "prod"}, {"region", "eu"}}), {}).has_value());
-  EXPECT_FALSE(place(bundle, cluster("b", {{"env", "prod"}, {"region", "ap"}}), {}).has_value());
-  EXPECT_FALSE(place(bundle, cluster("c", {{"env", "dev"}, {"region", "eu"}}), {}).has_value());
-}
+// The allow-list and group rules themselves are tested in libs/model (targeting_test.cpp); these tests cover what
+// a BundleEvent deploys.
 
-// clusterName picks one cluster; combined criteria must all hold.
-TEST(TargetingTest, ClusterNameAndCombinedCriteria) {
-  auto by_name = targeting(Json::parse(R"([{"clusterName":"b"}])").value());
-  EXPECT_FALSE(place(by_name, cluster("a", {}), {}).has_value());
-  EXPECT_TRUE(place(by_name, cluster("b", {}), {}).has_value());
-
-  auto both =
-      targeting(Json::parse(R"([{"clusterName":"b","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value());
-  EXPECT_FALSE(place(both, cluster("b", {{"env", "dev"}}), {}).has_value());
-  EXPECT_TRUE(place(both, cluster("b", {{"env", "prod"}}), {}).has_value());
-}
-
-// A target with no criteria matches nothing (Fleet's ClusterMatcher); an empty selector matches everything.
-TEST(TargetingTest, EmptyTargetMatchesNothingButEmptySelectorMatchesAll) {
-  EXPECT_FALSE(matches(Matcher{.name = "x"}, cluster("a", {}), {}));
-  EXPECT_TRUE(matches(Matcher{.cluster_selector = model::LabelSelector{}}, cluster("a", {}), {}));
-}
-
-// Without targets the bundle goes to Fleet's default target, the implicit "default" group: every cluster of the
-// workspace. Defining a ClusterGroup "default" narrows it.
-TEST(TargetingTest, DefaultTargetUsesImplicitDefaultGroup) {
+// Without targets the bundle goes to Fleet's default target, the implicit "default" group.
+TEST(TargetingTest, EventWithoutTargetsUsesDefaultTarget) {
   auto bundle = targeting(Json::array());
-  ASSERT_EQ(bundle.targets.size(), 1u);
-  EXPECT_EQ(bundle.targets[0], defaultTarget());
+  ASSERT_EQ(bundle.rules.targets.size(), 1u);
+  EXPECT_EQ(bundle.rules.targets[0], defaultTarget());
   EXPECT_TRUE(place(bundle, cluster("a", {{"env", "dev"}}), {}).has_value());
   EXPECT_FALSE(place(bundle, cluster("x", {}, "other-workspace"), {}).has_value());
-
   std::vector<GroupInfo> groups = {
       GroupInfo{.workspace = "fleet-default", .name = "default", .selector = selector("env=prod")}};
   EXPECT_FALSE(place(bundle, cluster("a", {{"env", "dev"}}), groups).has_value());
   EXPECT_TRUE(place(bundle, cluster("b", {{"env", "prod"}}), groups).has_value());
-}
-
-// clusterGroup matches clusters the group selects; a group without a selector has no members; groups of another
-// workspace do not count.
-TEST(TargetingTest, ClusterGroupMembership) {
-  std::vector<GroupInfo> groups = {
-      GroupInfo{
-          .workspace = "fleet-default", .name = "eu", .labels = {{"tier", "gold"}}, .selector = selector("region=eu")},
-      GroupInfo{.workspace = "fleet-default", .name = "empty"},
-      GroupInfo{.workspace = "other", .name = "eu", .selector = model::LabelSelector{}},
-  };
-  auto bundle = targeting(Json::parse(R"([{"clusterGroup":"eu"}])").value());
-  EXPECT_TRUE(place(bundle, cluster("a", {{"region", "eu"}}), groups).has_value());
-  EXPECT_FALSE(place(bundle, cluster("b", {{"region", "us"}}), groups).has_value());
-
-  auto empty = targeting(Json::parse(R"([{"clusterGroup":"empty"}])").value());
-  EXPECT_FALSE(place(empty, cluster("a", {{"region", "eu"}}), groups).has_value());
-
-  auto names = groupsOf(cluster("a", {{"region", "eu"}}), groups);
-  ASSERT_EQ(names.size(), 2u);  // eu + the implicit default
-  EXPECT_EQ(names[0].name, "eu");
-  EXPECT_EQ(names[1].name, "default");
-}
-
-// clusterGroupSelector selects groups by the group's own labels; clusterSelector then refines within the group.
-TEST(TargetingTest, ClusterGroupSelectorAndRefiningClusterSelector) {
-  std::vector<GroupInfo> groups = {
-      GroupInfo{
-          .workspace = "fleet-default", .name = "eu", .labels = {{"tier", "gold"}}, .selector = selector("region=eu")},
-  };
-  auto bundle = targeting(Json::parse(R"([{"clusterGroupSelector":{"matchLabels":{"tier":"gold"}},
-      "clusterSelector":{"matchLabels":{"env":"prod"}}}])")
-                              .value());
-  EXPECT_TRUE(place(bundle, cluster("a", {{"region", "eu"}, {"env", "prod"}}), groups).has_value());
-  EXPECT_FALSE(place(bundle, cluster("b", {{"region", "eu"}, {"env", "dev"}}), groups).has_value());
-  EXPECT_FALSE(place(bundle, cluster("c", {{"region", "us"}, {"env", "prod"}}), groups).has_value());
 }
 
 // The GitRepo targets are the allow-list; customizations choose manifest and options (first match), and a
@@ -150,7 +87,7 @@ TEST(TargetingTest, CustomizationsChooseManifestAndDoNotDeployExcludes) {
   ASSERT_TRUE(both.has_value());
   EXPECT_EQ(both->customization, "prod");
   // AllMatches: any matching doNotDeploy keeps the bundle off.
-  bundle.customization_mode = "AllMatches";
+  bundle.rules.mode = "AllMatches";
   EXPECT_FALSE(place(bundle, cluster("l", {{"env", "prod"}, {"legacy", "true"}}), {}).has_value());
   // A customization alone does not admit a cluster the GitRepo targets exclude.
   EXPECT_FALSE(place(bundle, cluster("n", {{"tier", "x"}}), {}).has_value());

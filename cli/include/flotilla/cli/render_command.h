@@ -2,8 +2,8 @@
 //
 // `flotilla render <dir> [-l key=value]... [--cluster-name N] [--group G]...`: what a cluster would get from a
 // repository checkout, printed without any hub — like Fleet's `fleet test`, but through the bundler's own code
-// (bundler::renderForCluster: discovery, fleet.yaml, targeting, customizations, `${ }` templating, Helm and
-// kustomize), so the preview and the real pipeline cannot disagree.
+// (render::renderForCluster in libs/render: discovery, fleet.yaml, targeting, customizations, `${ }` templating, Helm
+// and kustomize), so the preview and the real pipeline cannot disagree.
 //
 // Output: for every bundle (sorted by path) a comment line saying what happens to it on this cluster, then its
 // objects as canonical YAML documents sorted by kind, namespace, name, with namespaces filled in as the agent fills

@@ -42,7 +42,8 @@ struct BundlerOptions {
 
 class Bundler {
  public:
-  Bundler(HandlerBus bus, std::shared_ptr<const RendererSet> renderers, Metrics& metrics, BundlerOptions options);
+  Bundler(HandlerBus bus, std::shared_ptr<const render::RendererSet> renderers, Metrics& metrics,
+          BundlerOptions options);
   ~Bundler();
   Bundler(const Bundler&) = delete;
   Bundler& operator=(const Bundler&) = delete;

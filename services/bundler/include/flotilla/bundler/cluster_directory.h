@@ -2,10 +2,9 @@
 //
 // What the bundler knows about clusters, for per-cluster variants (variants.h): the scheduler's KV `clusters`
 // records (cluster.<name>: a model::Cluster with labels, annotations, spec.templateValues and
-// status.agent.kubernetesVersion; group.<ws>.<group>: a ClusterGroup), turned into ClusterFacts (groups resolved
-// by the same rules as the scheduler: a group's selector over the cluster's labels, plus the implicit "default"
-// group while the workspace defines none). apply() reports which clusters' facts changed, so the bundler can
-// re-render the bundles of their workspaces. Heartbeat keys are ignored. Thread-safe.
+// status.agent.kubernetesVersion; group.<ws>.<group>: a ClusterGroup), turned into model::ClusterFacts (groups
+// resolved by model::resolveGroups, the rules the scheduler uses too). apply() reports which clusters' facts changed,
+// so the bundler can re-render the bundles of their workspaces. Heartbeat keys are ignored. Thread-safe.
 #pragma once
 
 #include <map>
@@ -15,14 +14,13 @@
 #include <string_view>
 #include <vector>
 
-#include "flotilla/bundler/cluster_render.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/model/targeting.h"
 
 namespace flotilla::bundler {
 
-//! A cluster's facts from its record and the ClusterGroups of every workspace.
-ClusterFacts factsOf(const model::Cluster& cluster, const std::map<std::string, model::ClusterGroup>& groups);
+using model::ClusterFacts;
 
 class ClusterDirectory {
  public:

@@ -29,20 +29,16 @@
 #include <string_view>
 #include <vector>
 
-#include "flotilla/bundler/bundle_spec.h"
 #include "flotilla/bundler/cluster_directory.h"
-#include "flotilla/bundler/discovery.h"
-#include "flotilla/bundler/manifest.h"
 #include "flotilla/bundler/metrics.h"
 #include "flotilla/bundler/records.h"
-#include "flotilla/bundler/render.h"
-#include "flotilla/bundler/variants.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/variants.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/render/render_bundle.h"
 #include "flotilla/service/consumer.h"
 #include "flotilla/source/archive.h"
 
@@ -67,7 +63,7 @@ struct HandlerBus {
 
 struct HandlerOptions {
   std::string work_dir = "/var/lib/flotilla/bundler";
-  RenderLimits limits;
+  render::RenderLimits limits;
   std::chrono::milliseconds retry_base{1000};  //!< first nak delay; doubles per delivery
   std::chrono::milliseconds retry_max{60000};  //!< cap of the nak delay
   //! Bundles of one commit rendered at the same time (--render-parallelism). Results are still stored and
@@ -75,81 +71,16 @@ struct HandlerOptions {
   int render_parallelism = 4;
 };
 
-//! An extracted source archive; the directory is removed when this is destroyed.
-class Checkout {
- public:
-  Checkout() = default;
-  explicit Checkout(std::string root) : root_(std::move(root)) {}
-  Checkout(Checkout&& other) noexcept : root_(std::exchange(other.root_, {})) {}
-  Checkout& operator=(Checkout&& other) noexcept;
-  Checkout(const Checkout&) = delete;
-  Checkout& operator=(const Checkout&) = delete;
-  ~Checkout();
-
-  [[nodiscard]] const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
-};
-
 //! Creates `work_dir` if needed, checks that it is writable, and removes checkouts a killed process left behind
 //! (commit-* directories). The work dir must belong to one bundler process.
 Status prepareWorkDir(const std::string& work_dir);
 
 //! Extracts `archive` into a fresh directory under `work_dir` (created if missing).
-Result<Checkout> extractCheckout(const source::Archive& archive, const std::string& work_dir);
-
-//! The result of rendering one bundle directory.
-struct RenderedBundle {
-  std::string bundle;  //!< the bundle ID
-  std::string path;    //!< the directory ("." for the root)
-  std::string renderer;
-  //! Set when the bundle's files are bad (fleet.yaml, YAML, not an object, size limits...). `event` then carries
-  //! only the identity fields.
-  std::optional<events::RenderError> error;
-  events::BundleEvent event;                           //!< complete except id and time
-  std::map<std::string, CanonicalManifest> manifests;  //!< by manifestID: the default and each distinct customization
-  RenderNotes notes;  //!< of the default render: a remote chart's resolved version and digest
-  double seconds = 0;
-  //! Per-cluster rendering (variants.h): the table (event.variantsObject names it; `variants_text` is what to store
-  //! under that name) and every cluster's targeting decision.
-  std::optional<events::BundleVariants> variants;
-  std::string variants_text;
-  std::map<std::string, BundlePlacement> placements;
-  std::string source_object;  //!< the commit's source archive (kept in the record for re-renders)
-  //! (cache key, manifestID) of the variants rendered here, for VariantCache once their manifests are stored.
-  std::vector<std::pair<std::string, std::string>> cache_entries;
-  size_t variant_renders = 0;     //!< renderer runs for variants (cache misses)
-  size_t variant_cache_hits = 0;  //!< variants whose manifest came from the cache
-};
-
-//! Everything renderBundle needs besides the directory.
-struct RenderContext {
-  const std::string& root;
-  const events::CommitEvent& commit;
-  const model::GitRepo& gitrepo;
-  const RendererSet& renderers;
-  const RenderLimits& limits;
-  //! Bundle IDs recorded for this GitRepo, by path: keeps a bundle's identity when its fleet.yaml (and with it a
-  //! `name:` override) cannot be read, so a typo does not delete the deployed bundle.
-  const std::map<std::string, std::string>& previous_ids;
-  //! Per-cluster variants (variants.h): the clusters of the commit's workspace (nullptr = none known), a cache of
-  //! earlier variant renders (optional), and `force_variants` to render every bundle per cluster (renderForCluster).
-  const std::vector<ClusterFacts>* clusters = nullptr;
-  VariantCache* cache = nullptr;
-  bool force_variants = false;
-};
-
-//! Renders one bundle directory. Bad user input is not a failure: it comes back as RenderedBundle::error. Only
-//! failures that are not the commit's fault (file system, renderer binaries) are returned as errors.
-Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDir& dir);
-
-//! A RenderError from a kInvalid Error (where = "file:line"); `fallback_file` when the error names no file.
-events::RenderError renderErrorOf(const Error& error, std::string_view fallback_file);
+Result<render::Checkout> extractCheckout(const source::Archive& archive, const std::string& work_dir);
 
 class CommitHandler {
  public:
-  CommitHandler(HandlerBus bus, std::shared_ptr<const RendererSet> renderers, BundlerMetrics& metrics,
+  CommitHandler(HandlerBus bus, std::shared_ptr<const render::RendererSet> renderers, BundlerMetrics& metrics,
                 HandlerOptions options);
 
   //! Decodes and handles one message payload.
@@ -169,12 +100,12 @@ class CommitHandler {
   //! The source archive named by the event.
   Result<source::Archive> loadSource(const events::CommitEvent& event);
   //! Stores a manifest unless the object store already has it (content-addressed).
-  Status storeManifest(const CanonicalManifest& manifest);
+  Status storeManifest(const render::CanonicalManifest& manifest);
   //! Stores a bundle's BundleVariants table (per-cluster rendering) unless present (content-addressed); call after
   //! its manifests are stored (the variant cache then learns them).
-  Status storeVariants(const RenderedBundle& rendered);
+  Status storeVariants(const render::RenderedBundle& rendered);
   //! Writes the record and status of a rendered (or failed) bundle and publishes its event.
-  Status commitBundle(RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence);
+  Status commitBundle(render::RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence);
   //! Publishes deleted=true for a bundle the commit no longer has, then drops its record and status.
   Status deleteBundle(const BundleRecord& record, const events::CommitEvent& event);
 
@@ -196,15 +127,39 @@ class CommitHandler {
                     const Error& error);
   Status publish(events::BundleEvent& event);
 
+  // The steps of handleEvent, in order; each returns the outcome when the commit ends there.
+  struct CommitRun;
+  std::optional<Outcome> gitRepoStep(CommitRun& run);    //!< 2. the GitRepo (gone: ack)
+  std::optional<Outcome> recordsStep(CommitRun& run);    //!< 3. its records (a newer commit rendered: ack)
+  std::optional<Outcome> checkoutStep(CommitRun& run);   //!< 4-5. source archive and checkout
+  std::optional<Outcome> discoverStep(CommitRun& run);   //!< 6. bundle directories
+  std::optional<Outcome> renderStep(CommitRun& run);     //!< 7. render, store, record, publish
+  std::optional<Outcome> deletionsStep(CommitRun& run);  //!< 8. bundles the commit no longer has
+  //! Stores, records and publishes one rendered bundle (renderStep's in-order consumer).
+  Status storeRendered(CommitRun& run, const render::BundleDir& dir, Result<render::RenderedBundle>& rendered);
+  //! The other GitRepo of the workspace whose record owns `bundle` ("" = none).
+  Result<std::string> otherOwner(const events::CommitEvent& event, const std::string& bundle);
+  //! Stores a bundle's manifests, then its variants table.
+  Status storeAll(const render::RenderedBundle& rendered);
+
+  // The steps of rerenderBundle.
+  struct Rerender;
+  //! The record to re-render (read under the GitRepo's lock); nullopt: nothing to do.
+  Result<std::optional<BundleRecord>> rerenderRecord(std::string_view workspace, std::string_view bundle);
+  //! The record's commit checked out again, with its GitRepo; nullopt: skipped (logged).
+  Result<std::optional<Rerender>> rerenderCheckout(const BundleRecord& record);
+  //! Stores and publishes a re-render whose table or error changed; `changed` tells whether it did.
+  Status publishRerender(const BundleRecord& record, render::RenderedBundle& rendered, bool& changed);
+
   //! The lock serialising a GitRepo's commits and re-renders in this process.
   std::shared_ptr<std::mutex> gitrepoLock(std::string_view workspace, std::string_view gitrepo);
 
   HandlerBus bus_;
-  std::shared_ptr<const RendererSet> renderers_;
+  std::shared_ptr<const render::RendererSet> renderers_;
   BundlerMetrics& metrics_;
   HandlerOptions options_;
   std::shared_ptr<const ClusterDirectory> clusters_;
-  VariantCache variant_cache_;
+  render::VariantCache variant_cache_;
   std::mutex locks_mutex_;
   std::map<std::string, std::shared_ptr<std::mutex>> gitrepo_locks_;
 };

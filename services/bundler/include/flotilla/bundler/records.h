@@ -39,6 +39,10 @@ inline Result<BundleRecord> decodeBundleRecord(const Json& json) {
 inline Result<RenderStatus> decodeRenderStatus(const Json& json) {
   return events::decodeRecord<RenderStatus>(json);
 }
+//! A KV value: JSON, then decodeBundleRecord.
+inline Result<BundleRecord> parseBundleRecord(std::string_view text) {
+  return events::parseRecord<BundleRecord>(text);
+}
 
 //! status bucket key: bundle-render.<ws>.<bundle> (events::bundleRenderStatusKey).
 std::string renderStatusKey(std::string_view workspace, std::string_view bundle);

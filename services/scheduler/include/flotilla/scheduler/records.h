@@ -22,8 +22,6 @@ using events::DeploymentRecord;
 
 //! Targeting's view of a cluster record.
 ClusterInfo clusterInfoOf(const model::Cluster& cluster);
-//! Targeting's view of a ClusterGroup.
-GroupInfo groupInfoOf(const model::ClusterGroup& group);
 
 //! What the scheduler knows about a bundle, from a BundleEvent or the bundler's BundleRecord.
 struct BundleInfo {

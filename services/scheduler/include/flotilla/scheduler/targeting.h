@@ -1,26 +1,14 @@
 // flotilla/scheduler/targeting.h
 //
-// Which clusters a bundle goes to, and with which manifest and options: Fleet's targeting rules
-// (internal/cmd/controller/target/matcher), as pure functions over in-memory records.
-//
-// - A cluster belongs to a ClusterGroup of its own workspace when the group's selector matches the cluster's
-//   labels (a group without a selector has no members; an empty selector selects every cluster). The group
-//   "default" is implicit: while a workspace defines no ClusterGroup named "default", every cluster of the
-//   workspace is in it. So a GitRepo without targets (Fleet's default target `{name: default, clusterGroup:
-//   default}`) deploys to every cluster of its workspace, and a user narrows that by creating a "default" group.
-// - A matcher (GitRepo target or fleet.yaml targetCustomization) holds clusterName, clusterSelector, clusterGroup
-//   and clusterGroupSelector; every criterion that is set must hold (AND), a matcher with none matches nothing.
-//   Group criteria are evaluated per group the cluster is in (clusterGroupSelector matches the group's labels);
-//   a cluster in no group is evaluated with an empty group name and no group labels.
-// - The GitRepo targets (BundleEvent.targets, empty meaning Fleet's default) are the allow-list: a cluster
-//   gets the bundle only if one of them matches.
-// - targetCustomizations only choose the manifest and options: the first match wins (FirstMatch: a first match
-//   with doNotDeploy keeps the bundle off the cluster); with AllMatches any matching doNotDeploy keeps it off (the
-//   bundler renders AllMatches bundles per cluster, so the merged options come from the variants table).
-// - Per-cluster variants (BundleEvent.variantsObject, events/variants.h): a cluster the targets admit gets the
+// What a BundleEvent deploys on a cluster. Which clusters get the bundle is decided by Fleet's targeting rules in
+// libs/model (model::place: allow-list, FirstMatch/AllMatches, doNotDeploy, the implicit "default" group); this
+// file turns a BundleEvent into those rules and picks the manifest and options of the decision:
+// - the customization place() chose supplies manifest and options when it rendered differently from the default
+//   (FirstMatch takes the first match; with AllMatches the bundler renders per cluster, so the merged options come
+//   from the variants table);
+// - per-cluster variants (BundleEvent.variantsObject, events/variants.h): a cluster the targets admit gets the
 //   manifest and options of its entry in the table; a cluster missing from the table is held (its deployment, if
 //   any, stays as it is) until the bundler renders for it.
-// - Bundles only target clusters of their own workspace.
 #pragma once
 
 #include <optional>
@@ -32,46 +20,22 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/variants.h"
 #include "flotilla/model/labels.h"
+#include "flotilla/model/targeting.h"
 
 namespace flotilla::scheduler {
 
-//! The name of the implicit cluster group (Fleet's default target uses it).
-inline constexpr std::string_view kDefaultGroup = "default";
-
-//! What targeting needs to know about a registered cluster.
-struct ClusterInfo {
-  std::string name;
-  std::string workspace;
-  model::Labels labels;
-
-  bool operator==(const ClusterInfo&) const = default;
-};
-
+using model::kDefaultGroup;
+//! What targeting needs to know about a registered cluster (one facts type for every stage).
+using ClusterInfo = model::ClusterFacts;
 //! A ClusterGroup of a workspace.
-struct GroupInfo {
-  std::string workspace;
-  std::string name;
-  model::Labels labels;                          //!< the group's own metadata.labels (for clusterGroupSelector)
-  std::optional<model::LabelSelector> selector;  //!< nullopt: no members
+using GroupInfo = model::GroupInfo;
+using model::defaultTarget;
+using model::groupInfoOf;  // targeting's view of a ClusterGroup
+using model::groupsOf;
+using model::Matcher;
 
-  bool operator==(const GroupInfo&) const = default;
-};
-
-//! One target matcher.
-struct Matcher {
-  std::string name;
-  std::string cluster_name;
-  std::optional<model::LabelSelector> cluster_selector;
-  std::string cluster_group;
-  std::optional<model::LabelSelector> cluster_group_selector;
-  bool do_not_deploy = false;
-
-  bool operator==(const Matcher&) const = default;
-};
-
-//! A rendered targetCustomization: its matcher and what it deploys.
+//! What a targetCustomization deploys (BundleEvent.customizations[], by position like TargetRules.customizations).
 struct Customization {
-  Matcher matcher;
   std::string manifest_id;  //!< "" when doNotDeploy (or when it renders like the default)
   Json options = Json::object();
 
@@ -86,9 +50,8 @@ struct BundleTargeting {
   std::string commit;
   std::string manifest_id;
   Json options = Json::object();
-  std::vector<Customization> customizations;
-  std::string customization_mode;
-  std::vector<Matcher> targets;  //!< the allow-list; Fleet's default when the event had none
+  model::TargetRules rules;                   //!< the allow-list (Fleet's default when the event had none), matchers
+  std::vector<Customization> customizations;  //!< parallel to rules.customizations
   Json depends_on = Json::array();
   bool paused = false;
   int64_t force_sync_generation = 0;
@@ -110,9 +73,6 @@ struct Placement {
   bool operator==(const Placement&) const = default;
 };
 
-//! Fleet's default target when a GitRepo names none: {name: default, clusterGroup: default}.
-Matcher defaultTarget();
-
 //! Parses a matcher from its JSON form ({name, clusterName, clusterSelector, clusterGroup, clusterGroupSelector,
 //! doNotDeploy}); unknown fields and bad selectors are kInvalid naming `path`.
 Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool allow_do_not_deploy);
@@ -120,12 +80,6 @@ Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool all
 //! Validates and extracts the targeting of a (non-error) BundleEvent. The options get forceSyncGeneration when
 //! the event carries one and the options do not (so a force-sync changes the deploymentID, as in Fleet).
 Result<BundleTargeting> targetingFrom(const events::BundleEvent& event);
-
-//! The groups `cluster` is in, among `groups` (all groups of every workspace), plus the implicit default group.
-std::vector<GroupInfo> groupsOf(const ClusterInfo& cluster, const std::vector<GroupInfo>& groups);
-
-//! True when every criterion of `matcher` that is set holds for `cluster` in one of `cluster_groups`.
-bool matches(const Matcher& matcher, const ClusterInfo& cluster, const std::vector<GroupInfo>& cluster_groups);
 
 //! The placement of a bundle on a cluster, or nullopt when the bundle does not go there. `groups` is every
 //! known group (groupsOf picks the cluster's).

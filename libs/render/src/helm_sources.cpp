@@ -1,0 +1,423 @@
+// Helm chart sources: repository charts (resolved, digest-checked, cached), chart URLs and oci:// references, and
+// local charts whose dependencies need `helm dependency build`. Fetch steps may use the network; rendering never.
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "flotilla/core/json.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/yaml.h"
+#include "flotilla/secrets/secret_store.h"
+#include "tool_run.h"
+
+namespace flotilla::render::detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+//! Credentials and TLS settings for one repository URL.
+struct RepoAuth {
+  std::string username;
+  std::string password;
+  std::string ca_file;
+  bool insecure = false;
+
+  //! helm flags for them; the password goes to stdin where helm accepts it (repo add, registry login).
+  [[nodiscard]] std::vector<std::string> tlsFlags() const {
+    std::vector<std::string> flags;
+    if (!ca_file.empty()) {
+      flags.insert(flags.end(), {"--ca-file", ca_file});
+    }
+    if (insecure) {
+      flags.emplace_back("--insecure-skip-tls-verify");
+    }
+    return flags;
+  }
+};
+
+Result<RepoAuth> authFor(const std::string& url, const HelmRepoAccess& access, const std::string& credentials_dir,
+                         const std::string& scratch, const std::string& fleet_yaml) {
+  RepoAuth auth;
+  auth.insecure = access.insecure_skip_tls_verify;
+  if (access.secret_name.empty()) {
+    return auth;
+  }
+  if (!access.repo_url_regex.empty()) {
+    try {
+      if (!std::regex_search(url, std::regex(access.repo_url_regex))) {
+        return auth;
+      }
+    } catch (const std::regex_error&) {
+      return fail(ErrorKind::kInvalid,
+                  fleet_yaml + ": the GitRepo's helmRepoURLRegex is not a valid regular expression", fleet_yaml);
+    }
+  }
+  const std::string what = "helmSecretName \"" + access.secret_name + "\"";
+  if (credentials_dir.empty()) {
+    return fail(ErrorKind::kInvalid,
+                fleet_yaml + ": " + what + " is set but the bundler runs without --credentials-dir", fleet_yaml);
+  }
+  auto secret = secrets::readSecret(credentials_dir, access.secret_name);
+  if (!secret.ok()) {
+    return fail(ErrorKind::kInvalid, fleet_yaml + ": " + what + ": " + secret.error().message, fleet_yaml);
+  }
+  std::string token;
+  std::string ca_bundle;
+  for (const auto& [key, value] : *secret) {
+    if (key == "username") {
+      auth.username = trim(value);
+    } else if (key == "password") {
+      auth.password = trim(value);
+    } else if (key == "token") {
+      token = trim(value);
+    } else if (key == "cacerts") {
+      ca_bundle = value;
+    } else {
+      std::string message = fleet_yaml;
+      message.append(": ").append(what).append(" has unknown key \"").append(key);
+      message += "\" (expected username, password, token or cacerts)";
+      return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
+    }
+  }
+  if (auth.password.empty()) {
+    auth.password = token;
+  }
+  if (!ca_bundle.empty()) {
+    auth.ca_file = scratch + "/repo-ca.pem";
+    FLOTILLA_TRY(writeFile(auth.ca_file, ca_bundle, 0600));
+  }
+  return auth;
+}
+
+//! Runs a fetch step (network allowed); a failure is the bundle's (kInvalid) with helm's message.
+Result<CommandResult> fetchStep(const std::string& binary, std::vector<std::string> args, const std::string& scratch,
+                                const RenderLimits& limits, const std::string& what, const std::string& where,
+                                const RepoAuth& auth, std::string input = {}) {
+  auto result = run(binary, std::move(args), scratch, limits, what, Network::kAllowed, std::move(input));
+  if (!result.ok()) {
+    return fail(result.error());
+  }
+  if (result->timed_out) {
+    return fail(ErrorKind::kInvalid,
+                where + ": " + what + " did not finish within " + std::to_string(limits.timeout.count() / 1000) + "s",
+                where);
+  }
+  if (result->exit_code != 0) {
+    const std::string message =
+        withoutRoot(scrub(lastLines(result->err.empty() ? result->out : result->err), auth.password), scratch);
+    return fail(ErrorKind::kInvalid, where + ": " + what + " failed: " + message, where);
+  }
+  return result;
+}
+
+//! The only *.tgz in `dir`.
+Result<std::string> pulledArchive(const std::string& dir, const std::string& where) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (endsWith(it->path().filename().string(), ".tgz")) {
+      return it->path().string();
+    }
+  }
+  return fail(ErrorKind::kInvalid, where + ": helm pull produced no chart archive", where);
+}
+
+Status checkArchiveSize(const std::string& path, const RenderLimits& limits, const std::string& where) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  if (ec) {
+    return fail(ErrorKind::kInternal, "cannot stat " + path + ": " + ec.message(), "file_size");
+  }
+  if (size > limits.max_file_bytes) {
+    return fail(ErrorKind::kInvalid,
+                where + ": the chart archive is " + std::to_string(size) + " bytes, more than the limit of " +
+                    std::to_string(limits.max_file_bytes) + " bytes",
+                where);
+  }
+  return {};
+}
+
+//! `helm pull <reference...> --destination <scratch>/pull` with the repository's TLS settings, then the one archive
+//! it wrote, checked against the size limit. Both chart paths (repository charts, URL/oci:// references) pull so.
+Result<std::string> pullChartArchive(const std::string& binary, std::vector<std::string> reference,
+                                     const std::string& scratch, const RenderLimits& limits, const std::string& chart,
+                                     const std::string& fleet_yaml, const RepoAuth& auth) {
+  const std::string destination = scratch + "/pull";
+  fs::create_directories(destination);
+  std::vector<std::string> pull = {"pull"};
+  pull.insert(pull.end(), std::make_move_iterator(reference.begin()), std::make_move_iterator(reference.end()));
+  pull.insert(pull.end(), {"--destination", destination});
+  for (auto& flag : auth.tlsFlags()) {
+    pull.push_back(std::move(flag));
+  }
+  FLOTILLA_TRY(fetchStep(binary, std::move(pull), scratch, limits, "helm pull " + chart, fleet_yaml, auth));
+  auto archive = pulledArchive(destination, fleet_yaml);
+  if (!archive.ok()) {
+    return fail(archive.error());
+  }
+  FLOTILLA_TRY(checkArchiveSize(*archive, limits, fleet_yaml));
+  return archive;
+}
+
+//! name and version from a chart archive's Chart.yaml (`helm show chart`, offline).
+Status describeArchive(const std::string& binary, const std::string& archive, const std::string& scratch,
+                       const RenderLimits& limits, const std::string& where, RenderNotes& notes) {
+  auto shown = run(binary, {"show", "chart", archive}, scratch, limits, "helm show chart");
+  if (!shown.ok()) {
+    return fail(shown.error());
+  }
+  if (shown->exit_code != 0 || shown->timed_out) {
+    return fail(ErrorKind::kInvalid, where + ": the fetched chart is not a valid chart: " + lastLines(shown->err),
+                where);
+  }
+  auto chart = parseYaml(shown->out, "Chart.yaml");
+  if (!chart.ok() || !chart->isObject()) {
+    return fail(ErrorKind::kInvalid, where + ": the fetched chart has no readable Chart.yaml", where);
+  }
+  notes.chart_version = chart->getString("version");
+  if (notes.chart.empty()) {
+    notes.chart = chart->getString("name");
+  }
+  return {};
+}
+
+std::string sha256OfFile(const std::string& path) {
+  auto data = readFile(path);
+  return data.ok() ? sha256Hex(*data) : std::string();
+}
+
+//! Copies a chart into the cache under `key` (atomically: concurrent renders may race to store the same chart).
+void storeInCache(const std::string& cache_dir, const std::string& key, const std::string& archive) {
+  std::error_code ec;
+  fs::create_directories(cache_dir, ec);
+  const std::string temp = cache_dir + "/." + key + "-" + randomHex(4);
+  fs::copy_file(archive, temp, fs::copy_options::overwrite_existing, ec);
+  if (!ec) {
+    fs::rename(temp, cache_dir + "/" + key + ".tgz", ec);
+  }
+  if (ec) {
+    log::warn("cannot store a pulled chart in the chart cache", {{"dir", cache_dir}, {"error", ec.message()}});
+    removeAll(temp);
+  }
+}
+
+//! `helm repo add <name> <url>` with the repository's credentials (password on stdin) and TLS settings.
+Status addRepository(const std::string& binary, const std::string& name, const std::string& url, const RepoAuth& auth,
+                     const std::string& scratch, const RenderLimits& limits, const std::string& where) {
+  std::vector<std::string> add = {"repo", "add", name, url, "--force-update"};
+  std::string input;
+  if (!auth.username.empty()) {
+    add.insert(add.end(), {"--username", auth.username, "--password-stdin"});
+    input = auth.password;
+  }
+  for (auto& flag : auth.tlsFlags()) {
+    add.push_back(std::move(flag));
+  }
+  FLOTILLA_TRY(
+      fetchStep(binary, std::move(add), scratch, limits, "helm repo add " + url, where, auth, std::move(input)));
+  return {};
+}
+
+//! The newest version of fleet-chart/<chart> matching helm.version, from `helm search repo`; helm's search is a
+//! substring match (fleet-chart/demo also finds fleet-chart/demo-extra), so the exact name is picked from it.
+Result<std::string> resolveChartVersion(const std::string& binary, const RenderRequest& request,
+                                        const std::string& scratch, const std::string& fleet_yaml) {
+  const auto& helm = *request.options.helm;
+  std::vector<std::string> search = {"search", "repo", "fleet-chart/" + helm.chart, "-o", "json"};
+  if (!helm.version.empty()) {
+    search.insert(search.end(), {"--version", helm.version});
+  }
+  auto found = run(binary, std::move(search), scratch, request.limits, "helm search repo");
+  FLOTILLA_TRY(found);
+  auto listed = Json::parse(found->exit_code == 0 ? trim(found->out) : std::string("[]"));
+  if (listed.ok() && listed->isArray()) {
+    for (const auto& entry : listed->asArray()) {
+      if (entry.isObject() && entry.getString("name") == "fleet-chart/" + helm.chart) {
+        return entry.getString("version");
+      }
+    }
+  }
+  return fail(ErrorKind::kInvalid,
+              fleet_yaml + ": helm.chart \"" + helm.chart + "\"" +
+                  (helm.version.empty() ? std::string() : " version \"" + helm.version + "\"") +
+                  " not found in the repository " + helm.repo,
+              fleet_yaml);
+}
+
+//! The digest the repository index names for the chart's version ("" when it names none): together with the
+//! version it identifies the chart for the cache.
+std::string indexDigest(const std::string& scratch, const RenderRequest& request, const std::string& version) {
+  auto index_text = readFile(scratch + "/helm/cache/repository/fleet-chart-index.yaml");
+  if (!index_text.ok()) {
+    return {};
+  }
+  auto index = parseYaml(*index_text, "index.yaml", YamlLimits{.max_input_bytes = request.limits.max_output_bytes});
+  const Json* entries = index.ok() ? index->at({"entries", request.options.helm->chart}) : nullptr;
+  std::string digest;
+  if (entries != nullptr && entries->isArray()) {
+    for (const auto& entry : entries->asArray()) {
+      if (entry.isObject() && entry.getString("version") == version) {
+        digest = entry.getString("digest");
+      }
+    }
+  }
+  return digest;
+}
+
+//! helm.repo and helm.chart must name a repository URL and a chart in it.
+Status checkRepoChart(const model::HelmOptions& helm, const std::string& fleet_yaml) {
+  static const std::regex kChartName("[A-Za-z0-9_][A-Za-z0-9_.\\-]*");
+  if (!std::regex_match(helm.chart, kChartName)) {
+    return fail(ErrorKind::kInvalid,
+                fleet_yaml + ": helm.chart \"" + helm.chart + "\" must be a chart name when helm.repo is set",
+                fleet_yaml);
+  }
+  if (!startsWith(helm.repo, "http://") && !startsWith(helm.repo, "https://")) {
+    return fail(ErrorKind::kInvalid,
+                fleet_yaml + ": helm.repo \"" + helm.repo + "\" must be an http:// or https:// URL", fleet_yaml);
+  }
+  return {};
+}
+
+}  // namespace
+
+//! helm.repo + helm.chart (+ helm.version): the repository's index resolves the version, the cache is looked up
+//! by (repo, chart, version, digest), and only a miss downloads the archive.
+Result<PreparedChart> fetchRepoChart(const std::string& binary, const HelmRendererOptions& options,
+                                     const RenderRequest& request, const std::string& scratch,
+                                     const std::string& fleet_yaml, RenderNotes& notes) {
+  const auto& helm = *request.options.helm;
+  const std::string repo = helm.repo;
+  notes.chart = repo + " " + helm.chart;
+  FLOTILLA_TRY(checkRepoChart(helm, fleet_yaml));
+  auto auth = authFor(repo, request.helm_access, options.credentials_dir, scratch, fleet_yaml);
+  FLOTILLA_TRY(auth);
+  FLOTILLA_TRY(addRepository(binary, "fleet-chart", repo, *auth, scratch, request.limits, fleet_yaml));
+  auto version = resolveChartVersion(binary, request, scratch, fleet_yaml);
+  FLOTILLA_TRY(version);
+  notes.chart_version = *version;
+  notes.chart_digest = indexDigest(scratch, request, notes.chart_version);
+  const std::string key = sha256Hex(repo + "\n" + helm.chart + "\n" + notes.chart_version + "\n" + notes.chart_digest);
+  const std::string label = helm.chart + "-" + notes.chart_version;
+  if (!options.chart_cache_dir.empty() && !notes.chart_digest.empty()) {
+    const std::string cached = options.chart_cache_dir + "/" + key + ".tgz";
+    std::error_code ec;
+    if (fs::is_regular_file(cached, ec) && sha256OfFile(cached) == notes.chart_digest) {
+      notes.chart_source = "cache";
+      return PreparedChart{cached, label};
+    }
+  }
+  // The repository entry carries the credentials; helm pull still needs the TLS settings of its own.
+  auto archive = pullChartArchive(binary, {"fleet-chart/" + helm.chart, "--version", notes.chart_version}, scratch,
+                                  request.limits, helm.chart, fleet_yaml, *auth);
+  FLOTILLA_TRY(archive);
+  const std::string digest = sha256OfFile(*archive);
+  if (!notes.chart_digest.empty() && digest != notes.chart_digest) {
+    return fail(ErrorKind::kInvalid,
+                fleet_yaml + ": the chart archive of " + label + " does not match the digest in the repository index",
+                fleet_yaml);
+  }
+  notes.chart_digest = digest;
+  notes.chart_source = "pulled";
+  if (!options.chart_cache_dir.empty()) {
+    storeInCache(options.chart_cache_dir, key, *archive);
+  }
+  return PreparedChart{*archive, label};
+}
+
+//! helm.chart as a chart archive URL or an oci:// reference: pulled on every render (its digest is only known
+//! after the download), then described offline for the version.
+Result<PreparedChart> fetchChartReference(const std::string& binary, const HelmRendererOptions& options,
+                                          const RenderRequest& request, const std::string& scratch,
+                                          const std::string& fleet_yaml, RenderNotes& notes) {
+  const auto& helm = *request.options.helm;
+  notes.chart = helm.chart;
+  if (!startsWith(helm.chart, "https://") && !startsWith(helm.chart, "http://") && !startsWith(helm.chart, "oci://")) {
+    return fail(ErrorKind::kInvalid,
+                fleet_yaml + ": helm.chart \"" + helm.chart +
+                    "\": only https://, http:// and oci:// chart references are supported",
+                fleet_yaml);
+  }
+  auto auth = authFor(helm.chart, request.helm_access, options.credentials_dir, scratch, fleet_yaml);
+  if (!auth.ok()) {
+    return fail(auth.error());
+  }
+  const bool oci = startsWith(helm.chart, "oci://");
+  std::vector<std::string> reference = {helm.chart};
+  if (oci && !helm.version.empty()) {
+    reference.insert(reference.end(), {"--version", helm.version});
+  }
+  if (!auth->username.empty()) {
+    reference.insert(reference.end(), {"--username", auth->username, "--password", auth->password});
+  }
+  auto archive = pullChartArchive(binary, std::move(reference), scratch, request.limits, helm.chart, fleet_yaml, *auth);
+  if (!archive.ok()) {
+    return fail(archive.error());
+  }
+  notes.chart_digest = sha256OfFile(*archive);
+  notes.chart_source = "pulled";
+  RenderNotes described;
+  FLOTILLA_TRY(describeArchive(binary, *archive, scratch, request.limits, fleet_yaml, described));
+  notes.chart_version = described.chart_version;
+  return PreparedChart{*archive, described.chart + "-" + described.chart_version};
+}
+
+//! A local chart whose Chart.yaml declares dependencies missing from charts/: a copy of it (the checkout is
+//! shared by the bundles of the commit) gets `helm dependency build` with the repositories it names.
+Result<PreparedChart> buildDependencies(const std::string& binary, const HelmRendererOptions& options,
+                                        const RenderRequest& request, const std::string& scratch,
+                                        const std::string& chart_dir, const std::string& chart_path) {
+  const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
+  auto text = readFile(chart_path + "/Chart.yaml");
+  if (!text.ok()) {
+    return PreparedChart{chart_path, chart_dir};  // helm template reports it
+  }
+  auto chart = parseYaml(*text, chart_yaml, YamlLimits{.max_input_bytes = request.limits.max_file_bytes});
+  const Json* dependencies = chart.ok() ? chart->find("dependencies") : nullptr;
+  if (dependencies == nullptr || !dependencies->isArray() || dependencies->asArray().empty()) {
+    return PreparedChart{chart_path, chart_dir};
+  }
+  std::error_code ec;
+  bool missing = false;
+  std::set<std::string> repositories;
+  for (const auto& dependency : dependencies->asArray()) {
+    if (!dependency.isObject()) {
+      continue;
+    }
+    const std::string name = dependency.getString("name");
+    const std::string repository = dependency.getString("repository");
+    if (startsWith(repository, "http://") || startsWith(repository, "https://")) {
+      repositories.insert(repository);
+    }
+    bool vendored = fs::is_directory(std::string(chart_path).append("/charts/").append(name), ec);
+    for (fs::directory_iterator it(chart_path + "/charts", ec); !vendored && !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      const std::string file = it->path().filename().string();
+      vendored = startsWith(file, name + "-") && endsWith(file, ".tgz");
+    }
+    missing = missing || !vendored;
+  }
+  if (!missing || request.options.helm->disable_dependency_update) {
+    return PreparedChart{chart_path, chart_dir};
+  }
+  const std::string copy = scratch + "/chart";
+  fs::copy(chart_path, copy, fs::copy_options::recursive, ec);
+  if (ec) {
+    return fail(ErrorKind::kInternal, "cannot copy the chart " + chart_dir + ": " + ec.message(), "copy");
+  }
+  RepoAuth last_auth;
+  int index = 0;
+  for (const auto& repository : repositories) {
+    auto auth = authFor(repository, request.helm_access, options.credentials_dir, scratch, chart_yaml);
+    if (!auth.ok()) {
+      return fail(auth.error());
+    }
+    FLOTILLA_TRY(addRepository(binary, "dependency-" + std::to_string(index++), repository, *auth, scratch,
+                               request.limits, chart_yaml));
+    last_auth = *auth;
+  }
+  FLOTILLA_TRY(fetchStep(binary, {"dependency", "build", copy, "--skip-refresh"}, scratch, request.limits,
+                         "helm dependency build", chart_yaml, last_auth));
+  return PreparedChart{copy, chart_dir};
+}
+
+}  // namespace flotilla::render::detail

@@ -1,0 +1,516 @@
+// Helm chart sources against a real chart repository: `helm package` + `helm repo index` output served by a
+// small HTTP(S) server (chart_repo_server.py, optionally TLS with a test CA and basic auth), with the pinned
+// helm/kustomize from .tools/bin. Also Helm post-rendering by kustomize and the checkout-escape checks.
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/core/process.h"
+#include "flotilla/core/util.h"
+#include "flotilla/render/external_renderers.h"
+#include "flotilla/render/render_bundle.h"
+#include "test_util.h"
+
+namespace flotilla::render {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::configMap;
+using testing::TempTree;
+
+std::string run(const std::vector<std::string>& argv, const std::string& home) {
+  auto result = runCommand({.argv = argv,
+                            .env = {{"HOME", home},
+                                    {"HELM_CACHE_HOME", home + "/cache"},
+                                    {"HELM_CONFIG_HOME", home + "/config"},
+                                    {"HELM_DATA_HOME", home + "/data"}}});
+  EXPECT_TRUE(result.ok());
+  if (!result.ok()) {
+    return {};
+  }
+  EXPECT_EQ(result->exit_code, 0) << argv[0] << " " << argv[1] << ": " << result->err;
+  return result->out;
+}
+
+//! A chart repository: charts are packaged into a served directory, indexed with the server's URL.
+class ChartRepo {
+ public:
+  struct Options {
+    bool tls = false;
+    std::string user;
+    std::string password;
+    std::string upstream;  //!< forward GET/HEAD there instead of serving files (TLS + auth before a registry)
+  };
+
+  ChartRepo(std::string helm, Options options) : helm_(std::move(helm)), options_(std::move(options)) {
+    fs::create_directories(dir_.root() + "/served");
+    fs::create_directories(dir_.root() + "/home");
+    std::vector<std::string> argv = {fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3",
+                                     std::string(FLOTILLA_SOURCE_DIR) + "/libs/render/test/chart_repo_server.py",
+                                     "--dir",
+                                     dir_.root() + "/served",
+                                     "--port-file",
+                                     dir_.root() + "/port"};
+    if (options_.tls) {
+      makeCertificates();
+      argv.insert(argv.end(), {"--cert", dir_.root() + "/server.crt", "--key", dir_.root() + "/server.key"});
+    }
+    if (!options_.upstream.empty()) {
+      argv.insert(argv.end(), {"--upstream", options_.upstream});
+    }
+    auto process =
+        Process::start({.argv = argv,
+                        .env = {{"FLOTILLA_CHART_USER", options_.user}, {"FLOTILLA_CHART_PASSWORD", options_.password}},
+                        .output_file = dir_.root() + "/server.log",
+                        .kill_with_parent = true});
+    EXPECT_TRUE(process.ok()) << process.error().describe();
+    if (process.ok()) {
+      server_ = std::move(process).value();
+    }
+    for (int i = 0; i < 200 && !fs::exists(dir_.root() + "/port"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    auto port = readFile(dir_.root() + "/port");
+    EXPECT_TRUE(port.ok()) << "the chart repository did not start: "
+                           << readFile(dir_.root() + "/server.log").valueOr("");
+    url_ = std::string(options_.tls ? "https" : "http") + "://127.0.0.1:" + (port.ok() ? *port : "0");
+  }
+
+  //! Packages a chart named `name` at `version` whose template is a ConfigMap `<name>-cm` recording the version.
+  void publish(const std::string& name, const std::string& version, const std::string& extra_chart_yaml = "") {
+    const std::string src = dir_.root() + "/src/" + name + "-" + version;
+    dir_.write("src/" + name + "-" + version + "/Chart.yaml",
+               "apiVersion: v2\nname: " + name + "\nversion: " + version + "\n" + extra_chart_yaml);
+    dir_.write("src/" + name + "-" + version + "/templates/cm.yaml",
+               "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name +
+                   "-cm\ndata:\n  version: {{ .Chart.Version | quote }}\n  release: {{ .Release.Name | quote }}\n");
+    run({helm_, "package", src, "--destination", dir_.root() + "/served"}, dir_.root() + "/home");
+    run({helm_, "repo", "index", dir_.root() + "/served", "--url", url_}, dir_.root() + "/home");
+  }
+
+  void removeArchive(const std::string& file) const { fs::remove(dir_.root() + "/served/" + file); }
+  [[nodiscard]] std::string archive(const std::string& file) const { return dir_.root() + "/served/" + file; }
+
+  [[nodiscard]] const std::string& url() const { return url_; }
+  [[nodiscard]] std::string caPem() const { return readFile(dir_.root() + "/ca.crt").valueOr(""); }
+  [[nodiscard]] std::string log() const { return readFile(dir_.root() + "/server.log").valueOr(""); }
+
+ private:
+  void makeCertificates() {
+    const std::string d = dir_.root();
+    dir_.write("server.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n");
+    for (const std::vector<std::string>& step : std::vector<std::vector<std::string>>{
+             {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+              d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=Chart Test CA"},
+             {"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+              d + "/server.key", "-out", d + "/server.csr", "-subj", "/CN=127.0.0.1"},
+             {"openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey", d + "/ca.key",
+              "-CAcreateserial", "-out", d + "/server.crt", "-days", "2", "-sha256", "-extfile", d + "/server.ext"}}) {
+      run(step, d + "/home");
+    }
+  }
+
+  std::string helm_;
+  Options options_;
+  TempTree dir_;
+  Process server_;
+  std::string url_;
+};
+
+// A checkout whose root is <tmp>/src, like the handler's (scratch dirs go next to it).
+class Checkout : public TempTree {
+ public:
+  Checkout() { mkdir("src"); }
+  [[nodiscard]] std::string src() const { return root() + "/src"; }
+  void add(const std::string& path, const std::string& content) const { write("src/" + path, content); }
+};
+
+RenderRequest request(const Checkout& checkout, const std::string& path, model::BundleDeploymentOptions options) {
+  return RenderRequest{checkout.src(), path, "repo-app", std::move(options), RenderLimits{}};
+}
+
+model::BundleDeploymentOptions remoteChart(const std::string& repo, const std::string& chart,
+                                           const std::string& version = "") {
+  model::BundleDeploymentOptions options;
+  options.helm = model::HelmOptions{};
+  options.helm->repo = repo;
+  options.helm->chart = chart;
+  options.helm->version = version;
+  return options;
+}
+
+const Json* byName(const std::vector<RenderedObject>& objects, const std::string& name) {
+  for (const auto& o : objects) {
+    if (o.object.at({"metadata", "name"})->asString() == name) {
+      return &o.object;
+    }
+  }
+  return nullptr;
+}
+
+size_t filesIn(const std::string& dir) {
+  size_t count = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    count += it->path().extension() == ".tgz" ? 1 : 0;
+  }
+  return count;
+}
+
+TEST(ChartSources, RepositoryChartWithAVersionConstraintIsPulledAndCached) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {});
+  for (const char* version : {"1.0.0", "1.2.0", "2.0.0"}) {
+    repo.publish("demo", version);
+  }
+  Checkout checkout;
+  TempTree cache;
+  HelmRenderer renderer(helm, HelmRendererOptions{.chart_cache_dir = cache.root() + "/charts"});
+
+  RenderNotes notes;
+  auto req = request(checkout, "app", remoteChart(repo.url(), "demo", "^1.0.0"));
+  req.notes = &notes;
+  auto objects = renderer.render(req);
+  ASSERT_TRUE(objects.ok()) << objects.error().describe() << "\n" << repo.log();
+  ASSERT_EQ(objects->size(), 1u);
+  EXPECT_EQ((*objects)[0].object.at({"data", "version"})->asString(), "1.2.0");
+  EXPECT_EQ((*objects)[0].object.at({"data", "release"})->asString(), "repo-app");
+  EXPECT_EQ((*objects)[0].file, "demo-1.2.0/templates/cm.yaml");
+  EXPECT_EQ(notes.chart, repo.url() + " demo");
+  EXPECT_EQ(notes.chart_version, "1.2.0");
+  EXPECT_EQ(notes.chart_digest.size(), 64u);
+  EXPECT_EQ(notes.chart_source, "pulled");
+  EXPECT_EQ(filesIn(cache.root() + "/charts"), 1u);
+
+  // No constraint: the newest version.
+  auto newest = renderer.render(request(checkout, "app", remoteChart(repo.url(), "demo")));
+  ASSERT_TRUE(newest.ok()) << newest.error().describe();
+  EXPECT_EQ((*newest)[0].object.at({"data", "version"})->asString(), "2.0.0");
+  EXPECT_EQ(filesIn(cache.root() + "/charts"), 2u);
+
+  // The cached archive is used: the repository no longer serves it, only its index names it.
+  repo.removeArchive("demo-1.2.0.tgz");
+  RenderNotes cached_notes;
+  auto cached_request = request(checkout, "app", remoteChart(repo.url(), "demo", "~1.2"));
+  cached_request.notes = &cached_notes;
+  auto cached = renderer.render(cached_request);
+  ASSERT_TRUE(cached.ok()) << cached.error().describe();
+  EXPECT_EQ(cached_notes.chart_source, "cache");
+  EXPECT_EQ((*cached)[0].object.at({"data", "version"})->asString(), "1.2.0");
+  // ... and without a cache the same render fails: the archive is gone.
+  auto uncached = HelmRenderer(helm).render(request(checkout, "app", remoteChart(repo.url(), "demo", "~1.2")));
+  ASSERT_FALSE(uncached.ok());
+  EXPECT_EQ(uncached.error().where, "app/fleet.yaml");
+
+  auto missing = renderer.render(request(checkout, "app", remoteChart(repo.url(), "demo", "^3.0.0")));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind, ErrorKind::kInvalid);
+  EXPECT_EQ(missing.error().where, "app/fleet.yaml");
+  EXPECT_NE(missing.error().message.find("not found in the repository"), std::string::npos) << missing.error().message;
+  auto unknown = renderer.render(request(checkout, "app", remoteChart(repo.url(), "nope")));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("\"nope\""), std::string::npos) << unknown.error().message;
+}
+
+TEST(ChartSources, HttpsWithBasicAuthUsesTheHelmSecretFromTheCredentialsDir) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {.tls = true, .user = "chartuser", .password = "s3cret-chart-pw"});
+  repo.publish("secure", "0.3.0");
+  Checkout checkout;
+  TempTree credentials;
+  std::string ca = repo.caPem();
+  ASSERT_FALSE(ca.empty());
+  std::string indented;
+  for (const auto& line : split(ca, '\n')) {
+    indented += "    " + line + "\n";
+  }
+  credentials.write("helm-creds.yaml",
+                    "apiVersion: v1\nkind: Secret\nmetadata: {name: helm-creds}\nstringData:\n"
+                    "  username: chartuser\n  password: s3cret-chart-pw\n  cacerts: |\n" +
+                        indented);
+  credentials.write("no-ca.yaml", "username: chartuser\npassword: s3cret-chart-pw\n");
+  credentials.write("wrong-password.yaml", "username: chartuser\npassword: nope\ncacerts: |\n" + indented);
+  HelmRenderer renderer(helm, HelmRendererOptions{.credentials_dir = credentials.root()});
+
+  auto req = request(checkout, "app", remoteChart(repo.url(), "secure", "0.3.x"));
+  req.helm_access = HelmRepoAccess{.secret_name = "helm-creds", .repo_url_regex = "^https://127\\.0\\.0\\.1:"};
+  auto objects = renderer.render(req);
+  ASSERT_TRUE(objects.ok()) << objects.error().describe() << "\n" << repo.log();
+  EXPECT_EQ((*objects)[0].object.at({"data", "version"})->asString(), "0.3.0");
+
+  auto expectFailure = [&](const HelmRepoAccess& access, const std::string& expected) {
+    auto failing = request(checkout, "app", remoteChart(repo.url(), "secure"));
+    failing.helm_access = access;
+    auto result = renderer.render(failing);
+    ASSERT_FALSE(result.ok()) << expected;
+    EXPECT_EQ(result.error().kind, ErrorKind::kInvalid);
+    EXPECT_EQ(result.error().where, "app/fleet.yaml");
+    EXPECT_NE(result.error().message.find(expected), std::string::npos) << result.error().message;
+    EXPECT_EQ(result.error().message.find("s3cret-chart-pw"), std::string::npos) << "the password leaks";
+  };
+  expectFailure(HelmRepoAccess{.secret_name = "wrong-password"}, "401");
+  expectFailure(HelmRepoAccess{.secret_name = "no-ca"}, "certificate");
+  // The URL regex does not match: no credentials are sent (Fleet's helmRepoURLRegex).
+  expectFailure(HelmRepoAccess{.secret_name = "helm-creds", .repo_url_regex = "^https://charts\\.example\\.com"},
+                "certificate");
+  expectFailure(HelmRepoAccess{.secret_name = "absent"}, "helmSecretName \"absent\"");
+  // insecureSkipTLSVerify (from the GitRepo) accepts the unknown CA; the password still comes from the secret.
+  auto insecure = request(checkout, "app", remoteChart(repo.url(), "secure"));
+  insecure.helm_access = HelmRepoAccess{.secret_name = "no-ca", .insecure_skip_tls_verify = true};
+  auto accepted = renderer.render(insecure);
+  ASSERT_TRUE(accepted.ok()) << accepted.error().describe();
+  EXPECT_EQ(repo.log().find("s3cret-chart-pw"), std::string::npos);
+}
+
+TEST(ChartSources, ChartArchiveUrl) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {});
+  repo.publish("direct", "4.5.6");
+  Checkout checkout;
+  model::BundleDeploymentOptions options;
+  options.helm = model::HelmOptions{};
+  options.helm->chart = repo.url() + "/direct-4.5.6.tgz";
+  options.helm->release_name = "rel";
+  RenderNotes notes;
+  auto req = request(checkout, "app", options);
+  req.notes = &notes;
+  auto objects = HelmRenderer(helm).render(req);
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  EXPECT_EQ((*objects)[0].object.at({"data", "release"})->asString(), "rel");
+  EXPECT_EQ(notes.chart, options.helm->chart);
+  EXPECT_EQ(notes.chart_version, "4.5.6");
+  EXPECT_EQ(notes.chart_digest.size(), 64u);
+}
+
+TEST(ChartSources, LocalChartDependenciesAreBuiltFromTheirRepositoryOnACopy) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {});
+  repo.publish("dep", "0.1.0");
+  repo.publish("dep", "0.2.0");
+  Checkout checkout;
+  checkout.add("app/Chart.yaml",
+               "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n"
+               "  - name: dep\n    version: \"0.1.x\"\n    repository: " +
+                   repo.url() + "\n");
+  checkout.add("app/templates/own.yaml", configMap("own"));
+  model::BundleDeploymentOptions options;
+  options.helm = model::HelmOptions{};
+  auto objects = HelmRenderer(helm).render(request(checkout, "app", options));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  ASSERT_EQ(objects->size(), 2u);
+  ASSERT_NE(byName(*objects, "dep-cm"), nullptr);
+  EXPECT_EQ(byName(*objects, "dep-cm")->at({"data", "version"})->asString(), "0.1.0");
+  EXPECT_FALSE(fs::exists(checkout.src() + "/app/charts")) << "the checkout is shared: it must not change";
+
+  options.helm->disable_dependency_update = true;
+  auto disabled = HelmRenderer(helm).render(request(checkout, "app", options));
+  ASSERT_FALSE(disabled.ok());
+  EXPECT_NE(disabled.error().message.find("dep"), std::string::npos) << disabled.error().message;
+}
+
+TEST(ChartSources, HelmOutputIsPostRenderedByTheBundlesKustomization) {
+  REQUIRE_TOOL(helm, "helm");
+  REQUIRE_TOOL(kustomize, "kustomize");
+  Checkout checkout;
+  checkout.add("app/Chart.yaml", "apiVersion: v2\nname: app\nversion: 1.0.0\n");
+  checkout.add("app/templates/cm.yaml", configMap("from-chart"));
+  const std::string kustomization = "resources: [extra.yaml]\ncommonLabels: {post: rendered}\n";
+  checkout.add("app/overlay/kustomization.yaml", kustomization);
+  checkout.add("app/overlay/extra.yaml", configMap("extra"));
+  model::BundleDeploymentOptions options;
+  options.helm = model::HelmOptions{};
+  options.kustomize = model::KustomizeOptions{"overlay"};
+  HelmRenderer renderer(helm, HelmRendererOptions{.kustomize_binary = kustomize});
+  auto objects = renderer.render(request(checkout, "app", options));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  ASSERT_EQ(objects->size(), 2u);
+  for (const char* name : {"from-chart", "extra"}) {
+    ASSERT_NE(byName(*objects, name), nullptr) << name;
+    EXPECT_EQ(byName(*objects, name)->at({"metadata", "labels", "post"})->asString(), "rendered");
+  }
+  EXPECT_EQ((*objects)[0].file, "app/overlay/kustomization.yaml");
+  // The shared checkout is left as it was.
+  EXPECT_EQ(readFile(checkout.src() + "/app/overlay/kustomization.yaml").value(), kustomization);
+  EXPECT_FALSE(fs::exists(checkout.src() + "/app/overlay/fleet-manifests.yaml"));
+
+  // Without kustomize configured, the chart renders alone.
+  auto plain = HelmRenderer(helm).render(request(checkout, "app", options));
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->size(), 1u);
+  EXPECT_EQ((*plain)[0].object.at({"metadata", "labels"}), nullptr);
+
+  checkout.add("app/overlay/kustomization.yaml", "resources: [missing.yaml]\n");
+  auto broken = renderer.render(request(checkout, "app", options));
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().where, "app/overlay/kustomization.yaml");
+  EXPECT_NE(broken.error().message.find("post-rendering"), std::string::npos) << broken.error().message;
+}
+
+TEST(RenderSafety, NothingOutsideTheCheckoutIsRead) {
+  REQUIRE_TOOL(helm, "helm");
+  REQUIRE_TOOL(kustomize, "kustomize");
+  TempTree outside{{"secret.yaml", configMap("stolen")},
+                   {"values.yaml", "greeting: stolen\n"},
+                   {"kustomization.yaml", "resources: [secret.yaml]\n"}};
+  Checkout checkout;
+  checkout.add("app/Chart.yaml", "apiVersion: v2\nname: app\nversion: 1.0.0\n");
+  checkout.add("app/templates/cm.yaml", configMap("ok"));
+  model::BundleDeploymentOptions helm_options;
+  helm_options.helm = model::HelmOptions{};
+  HelmRenderer renderer(helm);
+
+  // A template that is a symlink out of the checkout.
+  checkout.symlink("src/app/templates/leak.yaml", outside.root() + "/secret.yaml");
+  auto linked_template = renderer.render(request(checkout, "app", helm_options));
+  ASSERT_FALSE(linked_template.ok());
+  EXPECT_EQ(linked_template.error().where, "app/templates/leak.yaml");
+  EXPECT_NE(linked_template.error().message.find("outside the repository checkout"), std::string::npos);
+  fs::remove(checkout.src() + "/app/templates/leak.yaml");
+
+  // An absolute valuesFile and one climbing out of the checkout.
+  for (const std::string& file : std::vector<std::string>{outside.root() + "/values.yaml", "../../values.yaml"}) {
+    auto options = helm_options;
+    options.helm->values_files = {file};
+    auto result = renderer.render(request(checkout, "app", options));
+    ASSERT_FALSE(result.ok()) << file;
+    EXPECT_EQ(result.error().kind, ErrorKind::kInvalid);
+    EXPECT_NE(result.error().message.find("helm.valuesFiles"), std::string::npos) << result.error().message;
+  }
+  // A values file that is a symlink out of the checkout: in the chart directory it is refused with the chart, in
+  // a directory of its own by the valuesFiles check.
+  checkout.symlink("src/app/linked-values.yaml", outside.root() + "/values.yaml");
+  auto options = helm_options;
+  options.helm->values_files = {"linked-values.yaml"};
+  auto linked_values = renderer.render(request(checkout, "app", options));
+  ASSERT_FALSE(linked_values.ok());
+  EXPECT_EQ(linked_values.error().where, "app/linked-values.yaml");
+  fs::remove(checkout.src() + "/app/linked-values.yaml");
+  checkout.add("chart-bundle/chart/Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n");
+  checkout.symlink("src/chart-bundle/values/linked.yaml", outside.root() + "/values.yaml");
+  options.helm->chart = "chart";
+  options.helm->values_files = {"values/linked.yaml"};
+  auto linked_elsewhere = renderer.render(request(checkout, "chart-bundle", options));
+  ASSERT_FALSE(linked_elsewhere.ok());
+  EXPECT_EQ(linked_elsewhere.error().kind, ErrorKind::kInvalid);
+  EXPECT_NE(linked_elsewhere.error().message.find("helm.valuesFiles"), std::string::npos)
+      << linked_elsewhere.error().message;
+
+  // A kustomization whose resource climbs out of the checkout, and one with a symlinked resource.
+  const std::string climb = fs::relative(outside.root(), checkout.src() + "/k").string();
+  checkout.add("k/kustomization.yaml", "resources: [" + climb + "]\n");
+  auto climbed = KustomizeRenderer(kustomize).render(request(checkout, "k", {}));
+  ASSERT_FALSE(climbed.ok());
+  EXPECT_EQ(climbed.error().kind, ErrorKind::kInvalid);
+  EXPECT_EQ(climbed.error().where, "k/kustomization.yaml");
+  checkout.add("k2/kustomization.yaml", "resources: [leak.yaml]\n");
+  checkout.symlink("src/k2/leak.yaml", outside.root() + "/secret.yaml");
+  auto linked = KustomizeRenderer(kustomize).render(request(checkout, "k2", {}));
+  ASSERT_FALSE(linked.ok());
+  EXPECT_EQ(linked.error().where, "k2/leak.yaml");
+}
+
+// renderBundle with a remote chart: the resolved version is noted for the render status, and the Helm options
+// that matter at apply time travel to the agent in the event's options.
+TEST(ChartSources, RenderBundleNotesTheChartVersionAndPassesApplyTimeOptions) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {});
+  repo.publish("demo", "1.4.2");
+  Checkout checkout;
+  checkout.add("app/fleet.yaml", "defaultNamespace: web\nhelm:\n  repo: " + repo.url() +
+                                     "\n  chart: demo\n  version: \">=1.0.0 <2.0.0\"\n  releaseName: web\n"
+                                     "  takeOwnership: true\n  atomic: true\n  force: true\n  timeoutSeconds: 120\n"
+                                     "  waitForJobs: true\n  maxHistory: 3\n");
+  events::CommitEvent commit;
+  commit.workspace = "fleet-default";
+  commit.gitrepo = "repo";
+  commit.commit = "1111111111111111111111111111111111111111";
+  model::GitRepo gitrepo;
+  gitrepo.metadata.name = "repo";
+  gitrepo.metadata.ns = "fleet-default";
+  RendererSet renderers;
+  renderers.setHelm(std::make_shared<HelmRenderer>(helm));
+  RenderLimits limits;
+  std::map<std::string, std::string> previous_ids;
+  RenderContext context{checkout.src(), commit, gitrepo, renderers, limits, previous_ids};
+  auto rendered = renderBundle(context, BundleDir{"app", "app/fleet.yaml"});
+  ASSERT_TRUE(rendered.ok()) << rendered.error().describe();
+  ASSERT_FALSE(rendered->error) << rendered->error->message;
+  EXPECT_EQ(rendered->renderer, "helm");
+  EXPECT_EQ(rendered->notes.chart_version, "1.4.2");
+  EXPECT_EQ(rendered->notes.chart, repo.url() + " demo");
+  const Json* helm_options = rendered->event.options.find("helm");
+  ASSERT_NE(helm_options, nullptr);
+  EXPECT_TRUE(helm_options->getBool("takeOwnership"));
+  EXPECT_TRUE(helm_options->getBool("atomic"));
+  EXPECT_TRUE(helm_options->getBool("force"));
+  EXPECT_TRUE(helm_options->getBool("waitForJobs"));
+  EXPECT_EQ(helm_options->getInt("timeoutSeconds"), 120);
+  EXPECT_EQ(helm_options->getInt("maxHistory"), 3);
+  const auto& manifest = rendered->manifests.at(rendered->event.manifest_id);
+  EXPECT_NE(manifest.text.find("\"1.4.2\""), std::string::npos);
+}
+
+// oci:// through helm against a real OCI registry (`crane registry serve`, go-containerregistry's registry; built
+// by scripts/setup) behind the TLS + basic-auth front of chart_repo_server.py: a semver constraint on the tags,
+// credentials from the helmSecretName, the CA from its cacerts.
+TEST(ChartSources, OciChartWithAVersionConstraint) {
+  REQUIRE_TOOL(helm, "helm");
+  REQUIRE_TOOL(crane, "crane");
+  TempTree registry_dir;
+  auto registry = Process::start({.argv = {crane, "registry", "serve", "--address", "127.0.0.1:0"},
+                                  .output_file = registry_dir.root() + "/registry.log",
+                                  .kill_with_parent = true});
+  ASSERT_TRUE(registry.ok()) << registry.error().describe();
+  std::string port;
+  for (int i = 0; i < 200 && port.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string log = readFile(registry_dir.root() + "/registry.log").valueOr("");
+    if (auto at = log.find("serving on port "); at != std::string::npos) {
+      port = trim(log.substr(at + 16));
+    }
+  }
+  ASSERT_FALSE(port.empty()) << "the registry did not start";
+  const std::string registry_url = "http://127.0.0.1:" + port;
+
+  ChartRepo packager(helm, {});  // only packages the charts
+  packager.publish("ocidemo", "1.1.0");
+  packager.publish("ocidemo", "1.3.0");
+  packager.publish("ocidemo", "2.0.0");
+  for (const char* version : {"1.1.0", "1.3.0", "2.0.0"}) {
+    run({helm, "push", packager.archive(std::string("ocidemo-") + version + ".tgz"),
+         "oci://127.0.0.1:" + port + "/charts", "--plain-http"},
+        registry_dir.root());
+  }
+  ChartRepo front(helm, {.tls = true, .user = "ociuser", .password = "oci-pw-123", .upstream = registry_url});
+  TempTree credentials;
+  std::string indented;
+  for (const auto& line : split(front.caPem(), '\n')) {
+    indented += "  " + line + "\n";
+  }
+  credentials.write("oci-creds.yaml", "username: ociuser\npassword: oci-pw-123\ncacerts: |\n" + indented);
+  HelmRenderer renderer(helm, HelmRendererOptions{.credentials_dir = credentials.root()});
+
+  Checkout checkout;
+  model::BundleDeploymentOptions options;
+  options.helm = model::HelmOptions{};
+  options.helm->chart = "oci://127.0.0.1:" + front.url().substr(front.url().rfind(':') + 1) + "/charts/ocidemo";
+  options.helm->version = "^1.0.0";
+  RenderNotes notes;
+  auto req = request(checkout, "app", options);
+  req.helm_access = HelmRepoAccess{.secret_name = "oci-creds"};
+  req.notes = &notes;
+  auto objects = renderer.render(req);
+  ASSERT_TRUE(objects.ok()) << objects.error().describe() << "\n" << front.log();
+  EXPECT_EQ((*objects)[0].object.at({"data", "version"})->asString(), "1.3.0");
+  EXPECT_EQ(notes.chart_version, "1.3.0");
+  EXPECT_EQ(notes.chart, options.helm->chart);
+
+  req.helm_access = HelmRepoAccess{};  // no credentials: the front answers 401 (and the CA is unknown)
+  auto refused = renderer.render(req);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().where, "app/fleet.yaml");
+}
+
+}  // namespace
+}  // namespace flotilla::render

@@ -1,0 +1,73 @@
+// Test helpers: a temporary checkout built from (path, content) pairs.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/core/util.h"
+#include "flotilla/render/external_renderers.h"
+
+namespace flotilla::render::testing {
+
+class TempTree {
+ public:
+  TempTree() {
+    auto dir = makeTempDir("bundler-test");
+    EXPECT_TRUE(dir.ok());
+    root_ = dir.ok() ? *dir : std::string("/tmp/bundler-test-failed");
+  }
+  TempTree(std::initializer_list<std::pair<std::string, std::string>> files) : TempTree() {
+    for (const auto& [path, content] : files) {
+      write(path, content);
+    }
+  }
+  ~TempTree() { removeAll(root_); }
+  TempTree(const TempTree&) = delete;
+  TempTree& operator=(const TempTree&) = delete;
+
+  void write(const std::string& path, const std::string& content) const {
+    std::filesystem::path full = std::filesystem::path(root_) / path;
+    std::filesystem::create_directories(full.parent_path());
+    std::ofstream out(full, std::ios::binary | std::ios::trunc);
+    out << content;
+  }
+  void symlink(const std::string& path, const std::string& target) const {
+    std::filesystem::path full = std::filesystem::path(root_) / path;
+    std::filesystem::create_directories(full.parent_path());
+    std::filesystem::create_symlink(target, full);
+  }
+  void mkdir(const std::string& path) const { std::filesystem::create_directories(root_ + "/" + path); }
+
+  [[nodiscard]] const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+inline std::string configMap(const std::string& name, const std::string& ns = "") {
+  std::string out = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n";
+  if (!ns.empty()) {
+    out += "  namespace: " + ns + "\n";
+  }
+  out += "data:\n  key: value\n";
+  return out;
+}
+
+//! A tool pinned by scripts/setup (.tools/bin/<name>), or "" when it has not been built.
+inline std::string pinnedTool(std::string_view name) {
+  return findExecutable(std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin/" + std::string(name));
+}
+
+}  // namespace flotilla::render::testing
+
+//! Declares `var` as the pinned tool `name`; skips the test when it is missing.
+#define REQUIRE_TOOL(var, name)                                          \
+  const std::string var = ::flotilla::render::testing::pinnedTool(name); \
+  if (var.empty()) {                                                     \
+    GTEST_SKIP() << name << " is not in .tools/bin (run scripts/setup)"; \
+  }

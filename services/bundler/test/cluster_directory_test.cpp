@@ -1,0 +1,46 @@
+// The cluster directory: the scheduler's cluster and group records turned into cluster facts, and what changed.
+#include "flotilla/bundler/cluster_directory.h"
+
+#include <gtest/gtest.h>
+
+namespace flotilla::bundler {
+namespace {
+
+bus::KvEntry put(const std::string& key, const std::string& value) {
+  return bus::KvEntry{.key = key, .value = value, .revision = 1, .operation = bus::KvOperation::kPut};
+}
+
+TEST(ClusterDirectory, FactsGroupsAndChanges) {
+  ClusterDirectory directory;
+  auto change = directory.apply(put("cluster.c1", R"({"apiVersion":"flotilla.io/v1alpha1","kind":"Cluster",
+    "metadata":{"name":"c1","namespace":"ws","labels":{"env":"prod"},"annotations":{"owner":"a"}},
+    "spec":{"templateValues":{"tier":"gold"}},"status":{"agent":{"kubernetesVersion":"v1.30.1"}}})"));
+  EXPECT_FALSE(change.invalid) << change.problem;
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c1"});
+  EXPECT_EQ(change.workspaces, std::set<std::string>{"ws"});
+  auto facts = directory.snapshot("ws");
+  ASSERT_EQ(facts.size(), 1u);
+  EXPECT_EQ(facts[0].annotations.at("owner"), "a");
+  EXPECT_EQ(facts[0].template_values, *Json::parse(R"({"tier":"gold"})"));
+  EXPECT_EQ(facts[0].kubernetes_version, "v1.30.1");
+  EXPECT_TRUE(facts[0].implicit_default_group);
+  // A heartbeat changes nothing; the same record again changes nothing.
+  EXPECT_TRUE(directory.apply(put("heartbeat.c1", "{}")).clusters.empty());
+  // A group whose selector matches: the cluster's facts change.
+  change = directory.apply(put("group.ws.gold", R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
+    "metadata":{"name":"gold","namespace":"ws","labels":{"tier":"1"}},"spec":{"selector":{"matchLabels":{"env":"prod"}}}})"));
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c1"});
+  facts = directory.snapshot("ws");
+  ASSERT_EQ(facts[0].groups.size(), 1u);
+  EXPECT_EQ(facts[0].groups[0].name, "gold");
+  EXPECT_EQ(facts[0].groups[0].labels.at("tier"), "1");
+  // Unreadable records are reported, not applied.
+  EXPECT_TRUE(directory.apply(put("cluster.c2", "not json")).invalid);
+  // Removal.
+  change = directory.apply(bus::KvEntry{.key = "cluster.c1", .operation = bus::KvOperation::kDelete});
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c1"});
+  EXPECT_TRUE(directory.snapshot("ws").empty());
+}
+
+}  // namespace
+}  // namespace flotilla::bundler
