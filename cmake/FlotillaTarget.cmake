@@ -46,6 +46,10 @@ function(flotilla_test name)
   # flotilla::test_main (tests/support) instead of gtest_main: a skip fails the run when FLOTILLA_REQUIRE_TOOLS=1.
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock flotilla::test_main)
   flotilla_target_settings(${name})
+  # Collected for the `unit_tests` target (tests/CMakeLists.txt): the sanitizer run builds only what it runs.
+  if(ARG_LABEL STREQUAL "unit")
+    set_property(GLOBAL APPEND PROPERTY FLOTILLA_UNIT_TESTS ${name})
+  endif()
   if(ARG_ONE_PROCESS)
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
