@@ -9,6 +9,12 @@ set(FLOTILLA_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcas
 if(FLOTILLA_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
+  # GCC documents that sanitizer instrumentation makes -Wmaybe-uninitialized report false positives; GCC 12
+  # reports them inside <regex> (std::function in _State) for any TU using std::regex. The normal build keeps
+  # the warning as an error, so here it stays visible but does not stop the build.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_compile_options(-Wno-error=maybe-uninitialized)
+  endif()
 endif()
 
 function(flotilla_target_settings target)
