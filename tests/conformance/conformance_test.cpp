@@ -7,8 +7,9 @@
 //   expected/<cluster>.stderr  its stderr, when the case expects errors (exit 1)
 //
 // `flotilla render` runs the bundler's own rendering code, so this checks the pipeline's output per target.
-// FLOTILLA_CONFORMANCE_UPDATE=1 writes the expected files from the current output instead of comparing (review
-// the diff before committing: the expected files are the specification).
+// FLOTILLA_CONFORMANCE_UPDATE=1 writes the expected files from the current output instead of comparing, and then
+// fails (so it can never make a run pass): review the diff before committing, the expected files are the
+// specification.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -109,6 +110,9 @@ TEST_P(ConformanceTest, EveryClusterGetsTheExpectedObjects) {
       } else {
         fs::remove(expected_err);
       }
+      // Rewriting is never a pass: a run with the variable set (e.g. left on in CI) must not turn green.
+      ADD_FAILURE() << "FLOTILLA_CONFORMANCE_UPDATE is set: rewrote " << expected_out
+                    << "; review the change (git diff) and run again without it";
       continue;
     }
     EXPECT_EQ(run->exit_code, expected_exit) << "stderr:\n" << run->err;

@@ -124,6 +124,11 @@ Result<int> freeTcpPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+std::string defaultNatsServerBinary() {
+  std::string source = envOr("FLOTILLA_SOURCE_DIR", FLOTILLA_SOURCE_DIR);
+  return envOr("FLOTILLA_TOOLS_DIR", source + "/.tools/bin") + "/nats-server";
+}
+
 std::string uniqueName(std::string_view prefix) {
   return std::string(prefix) + "_" + randomHex(6);
 }
@@ -132,6 +137,17 @@ Result<std::unique_ptr<NatsServer>> NatsServer::start(NatsServerOptions options)
   auto dir = makeTempDir("flotilla-nats");
   if (!dir.ok()) {
     return fail(dir.error());
+  }
+  if (options.binary.empty()) {
+    options.binary = defaultNatsServerBinary();
+  }
+  if (::access(options.binary.c_str(), X_OK) != 0) {
+    removeAll(*dir);
+    return fail(ErrorKind::kNotFound,
+                options.binary +
+                    " is missing or not executable: run scripts/setup --tools (it builds the pinned "
+                    "nats-server into .tools/bin), or point FLOTILLA_TOOLS_DIR at a dir that has it",
+                "NatsServer::start");
   }
   std::unique_ptr<NatsServer> server(new NatsServer());
   server->options_ = std::move(options);

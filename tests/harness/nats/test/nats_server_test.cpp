@@ -55,6 +55,27 @@ TEST(NatsServerHarnessTest, RestartKeepsPortAndStoreAndSurvivesKill9) {
   EXPECT_FALSE(s.running());
 }
 
+// The pinned server (tools/versions.env), not whatever nats-server happens to be on the machine.
+TEST(NatsServerHarnessTest, RunsThePinnedServer) {
+  auto server = NatsServer::start();
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  auto pinned = readFile(std::string(FLOTILLA_SOURCE_DIR) + "/tools/versions.env");
+  ASSERT_TRUE(pinned.ok()) << pinned.error().describe();
+  size_t at = pinned->find("NATS_SERVER_VERSION=");
+  ASSERT_NE(at, std::string::npos);
+  std::string version = pinned->substr(at + 20, pinned->find_first_of(" \t\n", at) - at - 20);
+  EXPECT_NE((*server)->logText().find("Version:  " + version.substr(1)), std::string::npos)
+      << "expected nats-server " << version << ", log:\n"
+      << (*server)->logTail(40);
+}
+
+TEST(NatsServerHarnessTest, MissingBinaryIsNotFoundAndSaysHowToGetIt) {
+  auto server = NatsServer::start({.binary = "/nonexistent/nats-server"});
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().kind, ErrorKind::kNotFound);
+  EXPECT_NE(server.error().message.find("scripts/setup"), std::string::npos) << server.error().describe();
+}
+
 TEST(NatsServerHarnessTest, FailedStartReportsTheLogTail) {
   auto server = NatsServer::start({.config = "jetstream {{{ broken", .start_timeout = std::chrono::seconds(5)});
   ASSERT_FALSE(server.ok());

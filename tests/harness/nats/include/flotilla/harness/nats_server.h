@@ -1,8 +1,8 @@
 // flotilla/harness/nats_server.h
 //
-// A real nats-server (/usr/sbin/nats-server, JetStream on) for integration tests. Each instance gets free
-// ports on 127.0.0.1 and its own temp dir (store dir, log file, optional config file); destroying it stops the
-// server and removes the dir. restart() keeps the ports and the store dir, so JetStream state survives it.
+// A real nats-server (the pinned one scripts/setup builds into .tools/bin, JetStream on) for integration tests. Each
+// instance gets free ports on 127.0.0.1 and its own temp dir (store dir, log file, optional config file); destroying it
+// stops the server and removes the dir. restart() keeps the ports and the store dir, so JetStream state survives it.
 #pragma once
 
 #include <chrono>
@@ -25,8 +25,8 @@ struct NatsServerOptions {
   //! URL scheme of url(): "nats", or "tls" for a server that requires TLS.
   std::string scheme = "nats";
   std::chrono::milliseconds start_timeout = std::chrono::seconds(20);
-  //! Path of the binary; the Debian package installs it in /usr/sbin (G5).
-  std::string binary = "/usr/sbin/nats-server";
+  //! Path of the binary; empty means defaultNatsServerBinary().
+  std::string binary;
 };
 
 //! One nats-server process. Not copyable or movable: tests hold it through a unique_ptr. The server is killed if
@@ -78,6 +78,10 @@ class NatsServer {
   int monitor_port_ = 0;
   Process process_;
 };
+
+//! The pinned nats-server scripts/setup builds: $FLOTILLA_TOOLS_DIR/nats-server, else
+//! ${FLOTILLA_SOURCE_DIR}/.tools/bin/nats-server. No fallback to PATH: tests run against one known version.
+std::string defaultNatsServerBinary();
 
 //! A free TCP port on 127.0.0.1 (bind to port 0, read it back, close). Another process may take it before the
 //! caller binds; callers retry on "address in use".
