@@ -45,9 +45,9 @@ struct AgentOptions {
   std::chrono::milliseconds register_timeout{5000};     //!< per registration request
   std::chrono::milliseconds register_backoff_min{500};  //!< first pause after a failed registration
   std::chrono::milliseconds register_backoff_max{30000};
-  std::chrono::milliseconds fetch_timeout{1000};            //!< how long one fetch waits; bounds shutdown latency
-  std::chrono::milliseconds ack_wait{120000};               //!< before JetStream redelivers an unacknowledged message
-  int64_t max_deliveries = service::kDefaultMaxDeliveries;  //!< --max-deliveries (waits use none)
+  std::chrono::milliseconds fetch_timeout{1000};  //!< how long one fetch waits; bounds shutdown latency
+  std::chrono::milliseconds ack_wait{30000};      //!< redelivery after a crash; in-progress acks cover long applies
+  int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries (waits use none)
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
   DeployHandlerOptions retry;
   std::string agent_version = std::string(kAgentVersion);

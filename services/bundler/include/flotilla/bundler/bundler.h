@@ -33,7 +33,9 @@ struct BundlerOptions {
   int workers = 2;
   std::string stream = "FLOTILLA_COMMITS";
   std::string consumer = std::string(kConsumerName);
-  std::chrono::milliseconds ack_wait{std::chrono::minutes(2)};  //!< the runtime sends in-progress acks meanwhile
+  //! Before JetStream redelivers a message nobody settled: what a bundler killed mid-render costs the restart. The
+  //! runtime sends in-progress acks every ack_wait/3 while a render runs, so long renders are not redelivered.
+  std::chrono::milliseconds ack_wait{std::chrono::seconds(30)};
   std::chrono::milliseconds fetch_timeout{std::chrono::seconds(1)};
   std::chrono::milliseconds fetch_error_backoff{std::chrono::seconds(1)};
   int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries

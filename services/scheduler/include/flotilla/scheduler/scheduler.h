@@ -70,7 +70,7 @@ inline constexpr std::string_view kEventSource = "/flotilla/scheduler";
 struct SchedulerOptions {
   int fetch_batch = 16;
   std::chrono::milliseconds fetch_timeout{1000};  //!< one fetch's wait; bounds shutdown latency
-  std::chrono::milliseconds ack_wait{60000};      //!< before JetStream redelivers an unacked message
+  std::chrono::milliseconds ack_wait{30000};      //!< redelivery after a crash; in-progress acks cover the rest
   std::chrono::milliseconds retry_base{500};      //!< first nak delay; doubles per delivery
   std::chrono::milliseconds retry_max{30000};     //!< cap of the nak delay
   std::chrono::milliseconds load_timeout{30000};  //!< reading the KV state at start
