@@ -14,7 +14,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
-#include "flotilla/harness/local_hub.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
@@ -34,16 +34,11 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
   return harness::waitUntil(condition, timeout);
 }
 
-class BundlerIntegrationTest : public ::testing::Test {
+class BundlerIntegrationTest : public harness::HubTest {
  protected:
   void SetUp() override {
-    auto local = harness::LocalHub::start("bundler-test");
-    ASSERT_TRUE(local.ok()) << local.error().describe();
-    server_ = std::move(local->nats);
-    hub_ = std::move(local->hub);
-    auto work = makeTempDir("bundler-work");
-    ASSERT_TRUE(work.ok());
-    work_dir_ = *work;
+    ASSERT_NO_FATAL_FAILURE(startHub("bundler-test"));
+    ASSERT_NO_FATAL_FAILURE(makeScratchDir("bundler-work", work_dir_));
     putGitRepo();
     // A reader of every BundleEvent of the workspace.
     ASSERT_TRUE(hub_.js
@@ -61,8 +56,7 @@ class BundlerIntegrationTest : public ::testing::Test {
       bundler_->stop();
       bundler_.reset();
     }
-    hub_ = service::Hub{};
-    server_.reset();
+    stopHub();
     // Every checkout is gone: only the (empty) work dir is left.
     if (!work_dir_.empty()) {
       EXPECT_TRUE(std::filesystem::is_empty(work_dir_)) << "checkouts left in " << work_dir_;
@@ -131,24 +125,15 @@ class BundlerIntegrationTest : public ::testing::Test {
 
   //! Reads BundleEvents until `count` arrived (or the timeout).
   std::vector<events::BundleEvent> readEvents(size_t count, std::chrono::milliseconds timeout = 30s) {
-    std::vector<events::BundleEvent> out;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-      auto batch = reader_.fetch(static_cast<int>(count - out.size()), 500ms);
-      if (!batch.ok()) {
-        continue;
-      }
-      for (auto& message : *batch) {
-        auto event = events::parsePayload<events::BundleEvent>(message.data());
-        EXPECT_TRUE(event.ok()) << event.error().describe() << ": " << message.data();
-        if (event.ok()) {
-          EXPECT_EQ(message.header("Nats-Msg-Id").value_or(""), event->id);
-          out.push_back(std::move(event).value());
-        }
-        (void)message.ackSync();
-      }
-    }
-    return out;
+    return harness::fetchPayloads<events::BundleEvent>(
+        reader_, {.count = count, .timeout = timeout, .wait = 500ms},
+        [](const bus::Message& message, const Result<events::BundleEvent>& event) {
+          EXPECT_TRUE(event.ok()) << event.error().describe() << ": " << message.data();
+          if (event.ok()) {
+            EXPECT_EQ(message.header("Nats-Msg-Id").value_or(""), event->id);
+          }
+          return true;
+        });
   }
 
   //! No further event arrives within `wait`.
@@ -198,8 +183,6 @@ class BundlerIntegrationTest : public ::testing::Test {
     return total;
   }
 
-  std::unique_ptr<harness::NatsServer> server_;
-  service::Hub hub_;
   std::string work_dir_;
   std::string ws_ = "fleet-default";
   std::string gitrepo_ = "repo";
@@ -495,7 +478,7 @@ TEST_F(BundlerIntegrationTest, KeepsWorkingAcrossANatsRestart) {
   startBundler();
   publishCommit(kCommit1, threeBundles(), {"apps/*"});
   ASSERT_EQ(readEvents(3).size(), 3u);
-  ASSERT_TRUE(server_->restart().ok()) << server_->logTail();
+  ASSERT_TRUE(nats_->restart().ok()) << nats_->logTail();
   auto files = threeBundles();
   files["apps/web/cm.yaml"] = configMap("web-a", "after-restart");
   EXPECT_TRUE(eventually([&] { return hub_.js->streamInfo(service::kCommitsStream).ok(); }, 20s));
@@ -523,8 +506,8 @@ TEST_F(BundlerIntegrationTest, AnUnusableWorkDirFailsTheStart) {
 TEST_F(BundlerIntegrationTest, TheBinaryRendersAndExitsCleanlyOnSigterm) {
   auto log_dir = makeTempDir("bundler-bin");
   ASSERT_TRUE(log_dir.ok());
-  auto process = Process::start({.argv = {FLOTILLA_BUNDLER_BINARY, "--work-dir", work_dir_, "--nats-url",
-                                          server_->url(), "--http-addr", "127.0.0.1:0", "--log-level", "info"},
+  auto process = Process::start({.argv = {FLOTILLA_BUNDLER_BINARY, "--work-dir", work_dir_, "--nats-url", nats_->url(),
+                                          "--http-addr", "127.0.0.1:0", "--log-level", "info"},
                                  .output_file = *log_dir + "/bundler.log",
                                  .kill_with_parent = true});
   ASSERT_TRUE(process.ok()) << process.error().describe();
@@ -618,7 +601,7 @@ TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRe
     sequence = (*batch)[0].metadata()->stream_sequence;
   }
   crashing = bus::PullConsumer();
-  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const RendererSet>(), metrics_, opts);
+  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
   auto key = events::terminatedKey(service::kCommitsStream, kConsumerName, sequence);
   ASSERT_TRUE(eventually([&] { return hub_.status->get(key).ok(); }, 20s));

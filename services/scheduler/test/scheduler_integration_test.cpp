@@ -11,7 +11,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
-#include "flotilla/harness/local_hub.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
@@ -52,13 +52,10 @@ Json prodOnly() {
   return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
 }
 
-class SchedulerTest : public ::testing::Test {
+class SchedulerTest : public harness::HubTest {
  protected:
   void SetUp() override {
-    auto local = harness::LocalHub::start("scheduler-test");
-    ASSERT_TRUE(local.ok()) << local.error().describe();
-    nats_ = std::move(local->nats);
-    hub_ = std::move(local->hub);
+    ASSERT_NO_FATAL_FAILURE(startHub("scheduler-test"));
     startScheduler();
   }
 
@@ -67,8 +64,7 @@ class SchedulerTest : public ::testing::Test {
       scheduler_->stop();
     }
     scheduler_.reset();
-    hub_ = service::Hub{};
-    nats_.reset();
+    stopHub();
   }
 
   void startScheduler(int64_t max_deliveries = service::kDefaultMaxDeliveries,
@@ -85,14 +81,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
-    events::RegisterRequest request{.id = events::newEventId(),
-                                    .time = log::nowRfc3339(),
-                                    .cluster = name,
-                                    .workspace = kWs,
-                                    .labels = std::move(labels),
-                                    .kubernetes_version = "v1.31.2",
-                                    .agent_version = "0.1.0"};
-    auto reply = hub_.connection->request(events::kRegisterSubject, events::encode(request).dump(), 5s);
+    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
     EXPECT_TRUE(reply.ok()) << reply.error().describe();
     if (!reply.ok()) {
       return {};
@@ -122,23 +111,12 @@ class SchedulerTest : public ::testing::Test {
   //! Reads DeployEvents until `count` arrived or `timeout` passed (acking them).
   std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
                                            std::chrono::milliseconds timeout = 10s) {
-    std::vector<events::DeployEvent> out;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-      auto batch = consumer.fetch(static_cast<int>(count - out.size()), 200ms);
-      if (!batch.ok()) {
-        continue;
-      }
-      for (auto& message : *batch) {
-        auto event = events::parsePayload<events::DeployEvent>(message.data());
-        EXPECT_TRUE(event.ok()) << message.data();
-        if (event.ok()) {
-          out.push_back(*event);
-        }
-        (void)message.ackSync();
-      }
-    }
-    return out;
+    return harness::fetchPayloads<events::DeployEvent>(
+        consumer, {.count = count, .timeout = timeout, .wait = 200ms},
+        [](const bus::Message& message, const Result<events::DeployEvent>& event) {
+          EXPECT_TRUE(event.ok()) << message.data();
+          return true;
+        });
   }
 
   //! True when nothing more arrives within `quiet`.
@@ -194,8 +172,6 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_TRUE(ack.ok()) << ack.error().describe();
   }
 
-  std::unique_ptr<harness::NatsServer> nats_;
-  service::Hub hub_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Scheduler> scheduler_;
 };
