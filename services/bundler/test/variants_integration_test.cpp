@@ -127,14 +127,17 @@ class VariantsIntegrationTest : public harness::HubTest {
     ASSERT_TRUE(hub_.js->publish(events::commitSubject(kWs, kGitRepo), events::encode(event).dump(), event.id).ok());
   }
 
-  bus::PullConsumer agent(const std::string& cluster) {
-    bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
-                               .filter_subject = events::deploySubject(cluster),
-                               .ack_wait = 30s};
-    EXPECT_TRUE(hub_.js->ensureConsumer(service::kDeployStream, config).ok());
-    auto bound = hub_.js->bindPull(service::kDeployStream, config.durable);
-    EXPECT_TRUE(bound.ok());
-    return std::move(bound).value();
+  bus::PullConsumer agent(const std::string& cluster) { return harness::agentDurable(hub_, cluster); }
+
+  //! Registers prod-a (env prod, tier gold), starts the bundler on `commit` and waits for apps-web's first
+  //! deploy on prod-a's durable, returned in `a`. Call inside ASSERT_NO_FATAL_FAILURE.
+  void deployWebToProdA(const std::string& commit, bus::PullConsumer& a) {
+    registerCluster("prod-a", {{"env", "prod"}, {"tier", "gold"}});
+    a = agent("prod-a");
+    startBundler();
+    publishCommit(commit);
+    auto first = deploys(a, "apps-web", 1);
+    ASSERT_EQ(first.size(), 1u);
   }
 
   //! DeployEvents for `bundle` until `count` arrived or `timeout` passed (other bundles' events are acked and
@@ -229,13 +232,9 @@ TEST_F(VariantsIntegrationTest, TemplatedValuesPerClusterAndLabelChanges) {
 // error naming fleet.yaml, the value path, the cluster and the key; the deployments already running stay. Adding
 // the label re-renders the bundle, clears the error and deploys the cluster.
 TEST_F(VariantsIntegrationTest, TemplateErrorForOneClusterIsFixedByItsLabels) {
-  registerCluster("prod-a", {{"env", "prod"}, {"tier", "gold"}});
-  auto a = agent("prod-a");
-  startBundler();
-  publishCommit("2222222222222222222222222222222222222222");
+  bus::PullConsumer a;
+  ASSERT_NO_FATAL_FAILURE(deployWebToProdA("2222222222222222222222222222222222222222", a));
   const std::string web = "apps-web";
-  auto first = deploys(a, web, 1);
-  ASSERT_EQ(first.size(), 1u);
 
   auto x = agent("x-1");
   registerCluster("x-1", {{"tier", "gold"}});  // no env label
@@ -268,13 +267,9 @@ TEST_F(VariantsIntegrationTest, TemplateErrorForOneClusterIsFixedByItsLabels) {
 // A cluster that changed while no bundler ran is picked up at start: the bundler re-renders the per-cluster
 // bundles of every workspace once and redeploys what changed.
 TEST_F(VariantsIntegrationTest, ChangesWhileTheBundlerWasDownAreRenderedAtStart) {
-  registerCluster("prod-a", {{"env", "prod"}, {"tier", "gold"}});
-  auto a = agent("prod-a");
-  startBundler();
-  publishCommit("3333333333333333333333333333333333333333");
+  bus::PullConsumer a;
+  ASSERT_NO_FATAL_FAILURE(deployWebToProdA("3333333333333333333333333333333333333333", a));
   const std::string web = "apps-web";
-  auto first = deploys(a, web, 1);
-  ASSERT_EQ(first.size(), 1u);
   bundler_->stop();
   bundler_.reset();
 

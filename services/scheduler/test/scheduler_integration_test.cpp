@@ -98,15 +98,7 @@ class SchedulerTest : public harness::HubTest {
   }
 
   //! A durable like the agent's: agent-<cluster> on flotilla.deploy.<cluster>.
-  bus::PullConsumer agentConsumer(const std::string& cluster) {
-    bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
-                               .filter_subject = events::deploySubject(cluster),
-                               .ack_wait = 30s};
-    EXPECT_TRUE(hub_.js->ensureConsumer(service::kDeployStream, config).ok());
-    auto bound = hub_.js->bindPull(service::kDeployStream, config.durable);
-    EXPECT_TRUE(bound.ok());
-    return std::move(bound).value();
-  }
+  bus::PullConsumer agentConsumer(const std::string& cluster) { return harness::agentDurable(hub_, cluster); }
 
   //! Reads DeployEvents until `count` arrived or `timeout` passed (acking them).
   std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
@@ -662,12 +654,7 @@ TEST_F(SchedulerTest, APoisonBundleEventIsTerminatedAndReportedWhileOthersSchedu
   auto poison = bundleEvent("poison", kManifestA, prodOnly());
   publishBundle(poison);
   uint64_t sequence = 0;
-  for (int crash = 1; crash <= 2; ++crash) {
-    auto batch = crashing->fetch(1, 10s);
-    ASSERT_TRUE(batch.ok());
-    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
-    sequence = (*batch)[0].metadata()->stream_sequence;
-  }
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, sequence));
   crashing = bus::PullConsumer();
   startScheduler(2, 1s);
   auto key = events::terminatedKey(service::kBundlesStream, kBundleConsumer, sequence);

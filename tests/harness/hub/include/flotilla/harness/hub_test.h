@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/local_hub.h"
+#include "flotilla/service/hub.h"
 
 namespace flotilla::harness {
 
@@ -61,6 +63,28 @@ inline Result<bus::Message> requestRegistration(const service::Hub& hub, const s
                                   .kubernetes_version = "v1.31.2",
                                   .agent_version = "0.1.0"};
   return hub.connection->request(events::kRegisterSubject, events::encode(request).dump(), std::chrono::seconds(5));
+}
+
+//! A durable like an agent's: agent-<cluster> on flotilla.deploy.<cluster>.
+inline bus::PullConsumer agentDurable(const service::Hub& hub, const std::string& cluster) {
+  bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
+                             .filter_subject = events::deploySubject(cluster),
+                             .ack_wait = std::chrono::seconds(30)};
+  EXPECT_TRUE(hub.js->ensureConsumer(service::kDeployStream, config).ok());
+  auto bound = hub.js->bindPull(service::kDeployStream, config.durable);
+  EXPECT_TRUE(bound.ok());
+  return std::move(bound).value();
+}
+
+//! Takes the next message `times` times without settling it, as a service that crashes on it would; the stream
+//! sequence of the last delivery in `sequence`. Call inside ASSERT_NO_FATAL_FAILURE.
+inline void deliverUnsettled(bus::PullConsumer& consumer, int times, uint64_t& sequence) {
+  for (int crash = 1; crash <= times; ++crash) {
+    auto batch = consumer.fetch(1, std::chrono::seconds(10));
+    ASSERT_TRUE(batch.ok());
+    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
+    sequence = (*batch)[0].metadata()->stream_sequence;
+  }
 }
 
 //! How fetchPayloads reads: until `count` payloads were kept or `timeout` passed, each fetch waiting `wait` for
