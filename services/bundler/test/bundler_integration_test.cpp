@@ -136,6 +136,9 @@ class BundlerIntegrationTest : public harness::HubTest {
         });
   }
 
+  //! Starts the bundler, publishes threeBundles() at kCommit1 and reads their BundleEvents.
+  std::vector<events::BundleEvent> renderFirstCommit();
+
   //! No further event arrives within `wait`.
   void expectNoMoreEvents(std::chrono::milliseconds wait = 1500ms) {
     auto batch = reader_.fetch(10, wait);
@@ -204,10 +207,24 @@ std::map<std::string, std::string> threeBundles() {
           {"README.md", "not a manifest"}};
 }
 
-TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
+//! The bundle `dir`: `count` ConfigMaps cm-<i>, each holding `size` bytes of `fill`.
+std::map<std::string, std::string> bulkyBundle(const std::string& dir, int count, size_t size, char fill) {
+  std::map<std::string, std::string> files = {{dir + "/fleet.yaml", "defaultNamespace: " + dir + "\n"}};
+  const std::string payload(size, fill);
+  for (int i = 0; i < count; ++i) {
+    files[dir + "/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
+  }
+  return files;
+}
+
+std::vector<events::BundleEvent> BundlerIntegrationTest::renderFirstCommit() {
   startBundler();
   publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto events = readEvents(3);
+  return readEvents(3);
+}
+
+TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
+  auto events = renderFirstCommit();
   ASSERT_EQ(events.size(), 3u);
   for (const char* name : {"repo-apps-web", "repo-apps-api", "repo-apps-db"}) {
     const auto* event = find(events, name);
@@ -251,9 +268,7 @@ TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
 }
 
 TEST_F(BundlerIntegrationTest, UnchangedBundlesKeepTheirManifestAndRemovedOnesAreDeleted) {
-  startBundler();
-  publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto first = readEvents(3);
+  auto first = renderFirstCommit();
   ASSERT_EQ(first.size(), 3u);
 
   auto files = threeBundles();
@@ -282,9 +297,7 @@ TEST_F(BundlerIntegrationTest, UnchangedBundlesKeepTheirManifestAndRemovedOnesAr
 }
 
 TEST_F(BundlerIntegrationTest, ABrokenBundleReportsFileAndLineWhileTheOthersPublish) {
-  startBundler();
-  publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto first = readEvents(3);
+  auto first = renderFirstCommit();
   ASSERT_EQ(first.size(), 3u);
   const std::string good_web = find(first, "repo-apps-web")->manifest_id;
 
@@ -410,12 +423,7 @@ TEST_F(BundlerIntegrationTest, AStaleCommitDoesNotOverwriteANewerOne) {
 
 TEST_F(BundlerIntegrationTest, ABundleLargerThanOneMiBGoesThroughTheObjectStore) {
   startBundler();
-  std::map<std::string, std::string> files = {{"big/fleet.yaml", "defaultNamespace: big\n"}};
-  const std::string payload(100 * 1024, 'x');
-  for (int i = 0; i < 50; ++i) {
-    files["big/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
-  }
-  publishCommit(kCommit1, files, {"big"});
+  publishCommit(kCommit1, bulkyBundle("big", 50, 100 * 1024, 'x'), {"big"});
   auto events = readEvents(1, 60s);
   ASSERT_EQ(events.size(), 1u);
   ASSERT_FALSE(events[0].error) << events[0].error->message;
@@ -475,9 +483,7 @@ TEST_F(BundlerIntegrationTest, ATransientFailureIsRetriedWithBackoffUntilItSucce
 }
 
 TEST_F(BundlerIntegrationTest, KeepsWorkingAcrossANatsRestart) {
-  startBundler();
-  publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  ASSERT_EQ(readEvents(3).size(), 3u);
+  ASSERT_EQ(renderFirstCommit().size(), 3u);
   ASSERT_TRUE(nats_->restart().ok()) << nats_->logTail();
   auto files = threeBundles();
   files["apps/web/cm.yaml"] = configMap("web-a", "after-restart");
@@ -559,12 +565,8 @@ TEST_F(BundlerIntegrationTest, TwoHundredBundlesRenderInParallelAndPublishInDisc
 // object stores in chunks, only the manifest ID in the event (NATS max_payload is 1 MiB).
 TEST_F(BundlerIntegrationTest, AFiftyMiBBundleGoesThroughTheObjectStoresEndToEnd) {
   startBundler();
-  std::map<std::string, std::string> files = {{"huge/fleet.yaml", "defaultNamespace: huge\n"}};
-  const std::string payload(5 * 1024 * 1024 + 512 * 1024, 'y');  // 10 files of 5.5 MiB: over 50 MiB in total
-  for (int i = 0; i < 10; ++i) {
-    files["huge/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
-  }
-  publishCommit(kCommit1, files, {"huge"});
+  // 10 files of 5.5 MiB: over 50 MiB in total
+  publishCommit(kCommit1, bulkyBundle("huge", 10, 5 * 1024 * 1024 + 512 * 1024, 'y'), {"huge"});
   auto events = readEvents(1, 300s);
   ASSERT_EQ(events.size(), 1u);
   ASSERT_FALSE(events[0].error) << events[0].error->message;
@@ -594,12 +596,7 @@ TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRe
   ASSERT_TRUE(crashing.ok());
   auto poison = publishCommit(kCommit1, threeBundles(), {"apps/*"});
   uint64_t sequence = 0;
-  for (int crash = 1; crash <= 2; ++crash) {
-    auto batch = crashing->fetch(1, 10s);
-    ASSERT_TRUE(batch.ok());
-    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
-    sequence = (*batch)[0].metadata()->stream_sequence;
-  }
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, sequence));
   crashing = bus::PullConsumer();
   bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
