@@ -7,7 +7,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
-#include "flotilla/harness/local_hub.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/service/hub.h"
@@ -58,21 +58,15 @@ spec:
         env: prod
 )";
 
-class CliTest : public ::testing::Test {
+class CliTest : public harness::HubTest {
  protected:
   void SetUp() override {
-    auto local = harness::LocalHub::start("cli-test");
-    ASSERT_TRUE(local.ok()) << local.error().describe();
-    nats_ = std::move(local->nats);
-    hub_ = std::move(local->hub);
-    auto dir = makeTempDir("cli-test");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
+    ASSERT_NO_FATAL_FAILURE(startHub("cli-test"));
+    ASSERT_NO_FATAL_FAILURE(makeScratchDir("cli-test", dir_));
   }
   void TearDown() override {
     removeAll(dir_);
-    hub_ = service::Hub{};
-    nats_.reset();
+    stopHub();
   }
 
   CommandResult cli(std::vector<std::string> args, const std::string& input = "", std::string url = "") {
@@ -156,8 +150,6 @@ class CliTest : public ::testing::Test {
                                           .last_error_time = "2026-12-02T10:01:00.000Z"}));
   }
 
-  std::unique_ptr<harness::NatsServer> nats_;
-  service::Hub hub_;
   std::string dir_;
 };
 

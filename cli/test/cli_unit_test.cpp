@@ -8,6 +8,7 @@
 #include "flotilla/cli/views.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
+#include "run_captured.h"
 
 namespace flotilla::cli {
 namespace {
@@ -46,18 +47,14 @@ Snapshot sampleSnapshot() {
   snap.gitrepos.push_back(gitrepo.value());
   snap.poll_statuses[events::gitRepoStatusKey("fleet-default", "demo")] =
       events::PollStatus{.workspace = "fleet-default", .gitrepo = "demo", .commit = "0123456789abcdef"};
-  snap.deployments.push_back(events::DeploymentRecord{.cluster = "c1",
-                                                      .workspace = "fleet-default",
-                                                      .bundle = "demo-app",
-                                                      .gitrepo = "demo",
-                                                      .deployment_id = "aaaa:bbbb",
-                                                      .generation = 1});
-  snap.deployments.push_back(events::DeploymentRecord{.cluster = "c2",
-                                                      .workspace = "fleet-default",
-                                                      .bundle = "demo-app",
-                                                      .gitrepo = "demo",
-                                                      .deployment_id = "aaaa:bbbb",
-                                                      .generation = 1});
+  for (const char* cluster : {"c1", "c2"}) {
+    snap.deployments.push_back(events::DeploymentRecord{.cluster = cluster,
+                                                        .workspace = "fleet-default",
+                                                        .bundle = "demo-app",
+                                                        .gitrepo = "demo",
+                                                        .deployment_id = "aaaa:bbbb",
+                                                        .generation = 1});
+  }
   snap.bd_statuses[events::deploymentKey("c1", "fleet-default", "demo-app")] =
       events::BdStatus{.cluster = "c1",
                        .workspace = "fleet-default",
@@ -132,12 +129,9 @@ TEST(CliViewsTest, ShowsStoredSummaries) {
 
 //! Runs the command line without NATS; returns the exit code and leaves stderr in `err_text`.
 int run(const std::vector<std::string>& args, std::string& err_text) {
-  std::istringstream in;
-  std::ostringstream out;
-  std::ostringstream err;
-  int code = runCli(args, in, out, err);
-  err_text = err.str();
-  return code;
+  Ran ran = runCaptured(args);
+  err_text = ran.err;
+  return ran.code;
 }
 
 // Usage problems exit 2 without contacting NATS.
@@ -178,19 +172,17 @@ TEST(CliUsageTest, GlobalFlagsTheCommandCannotUseAreRejected) {
 
 // Each command has its own help; `help <command>` prints the same.
 TEST(CliUsageTest, PerCommandHelp) {
-  std::istringstream in;
-  std::ostringstream out;
-  std::ostringstream err;
-  ASSERT_EQ(runCli({"get", "--help"}, in, out, err), kExitOk);
-  EXPECT_NE(out.str().find("Usage: flotilla get"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("table, wide, json or yaml"), std::string::npos) << out.str();
-  std::ostringstream help_out;
-  ASSERT_EQ(runCli({"help", "get"}, in, help_out, err), kExitOk);
-  EXPECT_EQ(help_out.str(), out.str());
-  std::ostringstream apply_out;
-  ASSERT_EQ(runCli({"apply", "-h"}, in, apply_out, err), kExitOk);
-  EXPECT_NE(apply_out.str().find("-f,--filename"), std::string::npos) << apply_out.str();
-  EXPECT_EQ(apply_out.str().find("--output"), std::string::npos) << apply_out.str();
+  Ran get = runCaptured({"get", "--help"});
+  ASSERT_EQ(get.code, kExitOk);
+  EXPECT_NE(get.out.find("Usage: flotilla get"), std::string::npos) << get.out;
+  EXPECT_NE(get.out.find("table, wide, json or yaml"), std::string::npos) << get.out;
+  Ran help = runCaptured({"help", "get"});
+  ASSERT_EQ(help.code, kExitOk);
+  EXPECT_EQ(help.out, get.out);
+  Ran apply = runCaptured({"apply", "-h"});
+  ASSERT_EQ(apply.code, kExitOk);
+  EXPECT_NE(apply.out.find("-f,--filename"), std::string::npos) << apply.out;
+  EXPECT_EQ(apply.out.find("--output"), std::string::npos) << apply.out;
 }
 
 }  // namespace

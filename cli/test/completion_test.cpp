@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/cli/cli.h"
+#include "run_captured.h"
 
 namespace flotilla::cli {
 namespace {
@@ -14,11 +15,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string script(const std::string& shell) {
-  std::istringstream in;
-  std::ostringstream out;
-  std::ostringstream err;
-  EXPECT_EQ(runCli({"completion", shell}, in, out, err), kExitOk) << err.str();
-  return out.str();
+  Ran ran = runCaptured({"completion", shell});
+  EXPECT_EQ(ran.code, kExitOk) << ran.err;
+  return ran.out;
 }
 
 //! What bash's completion function offers for the words of a command line (the last one is being completed).
@@ -70,11 +69,9 @@ TEST(CompletionTest, ZshLoadsTheSameFunctionThroughBashcompinit) {
 }
 
 TEST(CompletionTest, AnUnknownShellIsAUsageError) {
-  std::istringstream in;
-  std::ostringstream out;
-  std::ostringstream err;
-  EXPECT_EQ(runCli({"completion", "fish"}, in, out, err), kExitUsage);
-  EXPECT_NE(err.str().find("fish"), std::string::npos) << err.str();
+  Ran ran = runCaptured({"completion", "fish"});
+  EXPECT_EQ(ran.code, kExitUsage);
+  EXPECT_NE(ran.err.find("fish"), std::string::npos) << ran.err;
 }
 
 }  // namespace

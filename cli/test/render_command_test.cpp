@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/cli/cli.h"
+#include "run_captured.h"
 #include "tool_lookup.h"
 
 namespace flotilla::cli {
@@ -19,19 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int code;
-  std::string out;
-  std::string err;
-};
-
 Ran render(std::vector<std::string> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  std::istringstream in;
   args.insert(args.begin(), "render");
-  int code = runCli(args, in, out, err);
-  return {code, out.str(), err.str()};
+  return runCaptured(args);
 }
 
 fs::path makeRepo(const std::string& name) {

@@ -1,7 +1,9 @@
 // The consumer runtime against a real nats-server: poison messages are terminated and reported while other
 // messages keep flowing, waiting uses no deliveries, per-key ordering, the time budget.
 #include <atomic>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -10,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/events/terminated.h"
-#include "flotilla/harness/nats_server.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 
@@ -19,31 +21,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-template <typename Fn>
-bool eventually(Fn&& fn, std::chrono::milliseconds timeout = 15s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fn()) {
-      return true;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return fn();
+bool eventually(const std::function<bool()>& fn, std::chrono::milliseconds timeout = 15s) {
+  return harness::waitUntil(fn, timeout, 20ms);
 }
 
-class ConsumerTest : public ::testing::Test {
+class ConsumerTest : public harness::HubTest {
  protected:
-  void SetUp() override {
-    auto server = harness::NatsServer::start();
-    ASSERT_TRUE(server.ok()) << server.error().describe();
-    server_ = std::move(server).value();
-    bus::ConnectOptions options;
-    options.servers = {server_->url()};
-    options.name = "consumer-test";
-    auto hub = connectHub(options, HubAccess::kProvision, nullptr);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(startHub("consumer-test")); }
 
   ConsumerOptions options(int64_t max_deliveries = 3) {
     ConsumerOptions out;
@@ -56,6 +40,12 @@ class ConsumerTest : public ::testing::Test {
     out.max_deliveries = max_deliveries;
     out.fetch_timeout = 200ms;
     return out;
+  }
+
+  //! A consumer of the commits stream that reports what it terminates to KV `status`; not started.
+  std::unique_ptr<Consumer> reportingConsumer(ConsumerOptions opts, Handler handler) {
+    return std::make_unique<Consumer>(hub_.js, std::move(opts), std::move(handler), metrics_,
+                                      TerminationReports{.status = hub_.status});
   }
 
   void publish(const std::string& key, const std::string& body) {
@@ -83,29 +73,24 @@ class ConsumerTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<harness::NatsServer> server_;
-  Hub hub_;
   Metrics metrics_{"test"};
 };
 
 TEST_F(ConsumerTest, ThrowingAndAlwaysFailingMessagesAreTerminatedAndReportedWhileOthersFlow) {
   std::atomic<int> handled{0};
   std::atomic<int> fail_runs{0};
-  Consumer consumer(
-      hub_.js, options(3),
-      [&](const bus::Message& message, const Delivery&) {
-        if (message.data() == "throw") {
-          throw std::runtime_error("poison");
-        }
-        if (message.data() == "fail") {
-          ++fail_runs;
-          return Outcome::retry(10ms);
-        }
-        ++handled;
-        return Outcome::ack("ok");
-      },
-      metrics_, TerminationReports{.status = hub_.status});
-  ASSERT_TRUE(consumer.start().ok());
+  auto consumer = reportingConsumer(options(3), [&](const bus::Message& message, const Delivery&) {
+    if (message.data() == "throw") {
+      throw std::runtime_error("poison");
+    }
+    if (message.data() == "fail") {
+      ++fail_runs;
+      return Outcome::retry(10ms);
+    }
+    ++handled;
+    return Outcome::ack("ok");
+  });
+  ASSERT_TRUE(consumer->start().ok());
   publish("a", "throw");
   publish("b", "fail");
   for (int i = 0; i < 5; ++i) {
@@ -142,23 +127,20 @@ TEST_F(ConsumerTest, WaitingUsesNoDeliveriesAndDoesNotBlockOtherKeys) {
   std::atomic<uint64_t> last_count{0};
   std::atomic<uint64_t> last_attempt{0};
   std::atomic<bool> acked{false};
-  Consumer consumer(
-      hub_.js, options(2),
-      [&](const bus::Message& message, const Delivery& delivery) {
-        if (message.data() != "waiter") {
-          ++others;
-          return Outcome::ack("ok");
-        }
-        last_count = delivery.delivery_count;
-        last_attempt = delivery.attempt;
-        if (delivery.attempt < 6) {
-          return Outcome::wait(50ms);
-        }
-        acked = true;
-        return Outcome::ack("done");
-      },
-      metrics_, TerminationReports{.status = hub_.status});
-  ASSERT_TRUE(consumer.start().ok());
+  auto consumer = reportingConsumer(options(2), [&](const bus::Message& message, const Delivery& delivery) {
+    if (message.data() != "waiter") {
+      ++others;
+      return Outcome::ack("ok");
+    }
+    last_count = delivery.delivery_count;
+    last_attempt = delivery.attempt;
+    if (delivery.attempt < 6) {
+      return Outcome::wait(50ms);
+    }
+    acked = true;
+    return Outcome::ack("done");
+  });
+  ASSERT_TRUE(consumer->start().ok());
   publish("a", "waiter");
   publish("b", "other1");
   publish("a", "other2");
@@ -215,20 +197,17 @@ TEST_F(ConsumerTest, TimeBudgetTerminatesHungHandlersButNotDeclaredWaits) {
   auto opts = options();
   opts.budget = 300ms;
   std::atomic<int> finished{0};
-  Consumer consumer(
-      hub_.js, opts,
-      [&](const bus::Message& message, const Delivery& delivery) {
-        for (int i = 0; i < 10; ++i) {
-          std::this_thread::sleep_for(100ms);
-          if (message.data() == "patient") {
-            delivery.progress();  // an expected wait (a health timeout) declares itself
-          }
-        }
-        ++finished;
-        return Outcome::ack("ok");
-      },
-      metrics_, TerminationReports{.status = hub_.status});
-  ASSERT_TRUE(consumer.start().ok());
+  auto consumer = reportingConsumer(opts, [&](const bus::Message& message, const Delivery& delivery) {
+    for (int i = 0; i < 10; ++i) {
+      std::this_thread::sleep_for(100ms);
+      if (message.data() == "patient") {
+        delivery.progress();  // an expected wait (a health timeout) declares itself
+      }
+    }
+    ++finished;
+    return Outcome::ack("ok");
+  });
+  ASSERT_TRUE(consumer->start().ok());
   publish("a", "hung");
   publish("b", "patient");
   ASSERT_TRUE(eventually([&] { return finished == 2; }));

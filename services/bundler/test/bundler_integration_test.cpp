@@ -14,7 +14,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
-#include "flotilla/harness/local_hub.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
@@ -34,16 +34,11 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
   return harness::waitUntil(condition, timeout);
 }
 
-class BundlerIntegrationTest : public ::testing::Test {
+class BundlerIntegrationTest : public harness::HubTest {
  protected:
   void SetUp() override {
-    auto local = harness::LocalHub::start("bundler-test");
-    ASSERT_TRUE(local.ok()) << local.error().describe();
-    server_ = std::move(local->nats);
-    hub_ = std::move(local->hub);
-    auto work = makeTempDir("bundler-work");
-    ASSERT_TRUE(work.ok());
-    work_dir_ = *work;
+    ASSERT_NO_FATAL_FAILURE(startHub("bundler-test"));
+    ASSERT_NO_FATAL_FAILURE(makeScratchDir("bundler-work", work_dir_));
     putGitRepo();
     // A reader of every BundleEvent of the workspace.
     ASSERT_TRUE(hub_.js
@@ -61,8 +56,7 @@ class BundlerIntegrationTest : public ::testing::Test {
       bundler_->stop();
       bundler_.reset();
     }
-    hub_ = service::Hub{};
-    server_.reset();
+    stopHub();
     // Every checkout is gone: only the (empty) work dir is left.
     if (!work_dir_.empty()) {
       EXPECT_TRUE(std::filesystem::is_empty(work_dir_)) << "checkouts left in " << work_dir_;
@@ -131,25 +125,19 @@ class BundlerIntegrationTest : public ::testing::Test {
 
   //! Reads BundleEvents until `count` arrived (or the timeout).
   std::vector<events::BundleEvent> readEvents(size_t count, std::chrono::milliseconds timeout = 30s) {
-    std::vector<events::BundleEvent> out;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-      auto batch = reader_.fetch(static_cast<int>(count - out.size()), 500ms);
-      if (!batch.ok()) {
-        continue;
-      }
-      for (auto& message : *batch) {
-        auto event = events::parsePayload<events::BundleEvent>(message.data());
-        EXPECT_TRUE(event.ok()) << event.error().describe() << ": " << message.data();
-        if (event.ok()) {
-          EXPECT_EQ(message.header("Nats-Msg-Id").value_or(""), event->id);
-          out.push_back(std::move(event).value());
-        }
-        (void)message.ackSync();
-      }
-    }
-    return out;
+    return harness::fetchPayloads<events::BundleEvent>(
+        reader_, {.count = count, .timeout = timeout, .wait = 500ms},
+        [](const bus::Message& message, const Result<events::BundleEvent>& event) {
+          EXPECT_TRUE(event.ok()) << event.error().describe() << ": " << message.data();
+          if (event.ok()) {
+            EXPECT_EQ(message.header("Nats-Msg-Id").value_or(""), event->id);
+          }
+          return true;
+        });
   }
+
+  //! Starts the bundler, publishes threeBundles() at kCommit1 and reads their BundleEvents.
+  std::vector<events::BundleEvent> renderFirstCommit();
 
   //! No further event arrives within `wait`.
   void expectNoMoreEvents(std::chrono::milliseconds wait = 1500ms) {
@@ -198,8 +186,6 @@ class BundlerIntegrationTest : public ::testing::Test {
     return total;
   }
 
-  std::unique_ptr<harness::NatsServer> server_;
-  service::Hub hub_;
   std::string work_dir_;
   std::string ws_ = "fleet-default";
   std::string gitrepo_ = "repo";
@@ -221,10 +207,24 @@ std::map<std::string, std::string> threeBundles() {
           {"README.md", "not a manifest"}};
 }
 
-TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
+//! The bundle `dir`: `count` ConfigMaps cm-<i>, each holding `size` bytes of `fill`.
+std::map<std::string, std::string> bulkyBundle(const std::string& dir, int count, size_t size, char fill) {
+  std::map<std::string, std::string> files = {{dir + "/fleet.yaml", "defaultNamespace: " + dir + "\n"}};
+  const std::string payload(size, fill);
+  for (int i = 0; i < count; ++i) {
+    files[dir + "/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
+  }
+  return files;
+}
+
+std::vector<events::BundleEvent> BundlerIntegrationTest::renderFirstCommit() {
   startBundler();
   publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto events = readEvents(3);
+  return readEvents(3);
+}
+
+TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
+  auto events = renderFirstCommit();
   ASSERT_EQ(events.size(), 3u);
   for (const char* name : {"repo-apps-web", "repo-apps-api", "repo-apps-db"}) {
     const auto* event = find(events, name);
@@ -268,9 +268,7 @@ TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
 }
 
 TEST_F(BundlerIntegrationTest, UnchangedBundlesKeepTheirManifestAndRemovedOnesAreDeleted) {
-  startBundler();
-  publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto first = readEvents(3);
+  auto first = renderFirstCommit();
   ASSERT_EQ(first.size(), 3u);
 
   auto files = threeBundles();
@@ -299,9 +297,7 @@ TEST_F(BundlerIntegrationTest, UnchangedBundlesKeepTheirManifestAndRemovedOnesAr
 }
 
 TEST_F(BundlerIntegrationTest, ABrokenBundleReportsFileAndLineWhileTheOthersPublish) {
-  startBundler();
-  publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto first = readEvents(3);
+  auto first = renderFirstCommit();
   ASSERT_EQ(first.size(), 3u);
   const std::string good_web = find(first, "repo-apps-web")->manifest_id;
 
@@ -427,12 +423,7 @@ TEST_F(BundlerIntegrationTest, AStaleCommitDoesNotOverwriteANewerOne) {
 
 TEST_F(BundlerIntegrationTest, ABundleLargerThanOneMiBGoesThroughTheObjectStore) {
   startBundler();
-  std::map<std::string, std::string> files = {{"big/fleet.yaml", "defaultNamespace: big\n"}};
-  const std::string payload(100 * 1024, 'x');
-  for (int i = 0; i < 50; ++i) {
-    files["big/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
-  }
-  publishCommit(kCommit1, files, {"big"});
+  publishCommit(kCommit1, bulkyBundle("big", 50, 100 * 1024, 'x'), {"big"});
   auto events = readEvents(1, 60s);
   ASSERT_EQ(events.size(), 1u);
   ASSERT_FALSE(events[0].error) << events[0].error->message;
@@ -492,10 +483,8 @@ TEST_F(BundlerIntegrationTest, ATransientFailureIsRetriedWithBackoffUntilItSucce
 }
 
 TEST_F(BundlerIntegrationTest, KeepsWorkingAcrossANatsRestart) {
-  startBundler();
-  publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  ASSERT_EQ(readEvents(3).size(), 3u);
-  ASSERT_TRUE(server_->restart().ok()) << server_->logTail();
+  ASSERT_EQ(renderFirstCommit().size(), 3u);
+  ASSERT_TRUE(nats_->restart().ok()) << nats_->logTail();
   auto files = threeBundles();
   files["apps/web/cm.yaml"] = configMap("web-a", "after-restart");
   EXPECT_TRUE(eventually([&] { return hub_.js->streamInfo(service::kCommitsStream).ok(); }, 20s));
@@ -523,8 +512,8 @@ TEST_F(BundlerIntegrationTest, AnUnusableWorkDirFailsTheStart) {
 TEST_F(BundlerIntegrationTest, TheBinaryRendersAndExitsCleanlyOnSigterm) {
   auto log_dir = makeTempDir("bundler-bin");
   ASSERT_TRUE(log_dir.ok());
-  auto process = Process::start({.argv = {FLOTILLA_BUNDLER_BINARY, "--work-dir", work_dir_, "--nats-url",
-                                          server_->url(), "--http-addr", "127.0.0.1:0", "--log-level", "info"},
+  auto process = Process::start({.argv = {FLOTILLA_BUNDLER_BINARY, "--work-dir", work_dir_, "--nats-url", nats_->url(),
+                                          "--http-addr", "127.0.0.1:0", "--log-level", "info"},
                                  .output_file = *log_dir + "/bundler.log",
                                  .kill_with_parent = true});
   ASSERT_TRUE(process.ok()) << process.error().describe();
@@ -576,12 +565,8 @@ TEST_F(BundlerIntegrationTest, TwoHundredBundlesRenderInParallelAndPublishInDisc
 // object stores in chunks, only the manifest ID in the event (NATS max_payload is 1 MiB).
 TEST_F(BundlerIntegrationTest, AFiftyMiBBundleGoesThroughTheObjectStoresEndToEnd) {
   startBundler();
-  std::map<std::string, std::string> files = {{"huge/fleet.yaml", "defaultNamespace: huge\n"}};
-  const std::string payload(5 * 1024 * 1024 + 512 * 1024, 'y');  // 10 files of 5.5 MiB: over 50 MiB in total
-  for (int i = 0; i < 10; ++i) {
-    files["huge/cm-" + std::to_string(i) + ".yaml"] = configMap("cm-" + std::to_string(i), payload);
-  }
-  publishCommit(kCommit1, files, {"huge"});
+  // 10 files of 5.5 MiB: over 50 MiB in total
+  publishCommit(kCommit1, bulkyBundle("huge", 10, 5 * 1024 * 1024 + 512 * 1024, 'y'), {"huge"});
   auto events = readEvents(1, 300s);
   ASSERT_EQ(events.size(), 1u);
   ASSERT_FALSE(events[0].error) << events[0].error->message;
@@ -611,12 +596,7 @@ TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRe
   ASSERT_TRUE(crashing.ok());
   auto poison = publishCommit(kCommit1, threeBundles(), {"apps/*"});
   uint64_t sequence = 0;
-  for (int crash = 1; crash <= 2; ++crash) {
-    auto batch = crashing->fetch(1, 10s);
-    ASSERT_TRUE(batch.ok());
-    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
-    sequence = (*batch)[0].metadata()->stream_sequence;
-  }
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, sequence));
   crashing = bus::PullConsumer();
   bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());

@@ -14,7 +14,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/variants.h"
-#include "flotilla/harness/local_hub.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/render/external_renderers.h"
@@ -46,20 +46,15 @@ const std::map<std::string, std::string> kFiles = {
     {"plain/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata:\n  k: v\n"},
 };
 
-class VariantsIntegrationTest : public ::testing::Test {
+class VariantsIntegrationTest : public harness::HubTest {
  protected:
   void SetUp() override {
     helm_ = render::testing::pinnedTool("helm");
     if (helm_.empty()) {
       GTEST_SKIP() << "helm is not in .tools/bin (run scripts/setup)";
     }
-    auto local = harness::LocalHub::start("variants-test");
-    ASSERT_TRUE(local.ok()) << local.error().describe();
-    nats_ = std::move(local->nats);
-    hub_ = std::move(local->hub);
-    auto work = makeTempDir("variants-work");
-    ASSERT_TRUE(work.ok());
-    work_dir_ = *work;
+    ASSERT_NO_FATAL_FAILURE(startHub("variants-test"));
+    ASSERT_NO_FATAL_FAILURE(makeScratchDir("variants-work", work_dir_));
 
     model::GitRepo repo;  // no targets: every cluster of the workspace (the implicit default group)
     repo.metadata.name = kGitRepo;
@@ -85,8 +80,7 @@ class VariantsIntegrationTest : public ::testing::Test {
       scheduler_->stop();
     }
     scheduler_.reset();
-    hub_ = service::Hub{};
-    nats_.reset();
+    stopHub();
     if (!work_dir_.empty()) {
       removeAll(work_dir_);
     }
@@ -107,14 +101,7 @@ class VariantsIntegrationTest : public ::testing::Test {
   }
 
   void registerCluster(const std::string& name, events::StringMap labels) {
-    events::RegisterRequest request{.id = events::newEventId(),
-                                    .time = log::nowRfc3339(),
-                                    .cluster = name,
-                                    .workspace = kWs,
-                                    .labels = std::move(labels),
-                                    .kubernetes_version = "v1.31.2",
-                                    .agent_version = "0.1.0"};
-    auto reply = hub_.connection->request(events::kRegisterSubject, events::encode(request).dump(), 5s);
+    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
     ASSERT_TRUE(reply.ok()) << reply.error().describe();
     auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
     ASSERT_TRUE(decoded.ok() && decoded->accepted) << reply->data();
@@ -140,37 +127,29 @@ class VariantsIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(hub_.js->publish(events::commitSubject(kWs, kGitRepo), events::encode(event).dump(), event.id).ok());
   }
 
-  bus::PullConsumer agent(const std::string& cluster) {
-    bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
-                               .filter_subject = events::deploySubject(cluster),
-                               .ack_wait = 30s};
-    EXPECT_TRUE(hub_.js->ensureConsumer(service::kDeployStream, config).ok());
-    auto bound = hub_.js->bindPull(service::kDeployStream, config.durable);
-    EXPECT_TRUE(bound.ok());
-    return std::move(bound).value();
+  bus::PullConsumer agent(const std::string& cluster) { return harness::agentDurable(hub_, cluster); }
+
+  //! Registers prod-a (env prod, tier gold), starts the bundler on `commit` and waits for apps-web's first
+  //! deploy on prod-a's durable, returned in `a`. Call inside ASSERT_NO_FATAL_FAILURE.
+  void deployWebToProdA(const std::string& commit, bus::PullConsumer& a) {
+    registerCluster("prod-a", {{"env", "prod"}, {"tier", "gold"}});
+    a = agent("prod-a");
+    startBundler();
+    publishCommit(commit);
+    auto first = deploys(a, "apps-web", 1);
+    ASSERT_EQ(first.size(), 1u);
   }
 
   //! DeployEvents for `bundle` until `count` arrived or `timeout` passed (other bundles' events are acked and
   //! skipped).
   std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, const std::string& bundle, size_t count,
                                            std::chrono::milliseconds timeout = 30s) {
-    std::vector<events::DeployEvent> out;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-      auto batch = consumer.fetch(4, 200ms);
-      if (!batch.ok()) {
-        continue;
-      }
-      for (auto& message : *batch) {
-        auto event = events::parsePayload<events::DeployEvent>(message.data());
-        EXPECT_TRUE(event.ok()) << message.data();
-        if (event.ok() && event->bundle == bundle) {
-          out.push_back(*event);
-        }
-        (void)message.ackSync();
-      }
-    }
-    return out;
+    return harness::fetchPayloads<events::DeployEvent>(
+        consumer, {.count = count, .timeout = timeout, .wait = 200ms, .batch = 4},
+        [&](const bus::Message& message, const Result<events::DeployEvent>& event) {
+          EXPECT_TRUE(event.ok()) << message.data();
+          return event.ok() && event->bundle == bundle;
+        });
   }
 
   std::string manifestText(const std::string& manifest_id) {
@@ -180,8 +159,6 @@ class VariantsIntegrationTest : public ::testing::Test {
   }
 
   std::string helm_;
-  std::unique_ptr<harness::NatsServer> nats_;
-  service::Hub hub_;
   std::string work_dir_;
   std::unique_ptr<Metrics> scheduler_metrics_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
@@ -255,13 +232,9 @@ TEST_F(VariantsIntegrationTest, TemplatedValuesPerClusterAndLabelChanges) {
 // error naming fleet.yaml, the value path, the cluster and the key; the deployments already running stay. Adding
 // the label re-renders the bundle, clears the error and deploys the cluster.
 TEST_F(VariantsIntegrationTest, TemplateErrorForOneClusterIsFixedByItsLabels) {
-  registerCluster("prod-a", {{"env", "prod"}, {"tier", "gold"}});
-  auto a = agent("prod-a");
-  startBundler();
-  publishCommit("2222222222222222222222222222222222222222");
+  bus::PullConsumer a;
+  ASSERT_NO_FATAL_FAILURE(deployWebToProdA("2222222222222222222222222222222222222222", a));
   const std::string web = "apps-web";
-  auto first = deploys(a, web, 1);
-  ASSERT_EQ(first.size(), 1u);
 
   auto x = agent("x-1");
   registerCluster("x-1", {{"tier", "gold"}});  // no env label
@@ -294,13 +267,9 @@ TEST_F(VariantsIntegrationTest, TemplateErrorForOneClusterIsFixedByItsLabels) {
 // A cluster that changed while no bundler ran is picked up at start: the bundler re-renders the per-cluster
 // bundles of every workspace once and redeploys what changed.
 TEST_F(VariantsIntegrationTest, ChangesWhileTheBundlerWasDownAreRenderedAtStart) {
-  registerCluster("prod-a", {{"env", "prod"}, {"tier", "gold"}});
-  auto a = agent("prod-a");
-  startBundler();
-  publishCommit("3333333333333333333333333333333333333333");
+  bus::PullConsumer a;
+  ASSERT_NO_FATAL_FAILURE(deployWebToProdA("3333333333333333333333333333333333333333", a));
   const std::string web = "apps-web";
-  auto first = deploys(a, web, 1);
-  ASSERT_EQ(first.size(), 1u);
   bundler_->stop();
   bundler_.reset();
 

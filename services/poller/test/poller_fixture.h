@@ -17,7 +17,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/git_server.h"
-#include "flotilla/harness/nats_server.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/poller/gitrepo.h"
 #include "flotilla/poller/poll_status.h"
 #include "flotilla/poller/poller.h"
@@ -32,14 +32,7 @@ using std::chrono::seconds;
 inline constexpr const char* kWs = "fleet-default";
 
 inline bool waitFor(const std::function<bool()>& check, milliseconds timeout = seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) {
-      return true;
-    }
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return check();
+  return harness::waitUntil(check, timeout);
 }
 
 //! A TCP listener that never accepts: connections complete in the kernel and then hear nothing, the case libgit2
@@ -72,23 +65,15 @@ class SilentServer {
   int port_ = 0;
 };
 
-class PollerIntegrationTest : public ::testing::Test {
+class PollerIntegrationTest : public harness::HubTest {
  protected:
   void SetUp() override {
-    auto nats = harness::NatsServer::start();
-    ASSERT_TRUE(nats.ok()) << nats.error().describe();
-    nats_ = std::move(nats).value();
+    ASSERT_NO_FATAL_FAILURE(startHub("poller-test"));
     auto git = startGit({});
     ASSERT_TRUE(git.ok()) << git.error().describe();
     git_ = std::move(git).value();
     ASSERT_TRUE(git_->createRepo("app").ok());
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "poller-test"},
-                                   service::HubAccess::kProvision, nullptr, seconds(20));
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
-    auto dir = makeTempDir("poller-data");
-    ASSERT_TRUE(dir.ok());
-    data_dir_ = *dir;
+    ASSERT_NO_FATAL_FAILURE(makeScratchDir("poller-data", data_dir_));
   }
 
   void TearDown() override {
@@ -189,9 +174,7 @@ class PollerIntegrationTest : public ::testing::Test {
     return n;
   }
 
-  std::unique_ptr<harness::NatsServer> nats_;
   std::unique_ptr<harness::GitServer> git_;
-  service::Hub hub_;
   Metrics metrics_{"poller"};
   std::string data_dir_;
   std::vector<std::unique_ptr<Poller>> pollers_;

@@ -11,7 +11,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
-#include "flotilla/harness/local_hub.h"
+#include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
@@ -52,13 +52,10 @@ Json prodOnly() {
   return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
 }
 
-class SchedulerTest : public ::testing::Test {
+class SchedulerTest : public harness::HubTest {
  protected:
   void SetUp() override {
-    auto local = harness::LocalHub::start("scheduler-test");
-    ASSERT_TRUE(local.ok()) << local.error().describe();
-    nats_ = std::move(local->nats);
-    hub_ = std::move(local->hub);
+    ASSERT_NO_FATAL_FAILURE(startHub("scheduler-test"));
     startScheduler();
   }
 
@@ -67,8 +64,7 @@ class SchedulerTest : public ::testing::Test {
       scheduler_->stop();
     }
     scheduler_.reset();
-    hub_ = service::Hub{};
-    nats_.reset();
+    stopHub();
   }
 
   void startScheduler(int64_t max_deliveries = service::kDefaultMaxDeliveries,
@@ -85,14 +81,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
-    events::RegisterRequest request{.id = events::newEventId(),
-                                    .time = log::nowRfc3339(),
-                                    .cluster = name,
-                                    .workspace = kWs,
-                                    .labels = std::move(labels),
-                                    .kubernetes_version = "v1.31.2",
-                                    .agent_version = "0.1.0"};
-    auto reply = hub_.connection->request(events::kRegisterSubject, events::encode(request).dump(), 5s);
+    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
     EXPECT_TRUE(reply.ok()) << reply.error().describe();
     if (!reply.ok()) {
       return {};
@@ -109,36 +98,17 @@ class SchedulerTest : public ::testing::Test {
   }
 
   //! A durable like the agent's: agent-<cluster> on flotilla.deploy.<cluster>.
-  bus::PullConsumer agentConsumer(const std::string& cluster) {
-    bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
-                               .filter_subject = events::deploySubject(cluster),
-                               .ack_wait = 30s};
-    EXPECT_TRUE(hub_.js->ensureConsumer(service::kDeployStream, config).ok());
-    auto bound = hub_.js->bindPull(service::kDeployStream, config.durable);
-    EXPECT_TRUE(bound.ok());
-    return std::move(bound).value();
-  }
+  bus::PullConsumer agentConsumer(const std::string& cluster) { return harness::agentDurable(hub_, cluster); }
 
   //! Reads DeployEvents until `count` arrived or `timeout` passed (acking them).
   std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
                                            std::chrono::milliseconds timeout = 10s) {
-    std::vector<events::DeployEvent> out;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-      auto batch = consumer.fetch(static_cast<int>(count - out.size()), 200ms);
-      if (!batch.ok()) {
-        continue;
-      }
-      for (auto& message : *batch) {
-        auto event = events::parsePayload<events::DeployEvent>(message.data());
-        EXPECT_TRUE(event.ok()) << message.data();
-        if (event.ok()) {
-          out.push_back(*event);
-        }
-        (void)message.ackSync();
-      }
-    }
-    return out;
+    return harness::fetchPayloads<events::DeployEvent>(
+        consumer, {.count = count, .timeout = timeout, .wait = 200ms},
+        [](const bus::Message& message, const Result<events::DeployEvent>& event) {
+          EXPECT_TRUE(event.ok()) << message.data();
+          return true;
+        });
   }
 
   //! True when nothing more arrives within `quiet`.
@@ -194,8 +164,6 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_TRUE(ack.ok()) << ack.error().describe();
   }
 
-  std::unique_ptr<harness::NatsServer> nats_;
-  service::Hub hub_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Scheduler> scheduler_;
 };
@@ -686,12 +654,7 @@ TEST_F(SchedulerTest, APoisonBundleEventIsTerminatedAndReportedWhileOthersSchedu
   auto poison = bundleEvent("poison", kManifestA, prodOnly());
   publishBundle(poison);
   uint64_t sequence = 0;
-  for (int crash = 1; crash <= 2; ++crash) {
-    auto batch = crashing->fetch(1, 10s);
-    ASSERT_TRUE(batch.ok());
-    ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
-    sequence = (*batch)[0].metadata()->stream_sequence;
-  }
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, sequence));
   crashing = bus::PullConsumer();
   startScheduler(2, 1s);
   auto key = events::terminatedKey(service::kBundlesStream, kBundleConsumer, sequence);
