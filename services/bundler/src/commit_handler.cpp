@@ -29,11 +29,7 @@ CommitHandler::CommitHandler(HandlerBus bus, std::shared_ptr<const render::Rende
     : bus_(std::move(bus)), renderers_(std::move(renderers)), metrics_(metrics), options_(std::move(options)) {}
 
 std::chrono::milliseconds CommitHandler::backoff(uint64_t delivery_count) const {
-  auto delay = options_.retry_base;
-  for (uint64_t i = 1; i < delivery_count && delay < options_.retry_max; ++i) {
-    delay *= 2;
-  }
-  return std::min(delay, options_.retry_max);
+  return service::Backoff(options_.retry_base, options_.retry_max).delay(delivery_count);
 }
 
 Outcome CommitHandler::handle(std::string_view data, const Delivery& delivery) {
