@@ -68,16 +68,17 @@ void warn(Snapshot& snap, std::string_view bucket, const std::string& key, const
   snap.warnings.push_back("skipping " + std::string(bucket) + "/" + key + ": " + error.describe());
 }
 
-//! Decodes a Fleet resource (GitRepo, Cluster, ClusterGroup) with libs/model's strict codec.
+//! Decodes a Fleet resource (GitRepo, Cluster, ClusterGroup) with libs/model's strict codec and appends it to `out`.
 template <typename T, typename Decode>
-std::optional<T> decodeResource(Snapshot& snap, std::string_view bucket, const bus::KvEntry& entry, Decode decode) {
+void appendResource(Snapshot& snap, std::string_view bucket, const bus::KvEntry& entry, Decode decode,
+                    std::vector<T>& out) {
   auto json = Json::parse(entry.value);
   auto decoded = json.ok() ? decode(*json, entry.key) : Result<T>(fail(json.error()));
   if (!decoded.ok()) {
     warn(snap, bucket, entry.key, decoded.error());
-    return std::nullopt;
+    return;
   }
-  return std::move(decoded).value();
+  out.push_back(std::move(decoded).value());
 }
 
 //! Decodes a record of the KV contract (libs/events records.h) into `out` under its key.
@@ -95,31 +96,22 @@ Status loadGitRepos(const HubConnection& hub, Snapshot& snap) {
   auto entries = readAll(hub.bucket(events::kGitReposBucket));
   FLOTILLA_TRY(entries);
   for (const auto& entry : *entries) {
-    auto gitrepo = decodeResource<model::GitRepo>(
+    appendResource<model::GitRepo>(
         snap, events::kGitReposBucket, entry,
-        [](const Json& json, const std::string& key) { return model::decodeGitRepo(json, key); });
-    if (gitrepo) {
-      snap.gitrepos.push_back(std::move(*gitrepo));
-    }
+        [](const Json& json, const std::string& key) { return model::decodeGitRepo(json, key); }, snap.gitrepos);
   }
   return {};
 }
 
 void loadClustersEntry(Snapshot& snap, const bus::KvEntry& entry) {
   if (startsWith(entry.key, "cluster.")) {
-    auto cluster = decodeResource<model::Cluster>(
+    appendResource<model::Cluster>(
         snap, events::kClustersBucket, entry,
-        [](const Json& json, const std::string& key) { return model::decodeCluster(json, key); });
-    if (cluster) {
-      snap.clusters.push_back(std::move(*cluster));
-    }
+        [](const Json& json, const std::string& key) { return model::decodeCluster(json, key); }, snap.clusters);
   } else if (startsWith(entry.key, "group.")) {
-    auto group = decodeResource<model::ClusterGroup>(
+    appendResource<model::ClusterGroup>(
         snap, events::kClustersBucket, entry,
-        [](const Json& json, const std::string& key) { return model::decodeClusterGroup(json, key); });
-    if (group) {
-      snap.groups.push_back(std::move(*group));
-    }
+        [](const Json& json, const std::string& key) { return model::decodeClusterGroup(json, key); }, snap.groups);
   } else if (startsWith(entry.key, "heartbeat.")) {
     auto names = events::keyNames(entry.key, "heartbeat", 1);
     auto heartbeat = events::parsePayload<events::Heartbeat>(entry.value);

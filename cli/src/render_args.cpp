@@ -75,6 +75,13 @@ model::Labels merged(model::Labels base, const model::Labels& overrides) {
   return base;
 }
 
+//! A repeatable option: each occurrence takes one value, never the words after it.
+template <typename T>
+void addRepeatable(CLI::App& command, const std::string& flags, T& values, const std::string& help,
+                   const std::string& type_name) {
+  command.add_option(flags, values, help)->allow_extra_args(false)->type_name(type_name);
+}
+
 }  // namespace
 
 void defineRenderFlags(CLI::App& command, RenderArgs& args) {
@@ -84,31 +91,21 @@ void defineRenderFlags(CLI::App& command, RenderArgs& args) {
   command.add_option("--cluster-name", args.cluster.name, "cluster name (.ClusterName, clusterName matchers)")
       ->default_str("local")
       ->type_name("NAME");
-  command.add_option("-l,--label,--selector", args.labels, "a cluster label KEY=VALUE (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
-  command.add_option("--annotation", args.annotations, "a cluster annotation KEY=VALUE (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
-  command
-      .add_option("--template-value", args.template_values,
-                  "an entry of .ClusterValues KEY=VALUE; the value is read as YAML: 3, true, [a] (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
+  addRepeatable(command, "-l,--label,--selector", args.labels, "a cluster label KEY=VALUE (repeatable)", "KEY=VALUE");
+  addRepeatable(command, "--annotation", args.annotations, "a cluster annotation KEY=VALUE (repeatable)", "KEY=VALUE");
+  addRepeatable(command, "--template-value", args.template_values,
+                "an entry of .ClusterValues KEY=VALUE; the value is read as YAML: 3, true, [a] (repeatable)",
+                "KEY=VALUE");
   command
       .add_option("--cluster", args.cluster_file,
                   "a Cluster document (Fleet's or Flotilla's): name, labels, annotations and spec.templateValues; "
                   "the flags above add to it")
       ->type_name("FILE");
-  command
-      .add_option("-g,--group", args.groups,
-                  "a ClusterGroup the cluster is in (repeatable); the implicit group \"default\" is always included "
-                  "unless --no-default-group")
-      ->allow_extra_args(false)
-      ->type_name("NAME");
-  command.add_option("--group-label", args.group_labels, "a label of that group (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME:KEY=VALUE");
+  addRepeatable(command, "-g,--group", args.groups,
+                "a ClusterGroup the cluster is in (repeatable); the implicit group \"default\" is always included "
+                "unless --no-default-group",
+                "NAME");
+  addRepeatable(command, "--group-label", args.group_labels, "a label of that group (repeatable)", "NAME:KEY=VALUE");
   command.add_flag("--no-default-group", args.no_default_group,
                    "the workspace defines its own \"default\" group and the cluster is not in it");
   command

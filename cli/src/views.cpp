@@ -288,40 +288,40 @@ bool deploymentWanted(const Filter& filter, const DeploymentRecord& r) {
          filter.name == r.cluster;
 }
 
+bool nameWanted(const Filter& filter, const std::string& workspace, const std::string& name) {
+  return (filter.workspace.empty() || filter.workspace == workspace) && (filter.name.empty() || filter.name == name);
+}
+
+//! The views (`view(snapshot, resource)`) of the Fleet resources that pass `filter`.
+template <typename Resource, typename View>
+void addResourceViews(std::vector<Json>& out, const Snapshot& snapshot, const std::vector<Resource>& resources,
+                      const Filter& filter, View view) {
+  for (const auto& resource : resources) {
+    if (nameWanted(filter, resource.metadata.ns, resource.metadata.name)) {
+      out.push_back(view(snapshot, resource));
+    }
+  }
+}
+
 //! Every view of `kind` that passes `filter`.
 std::vector<Json> viewsOf(const Snapshot& snapshot, Kind kind, const Filter& filter) {
   std::vector<Json> out;
-  auto wanted = [&](const std::string& workspace, const std::string& name) {
-    return (filter.workspace.empty() || filter.workspace == workspace) && (filter.name.empty() || filter.name == name);
-  };
   switch (kind) {
     case Kind::kGitRepo:
-      for (const auto& gitrepo : snapshot.gitrepos) {
-        if (wanted(gitrepo.metadata.ns, gitrepo.metadata.name)) {
-          out.push_back(gitRepoView(snapshot, gitrepo));
-        }
-      }
+      addResourceViews(out, snapshot, snapshot.gitrepos, filter, gitRepoView);
       break;
     case Kind::kBundle:
       for (const auto& id : bundleIds(snapshot)) {
-        if (wanted(id.workspace, id.name)) {
+        if (nameWanted(filter, id.workspace, id.name)) {
           out.push_back(bundleView(snapshot, id));
         }
       }
       break;
     case Kind::kCluster:
-      for (const auto& cluster : snapshot.clusters) {
-        if (wanted(cluster.metadata.ns, cluster.metadata.name)) {
-          out.push_back(clusterView(snapshot, cluster));
-        }
-      }
+      addResourceViews(out, snapshot, snapshot.clusters, filter, clusterView);
       break;
     case Kind::kClusterGroup:
-      for (const auto& group : snapshot.groups) {
-        if (wanted(group.metadata.ns, group.metadata.name)) {
-          out.push_back(clusterGroupView(snapshot, group));
-        }
-      }
+      addResourceViews(out, snapshot, snapshot.groups, filter, clusterGroupView);
       break;
     case Kind::kBundleDeployment:
       for (const auto& view :

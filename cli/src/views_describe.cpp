@@ -76,19 +76,27 @@ void deploymentsBlock(std::ostringstream& out, const Json& deployments, bool by_
   indented(out, table.str());
 }
 
-void renderErrorsBlock(std::ostringstream& out, const Json& errors) {
-  if (!errors.isArray() || errors.size() == 0) {
+//! `heading`, then `item(element)` for each element of `list`; nothing when `list` is not a non-empty array.
+template <typename Item>
+void listBlock(std::ostringstream& out, const Json& list, std::string_view heading, Item item) {
+  if (!list.isArray() || list.size() == 0) {
     return;
   }
-  out << "Render errors:\n";
-  for (const auto& e : errors.asArray()) {
+  out << heading;
+  for (const auto& element : list.asArray()) {
+    item(element);
+  }
+}
+
+void renderErrorsBlock(std::ostringstream& out, const Json& errors) {
+  listBlock(out, errors, "Render errors:\n", [&](const Json& e) {
     std::string where = e.getString("file");
     if (e.getInt("line") > 0) {
       where += ":" + std::to_string(e.getInt("line"));
     }
     out << "  " << e.getString("bundle") << ": " << (where.empty() ? "" : where + ": ") << e.getString("message")
         << " (commit " << e.getString("commit").substr(0, 8) << ", at " << orDash(e.getString("time")) << ")\n";
-  }
+  });
 }
 
 //! The deployments of a GitRepo (named cluster/bundle) or of a cluster (named ws/bundle), from their views.
@@ -202,15 +210,11 @@ void describeClusterGroup(std::ostringstream& out, const Json& view) {
 }
 
 void describeResources(std::ostringstream& out, const Json& resources) {
-  if (!resources.isArray() || resources.size() == 0) {
-    return;
-  }
-  out << "  Resources:\n";
-  for (const auto& r : resources.asArray()) {
+  listBlock(out, resources, "  Resources:\n", [&](const Json& r) {
     std::string ns = r.getString("namespace");
     out << "    " << r.getString("kind") << " " << (ns.empty() ? "" : ns + "/") << r.getString("name") << ": "
         << r.getString("state") << (r.getString("message").empty() ? "" : " - " + r.getString("message")) << "\n";
-  }
+  });
 }
 
 void describeBundleDeployment(std::ostringstream& out, const Json& view) {

@@ -38,23 +38,19 @@ bool isApplyInputError(int http_status, std::string_view message) {
 }  // namespace
 
 ErrorKind errorKindForHttpStatus(int http_status) {
-  switch (http_status) {
-    case 400:
-    case 422:
-      return ErrorKind::kInvalid;
-    case 401:
-    case 403:
-      return ErrorKind::kPermanent;
-    case 404:
-      return ErrorKind::kNotFound;
-    case 409:
-    case 410:
-      return ErrorKind::kConflict;
-    case 408:
-    case 429:
-      return ErrorKind::kTransient;
-    default:
-      break;
+  struct StatusKind {
+    int status;
+    ErrorKind kind;
+  };
+  static constexpr StatusKind kKinds[] = {
+      {400, ErrorKind::kInvalid},   {422, ErrorKind::kInvalid},   {401, ErrorKind::kPermanent},
+      {403, ErrorKind::kPermanent}, {404, ErrorKind::kNotFound},  {409, ErrorKind::kConflict},
+      {410, ErrorKind::kConflict},  {408, ErrorKind::kTransient}, {429, ErrorKind::kTransient},
+  };
+  for (const auto& [status, kind] : kKinds) {
+    if (status == http_status) {
+      return kind;
+    }
   }
   if (http_status >= 500 && http_status <= 599) {
     return ErrorKind::kTransient;

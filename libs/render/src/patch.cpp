@@ -73,15 +73,32 @@ Json* walk(Json& doc, const std::vector<std::string>& tokens, size_t count) {
   return node;
 }
 
+//! The container of the value `tokens` name (all tokens but the last).
+Result<Json*> parentOf(Json& doc, const std::vector<std::string>& tokens) {
+  Json* parent = walk(doc, tokens, tokens.size() - 1);
+  if (parent == nullptr) {
+    return fail(ErrorKind::kInvalid, "the parent does not exist");
+  }
+  return parent;
+}
+
+//! `token` as an index into an array of `size` elements (see arrayIndex).
+Result<size_t> indexIn(const std::string& token, size_t size, bool allow_end) {
+  size_t index = 0;
+  if (!arrayIndex(token, size, allow_end, index)) {
+    return fail(ErrorKind::kInvalid, "bad array index \"" + token + "\"");
+  }
+  return index;
+}
+
 Status addAt(Json& doc, const std::vector<std::string>& tokens, Json value) {
   if (tokens.empty()) {
     doc = std::move(value);
     return {};
   }
-  Json* parent = walk(doc, tokens, tokens.size() - 1);
-  if (parent == nullptr) {
-    return fail(ErrorKind::kInvalid, "the parent does not exist");
-  }
+  auto parent_of = parentOf(doc, tokens);
+  FLOTILLA_TRY(parent_of);
+  Json* parent = *parent_of;
   const std::string& last = tokens.back();
   if (parent->isObject()) {
     (*parent)[last] = std::move(value);
@@ -89,11 +106,9 @@ Status addAt(Json& doc, const std::vector<std::string>& tokens, Json value) {
   }
   if (parent->isArray()) {
     auto& array = parent->asArray();
-    size_t index = 0;
-    if (!arrayIndex(last, array.size(), true, index)) {
-      return fail(ErrorKind::kInvalid, "bad array index \"" + last + "\"");
-    }
-    array.insert(array.begin() + static_cast<std::ptrdiff_t>(index), std::move(value));
+    auto index = indexIn(last, array.size(), true);
+    FLOTILLA_TRY(index);
+    array.insert(array.begin() + static_cast<std::ptrdiff_t>(*index), std::move(value));
     return {};
   }
   return fail(ErrorKind::kInvalid, "the parent is not a map or a list");
@@ -104,10 +119,9 @@ Status removeAt(Json& doc, const std::vector<std::string>& tokens, Json* removed
   if (tokens.empty()) {
     return fail(ErrorKind::kInvalid, "cannot remove the whole document");
   }
-  Json* parent = walk(doc, tokens, tokens.size() - 1);
-  if (parent == nullptr) {
-    return fail(ErrorKind::kInvalid, "the parent does not exist");
-  }
+  auto parent_of = parentOf(doc, tokens);
+  FLOTILLA_TRY(parent_of);
+  Json* parent = *parent_of;
   const std::string& last = tokens.back();
   if (parent->isObject()) {
     Json* member = parent->find(last);
@@ -122,14 +136,12 @@ Status removeAt(Json& doc, const std::vector<std::string>& tokens, Json* removed
   }
   if (parent->isArray()) {
     auto& array = parent->asArray();
-    size_t index = 0;
-    if (!arrayIndex(last, array.size(), false, index)) {
-      return fail(ErrorKind::kInvalid, "bad array index \"" + last + "\"");
-    }
+    auto index = indexIn(last, array.size(), false);
+    FLOTILLA_TRY(index);
     if (removed != nullptr) {
-      *removed = array[index];
+      *removed = array[*index];
     }
-    array.erase(array.begin() + static_cast<std::ptrdiff_t>(index));
+    array.erase(array.begin() + static_cast<std::ptrdiff_t>(*index));
     return {};
   }
   return fail(ErrorKind::kInvalid, "the parent is not a map or a list");

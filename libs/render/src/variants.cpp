@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "flotilla/core/lookup.h"
 #include "flotilla/core/util.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/targeting.h"
@@ -262,11 +263,7 @@ bool chartReadsCapabilities(const std::string& chart_dir) {
 
 std::optional<std::string> VariantCache::find(const std::string& key) const {
   std::lock_guard lock(mutex_);
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
-    return std::nullopt;
-  }
-  return it->second;
+  return valueAt(entries_, key);
 }
 
 void VariantCache::put(const std::string& key, const std::string& manifest_id) {

@@ -45,11 +45,7 @@ DeployHandler::DeployHandler(std::string cluster, Applier& applier, InventorySto
       options_(options) {}
 
 std::chrono::milliseconds retryDelay(uint64_t delivery_count, const DeployHandlerOptions& options) {
-  auto delay = options.retry_base;
-  for (uint64_t i = 1; i < delivery_count && delay < options.retry_max; ++i) {
-    delay *= 2;
-  }
-  return std::min(delay, options.retry_max);
+  return service::Backoff(options.retry_base, options.retry_max).delay(delivery_count);
 }
 
 Outcome DeployHandler::handle(std::string_view data, const Delivery& delivery) {

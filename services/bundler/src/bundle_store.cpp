@@ -15,6 +15,20 @@ namespace fs = std::filesystem;
 using render::Checkout;
 using render::RenderedBundle;
 
+namespace {
+
+//! Copies which bundle of which commit `from` is about (workspace, GitRepo, bundle, path, commit) to `to`.
+template <typename To, typename From>
+void copyBundleSource(To& to, const From& from) {
+  to.workspace = from.workspace;
+  to.gitrepo = from.gitrepo;
+  to.bundle = from.bundle;
+  to.path = from.path;
+  to.commit = from.commit;
+}
+
+}  // namespace
+
 Status prepareWorkDir(const std::string& work_dir) {
   std::error_code ec;
   fs::create_directories(work_dir, ec);
@@ -194,19 +208,11 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
                                    uint64_t sequence) {
   auto& event = rendered.event;
   BundleRecord record;
-  record.workspace = event.workspace;
-  record.gitrepo = event.gitrepo;
-  record.bundle = event.bundle;
-  record.path = event.path;
-  record.commit = event.commit;
+  copyBundleSource(record, event);
   record.commit_sequence = sequence;
   record.source_object = rendered.source_object;
   RenderStatus status;
-  status.workspace = event.workspace;
-  status.gitrepo = event.gitrepo;
-  status.bundle = event.bundle;
-  status.path = event.path;
-  status.commit = event.commit;
+  copyBundleSource(status, event);
   status.time = log::nowRfc3339();
   if (rendered.error) {
     record.last_good = previous ? previous->last_good : std::nullopt;
@@ -269,10 +275,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
 
 Status CommitHandler::deleteBundle(const BundleRecord& record, const events::CommitEvent& event) {
   events::BundleEvent deleted;
-  deleted.workspace = record.workspace;
-  deleted.gitrepo = record.gitrepo;
-  deleted.bundle = record.bundle;
-  deleted.path = record.path;
+  copyBundleSource(deleted, record);
   deleted.commit = event.commit;
   deleted.force_sync_generation = event.force_sync_generation;
   deleted.deleted = true;

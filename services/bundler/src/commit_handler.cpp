@@ -29,11 +29,7 @@ CommitHandler::CommitHandler(HandlerBus bus, std::shared_ptr<const render::Rende
     : bus_(std::move(bus)), renderers_(std::move(renderers)), metrics_(metrics), options_(std::move(options)) {}
 
 std::chrono::milliseconds CommitHandler::backoff(uint64_t delivery_count) const {
-  auto delay = options_.retry_base;
-  for (uint64_t i = 1; i < delivery_count && delay < options_.retry_max; ++i) {
-    delay *= 2;
-  }
-  return std::min(delay, options_.retry_max);
+  return service::Backoff(options_.retry_base, options_.retry_max).delay(delivery_count);
 }
 
 Outcome CommitHandler::handle(std::string_view data, const Delivery& delivery) {
@@ -74,6 +70,15 @@ struct CommitHandler::CommitRun {
   std::optional<Outcome> failed;  //!< set by the store step that failed
 };
 
+Outcome CommitHandler::rejectOrRetry(const CommitRun& run, std::string_view step, const Error& error, bool reject,
+                                     log::Level level, std::string_view message, log::Fields fields) {
+  if (reject) {
+    log::write(level, message, fields);
+    return Outcome::reject("invalid");
+  }
+  return transient(run.event, run.delivery, step, error);
+}
+
 Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Delivery& delivery) {
   log::info("commit received", {{"gitrepo", gitrepoName(event)},
                                 {"commit", event.commit},
@@ -106,12 +111,10 @@ std::optional<Outcome> CommitHandler::gitRepoStep(CommitRun& run) {
   const auto& event = run.event;
   auto gitrepo = loadGitRepo(event.workspace, event.gitrepo);
   if (!gitrepo.ok()) {
-    if (gitrepo.error().kind == ErrorKind::kInvalid) {
-      log::warn("rejecting a commit: its GitRepo in KV does not decode",
-                {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}, {"error", gitrepo.error().describe()}});
-      return Outcome::reject("invalid");
-    }
-    return transient(event, run.delivery, "gitrepo", gitrepo.error());
+    return rejectOrRetry(
+        run, "gitrepo", gitrepo.error(), gitrepo.error().kind == ErrorKind::kInvalid, log::Level::kWarn,
+        "rejecting a commit: its GitRepo in KV does not decode",
+        {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}, {"error", gitrepo.error().describe()}});
   }
   if (!gitrepo->has_value()) {
     log::warn("skipping a commit: its GitRepo no longer exists",
@@ -151,24 +154,20 @@ std::optional<Outcome> CommitHandler::checkoutStep(CommitRun& run) {
   const auto& event = run.event;
   auto archive = loadSource(event);
   if (!archive.ok()) {
-    if (archive.error().kind == ErrorKind::kInvalid || archive.error().kind == ErrorKind::kNotFound) {
-      log::error("rejecting a commit: its source archive is missing or unreadable",
-                 {{"gitrepo", gitrepoName(event)},
-                  {"commit", event.commit},
-                  {"source_object", event.source_object},
-                  {"error", archive.error().describe()}});
-      return Outcome::reject("invalid");
-    }
-    return transient(event, run.delivery, "source", archive.error());
+    const ErrorKind kind = archive.error().kind;
+    return rejectOrRetry(run, "source", archive.error(), kind == ErrorKind::kInvalid || kind == ErrorKind::kNotFound,
+                         log::Level::kError, "rejecting a commit: its source archive is missing or unreadable",
+                         {{"gitrepo", gitrepoName(event)},
+                          {"commit", event.commit},
+                          {"source_object", event.source_object},
+                          {"error", archive.error().describe()}});
   }
   auto checkout = extractCheckout(*archive, options_.work_dir);
   if (!checkout.ok()) {
-    if (checkout.error().kind == ErrorKind::kInvalid) {
-      log::error("rejecting a commit: its source archive cannot be extracted",
-                 {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}, {"error", checkout.error().describe()}});
-      return Outcome::reject("invalid");
-    }
-    return transient(event, run.delivery, "checkout", checkout.error());
+    return rejectOrRetry(
+        run, "checkout", checkout.error(), checkout.error().kind == ErrorKind::kInvalid, log::Level::kError,
+        "rejecting a commit: its source archive cannot be extracted",
+        {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}, {"error", checkout.error().describe()}});
   }
   run.checkout = std::move(checkout).value();
   run.root = run.checkout.root() + "/src";

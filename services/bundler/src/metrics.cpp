@@ -4,9 +4,18 @@
 
 namespace flotilla::bundler {
 
+namespace {
+
+//! Counts one event of a counter with a single label.
+void countBy(Metrics& metrics, std::string_view name, std::string_view help, const std::string& label,
+             std::string_view value) {
+  metrics.counter(name, help, {{label, std::string(value)}}).Increment();
+}
+
+}  // namespace
+
 void BundlerMetrics::commitHandled(std::string_view outcome, double seconds) {
-  metrics_.counter("commits_handled_total", "CommitEvents handled, by outcome", {{"outcome", std::string(outcome)}})
-      .Increment();
+  countBy(metrics_, "commits_handled_total", "CommitEvents handled, by outcome", "outcome", outcome);
   metrics_.histogram("commit_duration_seconds", "Time to handle one CommitEvent", Metrics::durationBuckets())
       .Observe(seconds);
 }
@@ -16,10 +25,7 @@ void BundlerMetrics::inFlight(int delta) {
 }
 
 void BundlerMetrics::bundle(std::string_view outcome) {
-  metrics_
-      .counter("bundles_rendered_total", "Bundles handled, by outcome (ok, error, deleted)",
-               {{"outcome", std::string(outcome)}})
-      .Increment();
+  countBy(metrics_, "bundles_rendered_total", "Bundles handled, by outcome (ok, error, deleted)", "outcome", outcome);
 }
 
 void BundlerMetrics::renderDuration(std::string_view renderer, double seconds) {
@@ -33,22 +39,17 @@ void BundlerMetrics::manifest(size_t bytes, bool stored) {
   static const std::vector<double> kBuckets = {1e3, 1e4, 1e5, 1e6, 4e6, 16e6, 64e6, 256e6};
   metrics_.histogram("manifest_bytes", "Size of canonical rendered manifests", kBuckets)
       .Observe(static_cast<double>(bytes));
-  metrics_
-      .counter("manifest_puts_total", "Manifests stored vs already present (content-addressed)",
-               {{"result", stored ? "stored" : "existing"}})
-      .Increment();
+  countBy(metrics_, "manifest_puts_total", "Manifests stored vs already present (content-addressed)", "result",
+          stored ? "stored" : "existing");
 }
 
 void BundlerMetrics::published(bool duplicate) {
-  metrics_
-      .counter("events_published_total", "BundleEvents published (duplicate: dropped by Nats-Msg-Id)",
-               {{"result", duplicate ? "duplicate" : "published"}})
-      .Increment();
+  countBy(metrics_, "events_published_total", "BundleEvents published (duplicate: dropped by Nats-Msg-Id)", "result",
+          duplicate ? "duplicate" : "published");
 }
 
 void BundlerMetrics::stepFailure(std::string_view step) {
-  metrics_.counter("step_failures_total", "Transient failures, by handler step", {{"step", std::string(step)}})
-      .Increment();
+  countBy(metrics_, "step_failures_total", "Transient failures, by handler step", "step", step);
 }
 
 void BundlerMetrics::fetchError() {
@@ -60,19 +61,15 @@ void BundlerMetrics::exception() {
 }
 
 void BundlerMetrics::remoteChart(std::string_view source) {
-  metrics_
-      .counter("remote_charts_total", "Remote Helm charts used by default renders, by source (cache, pulled)",
-               {{"source", std::string(source)}})
-      .Increment();
+  countBy(metrics_, "remote_charts_total", "Remote Helm charts used by default renders, by source (cache, pulled)",
+          "source", source);
 }
 
 void BundlerMetrics::rerender(std::string_view result) {
-  metrics_
-      .counter("rerenders_total",
-               "Per-cluster bundles re-rendered after a cluster changed, by result (published, unchanged, error, "
-               "skipped, retry)",
-               {{"result", std::string(result)}})
-      .Increment();
+  countBy(metrics_, "rerenders_total",
+          "Per-cluster bundles re-rendered after a cluster changed, by result (published, unchanged, error, "
+          "skipped, retry)",
+          "result", result);
 }
 
 void BundlerMetrics::variants(size_t renders, size_t cache_hits) {
@@ -83,12 +80,10 @@ void BundlerMetrics::variants(size_t renders, size_t cache_hits) {
 }
 
 void BundlerMetrics::clusterRecord(std::string_view result) {
-  metrics_
-      .counter("cluster_records_total",
-               "KV clusters entries read for per-cluster rendering, by result (applied, "
-               "invalid)",
-               {{"result", std::string(result)}})
-      .Increment();
+  countBy(metrics_, "cluster_records_total",
+          "KV clusters entries read for per-cluster rendering, by result (applied, "
+          "invalid)",
+          "result", result);
 }
 
 }  // namespace flotilla::bundler

@@ -1,6 +1,7 @@
 #include "flotilla/poller/webhook.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -171,13 +172,20 @@ Status requireUrls(WebhookProvider provider, const PushEvent& push, std::string_
   return push.repo_urls.empty() ? missingField(provider, field) : Status();
 }
 
-//! The list of pushed refs at `path` of a push payload whose repository URLs were found (else kInvalid naming
-//! `url_field`); kInvalid naming `field` when the list is missing.
-Result<const Json*> pushedRefList(WebhookProvider provider, const PushEvent& push, std::string_view url_field,
-                                  const Json& root, std::initializer_list<std::string_view> path,
-                                  std::string_view field) {
+//! Adds to `push` the ref `ref_of(element)` of each element of the list of pushed refs at `path` (nullopt: not a
+//! ref); kInvalid naming `url_field` when no repository URL was found, naming `field` when the list is missing.
+template <typename RefOf>
+Status addPushedRefs(WebhookProvider provider, PushEvent& push, std::string_view url_field, const Json& root,
+                     std::initializer_list<std::string_view> path, std::string_view field, RefOf ref_of) {
   FLOTILLA_TRY(requireUrls(provider, push, url_field));
-  return listAt(provider, root, path, field);
+  auto list = listAt(provider, root, path, field);
+  FLOTILLA_TRY(list);
+  for (const Json& element : (*list)->asArray()) {
+    if (std::optional<PushRef> ref = ref_of(element)) {
+      push.refs.push_back(std::move(*ref));
+    }
+  }
+  return {};
 }
 
 std::string stripRefsHeads(std::string_view ref) {
@@ -242,10 +250,7 @@ Result<PushEvent> parseBitbucketCloud(const Json& root, std::string event) {
   if (!push.is_push) {
     return push;
   }
-  auto changes = pushedRefList(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href", root,
-                               {"push", "changes"}, "push.changes");
-  FLOTILLA_TRY(changes);
-  for (const Json& change : (*changes)->asArray()) {
+  auto ref_of = [](const Json& change) -> std::optional<PushRef> {
     const Json* side = change.find("new");
     std::string commit;
     if (side != nullptr && side->isObject()) {
@@ -254,15 +259,17 @@ Result<PushEvent> parseBitbucketCloud(const Json& root, std::string event) {
       side = change.find("old");  // a deletion
     }
     if (side == nullptr || !side->isObject()) {
-      continue;
+      return std::nullopt;
     }
     const std::string type = side->getString("type");
     const std::string name = side->getString("name");
     if (name.empty()) {
-      continue;
+      return std::nullopt;
     }
-    push.refs.push_back(PushRef{(type == "tag" ? "refs/tags/" : "refs/heads/") + name, commit});
-  }
+    return PushRef{(type == "tag" ? "refs/tags/" : "refs/heads/") + name, commit};
+  };
+  FLOTILLA_TRY(addPushedRefs(WebhookProvider::kBitbucketCloud, push, "repository.links.html.href", root,
+                             {"push", "changes"}, "push.changes", ref_of));
   return push;
 }
 
@@ -288,20 +295,19 @@ Result<PushEvent> parseBitbucketServer(const Json& root, std::string event) {
   if (!push.is_push) {
     return push;
   }
-  auto changes =
-      pushedRefList(WebhookProvider::kBitbucketServer, push, "repository.links.clone", root, {"changes"}, "changes");
-  FLOTILLA_TRY(changes);
-  for (const Json& change : (*changes)->asArray()) {
+  auto ref_of = [](const Json& change) -> std::optional<PushRef> {
     std::string ref = stringAt(change, {"ref", "id"});
     if (ref.empty()) {
       ref = change.getString("refId");
     }
     if (ref.empty()) {
-      continue;
+      return std::nullopt;
     }
     std::string commit = change.getString("type") == "DELETE" ? std::string() : change.getString("toHash");
-    push.refs.push_back(PushRef{ref, commit});
-  }
+    return PushRef{ref, commit};
+  };
+  FLOTILLA_TRY(addPushedRefs(WebhookProvider::kBitbucketServer, push, "repository.links.clone", root, {"changes"},
+                             "changes", ref_of));
   return push;
 }
 
@@ -316,15 +322,15 @@ Result<PushEvent> parseAzure(const Json& root) {
   if (!push.is_push) {
     return push;
   }
-  auto updates = pushedRefList(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl", root,
-                               {"resource", "refUpdates"}, "resource.refUpdates");
-  FLOTILLA_TRY(updates);
-  for (const Json& update : (*updates)->asArray()) {
+  auto ref_of = [](const Json& update) -> std::optional<PushRef> {
     const std::string ref = update.getString("name");
-    if (!ref.empty()) {
-      push.refs.push_back(PushRef{ref, commitOrEmpty(update.getString("newObjectId"))});
+    if (ref.empty()) {
+      return std::nullopt;
     }
-  }
+    return PushRef{ref, commitOrEmpty(update.getString("newObjectId"))};
+  };
+  FLOTILLA_TRY(addPushedRefs(WebhookProvider::kAzureDevOps, push, "resource.repository.remoteUrl", root,
+                             {"resource", "refUpdates"}, "resource.refUpdates", ref_of));
   return push;
 }
 

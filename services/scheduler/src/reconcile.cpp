@@ -11,6 +11,23 @@ namespace flotilla::scheduler {
 
 using Action = PlacementDecision::Action;
 
+namespace {
+
+//! Calls `fn(bundle, published)` for each bundle with targeting, stopping at the first error.
+template <typename Bundles, typename Fn>
+Status forEachTargeted(const Bundles& bundles, Fn fn) {
+  for (const auto& [key, bundle] : bundles) {
+    if (!bundle.targeting) {
+      continue;
+    }
+    bool published = false;
+    FLOTILLA_TRY(fn(bundle, published));
+  }
+  return {};
+}
+
+}  // namespace
+
 // ---- the reconcile queue ----
 
 void Scheduler::enqueueReconcile(const std::string& cluster) {
@@ -69,17 +86,15 @@ Status Scheduler::reconcileAll() {
   std::lock_guard lock(mutex_);
   Affected affected;
   int64_t clock_ms = detail::nowMs();
-  for (const auto& [key, bundle] : bundles_) {
-    if (!bundle.targeting) {
-      continue;
-    }
-    bool published = false;
+  Status passed = forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) -> Status {
     FLOTILLA_TRY(reconcileBundle(bundle, clock_ms, affected, published));
     affected.bundles.emplace(bundle.workspace, bundle.bundle);
     if (!bundle.gitrepo.empty()) {
       affected.gitrepos.emplace(bundle.workspace, bundle.gitrepo);
     }
-  }
+    return {};
+  });
+  FLOTILLA_TRY(passed);
   for (const auto& [name, cluster] : clusters_) {
     affected.clusters.insert(name);
   }
@@ -91,13 +106,9 @@ Status Scheduler::reconcileCluster(const std::string& cluster) {
   std::lock_guard lock(mutex_);
   Affected affected;
   int64_t clock_ms = detail::nowMs();
-  for (const auto& [key, bundle] : bundles_) {
-    if (!bundle.targeting) {
-      continue;
-    }
-    bool published = false;
-    FLOTILLA_TRY(reconcilePair(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, affected, published));
-  }
+  FLOTILLA_TRY(forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) {
+    return reconcilePair(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, affected, published);
+  }));
   affected.clusters.insert(cluster);
   metrics_.counter("reconciles_total", "Re-targeting passes", {{"scope", "cluster"}}).Increment();
   return writeSummaries(affected);

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "flotilla/core/log.h"
+#include "flotilla/core/lookup.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/terminations.h"
@@ -174,21 +175,13 @@ std::chrono::milliseconds Scheduler::backoff(uint64_t delivery_count) const {
 
 std::optional<model::Cluster> Scheduler::cluster(const std::string& name) const {
   std::lock_guard lock(mutex_);
-  auto it = clusters_.find(name);
-  if (it == clusters_.end()) {
-    return std::nullopt;
-  }
-  return it->second;
+  return valueAt(clusters_, name);
 }
 
 std::optional<DeploymentRecord> Scheduler::deployment(const std::string& cluster, const std::string& workspace,
                                                       const std::string& bundle) const {
   std::lock_guard lock(mutex_);
-  auto it = deployments_.find(events::deploymentKey(cluster, workspace, bundle));
-  if (it == deployments_.end()) {
-    return std::nullopt;
-  }
-  return it->second;
+  return valueAt(deployments_, events::deploymentKey(cluster, workspace, bundle));
 }
 
 std::string Scheduler::lastHeartbeat(const std::string& cluster) const {

@@ -41,6 +41,19 @@ Status summaryValid(const std::string& key, std::string_view value) {
   return fail(ErrorKind::kInvalid, "not a summary key");
 }
 
+//! Parses each entry as a `Record`: `keep(key, record)` for the good ones, `invalid(key, error)` for the others.
+template <typename Record, typename Keep, typename Invalid>
+void forEachRecord(const std::vector<bus::KvEntry>& entries, Keep keep, Invalid invalid) {
+  for (const auto& entry : entries) {
+    auto record = events::parseRecord<Record>(entry.value);
+    if (!record.ok()) {
+      invalid(entry.key, record.error());
+      continue;
+    }
+    keep(entry.key, std::move(record).value());
+  }
+}
+
 Json withoutUpdated(Json record) {
   record.erase("updated");
   return record;
@@ -106,26 +119,18 @@ void Scheduler::loadBundles(const std::vector<bus::KvEntry>& entries) {
 }
 
 void Scheduler::loadDeployments(const std::vector<bus::KvEntry>& entries) {
-  for (const auto& entry : entries) {
-    auto record = events::parseRecord<DeploymentRecord>(entry.value);
-    if (!record.ok()) {
-      countInvalidRecord(hub_.deployments->bucket(), entry.key, record.error());
-      continue;
-    }
-    deployments_[entry.key] = std::move(record).value();
-  }
+  forEachRecord<DeploymentRecord>(
+      entries, [&](const std::string& key, DeploymentRecord record) { deployments_[key] = std::move(record); },
+      [&](const std::string& key, const Error& error) { countInvalidRecord(hub_.deployments->bucket(), key, error); });
 }
 
 void Scheduler::loadStatuses(const std::vector<bus::KvEntry>& entries) {
-  for (const auto& entry : entries) {
-    auto status = events::parseRecord<BdStatus>(entry.value);
-    if (!status.ok()) {
-      countInvalidRecord(hub_.status->bucket(), entry.key, status.error());
-      continue;
-    }
-    std::string key = events::deploymentKey(status->cluster, status->workspace, status->bundle);
-    statuses_[key] = std::move(status).value();
-  }
+  forEachRecord<BdStatus>(
+      entries,
+      [&](const std::string& /*key*/, BdStatus status) {
+        statuses_[events::deploymentKey(status.cluster, status.workspace, status.bundle)] = std::move(status);
+      },
+      [&](const std::string& key, const Error& error) { countInvalidRecord(hub_.status->bucket(), key, error); });
 }
 
 void Scheduler::loadSummaries(const std::vector<bus::KvEntry>& entries) {

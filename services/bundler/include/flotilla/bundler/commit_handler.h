@@ -35,6 +35,7 @@
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
+#include "flotilla/core/log.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/variants.h"
 #include "flotilla/model/resources.h"
@@ -125,10 +126,14 @@ class CommitHandler {
  private:
   Outcome transient(const events::CommitEvent& event, const Delivery& delivery, std::string_view step,
                     const Error& error);
+  //! When `reject`: logs `message` with `fields` at `level` and rejects the commit (a retry cannot fix it);
+  //! otherwise transient().
+  struct CommitRun;
+  Outcome rejectOrRetry(const CommitRun& run, std::string_view step, const Error& error, bool reject, log::Level level,
+                        std::string_view message, log::Fields fields);
   Status publish(events::BundleEvent& event);
 
   // The steps of handleEvent, in order; each returns the outcome when the commit ends there.
-  struct CommitRun;
   std::optional<Outcome> gitRepoStep(CommitRun& run);    //!< 2. the GitRepo (gone: ack)
   std::optional<Outcome> recordsStep(CommitRun& run);    //!< 3. its records (a newer commit rendered: ack)
   std::optional<Outcome> checkoutStep(CommitRun& run);   //!< 4-5. source archive and checkout
