@@ -12,21 +12,13 @@ using namespace std::chrono_literals;
 
 class BusJetStreamTest : public testing::BusTest {
  protected:
-  void SetUp() override {
-    BusTest::SetUp();
-    if (HasFatalFailure()) {
-      return;
-    }
+  void setUpBus() override {
     stream_ = harness::uniqueName("S");
     prefix_ = harness::uniqueName("js");
     auto info = js_->ensureStream({.name = stream_, .subjects = {prefix_ + ".>"}, .storage = StorageType::kMemory});
     ASSERT_TRUE(info.ok()) << info.error().describe();
   }
-  void TearDown() override {
-    if (js_) {
-      (void)js_->deleteStream(stream_);
-    }
-  }
+  void tearDownBus() override { (void)js_->deleteStream(stream_); }
 
   std::string subject(std::string_view leaf) const { return prefix_ + "." + std::string(leaf); }
 
