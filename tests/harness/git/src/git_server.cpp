@@ -283,6 +283,31 @@ Status GitServer::waitForPort(Process& process, int port, const std::string& log
               "GitServer::waitForPort");
 }
 
+Status GitServer::startOnFreePort(Process& into, int& port, const std::string& log, const std::string& what,
+                                  const std::function<Result<Process>()>& start) {
+  Error last;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (port == 0 || attempt > 0) {
+      auto free_port = freeLocalPort();
+      if (!free_port.ok()) {
+        return fail(free_port.error());
+      }
+      port = *free_port;
+    }
+    auto process = start();
+    if (!process.ok()) {
+      return fail(process.error());
+    }
+    auto ready = waitForPort(*process, port, log, what);
+    if (ready.ok()) {
+      into = std::move(*process);
+      return okStatus();
+    }
+    last = ready.error();
+  }
+  return fail(last);
+}
+
 Result<Process> GitServer::startHttpServer(bool tls, int& port) {
   const std::string name = tls ? "https" : "http";
   const std::string log = root_ + "/logs/" + name + ".log";
@@ -359,34 +384,15 @@ Status GitServer::startGitDaemon() {
     return okStatus();
   }
   const std::string log = root_ + "/logs/git-daemon.log";
-  Error last;
-  // The port is chosen before the daemon binds it, so another process may take it first: retry a few times.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (git_port_ == 0 || attempt > 0) {
-      auto port = freeLocalPort();
-      if (!port.ok()) {
-        return fail(port.error());
-      }
-      git_port_ = *port;
-    }
-    auto process = Process::start({
+  return startOnFreePort(daemon_, git_port_, log, "git daemon", [&] {
+    return Process::start({
         .argv =
             watched({"git", "daemon", "--reuseaddr", "--export-all", "--base-path=" + repos_, "--enable=receive-pack",
                      "--listen=127.0.0.1", "--port=" + std::to_string(git_port_), "--informative-errors", "--verbose"}),
         .env = gitEnv(),
         .output_file = log,
     });
-    if (!process.ok()) {
-      return fail(process.error());
-    }
-    auto ready = waitForPort(*process, git_port_, log, "git daemon");
-    if (ready.ok()) {
-      daemon_ = std::move(*process);
-      return okStatus();
-    }
-    last = ready.error();
-  }
-  return fail(last);
+  });
 }
 
 void GitServer::stopGitDaemon() {
@@ -440,30 +446,12 @@ Status GitServer::startSsh() {
                              "SetEnv HOME=" +
                              root_ + "/home GIT_CONFIG_NOSYSTEM=1\n"));
   const std::string log = root_ + "/logs/sshd.log";
-  Error last;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (ssh_port_ == 0 || attempt > 0) {
-      auto port = freeLocalPort();
-      if (!port.ok()) {
-        return fail(port.error());
-      }
-      ssh_port_ = *port;
-    }
-    auto process = Process::start({
+  return startOnFreePort(sshd_, ssh_port_, log, "sshd", [&] {
+    return Process::start({
         .argv = watched({kSshd, "-D", "-e", "-f", config, "-p", std::to_string(ssh_port_)}),
         .output_file = log,
     });
-    if (!process.ok()) {
-      return fail(process.error());
-    }
-    auto ready = waitForPort(*process, ssh_port_, log, "sshd");
-    if (ready.ok()) {
-      sshd_ = std::move(*process);
-      return okStatus();
-    }
-    last = ready.error();
-  }
-  return fail(last);
+  });
 }
 
 void GitServer::stopSsh() {

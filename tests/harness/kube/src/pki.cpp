@@ -75,22 +75,23 @@ Result<std::string> privateKeyPem(EVP_PKEY* key) {
       "PEM_write_bio_PrivateKey");
 }
 
-Result<Pkey> readKey(const std::string& pem) {
+// Parses one PEM object with `reader` (an OpenSSL PEM_read_bio_* function named by `where`).
+template <class Owned, class Reader>
+Result<Owned> readPem(const std::string& pem, Reader reader, const char* where) {
   Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  Pkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!key) {
-    return opensslFailure("PEM_read_bio_PrivateKey");
+  Owned object(bio ? reader(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!object) {
+    return opensslFailure(where);
   }
-  return key;
+  return object;
+}
+
+Result<Pkey> readKey(const std::string& pem) {
+  return readPem<Pkey>(pem, PEM_read_bio_PrivateKey, "PEM_read_bio_PrivateKey");
 }
 
 Result<Cert> readCert(const std::string& pem) {
-  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  Cert cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!cert) {
-    return opensslFailure("PEM_read_bio_X509");
-  }
-  return cert;
+  return readPem<Cert>(pem, PEM_read_bio_X509, "PEM_read_bio_X509");
 }
 
 Status addExtension(X509* cert, X509* issuer, int nid, const std::string& value) {

@@ -9,6 +9,7 @@
 // milliseconds and needs no work tree.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -164,6 +165,10 @@ class GitServer {
   Status makeSshKeys();
   Result<Process> startHttpServer(bool tls, int& port);
   Status waitForPort(Process& process, int port, const std::string& log, const std::string& what);
+  // Starts a server with `start` on `port` (a fresh free port when unset or on a retry) until it listens there;
+  // the port is chosen before the server binds it, so another process may take it first.
+  Status startOnFreePort(Process& into, int& port, const std::string& log, const std::string& what,
+                         const std::function<Result<Process>()>& start);
   [[nodiscard]] std::string repoPath(const std::string& repo) const;
   Result<std::string> runGit(const std::vector<std::string>& args, const std::string& input = "",
                              const std::map<std::string, std::string>& extra_env = {});
