@@ -49,20 +49,6 @@ std::vector<std::string> watched(std::vector<std::string> argv) {
   return out;
 }
 
-bool canConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return false;
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
-
 std::string tailOf(const std::string& path, size_t lines) {
   auto content = readFile(path);
   if (!content.ok()) {
@@ -101,26 +87,6 @@ std::string dataBlock(const std::string& content) {
 }
 
 }  // namespace
-
-Result<int> freeLocalPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return fail(ErrorKind::kTransient, "socket() failed", "freeLocalPort");
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return fail(ErrorKind::kTransient, "cannot bind a free port on 127.0.0.1", "freeLocalPort");
-  }
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 Result<std::unique_ptr<GitServer>> GitServer::start(GitServerOptions options) {
   std::unique_ptr<GitServer> server(new GitServer(std::move(options)));
@@ -273,7 +239,7 @@ Status GitServer::waitForPort(Process& process, int port, const std::string& log
       return fail(ErrorKind::kTransient, what + " exited during startup; log:\n" + tailOf(log, 30),
                   "GitServer::waitForPort");
     }
-    if (canConnect(port)) {
+    if (acceptsLocalConnections(port)) {
       return okStatus();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -288,7 +254,7 @@ Status GitServer::startOnFreePort(Process& into, int& port, const std::string& l
   Error last;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (port == 0 || attempt > 0) {
-      auto free_port = freeLocalPort();
+      auto free_port = freeTcpPort();
       if (!free_port.ok()) {
         return fail(free_port.error());
       }

@@ -20,6 +20,7 @@
 
 #include "flotilla/core/process.h"
 #include "flotilla/core/result.h"
+#include "flotilla/harness/local_port.h"
 
 namespace flotilla::harness {
 
@@ -193,8 +194,5 @@ class GitServer {
   int git_port_ = 0;
   int ssh_port_ = 0;
 };
-
-//! A port that was free a moment ago on 127.0.0.1 (bind to 0, read it, close).
-Result<int> freeLocalPort();
 
 }  // namespace flotilla::harness
