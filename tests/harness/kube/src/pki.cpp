@@ -161,6 +161,15 @@ Result<Cert> buildCert(EVP_PKEY* key, const CertSpec& spec, bool ca, X509* issue
   return cert;
 }
 
+// A certificate and its private key as PEM text.
+Result<KeyPair> pemPair(X509* cert, EVP_PKEY* key) {
+  auto cert_text = certPem(cert);
+  FLOTILLA_TRY(cert_text);
+  auto key_text = privateKeyPem(key);
+  FLOTILLA_TRY(key_text);
+  return KeyPair{std::move(*cert_text), std::move(*key_text)};
+}
+
 }  // namespace
 
 Result<KeyPair> makeCa(const std::string& common_name) {
@@ -168,11 +177,7 @@ Result<KeyPair> makeCa(const std::string& common_name) {
   FLOTILLA_TRY(key);
   auto cert = buildCert(key->get(), CertSpec{.common_name = common_name, .days = 3650}, true, nullptr, nullptr);
   FLOTILLA_TRY(cert);
-  auto cert_text = certPem(cert->get());
-  FLOTILLA_TRY(cert_text);
-  auto key_text = privateKeyPem(key->get());
-  FLOTILLA_TRY(key_text);
-  return KeyPair{std::move(*cert_text), std::move(*key_text)};
+  return pemPair(cert->get(), key->get());
 }
 
 Result<KeyPair> issue(const KeyPair& ca, const CertSpec& spec) {
@@ -184,11 +189,7 @@ Result<KeyPair> issue(const KeyPair& ca, const CertSpec& spec) {
   FLOTILLA_TRY(key);
   auto cert = buildCert(key->get(), spec, false, ca_cert->get(), ca_key->get());
   FLOTILLA_TRY(cert);
-  auto cert_text = certPem(cert->get());
-  FLOTILLA_TRY(cert_text);
-  auto key_text = privateKeyPem(key->get());
-  FLOTILLA_TRY(key_text);
-  return KeyPair{std::move(*cert_text), std::move(*key_text)};
+  return pemPair(cert->get(), key->get());
 }
 
 Result<SigningKey> makeSigningKey() {
