@@ -49,6 +49,18 @@ std::vector<std::string> watched(std::vector<std::string> argv) {
   return out;
 }
 
+// Runs a setup tool (openssl, ssh-keygen) that must succeed; `what` names it in the error.
+Status runSetupTool(const std::vector<std::string>& argv, const std::string& what, const char* where) {
+  auto result = runCommand({.argv = argv, .timeout = std::chrono::seconds(30)});
+  if (!result.ok()) {
+    return fail(result.error());
+  }
+  if (result->exit_code != 0) {
+    return fail(ErrorKind::kInternal, what + " failed: " + trim(result->err), where);
+  }
+  return okStatus();
+}
+
 std::string tailOf(const std::string& path, size_t lines) {
   auto content = readFile(path);
   if (!content.ok()) {
@@ -196,14 +208,7 @@ Status GitServer::makeCertificates() {
        "-CAcreateserial", "-out", server_cert_, "-days", "30", "-sha256", "-extfile", dir + "/server.ext"},
   };
   for (const auto& argv : steps) {
-    auto result = runCommand({.argv = argv, .timeout = std::chrono::seconds(30)});
-    if (!result.ok()) {
-      return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-      return fail(ErrorKind::kInternal, "openssl " + argv[1] + " failed: " + trim(result->err),
-                  "GitServer::makeCertificates");
-    }
+    FLOTILLA_TRY(runSetupTool(argv, "openssl " + argv[1], "GitServer::makeCertificates"));
   }
   return okStatus();
 }
@@ -215,15 +220,8 @@ Status GitServer::makeSshKeys() {
   client_key_ = dir + "/client_key";
   other_client_key_ = dir + "/other_client_key";
   for (const auto& path : {host_key_, other_host_key_, client_key_, other_client_key_}) {
-    auto result =
-        runCommand({.argv = {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
-                    .timeout = std::chrono::seconds(30)});
-    if (!result.ok()) {
-      return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-      return fail(ErrorKind::kInternal, "ssh-keygen failed: " + trim(result->err), "GitServer::makeSshKeys");
-    }
+    FLOTILLA_TRY(runSetupTool({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
+                              "ssh-keygen", "GitServer::makeSshKeys"));
   }
   auto pub = readFile(client_key_ + ".pub");
   if (!pub.ok()) {
