@@ -284,7 +284,7 @@ std::vector<Json> Hub::records(const std::string& bucket, const std::string& pre
 }
 
 bool Hub::waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout) {
-  return harness::pollUntil(check, timeout, std::chrono::milliseconds(200));
+  return harness::waitUntil(check, timeout, std::chrono::milliseconds(200));
 }
 
 }  // namespace flotilla::e2e

@@ -48,7 +48,7 @@ inline Json configMap(const std::string& ns, const std::string& name, std::map<s
 
 //! Polls `condition` every 100 ms until it holds or `timeout` passes.
 inline bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  return harness::pollUntil(condition, timeout, std::chrono::milliseconds(100));
+  return harness::waitUntil(condition, timeout, std::chrono::milliseconds(100));
 }
 
 //! A fixture with the shared clusters, an admin client on the first one and a fresh namespace there.

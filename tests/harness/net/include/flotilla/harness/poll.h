@@ -9,17 +9,17 @@
 
 namespace flotilla::harness {
 
-//! Checks `condition` every `interval` until it holds or `timeout` passes; a last check at the deadline decides.
-inline bool pollUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout,
-                      std::chrono::milliseconds interval) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+//! Polls `check` every `every` until it returns true or `timeout` passes, then returns one last check().
+inline bool waitUntil(const std::function<bool()>& check, std::chrono::milliseconds timeout,
+                      std::chrono::milliseconds every = std::chrono::milliseconds(50)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) {
+    if (check()) {
       return true;
     }
-    std::this_thread::sleep_for(interval);
+    std::this_thread::sleep_for(every);
   }
-  return condition();
+  return check();
 }
 
 }  // namespace flotilla::harness
