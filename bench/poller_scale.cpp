@@ -27,8 +27,6 @@
 #include <sstream>
 #include <thread>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,13 +104,8 @@ std::string gitRepoJson(const std::string& name, const std::string& url, const s
 
 //! POSTs a body to 127.0.0.1:port/webhook over a fresh connection; returns the HTTP status (0 on failure).
 int postWebhook(int port, const std::string& body, const std::string& signature) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
+  const int fd = harness::connectLocal(port);
+  if (fd < 0) {
     return 0;
   }
   const std::string request =
@@ -245,7 +238,7 @@ Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitSe
   if (!dir.ok()) {
     return fail(dir.error());
   }
-  auto webhook_port = harness::freeLocalPort();
+  auto webhook_port = harness::freeTcpPort();
   if (!webhook_port.ok()) {
     return fail(webhook_port.error());
   }

@@ -47,17 +47,21 @@ void expectHardenedWorkload(const Json& workload) {
   EXPECT_THAT(stringAt(*container, {"image"}), HasSubstr("flotilla/runtime:")) << name;
 }
 
-TEST(HubChart, LintIsClean) {
+// `helm lint --strict` of the chart passes with no warnings or info notes under each set of values.
+void expectLintClean(const std::string& chart, const std::vector<std::vector<std::string>>& value_sets) {
   const std::string helm = toolPath("helm");
   ASSERT_FALSE(helm.empty()) << "helm missing: run scripts/setup --no-run";
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {}, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://nats:4222"}}) {
-    auto result = run(with({helm, "lint", "--strict", chartDir("flotilla-hub")}, args));
+  for (const auto& args : value_sets) {
+    auto result = run(with({helm, "lint", "--strict", chartDir(chart)}, args));
     EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
     EXPECT_THAT(result.out, HasSubstr("0 chart(s) failed"));
     EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[WARNING]")));
     EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[INFO]")));
   }
+}
+
+TEST(HubChart, LintIsClean) {
+  expectLintClean("flotilla-hub", {{}, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://nats:4222"}});
 }
 
 TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
@@ -144,16 +148,7 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
 }
 
 TEST(AgentChart, LintIsClean) {
-  const std::string helm = toolPath("helm");
-  ASSERT_FALSE(helm.empty()) << "helm missing: run scripts/setup --no-run";
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"})}) {
-    auto result = run(with({helm, "lint", "--strict", chartDir("flotilla-agent")}, args));
-    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-    EXPECT_THAT(result.out, HasSubstr("0 chart(s) failed"));
-    EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[WARNING]")));
-    EXPECT_THAT(result.out + result.err, ::testing::Not(HasSubstr("[INFO]")));
-  }
+  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"})});
 }
 
 TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {

@@ -6,6 +6,7 @@
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
+#include "flotilla/harness/poll.h"
 #include "flotilla/kube/kubeconfig.h"
 
 namespace flotilla::e2e {
@@ -283,14 +284,7 @@ std::vector<Json> Hub::records(const std::string& bucket, const std::string& pre
 }
 
 bool Hub::waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return check();
+  return harness::waitUntil(check, timeout, std::chrono::milliseconds(200));
 }
 
 }  // namespace flotilla::e2e

@@ -2,7 +2,8 @@
 //
 // Shared setup for the bus integration tests: a connection and JetStream context on the process-wide
 // nats-server from the harness. Each test names its streams and buckets with uniqueName() so tests never
-// see each other's data.
+// see each other's data. A fixture that owns streams or buckets makes them in setUpBus() (run only once the
+// connection is up) and removes them in tearDownBus() (run only when the connection was made).
 #pragma once
 
 #include <memory>
@@ -27,6 +28,22 @@ class BusTest : public ::testing::Test {
     auto js = JetStream::create(conn_);
     ASSERT_TRUE(js.ok()) << js.error().describe();
     js_ = *js;
+    setUpBus();
+  }
+  void TearDown() override {
+    if (js_) {
+      tearDownBus();
+    }
+  }
+
+  virtual void setUpBus() {}
+  virtual void tearDownBus() {}
+
+  // Stores the value of a result that must succeed, failing the test with its error otherwise.
+  template <class R, class T>
+  static void assignOk(R result, T& out) {
+    ASSERT_TRUE(result.ok()) << result.error().describe();
+    out = *result;
   }
 
   harness::NatsServer* server_ = nullptr;

@@ -12,23 +12,31 @@ using namespace std::chrono_literals;
 
 class BusJetStreamTest : public testing::BusTest {
  protected:
-  void SetUp() override {
-    BusTest::SetUp();
-    if (HasFatalFailure()) {
-      return;
-    }
+  void setUpBus() override {
     stream_ = harness::uniqueName("S");
     prefix_ = harness::uniqueName("js");
     auto info = js_->ensureStream({.name = stream_, .subjects = {prefix_ + ".>"}, .storage = StorageType::kMemory});
     ASSERT_TRUE(info.ok()) << info.error().describe();
   }
-  void TearDown() override {
-    if (js_) {
-      (void)js_->deleteStream(stream_);
-    }
-  }
+  void tearDownBus() override { (void)js_->deleteStream(stream_); }
 
   std::string subject(std::string_view leaf) const { return prefix_ + "." + std::string(leaf); }
+
+  // Publishes `data` on subject(leaf), makes the durable pull consumer `config` filtered to that subject, binds
+  // it into `consumer` and fetches the one message into `first`.
+  void deliverOne(std::string_view leaf, std::string_view data, ConsumerConfig config, PullConsumer& consumer,
+                  std::vector<Message>& first) {
+    ASSERT_TRUE(js_->publish(subject(leaf), data).ok());
+    config.filter_subject = subject(leaf);
+    ASSERT_TRUE(js_->ensureConsumer(stream_, config).ok());
+    auto bound = js_->bindPull(stream_, config.durable);
+    ASSERT_TRUE(bound.ok());
+    consumer = std::move(*bound);
+    auto fetched = consumer.fetch(1, 5s);
+    ASSERT_TRUE(fetched.ok());
+    ASSERT_EQ(fetched->size(), 1u);
+    first = std::move(*fetched);
+  }
 
   std::string stream_;
   std::string prefix_;
@@ -157,21 +165,17 @@ TEST_F(BusJetStreamTest, FetchWithNothingPendingIsEmptyNotAnError) {
 }
 
 TEST_F(BusJetStreamTest, NakWithDelayRedeliversAfterTheDelay) {
-  ASSERT_TRUE(js_->publish(subject("retry"), "flaky").ok());
-  ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "retrier", .filter_subject = subject("retry")}).ok());
-  auto consumer = js_->bindPull(stream_, "retrier");
-  ASSERT_TRUE(consumer.ok());
-  auto first = consumer->fetch(1, 5s);
-  ASSERT_TRUE(first.ok());
-  ASSERT_EQ(first->size(), 1u);
-  EXPECT_EQ((*first)[0].deliveryCount(), 1u);
+  PullConsumer consumer;
+  std::vector<Message> first;
+  ASSERT_NO_FATAL_FAILURE(deliverOne("retry", "flaky", {.durable = "retrier"}, consumer, first));
+  EXPECT_EQ(first[0].deliveryCount(), 1u);
   auto nak_time = std::chrono::steady_clock::now();
-  ASSERT_TRUE((*first)[0].nakWithDelay(1s).ok());
+  ASSERT_TRUE(first[0].nakWithDelay(1s).ok());
 
-  auto early = consumer->fetch(1, 300ms);
+  auto early = consumer.fetch(1, 300ms);
   ASSERT_TRUE(early.ok());
   EXPECT_TRUE(early->empty()) << "redelivered before the delay";
-  auto again = consumer->fetch(1, 5s);
+  auto again = consumer.fetch(1, 5s);
   ASSERT_TRUE(again.ok());
   ASSERT_EQ(again->size(), 1u);
   EXPECT_GE(std::chrono::steady_clock::now() - nak_time, 900ms);
@@ -181,55 +185,43 @@ TEST_F(BusJetStreamTest, NakWithDelayRedeliversAfterTheDelay) {
 }
 
 TEST_F(BusJetStreamTest, PlainNakRedeliversAtOnce) {
-  ASSERT_TRUE(js_->publish(subject("nak"), "x").ok());
-  ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "naker", .filter_subject = subject("nak")}).ok());
-  auto consumer = js_->bindPull(stream_, "naker");
-  ASSERT_TRUE(consumer.ok());
-  auto first = consumer->fetch(1, 5s);
-  ASSERT_EQ(first->size(), 1u);
-  ASSERT_TRUE((*first)[0].nak().ok());
-  auto again = consumer->fetch(1, 2s);
+  PullConsumer consumer;
+  std::vector<Message> first;
+  ASSERT_NO_FATAL_FAILURE(deliverOne("nak", "x", {.durable = "naker"}, consumer, first));
+  ASSERT_TRUE(first[0].nak().ok());
+  auto again = consumer.fetch(1, 2s);
   ASSERT_TRUE(again.ok());
   ASSERT_EQ(again->size(), 1u);
   EXPECT_EQ((*again)[0].deliveryCount(), 2u);
 }
 
 TEST_F(BusJetStreamTest, TermStopsRedelivery) {
-  ASSERT_TRUE(js_->publish(subject("poison"), "bad").ok());
-  ASSERT_TRUE(
-      js_->ensureConsumer(stream_, {.durable = "terminator", .filter_subject = subject("poison"), .ack_wait = 500ms})
-          .ok());
-  auto consumer = js_->bindPull(stream_, "terminator");
-  ASSERT_TRUE(consumer.ok());
-  auto first = consumer->fetch(1, 5s);
-  ASSERT_EQ(first->size(), 1u);
-  ASSERT_TRUE((*first)[0].term().ok());
+  PullConsumer consumer;
+  std::vector<Message> first;
+  ASSERT_NO_FATAL_FAILURE(deliverOne("poison", "bad", {.durable = "terminator", .ack_wait = 500ms}, consumer, first));
+  ASSERT_TRUE(first[0].term().ok());
   // Well past ack_wait: an unacked message would be back by now.
-  auto again = consumer->fetch(1, 1500ms);
+  auto again = consumer.fetch(1, 1500ms);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty());
-  auto info = consumer->info();
+  auto info = consumer.info();
   ASSERT_TRUE(info.ok()) << info.error().describe();
   EXPECT_EQ(info->num_ack_pending, 0);
 }
 
 TEST_F(BusJetStreamTest, InProgressExtendsTheAckDeadline) {
-  ASSERT_TRUE(js_->publish(subject("slow"), "x").ok());
-  ASSERT_TRUE(
-      js_->ensureConsumer(stream_, {.durable = "slowpoke", .filter_subject = subject("slow"), .ack_wait = 800ms}).ok());
-  auto consumer = js_->bindPull(stream_, "slowpoke");
-  ASSERT_TRUE(consumer.ok());
-  auto first = consumer->fetch(1, 5s);
-  ASSERT_EQ(first->size(), 1u);
+  PullConsumer consumer;
+  std::vector<Message> first;
+  ASSERT_NO_FATAL_FAILURE(deliverOne("slow", "x", {.durable = "slowpoke", .ack_wait = 800ms}, consumer, first));
   for (int i = 0; i < 3; ++i) {
     std::this_thread::sleep_for(400ms);
-    ASSERT_TRUE((*first)[0].inProgress().ok());
+    ASSERT_TRUE(first[0].inProgress().ok());
   }
   // 1.2 s after delivery, beyond ack_wait, the message has not come back.
-  auto again = consumer->fetch(1, 300ms);
+  auto again = consumer.fetch(1, 300ms);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty());
-  EXPECT_TRUE((*first)[0].ackSync().ok());
+  EXPECT_TRUE(first[0].ackSync().ok());
 }
 
 // Binding never creates a durable (G3): a missing one is kNotFound and stays missing.
@@ -265,22 +257,16 @@ TEST_F(BusJetStreamTest, DeleteConsumer) {
 }
 
 TEST_F(BusJetStreamTest, RedeliveryFollowsBackoff) {
-  ASSERT_TRUE(js_->publish(subject("backoff"), "x").ok());
-  ASSERT_TRUE(
-      js_->ensureConsumer(
-             stream_,
-             {.durable = "backer", .filter_subject = subject("backoff"), .max_deliver = 3, .backoff = {200ms, 1500ms}})
-          .ok());
-  auto consumer = js_->bindPull(stream_, "backer");
-  ASSERT_TRUE(consumer.ok());
-  auto first = consumer->fetch(1, 5s);
-  ASSERT_EQ(first->size(), 1u);
+  PullConsumer consumer;
+  std::vector<Message> first;
+  ASSERT_NO_FATAL_FAILURE(
+      deliverOne("backoff", "x", {.durable = "backer", .max_deliver = 3, .backoff = {200ms, 1500ms}}, consumer, first));
   auto t0 = std::chrono::steady_clock::now();
-  auto second = consumer->fetch(1, 3s);  // after ~200 ms
+  auto second = consumer.fetch(1, 3s);  // after ~200 ms
   ASSERT_EQ(second->size(), 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1200ms);
   EXPECT_EQ((*second)[0].deliveryCount(), 2u);
-  auto early = consumer->fetch(1, 600ms);  // the next redelivery waits 1.5 s
+  auto early = consumer.fetch(1, 600ms);  // the next redelivery waits 1.5 s
   EXPECT_TRUE(early->empty());
 }
 

@@ -11,21 +11,13 @@ using namespace std::chrono_literals;
 
 class BusKvTest : public testing::BusTest {
  protected:
-  void SetUp() override {
-    BusTest::SetUp();
-    if (HasFatalFailure()) {
-      return;
-    }
+  void setUpBus() override {
     bucket_ = harness::uniqueName("kv");
-    auto kv = KeyValue::ensure(js_, {.bucket = bucket_, .history = 5, .storage = StorageType::kMemory});
-    ASSERT_TRUE(kv.ok()) << kv.error().describe();
-    kv_ = *kv;
+    assignOk(KeyValue::ensure(js_, {.bucket = bucket_, .history = 5, .storage = StorageType::kMemory}), kv_);
   }
-  void TearDown() override {
+  void tearDownBus() override {
     kv_.reset();
-    if (js_) {
-      (void)KeyValue::destroy(js_, bucket_);
-    }
+    (void)KeyValue::destroy(js_, bucket_);
   }
 
   std::string bucket_;

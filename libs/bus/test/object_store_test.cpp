@@ -30,21 +30,13 @@ std::string randomBytes(size_t size, uint64_t seed) {
 
 class BusObjectStoreTest : public testing::BusTest {
  protected:
-  void SetUp() override {
-    BusTest::SetUp();
-    if (HasFatalFailure()) {
-      return;
-    }
+  void setUpBus() override {
     bucket_ = harness::uniqueName("obj");
-    auto store = ObjectStore::open(js_, bucket_);
-    ASSERT_TRUE(store.ok()) << store.error().describe();
-    store_ = *store;
+    assignOk(ObjectStore::open(js_, bucket_), store_);
   }
-  void TearDown() override {
+  void tearDownBus() override {
     store_.reset();
-    if (js_) {
-      (void)js_->deleteStream(objectStreamName(bucket_));
-    }
+    (void)js_->deleteStream(objectStreamName(bucket_));
   }
 
   uint64_t streamMessages() {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "flotilla/testing/yaml_bomb.h"
+
 namespace flotilla {
 namespace {
 
@@ -34,16 +36,7 @@ TEST(YamlTest, DuplicateKeyIsAnError) {
 }
 
 TEST(YamlTest, AliasBombIsRejected) {
-  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
-  char prev = 'a';
-  for (char c = 'b'; c <= 'j'; ++c) {
-    bomb += std::string(1, c) + ": &" + c + " [";
-    for (int i = 0; i < 10; ++i) {
-      bomb += std::string(i ? ", *" : "*") + prev;
-    }
-    bomb += "]\n";
-    prev = c;
-  }
+  const std::string bomb = testing::yamlAliasBomb('j', ", ");
   auto doc = parseYaml(bomb, "bomb.yaml");
   ASSERT_FALSE(doc.ok());
   EXPECT_NE(doc.error().message.find("expands to more than"), std::string::npos);

@@ -2,6 +2,7 @@
 // documented shape is the shape the code writes.
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -55,24 +56,19 @@ void checkExample(const Json& example, const std::string& file) {
   EXPECT_EQ(encode(*decoded), example) << file << ": re-encoded example differs:\n" << encode(*decoded).pretty();
 }
 
+// Checks `example` as the one of `Payloads` whose kKind is `kind`; false when none is.
+template <class... Payloads>
+bool checkAsKind(std::string_view kind, const Json& example, const std::string& file) {
+  return ((kind == Payloads::kKind && (checkExample<Payloads>(example, file), true)) || ...);
+}
+
 void checkPayload(const Json& example, const std::string& file) {
   auto kind = payloadKind(example);
   ASSERT_TRUE(kind.ok()) << file << ": " << kind.error().describe();
-  if (*kind == CommitEvent::kKind) {
-    checkExample<CommitEvent>(example, file);
-  } else if (*kind == BundleEvent::kKind) {
-    checkExample<BundleEvent>(example, file);
-  } else if (*kind == DeployEvent::kKind) {
-    checkExample<DeployEvent>(example, file);
-  } else if (*kind == StatusEvent::kKind) {
-    checkExample<StatusEvent>(example, file);
-  } else if (*kind == RegisterRequest::kKind) {
-    checkExample<RegisterRequest>(example, file);
-  } else if (*kind == RegisterReply::kKind) {
-    checkExample<RegisterReply>(example, file);
-  } else if (*kind == Heartbeat::kKind) {
-    checkExample<Heartbeat>(example, file);
-  } else {
+  const bool known =
+      checkAsKind<CommitEvent, BundleEvent, DeployEvent, StatusEvent, RegisterRequest, RegisterReply, Heartbeat>(
+          *kind, example, file);
+  if (!known) {
     ADD_FAILURE() << file << ": unknown kind " << *kind;
   }
 }

@@ -2,6 +2,8 @@
 #include "flotilla/git/remote.h"
 
 #include <atomic>
+#include <initializer_list>
+#include <string_view>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -39,6 +41,19 @@ class LsRemoteTest : public ::testing::Test {
 
   static Credentials sshCredentials() {
     return Credentials{.ssh_private_key = server_->sshPrivateKey(), .known_hosts = server_->knownHostsLine() + "\n"};
+  }
+
+  // ls-remote of "app" over SSH with `creds` fails with `kind`, the message naming each of `parts`, and the
+  // private key never shows in the error.
+  static void expectSshRejected(const Credentials& creds, ErrorKind kind,
+                                std::initializer_list<std::string_view> parts) {
+    auto heads = lsRemote(server_->sshUrl("app"), creds);
+    ASSERT_FALSE(heads.ok());
+    EXPECT_EQ(heads.error().kind, kind);
+    for (auto part : parts) {
+      EXPECT_NE(heads.error().message.find(part), std::string::npos) << heads.error().describe();
+    }
+    EXPECT_EQ(heads.error().describe().find("PRIVATE KEY"), std::string::npos);
   }
 
   static GitServer* server_;
@@ -162,11 +177,7 @@ TEST_F(LsRemoteTest, SshWithKnownHostsAndKey) {
 TEST_F(LsRemoteTest, SshWrongKnownHostsIsRejected) {
   Credentials creds = sshCredentials();
   creds.known_hosts = server_->wrongKnownHostsLine() + "\n";
-  auto heads = lsRemote(server_->sshUrl("app"), creds);
-  ASSERT_FALSE(heads.ok());
-  EXPECT_EQ(heads.error().kind, ErrorKind::kPermanent);
-  EXPECT_NE(heads.error().message.find("host key"), std::string::npos) << heads.error().describe();
-  EXPECT_NE(heads.error().message.find("does not match"), std::string::npos) << heads.error().describe();
+  expectSshRejected(creds, ErrorKind::kPermanent, {"host key", "does not match"});
 }
 
 // known_hosts that only names other hosts/ports: the host is unknown.
@@ -174,20 +185,14 @@ TEST_F(LsRemoteTest, SshHostMissingFromKnownHostsIsRejected) {
   Credentials creds = sshCredentials();
   std::string line = server_->knownHostsLine();
   creds.known_hosts = "[127.0.0.1]:1" + line.substr(line.find(' ')) + "\n";
-  auto heads = lsRemote(server_->sshUrl("app"), creds);
-  ASSERT_FALSE(heads.ok());
-  EXPECT_EQ(heads.error().kind, ErrorKind::kPermanent);
-  EXPECT_NE(heads.error().message.find("no known_hosts entry"), std::string::npos) << heads.error().describe();
+  expectSshRejected(creds, ErrorKind::kPermanent, {"no known_hosts entry"});
 }
 
 // No known_hosts at all: refused before connecting (trusting any key is opt-in).
 TEST_F(LsRemoteTest, SshWithoutKnownHostsIsRefused) {
   Credentials creds = sshCredentials();
   creds.known_hosts.clear();
-  auto heads = lsRemote(server_->sshUrl("app"), creds);
-  ASSERT_FALSE(heads.ok());
-  EXPECT_EQ(heads.error().kind, ErrorKind::kInvalid);
-  EXPECT_NE(heads.error().message.find("known_hosts"), std::string::npos) << heads.error().describe();
+  ASSERT_NO_FATAL_FAILURE(expectSshRejected(creds, ErrorKind::kInvalid, {"known_hosts"}));
 
   creds.insecure_ignore_host_key = true;
   auto insecure = lsRemote(server_->sshUrl("app"), creds);
@@ -198,21 +203,14 @@ TEST_F(LsRemoteTest, SshWithoutKnownHostsIsRefused) {
 TEST_F(LsRemoteTest, SshWrongKeyIsRejected) {
   Credentials creds = sshCredentials();
   creds.ssh_private_key = server_->unauthorizedSshPrivateKey();
-  auto heads = lsRemote(server_->sshUrl("app"), creds);
-  ASSERT_FALSE(heads.ok());
-  EXPECT_EQ(heads.error().kind, ErrorKind::kPermanent);
-  EXPECT_NE(heads.error().message.find("authentication failed"), std::string::npos) << heads.error().describe();
-  EXPECT_EQ(heads.error().describe().find("PRIVATE KEY"), std::string::npos);
+  expectSshRejected(creds, ErrorKind::kPermanent, {"authentication failed"});
 }
 
 // No key at all for an SSH URL: the server's demand is reported as missing credentials.
 TEST_F(LsRemoteTest, SshWithoutKeyReportsMissingCredentials) {
   Credentials creds = sshCredentials();
   creds.ssh_private_key.clear();
-  auto heads = lsRemote(server_->sshUrl("app"), creds);
-  ASSERT_FALSE(heads.ok());
-  EXPECT_EQ(heads.error().kind, ErrorKind::kPermanent);
-  EXPECT_NE(heads.error().message.find("authentication required"), std::string::npos) << heads.error().describe();
+  expectSshRejected(creds, ErrorKind::kPermanent, {"authentication required"});
 }
 
 // A repository that does not exist is kNotFound over HTTP and git://.

@@ -13,6 +13,7 @@
 
 #include "flotilla/core/util.h"
 #include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/poll.h"
 #include "flotilla/kube/client.h"
 
 namespace flotilla::kube::testing {
@@ -47,14 +48,7 @@ inline Json configMap(const std::string& ns, const std::string& name, std::map<s
 
 //! Polls `condition` every 100 ms until it holds or `timeout` passes.
 inline bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return condition();
+  return harness::waitUntil(condition, timeout, std::chrono::milliseconds(100));
 }
 
 //! A fixture with the shared clusters, an admin client on the first one and a fresh namespace there.

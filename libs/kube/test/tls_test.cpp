@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "flotilla/harness/local_port.h"
 #include "flotilla/kube/client.h"
 #include "kube_test_util.h"
 
@@ -106,15 +107,9 @@ TEST_F(KubeTlsTest, AnonymousAndBadClientCertificates) {
 // Nothing listens: kTransient, quickly.
 TEST_F(KubeTlsTest, ConnectionRefusedIsTransient) {
   Kubeconfig config = adminConfig(0);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);  // the port is now free and nobody listens on it
-  config.port = std::to_string(ntohs(addr.sin_port));
+  auto port = harness::freeTcpPort();  // free a moment ago, and nobody listens on it
+  ASSERT_TRUE(port.ok()) << port.error().describe();
+  config.port = std::to_string(*port);
   auto begin = std::chrono::steady_clock::now();
   auto version = versionWith(config);
   ASSERT_FALSE(version.ok());

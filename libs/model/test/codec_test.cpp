@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "flotilla/testing/expect.h"
+
 namespace flotilla::model {
 namespace {
+
+using testing::expectMentionsAll;
 
 // A GitRepo in Fleet's documented form (fleet-docs gitrepo-add / gitrepo-targets).
 constexpr const char* kFleetGitRepo = R"(kind: GitRepo
@@ -131,11 +135,11 @@ TEST(CodecTest, ReportsSeveralProblemsAtOnce) {
   auto resources = decodeResources(text, "r.yaml");
   ASSERT_FALSE(resources.ok());
   const std::string& m = resources.error().message;
-  EXPECT_NE(m.find("r.yaml:4: metadata.name: invalid name \"Bad_Name\""), std::string::npos) << m;
-  EXPECT_NE(m.find("r.yaml:5: metadata.labels.version: expected a string, got a number"), std::string::npos) << m;
-  EXPECT_NE(m.find("r.yaml:6: spec.repo: required field is missing"), std::string::npos) << m;
-  EXPECT_NE(m.find("r.yaml:7: spec.paused: expected true or false, got a string"), std::string::npos) << m;
-  EXPECT_NE(m.find("r.yaml:8: spec.paths[1]: expected a string, got a number"), std::string::npos) << m;
+  expectMentionsAll(m, {"r.yaml:4: metadata.name: invalid name \"Bad_Name\"",
+                        "r.yaml:5: metadata.labels.version: expected a string, got a number",
+                        "r.yaml:6: spec.repo: required field is missing",
+                        "r.yaml:7: spec.paused: expected true or false, got a string",
+                        "r.yaml:8: spec.paths[1]: expected a string, got a number"});
   EXPECT_EQ(resources.error().where, "r.yaml:4");
 }
 
@@ -508,11 +512,10 @@ TEST(CodecTest, InvalidValuesAreRejected) {
                                          {"paths", Json(Json::Array{Json("")})}})));
   ASSERT_FALSE(r.ok());
   const std::string& m = r.error().message;
-  EXPECT_NE(m.find("metadata.namespace: invalid namespace \"Team\""), std::string::npos) << m;
-  EXPECT_NE(m.find("spec.caBundle: expected base64-encoded PEM data"), std::string::npos) << m;
-  EXPECT_NE(m.find("spec.pollingInterval: invalid duration \"10 minutes\""), std::string::npos) << m;
-  EXPECT_NE(m.find("spec.forceSyncGeneration: must be at least 0, got -1"), std::string::npos) << m;
-  EXPECT_NE(m.find("spec.paths[0]: must not be empty"), std::string::npos) << m;
+  expectMentionsAll(
+      m, {"metadata.namespace: invalid namespace \"Team\"", "spec.caBundle: expected base64-encoded PEM data",
+          "spec.pollingInterval: invalid duration \"10 minutes\"",
+          "spec.forceSyncGeneration: must be at least 0, got -1", "spec.paths[0]: must not be empty"});
 }
 
 TEST(CodecTest, TooManyProblemsAreCapped) {

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/model/codec.h"
+#include "flotilla/testing/expect.h"
 
 namespace flotilla::model {
 namespace {
+
+using testing::expectMentionsAll;
 
 // Fleet's fleet.yaml reference (fleet-docs ref-fleet-yaml.md), every documented section.
 constexpr const char* kReference = R"(defaultNamespace: default
@@ -193,13 +196,9 @@ TEST(FleetYamlTest, TypoInTargetCustomizationIsReported) {
   auto fy = decodeFleetYaml(text, "fleet.yaml");
   ASSERT_FALSE(fy.ok());
   const std::string& m = fy.error().message;
-  EXPECT_NE(m.find("fleet.yaml:4: targetCustomizations[0].clusterSelector.matchLabel: unknown field (did you mean "
-                   "\"matchLabels\"?)"),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("fleet.yaml:6: targetCustomizations[0].helm.valuse: unknown field (did you mean \"values\"?)"),
-            std::string::npos)
-      << m;
+  expectMentionsAll(m, {"fleet.yaml:4: targetCustomizations[0].clusterSelector.matchLabel: unknown field (did you mean "
+                        "\"matchLabels\"?)",
+                        "fleet.yaml:6: targetCustomizations[0].helm.valuse: unknown field (did you mean \"values\"?)"});
 }
 
 TEST(FleetYamlTest, BundleInternalFieldsAreNotAccepted) {
@@ -247,19 +246,14 @@ TEST(FleetYamlTest, SemanticChecks) {
   auto fy = decodeFleetYaml(text, "fleet.yaml");
   ASSERT_FALSE(fy.ok());
   const std::string& m = fy.error().message;
-  EXPECT_NE(m.find("fleet.yaml:1: name: invalid bundle name \"Bad_Bundle\""), std::string::npos) << m;
-  EXPECT_NE(m.find("fleet.yaml:3: helm.releaseName: invalid release name"), std::string::npos) << m;
-  EXPECT_NE(m.find("fleet.yaml:4: helm.timeoutSeconds: must be at least 0"), std::string::npos) << m;
-  EXPECT_NE(m.find("fleet.yaml:5: targetCustomizationMode: expected FirstMatch or AllMatches"), std::string::npos) << m;
-  EXPECT_NE(m.find("fleet.yaml:7: dependsOn[0].acceptedStates[1]: unknown bundle state \"Happy\""), std::string::npos)
-      << m;
-  EXPECT_NE(m.find("fleet.yaml:7: dependsOn[0]: a dependsOn entry needs a name or a selector"), std::string::npos) << m;
-  EXPECT_NE(m.find("fleet.yaml:9: rolloutStrategy.maxUnavailable: a percentage must be at most 100%"),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("fleet.yaml:10: rolloutStrategy.autoPartitionSize: expected a count (10) or a percentage"),
-            std::string::npos)
-      << m;
+  expectMentionsAll(m, {"fleet.yaml:1: name: invalid bundle name \"Bad_Bundle\"",
+                        "fleet.yaml:3: helm.releaseName: invalid release name",
+                        "fleet.yaml:4: helm.timeoutSeconds: must be at least 0",
+                        "fleet.yaml:5: targetCustomizationMode: expected FirstMatch or AllMatches",
+                        "fleet.yaml:7: dependsOn[0].acceptedStates[1]: unknown bundle state \"Happy\"",
+                        "fleet.yaml:7: dependsOn[0]: a dependsOn entry needs a name or a selector",
+                        "fleet.yaml:9: rolloutStrategy.maxUnavailable: a percentage must be at most 100%",
+                        "fleet.yaml:10: rolloutStrategy.autoPartitionSize: expected a count (10) or a percentage"});
 }
 
 TEST(FleetYamlTest, ImageScansAndOverrideTargets) {

@@ -3,15 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/model/codec.h"
+#include "test_util.h"
 
 namespace flotilla::render {
 namespace {
 
-model::FleetYaml fleetYaml(const std::string& text) {
-  auto decoded = model::decodeFleetYaml(text, "fleet.yaml");
-  EXPECT_TRUE(decoded.ok()) << decoded.error().describe();
-  return decoded.ok() ? *decoded : model::FleetYaml{};
-}
+using testing::fleetYaml;
 
 model::GitRepo gitRepo() {
   model::GitRepo repo;

@@ -11,11 +11,7 @@
 namespace flotilla::render {
 namespace {
 
-model::FleetYaml fleetYaml(const std::string& text) {
-  auto decoded = model::decodeFleetYaml(text, "fleet.yaml");
-  EXPECT_TRUE(decoded.ok()) << decoded.error().describe();
-  return decoded.ok() ? *decoded : model::FleetYaml{};
-}
+using testing::fleetYaml;
 
 //! A GitRepo with `targets` (JSON list of GitTargets) and an optional targetNamespace.
 model::GitRepo gitRepo(const std::string& targets = "[]", const std::string& target_namespace = "") {

@@ -92,12 +92,18 @@ TEST(HelmRenderer, ReleaseNameAndChartPathFromOptions) {
   EXPECT_EQ((*objects)[0].file, "app/chart/templates/cm.yaml");
 }
 
-TEST(HelmRenderer, TemplateErrorsNameTheTemplateFile) {
-  REQUIRE_TOOL(helm, "helm");
+// helm template of the chart at app/ (kChartYaml) whose only template is `file` with `content`.
+auto renderOneTemplate(const std::string& helm, const std::string& file, const std::string& content) {
   Checkout checkout;
   checkout.add("app/Chart.yaml", kChartYaml);
-  checkout.add("app/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.x.y.z }}\n");
-  auto objects = HelmRenderer(helm).render(request(checkout, "app"));
+  checkout.add(file, content);
+  return HelmRenderer(helm).render(request(checkout, "app"));
+}
+
+TEST(HelmRenderer, TemplateErrorsNameTheTemplateFile) {
+  REQUIRE_TOOL(helm, "helm");
+  auto objects = renderOneTemplate(helm, "app/templates/cm.yaml",
+                                   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.x.y.z }}\n");
   ASSERT_FALSE(objects.ok());
   EXPECT_EQ(objects.error().kind, ErrorKind::kInvalid);
   EXPECT_EQ(objects.error().where, "app/templates/cm.yaml:4") << objects.error().message;
@@ -106,10 +112,7 @@ TEST(HelmRenderer, TemplateErrorsNameTheTemplateFile) {
 
 TEST(HelmRenderer, RenderedNonObjectsAreErrors) {
   REQUIRE_TOOL(helm, "helm");
-  Checkout checkout;
-  checkout.add("app/Chart.yaml", kChartYaml);
-  checkout.add("app/templates/bad.yaml", "kind: ConfigMap\nmetadata:\n  name: x\n");
-  auto objects = HelmRenderer(helm).render(request(checkout, "app"));
+  auto objects = renderOneTemplate(helm, "app/templates/bad.yaml", "kind: ConfigMap\nmetadata:\n  name: x\n");
   ASSERT_FALSE(objects.ok());
   EXPECT_TRUE(startsWith(objects.error().where, "app/templates/bad.yaml")) << objects.error().where;
   EXPECT_NE(objects.error().message.find("apiVersion is missing"), std::string::npos);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/render/patch.h"
+#include "flotilla/testing/yaml_bomb.h"
 #include "test_util.h"
 
 namespace flotilla::render {
@@ -86,16 +87,7 @@ TEST(ParseManifestText, ListKindsAreExpanded) {
 }
 
 TEST(ParseManifestText, YamlBombsAreBounded) {
-  std::string bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\n";
-  char prev = 'a';
-  for (char c = 'b'; c <= 'k'; ++c) {
-    bomb += std::string(1, c) + ": &" + c + " [";
-    for (int i = 0; i < 10; ++i) {
-      bomb += std::string(i ? "," : "") + "*" + prev;
-    }
-    bomb += "]\n";
-    prev = c;
-  }
+  const std::string bomb = ::flotilla::testing::yamlAliasBomb('k', ",");
   auto objects = parseManifestText(bomb, "bomb.yaml", 1 << 20);
   ASSERT_FALSE(objects.ok());
   EXPECT_EQ(objects.error().kind, ErrorKind::kInvalid);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/core/util.h"
+#include "flotilla/model/codec.h"
 #include "flotilla/render/external_renderers.h"
 
 namespace flotilla::render::testing {
@@ -56,6 +57,13 @@ inline std::string configMap(const std::string& name, const std::string& ns = ""
   }
   out += "data:\n  key: value\n";
   return out;
+}
+
+//! `text` decoded as a fleet.yaml; a decode error fails the test and gives an empty FleetYaml.
+inline model::FleetYaml fleetYaml(const std::string& text) {
+  auto decoded = model::decodeFleetYaml(text, "fleet.yaml");
+  EXPECT_TRUE(decoded.ok()) << decoded.error().describe();
+  return decoded.ok() ? *decoded : model::FleetYaml{};
 }
 
 //! A tool pinned by scripts/setup (.tools/bin/<name>), or "" when it has not been built.

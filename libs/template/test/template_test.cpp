@@ -1,5 +1,8 @@
 #include "flotilla/template/template.h"
 
+#include <string>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 namespace flotilla::templating {
@@ -135,19 +138,24 @@ TEST(Template, ToJsonAndToYaml) {
 }
 
 TEST(Template, SyntaxErrorsNameTheColumn) {
-  EXPECT_NE(error("abc ${ .ClusterName").find("column 5: unclosed action"), std::string::npos);
-  EXPECT_NE(error("${ env \"HOME\" }").find("unsupported function \"env\""), std::string::npos);
-  EXPECT_NE(error("${ expandenv \"$HOME\" }").find("unsupported function \"expandenv\""), std::string::npos);
-  EXPECT_NE(error("${ range .ClusterLabels }x${ end }").find("unsupported action \"range\""), std::string::npos);
-  EXPECT_NE(error("${ if true }x").find("if without end"), std::string::npos);
-  EXPECT_NE(error("${ end }").find("unexpected"), std::string::npos);
-  EXPECT_NE(error("${ $x := 1 }").find("variables are not supported"), std::string::npos);
-  EXPECT_NE(error("${ \"abc }").find("unterminated string"), std::string::npos);
-  EXPECT_NE(error("${ .ClusterName | }").find("missing command"), std::string::npos);
-  EXPECT_NE(error("${ upper }").find("wrong number of arguments"), std::string::npos);
-  EXPECT_NE(error("${ .ClusterName \"x\" }").find("non-function"), std::string::npos);
-  EXPECT_NE(error("${ }").find("empty action"), std::string::npos);
-  EXPECT_NE(error("${ (upper \"x\" }").find("unclosed '('"), std::string::npos);
+  const std::pair<std::string, std::string> cases[] = {
+      {"abc ${ .ClusterName", "column 5: unclosed action"},
+      {"${ env \"HOME\" }", "unsupported function \"env\""},
+      {"${ expandenv \"$HOME\" }", "unsupported function \"expandenv\""},
+      {"${ range .ClusterLabels }x${ end }", "unsupported action \"range\""},
+      {"${ if true }x", "if without end"},
+      {"${ end }", "unexpected"},
+      {"${ $x := 1 }", "variables are not supported"},
+      {"${ \"abc }", "unterminated string"},
+      {"${ .ClusterName | }", "missing command"},
+      {"${ upper }", "wrong number of arguments"},
+      {"${ .ClusterName \"x\" }", "non-function"},
+      {"${ }", "empty action"},
+      {"${ (upper \"x\" }", "unclosed '('"},
+  };
+  for (const auto& [text, message] : cases) {
+    EXPECT_NE(error(text).find(message), std::string::npos) << text;
+  }
 }
 
 TEST(Template, DeepNestingIsRefused) {

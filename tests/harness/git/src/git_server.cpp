@@ -49,18 +49,16 @@ std::vector<std::string> watched(std::vector<std::string> argv) {
   return out;
 }
 
-bool canConnect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return false;
+// Runs a setup tool (openssl, ssh-keygen) that must succeed; `what` names it in the error.
+Status runSetupTool(const std::vector<std::string>& argv, const std::string& what, const char* where) {
+  auto result = runCommand({.argv = argv, .timeout = std::chrono::seconds(30)});
+  if (!result.ok()) {
+    return fail(result.error());
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
+  if (result->exit_code != 0) {
+    return fail(ErrorKind::kInternal, what + " failed: " + trim(result->err), where);
+  }
+  return okStatus();
 }
 
 std::string tailOf(const std::string& path, size_t lines) {
@@ -101,26 +99,6 @@ std::string dataBlock(const std::string& content) {
 }
 
 }  // namespace
-
-Result<int> freeLocalPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return fail(ErrorKind::kTransient, "socket() failed", "freeLocalPort");
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return fail(ErrorKind::kTransient, "cannot bind a free port on 127.0.0.1", "freeLocalPort");
-  }
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 Result<std::unique_ptr<GitServer>> GitServer::start(GitServerOptions options) {
   std::unique_ptr<GitServer> server(new GitServer(std::move(options)));
@@ -230,14 +208,7 @@ Status GitServer::makeCertificates() {
        "-CAcreateserial", "-out", server_cert_, "-days", "30", "-sha256", "-extfile", dir + "/server.ext"},
   };
   for (const auto& argv : steps) {
-    auto result = runCommand({.argv = argv, .timeout = std::chrono::seconds(30)});
-    if (!result.ok()) {
-      return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-      return fail(ErrorKind::kInternal, "openssl " + argv[1] + " failed: " + trim(result->err),
-                  "GitServer::makeCertificates");
-    }
+    FLOTILLA_TRY(runSetupTool(argv, "openssl " + argv[1], "GitServer::makeCertificates"));
   }
   return okStatus();
 }
@@ -249,15 +220,8 @@ Status GitServer::makeSshKeys() {
   client_key_ = dir + "/client_key";
   other_client_key_ = dir + "/other_client_key";
   for (const auto& path : {host_key_, other_host_key_, client_key_, other_client_key_}) {
-    auto result =
-        runCommand({.argv = {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
-                    .timeout = std::chrono::seconds(30)});
-    if (!result.ok()) {
-      return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-      return fail(ErrorKind::kInternal, "ssh-keygen failed: " + trim(result->err), "GitServer::makeSshKeys");
-    }
+    FLOTILLA_TRY(runSetupTool({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
+                              "ssh-keygen", "GitServer::makeSshKeys"));
   }
   auto pub = readFile(client_key_ + ".pub");
   if (!pub.ok()) {
@@ -273,7 +237,7 @@ Status GitServer::waitForPort(Process& process, int port, const std::string& log
       return fail(ErrorKind::kTransient, what + " exited during startup; log:\n" + tailOf(log, 30),
                   "GitServer::waitForPort");
     }
-    if (canConnect(port)) {
+    if (acceptsLocalConnections(port)) {
       return okStatus();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -281,6 +245,31 @@ Status GitServer::waitForPort(Process& process, int port, const std::string& log
   return fail(ErrorKind::kTransient,
               what + " did not listen on port " + std::to_string(port) + " in time; log:\n" + tailOf(log, 30),
               "GitServer::waitForPort");
+}
+
+Status GitServer::startOnFreePort(Process& into, int& port, const std::string& log, const std::string& what,
+                                  const std::function<Result<Process>()>& start) {
+  Error last;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (port == 0 || attempt > 0) {
+      auto free_port = freeTcpPort();
+      if (!free_port.ok()) {
+        return fail(free_port.error());
+      }
+      port = *free_port;
+    }
+    auto process = start();
+    if (!process.ok()) {
+      return fail(process.error());
+    }
+    auto ready = waitForPort(*process, port, log, what);
+    if (ready.ok()) {
+      into = std::move(*process);
+      return okStatus();
+    }
+    last = ready.error();
+  }
+  return fail(last);
 }
 
 Result<Process> GitServer::startHttpServer(bool tls, int& port) {
@@ -359,34 +348,15 @@ Status GitServer::startGitDaemon() {
     return okStatus();
   }
   const std::string log = root_ + "/logs/git-daemon.log";
-  Error last;
-  // The port is chosen before the daemon binds it, so another process may take it first: retry a few times.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (git_port_ == 0 || attempt > 0) {
-      auto port = freeLocalPort();
-      if (!port.ok()) {
-        return fail(port.error());
-      }
-      git_port_ = *port;
-    }
-    auto process = Process::start({
+  return startOnFreePort(daemon_, git_port_, log, "git daemon", [&] {
+    return Process::start({
         .argv =
             watched({"git", "daemon", "--reuseaddr", "--export-all", "--base-path=" + repos_, "--enable=receive-pack",
                      "--listen=127.0.0.1", "--port=" + std::to_string(git_port_), "--informative-errors", "--verbose"}),
         .env = gitEnv(),
         .output_file = log,
     });
-    if (!process.ok()) {
-      return fail(process.error());
-    }
-    auto ready = waitForPort(*process, git_port_, log, "git daemon");
-    if (ready.ok()) {
-      daemon_ = std::move(*process);
-      return okStatus();
-    }
-    last = ready.error();
-  }
-  return fail(last);
+  });
 }
 
 void GitServer::stopGitDaemon() {
@@ -440,30 +410,12 @@ Status GitServer::startSsh() {
                              "SetEnv HOME=" +
                              root_ + "/home GIT_CONFIG_NOSYSTEM=1\n"));
   const std::string log = root_ + "/logs/sshd.log";
-  Error last;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (ssh_port_ == 0 || attempt > 0) {
-      auto port = freeLocalPort();
-      if (!port.ok()) {
-        return fail(port.error());
-      }
-      ssh_port_ = *port;
-    }
-    auto process = Process::start({
+  return startOnFreePort(sshd_, ssh_port_, log, "sshd", [&] {
+    return Process::start({
         .argv = watched({kSshd, "-D", "-e", "-f", config, "-p", std::to_string(ssh_port_)}),
         .output_file = log,
     });
-    if (!process.ok()) {
-      return fail(process.error());
-    }
-    auto ready = waitForPort(*process, ssh_port_, log, "sshd");
-    if (ready.ok()) {
-      sshd_ = std::move(*process);
-      return okStatus();
-    }
-    last = ready.error();
-  }
-  return fail(last);
+  });
 }
 
 void GitServer::stopSsh() {

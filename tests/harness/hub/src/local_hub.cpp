@@ -1,7 +1,5 @@
 #include "flotilla/harness/local_hub.h"
 
-#include <thread>
-
 namespace flotilla::harness {
 
 Result<LocalHub> LocalHub::start(const std::string& client) {
@@ -18,17 +16,6 @@ Result<LocalHub> LocalHub::start(const std::string& client) {
   }
   local.hub = std::move(hub).value();
   return local;
-}
-
-bool waitUntil(const std::function<bool()>& check, std::chrono::milliseconds timeout, std::chrono::milliseconds every) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) {
-      return true;
-    }
-    std::this_thread::sleep_for(every);
-  }
-  return check();
 }
 
 }  // namespace flotilla::harness

@@ -17,6 +17,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/harness/local_port.h"
 #include "pki.h"
 
 namespace flotilla::harness {
@@ -79,20 +80,6 @@ int freePort() {
     }
   }
   return 0;
-}
-
-bool portAcceptsConnections(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    return false;
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
 }
 
 std::string tailOfFile(const std::string& path, size_t lines) {
@@ -368,6 +355,18 @@ bool logSays(const std::string& path, std::string_view needle) {
   return text.ok() && text->find(needle) != std::string::npos;
 }
 
+// `server` of cluster `c` exited during start: restarted when its log says its port was taken and it has not
+// used up its attempts, a failure otherwise.
+template <class Cluster, class Restart>
+Status restartIfPortTaken(Cluster* c, const std::string& server, int attempts, const std::string& warning,
+                          Restart restart) {
+  if (logSays(c->path(server + ".log"), "address already in use") && attempts < kMaxPortAttempts) {
+    log::warn(warning, {{"cluster", c->options.name}});
+    return restart();
+  }
+  return c->failure(server + " exited during start");
+}
+
 }  // namespace
 
 // Drives several clusters through etcd -> kube-apiserver -> readiness at once. Everything is forked from this
@@ -409,14 +408,11 @@ Status KubeCluster::bringUp(const std::vector<State*>& clusters) {
   // about etcd beats an apiserver timeout.
   for (auto* c : clusters) {
     auto deadline = Clock::now() + std::chrono::seconds(30);
-    while (!portAcceptsConnections(c->etcd_client_port)) {
+    while (!acceptsLocalConnections(c->etcd_client_port)) {
       if (!c->etcd.running()) {
-        if (logSays(c->path("etcd.log"), "address already in use") && c->etcd_attempts < kMaxPortAttempts) {
-          log::warn("etcd port taken; retrying with new ports", {{"cluster", c->options.name}});
-          FLOTILLA_TRY(c->startEtcd());
-          continue;
-        }
-        return c->failure("etcd exited during start");
+        FLOTILLA_TRY(restartIfPortTaken(c, "etcd", c->etcd_attempts, "etcd port taken; retrying with new ports",
+                                        [c] { return c->startEtcd(); }));
+        continue;
       }
       if (Clock::now() > deadline) {
         return c->failure("etcd did not listen on its client port within 30s");
@@ -439,12 +435,10 @@ Status KubeCluster::bringUp(const std::vector<State*>& clusters) {
         continue;
       }
       if (!c->apiserver.running()) {
-        if (logSays(c->path("kube-apiserver.log"), "address already in use") && c->api_attempts < kMaxPortAttempts) {
-          log::warn("kube-apiserver port taken; retrying with a new port", {{"cluster", c->options.name}});
-          FLOTILLA_TRY(c->startApiserver());
-          continue;
-        }
-        return c->failure("kube-apiserver exited during start");
+        FLOTILLA_TRY(restartIfPortTaken(c, "kube-apiserver", c->api_attempts,
+                                        "kube-apiserver port taken; retrying with a new port",
+                                        [c] { return c->startApiserver(); }));
+        continue;
       }
       if (!c->etcd.running()) {
         return c->failure("etcd exited during start");

@@ -75,22 +75,23 @@ Result<std::string> privateKeyPem(EVP_PKEY* key) {
       "PEM_write_bio_PrivateKey");
 }
 
-Result<Pkey> readKey(const std::string& pem) {
+// Parses one PEM object with `reader` (an OpenSSL PEM_read_bio_* function named by `where`).
+template <class Owned, class Reader>
+Result<Owned> readPem(const std::string& pem, Reader reader, const char* where) {
   Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  Pkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!key) {
-    return opensslFailure("PEM_read_bio_PrivateKey");
+  Owned object(bio ? reader(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!object) {
+    return opensslFailure(where);
   }
-  return key;
+  return object;
+}
+
+Result<Pkey> readKey(const std::string& pem) {
+  return readPem<Pkey>(pem, PEM_read_bio_PrivateKey, "PEM_read_bio_PrivateKey");
 }
 
 Result<Cert> readCert(const std::string& pem) {
-  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  Cert cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!cert) {
-    return opensslFailure("PEM_read_bio_X509");
-  }
-  return cert;
+  return readPem<Cert>(pem, PEM_read_bio_X509, "PEM_read_bio_X509");
 }
 
 Status addExtension(X509* cert, X509* issuer, int nid, const std::string& value) {
@@ -160,6 +161,15 @@ Result<Cert> buildCert(EVP_PKEY* key, const CertSpec& spec, bool ca, X509* issue
   return cert;
 }
 
+// A certificate and its private key as PEM text.
+Result<KeyPair> pemPair(X509* cert, EVP_PKEY* key) {
+  auto cert_text = certPem(cert);
+  FLOTILLA_TRY(cert_text);
+  auto key_text = privateKeyPem(key);
+  FLOTILLA_TRY(key_text);
+  return KeyPair{std::move(*cert_text), std::move(*key_text)};
+}
+
 }  // namespace
 
 Result<KeyPair> makeCa(const std::string& common_name) {
@@ -167,11 +177,7 @@ Result<KeyPair> makeCa(const std::string& common_name) {
   FLOTILLA_TRY(key);
   auto cert = buildCert(key->get(), CertSpec{.common_name = common_name, .days = 3650}, true, nullptr, nullptr);
   FLOTILLA_TRY(cert);
-  auto cert_text = certPem(cert->get());
-  FLOTILLA_TRY(cert_text);
-  auto key_text = privateKeyPem(key->get());
-  FLOTILLA_TRY(key_text);
-  return KeyPair{std::move(*cert_text), std::move(*key_text)};
+  return pemPair(cert->get(), key->get());
 }
 
 Result<KeyPair> issue(const KeyPair& ca, const CertSpec& spec) {
@@ -183,11 +189,7 @@ Result<KeyPair> issue(const KeyPair& ca, const CertSpec& spec) {
   FLOTILLA_TRY(key);
   auto cert = buildCert(key->get(), spec, false, ca_cert->get(), ca_key->get());
   FLOTILLA_TRY(cert);
-  auto cert_text = certPem(cert->get());
-  FLOTILLA_TRY(cert_text);
-  auto key_text = privateKeyPem(key->get());
-  FLOTILLA_TRY(key_text);
-  return KeyPair{std::move(*cert_text), std::move(*key_text)};
+  return pemPair(cert->get(), key->get());
 }
 
 Result<SigningKey> makeSigningKey() {

@@ -21,23 +21,6 @@ namespace {
 
 constexpr int kStartAttempts = 4;
 
-// A connected socket to 127.0.0.1:port, or -1.
-int connectLocal(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return -1;
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Reads until `done(buffer)` or the deadline; returns what arrived.
 template <typename Done>
 std::string readUntil(int fd, std::chrono::milliseconds timeout, Done done) {
@@ -103,26 +86,6 @@ void replaceAll(std::string& text, std::string_view from, std::string_view to) {
 }
 
 }  // namespace
-
-Result<int> freeTcpPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return fail(ErrorKind::kTransient, std::string("socket: ") + std::strerror(errno), "freeTcpPort");
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return fail(ErrorKind::kTransient, std::string("bind 127.0.0.1:0: ") + std::strerror(err), "freeTcpPort");
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 std::string defaultNatsServerBinary() {
   std::string source = envOr("FLOTILLA_SOURCE_DIR", FLOTILLA_SOURCE_DIR);

@@ -9,6 +9,7 @@
 // milliseconds and needs no work tree.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 
 #include "flotilla/core/process.h"
 #include "flotilla/core/result.h"
+#include "flotilla/harness/local_port.h"
 
 namespace flotilla::harness {
 
@@ -164,6 +166,10 @@ class GitServer {
   Status makeSshKeys();
   Result<Process> startHttpServer(bool tls, int& port);
   Status waitForPort(Process& process, int port, const std::string& log, const std::string& what);
+  // Starts a server with `start` on `port` (a fresh free port when unset or on a retry) until it listens there;
+  // the port is chosen before the server binds it, so another process may take it first.
+  Status startOnFreePort(Process& into, int& port, const std::string& log, const std::string& what,
+                         const std::function<Result<Process>()>& start);
   [[nodiscard]] std::string repoPath(const std::string& repo) const;
   Result<std::string> runGit(const std::vector<std::string>& args, const std::string& input = "",
                              const std::map<std::string, std::string>& extra_env = {});
@@ -188,8 +194,5 @@ class GitServer {
   int git_port_ = 0;
   int ssh_port_ = 0;
 };
-
-//! A port that was free a moment ago on 127.0.0.1 (bind to 0, read it, close).
-Result<int> freeLocalPort();
 
 }  // namespace flotilla::harness

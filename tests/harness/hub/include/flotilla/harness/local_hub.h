@@ -12,6 +12,7 @@
 
 #include "flotilla/core/result.h"
 #include "flotilla/harness/nats_server.h"
+#include "flotilla/harness/poll.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::harness {
@@ -23,9 +24,5 @@ struct LocalHub {
   //! Starts the server and provisions the hub; `client` names the NATS connection in the server's logs.
   static Result<LocalHub> start(const std::string& client);
 };
-
-//! Polls `check` every `every` until it returns true or `timeout` passes, then returns one last check().
-bool waitUntil(const std::function<bool()>& check, std::chrono::milliseconds timeout,
-               std::chrono::milliseconds every = std::chrono::milliseconds(50));
 
 }  // namespace flotilla::harness

@@ -12,6 +12,7 @@
 
 #include "flotilla/core/process.h"
 #include "flotilla/core/result.h"
+#include "flotilla/harness/local_port.h"
 
 namespace flotilla::harness {
 
@@ -82,10 +83,6 @@ class NatsServer {
 //! The pinned nats-server scripts/setup builds: $FLOTILLA_TOOLS_DIR/nats-server, else
 //! ${FLOTILLA_SOURCE_DIR}/.tools/bin/nats-server. No fallback to PATH: tests run against one known version.
 std::string defaultNatsServerBinary();
-
-//! A free TCP port on 127.0.0.1 (bind to port 0, read it back, close). Another process may take it before the
-//! caller binds; callers retry on "address in use".
-Result<int> freeTcpPort();
 
 //! A server shared by every test in this process that only needs a plain JetStream server, started on first use
 //! and stopped at exit. Tests sharing it must use unique stream/bucket names (see uniqueName) and must not
