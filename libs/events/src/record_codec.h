@@ -1,11 +1,12 @@
 // flotilla/events/src/record_codec.h
 //
-// What the payload and record codecs (payloads.cpp, records.cpp, records_summary.cpp, terminated.cpp) share:
+// What the payload and record codecs (payloads.cpp, records.cpp, terminated.cpp) share:
 // field lists of the shapes several of them embed, the small field helpers, and decoding one record with a
 // strict Reader into one kInvalid Status. Field lists are written once over a visitor (flotilla/core/codec.h)
 // and drive both the encoder and the strict decoder.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,31 +15,38 @@
 #include "flotilla/core/codec.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/result.h"
+#include "flotilla/events/records.h"
 #include "reader.h"
 
 namespace flotilla::events::detail {
 
-//! Decodes a record of type T (named T::kKind in paths): `fn(reader, out)` reads the fields; unknown fields and
-//! every problem are reported together.
-template <typename T, typename Fn>
-Result<T> decodeRecordWith(const Json& json, Fn&& fn) {
+//! A field list's parameter: the struct T, const when encoding.
+template <typename S, typename T>
+concept FieldsOf = std::same_as<std::remove_const_t<S>, T>;
+
+//! Every record's fields, named once for encode and decode: `recordFields(v, record)`, an overload per record
+//! type (records.cpp), found by argument-dependent lookup.
+inline constexpr auto kRecordFields = [](auto& v, auto& record) { recordFields(v, record); };
+
+template <typename T>
+Json RecordCodec<T>::encode(const T& value) {
+  return codec::encode(value, kRecordFields, /*omit_empty=*/false);
+}
+
+//! Unknown fields and every problem are reported together, with paths starting at T::kKind.
+template <typename T>
+Result<T> RecordCodec<T>::decode(const Json& json) {
   std::vector<std::string> problems;
   Reader reader(json, std::string(T::kKind), problems);
   T out{};
   if (reader.ok()) {
-    fn(reader, out);
+    kRecordFields(reader, out);
   }
   reader.finish();
   if (auto status = problemsStatus(problems, T::kKind); !status.ok()) {
     return fail(status.error());
   }
   return out;
-}
-
-//! A record: every field, empty ones included.
-template <typename T, typename Fn>
-Json encodeRecordWith(const T& value, Fn&& fields) {
-  return codec::encode(value, fields, /*omit_empty=*/false);
 }
 
 //! Checks a bundler record's apiVersion and kind.

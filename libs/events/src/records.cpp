@@ -1,5 +1,5 @@
-// Codecs of the records the scheduler, bundler and poller keep in KV (records.h). The summaries are in
-// records_summary.cpp.
+// Codecs of the records the scheduler, bundler and poller keep in KV (records.h), and of the summaries the
+// scheduler stores in KV `status`.
 #include "flotilla/events/records.h"
 
 #include "record_codec.h"
@@ -10,11 +10,9 @@ using detail::kObjectResultFields;
 using detail::kRenderErrorFields;
 using detail::stateField;
 
-namespace {
+// ---- field lists: each record's fields, named once for encode and decode (record_codec.h kRecordFields) ----
 
-// ---- field lists: each record's fields, named once for encode and decode ----
-
-constexpr auto kDeploymentRecordFields = [](auto& v, auto& r) {
+void recordFields(auto& v, detail::FieldsOf<DeploymentRecord> auto& r) {
   v.str("cluster", r.cluster, true);
   v.str("workspace", r.workspace, true);
   v.str("bundle", r.bundle, true);
@@ -29,9 +27,9 @@ constexpr auto kDeploymentRecordFields = [](auto& v, auto& r) {
   v.str("stagedDeploymentID", r.staged_deployment_id);
   v.integer("generation", r.generation);
   v.str("updated", r.updated);
-};
+}
 
-constexpr auto kBdStatusFields = [](auto& v, auto& s) {
+void recordFields(auto& v, detail::FieldsOf<BdStatus> auto& s) {
   v.str("cluster", s.cluster, true);
   v.str("workspace", s.workspace);
   v.str("bundle", s.bundle, true);
@@ -46,9 +44,9 @@ constexpr auto kBdStatusFields = [](auto& v, auto& s) {
   v.str("reported", s.reported);
   v.str("eventID", s.event_id);
   v.str("updated", s.updated);
-};
+}
 
-constexpr auto kBundleRecordFields = [](auto& v, auto& r) {
+void recordFields(auto& v, detail::FieldsOf<BundleRecord> auto& r) {
   detail::envelopeFields(v, kBundlerRecordApiVersion, BundleRecord::kKind);
   v.str("workspace", r.workspace, true);
   v.str("gitrepo", r.gitrepo, true);
@@ -62,9 +60,9 @@ constexpr auto kBundleRecordFields = [](auto& v, auto& r) {
   v.str("manifestID", manifest_id);
   v.object("error", r.error, kRenderErrorFields);
   v.value("lastGood", r.last_good, detail::PayloadCodec<BundleEvent>{});
-};
+}
 
-constexpr auto kRenderStatusFields = [](auto& v, auto& s) {
+void recordFields(auto& v, detail::FieldsOf<RenderStatus> auto& s) {
   detail::envelopeFields(v, kBundlerRecordApiVersion, RenderStatus::kKind);
   v.str("workspace", s.workspace, true);
   v.str("gitrepo", s.gitrepo, true);
@@ -86,9 +84,9 @@ constexpr auto kRenderStatusFields = [](auto& v, auto& s) {
     v.str("chartVersion", s.chart_version);
     v.str("chartDigest", s.chart_digest);
   }
-};
+}
 
-constexpr auto kPollStatusFields = [](auto& v, auto& s) {
+void recordFields(auto& v, detail::FieldsOf<PollStatus> auto& s) {
   v.str("workspace", s.workspace, true);
   v.str("gitrepo", s.gitrepo, true);
   v.str("repo", s.repo);
@@ -108,46 +106,93 @@ constexpr auto kPollStatusFields = [](auto& v, auto& s) {
   v.integer("failures", s.failures);
   v.str("webhookCommit", s.webhook_commit);
   v.str("lastWebhookTime", s.last_webhook_time);
+}
+
+// ---- summaries ----
+
+namespace {
+
+constexpr auto kRenderErrorSummaryFields = [](auto& v, auto& e) {
+  v.str("bundle", e.bundle);
+  v.str("file", e.file);
+  v.integer("line", e.line);
+  v.str("message", e.message, true);
+  v.str("commit", e.commit);
+  v.str("time", e.time);
+};
+
+//! The fields every summary has: Fleet's BundleSummary, the worst state and a one-line message.
+template <typename V, typename S>
+void rollupFields(V& v, S& s) {
+  v.object("summary", s.summary);
+  stateField(v, "state", s.state);
+  v.str("message", s.message);
+}
+
+constexpr auto kGitRepoSummaryBundleFields = [](auto& v, auto& b) {
+  v.str("bundle", b.bundle, true);
+  stateField(v, "state", b.state);
+  v.integer("ready", b.ready);
+  v.integer("desiredReady", b.desired_ready);
+  v.object("renderError", b.render_error, kRenderErrorSummaryFields);
 };
 
 }  // namespace
 
-Json encode(const DeploymentRecord& record) {
-  return detail::encodeRecordWith(record, kDeploymentRecordFields);
-}
-Json encode(const BdStatus& status) {
-  return detail::encodeRecordWith(status, kBdStatusFields);
-}
-Json encode(const BundleRecord& record) {
-  return detail::encodeRecordWith(record, kBundleRecordFields);
-}
-Json encode(const RenderStatus& status) {
-  return detail::encodeRecordWith(status, kRenderStatusFields);
-}
-Json encode(const PollStatus& status) {
-  return detail::encodeRecordWith(status, kPollStatusFields);
+// ---- field lists of the summaries (record_codec.h kRecordFields) ----
+
+void recordFields(auto& v, detail::FieldsOf<BundleSummary> auto& s) {
+  v.str("workspace", s.workspace, true);
+  v.str("bundle", s.bundle, true);
+  rollupFields(v, s);
+  v.str("readyClusters", s.ready_clusters);
+  v.str("gitrepo", s.gitrepo);
+  v.str("commit", s.commit);
+  v.str("manifestID", s.manifest_id);
+  v.boolean("paused", s.paused);
+  v.boolean("error", s.error);
+  v.object("renderError", s.render_error, kRenderErrorSummaryFields);
+  v.str("updated", s.updated);
 }
 
-template <>
-Result<DeploymentRecord> decodeRecord<DeploymentRecord>(const Json& json) {
-  return detail::decodeRecordWith<DeploymentRecord>(json, kDeploymentRecordFields);
+void recordFields(auto& v, detail::FieldsOf<GitRepoSummary> auto& s) {
+  v.str("workspace", s.workspace, true);
+  v.str("gitrepo", s.gitrepo, true);
+  rollupFields(v, s);
+  v.str("readyBundleDeployments", s.ready_bundle_deployments);
+  v.integer("readyClusters", s.ready_clusters);
+  v.integer("desiredReadyClusters", s.desired_ready_clusters);
+  v.objects("bundles", s.bundles, kGitRepoSummaryBundleFields);
+  v.objects("renderErrors", s.render_errors, kRenderErrorSummaryFields);
+  v.boolean("error", s.error);
+  v.str("updated", s.updated);
 }
-template <>
-Result<BdStatus> decodeRecord<BdStatus>(const Json& json) {
-  return detail::decodeRecordWith<BdStatus>(json, kBdStatusFields);
+
+void recordFields(auto& v, detail::FieldsOf<ClusterSummary> auto& s) {
+  v.str("cluster", s.cluster, true);
+  rollupFields(v, s);
+  v.str("readyBundles", s.ready_bundles);
+  v.integer("readyGitRepos", s.ready_git_repos);
+  v.integer("desiredReadyGitRepos", s.desired_ready_git_repos);
+  v.str("lastHeartbeat", s.last_heartbeat);
+  v.boolean("registered", s.registered);
+  v.str("workspace", s.workspace);
+  v.str("agentVersion", s.agent_version);
+  v.str("kubernetesVersion", s.kubernetes_version);
+  v.str("lastSeen", s.last_seen);
+  v.str("updated", s.updated);
 }
-template <>
-Result<BundleRecord> decodeRecord<BundleRecord>(const Json& json) {
-  return detail::decodeRecordWith<BundleRecord>(json, kBundleRecordFields);
-}
-template <>
-Result<RenderStatus> decodeRecord<RenderStatus>(const Json& json) {
-  return detail::decodeRecordWith<RenderStatus>(json, kRenderStatusFields);
-}
-template <>
-Result<PollStatus> decodeRecord<PollStatus>(const Json& json) {
-  return detail::decodeRecordWith<PollStatus>(json, kPollStatusFields);
-}
+
+// ---- the codecs (records.h encode, decodeRecord) ----
+
+template struct detail::RecordCodec<DeploymentRecord>;
+template struct detail::RecordCodec<BdStatus>;
+template struct detail::RecordCodec<BundleRecord>;
+template struct detail::RecordCodec<RenderStatus>;
+template struct detail::RecordCodec<PollStatus>;
+template struct detail::RecordCodec<BundleSummary>;
+template struct detail::RecordCodec<GitRepoSummary>;
+template struct detail::RecordCodec<ClusterSummary>;
 
 BdStatus bdStatusFrom(const StatusEvent& event) {
   return BdStatus{.cluster = event.cluster,
