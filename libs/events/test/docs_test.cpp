@@ -1,52 +1,21 @@
 // Keeps docs/events/ honest: every JSON example decodes strictly and re-encodes to exactly itself, so the
 // documented shape is the shape the code writes.
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "flotilla/core/util.h"
 #include "flotilla/events/cloudevents.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
+#include "test_support.h"
 
 namespace flotilla::events {
 namespace {
 
-std::string docsDir() {
-  if (const char* source = std::getenv("FLOTILLA_SOURCE_DIR"); source != nullptr && *source != '\0') {
-    return std::string(source) + "/docs/events";
-  }
-  return FLOTILLA_EVENTS_DOCS_DIR;
-}
-
-std::vector<Json> jsonExamples(const std::string& file) {
-  auto text = readFile(docsDir() + "/" + file);
-  EXPECT_TRUE(text.ok()) << file << ": " << (text.ok() ? "" : text.error().describe());
-  std::vector<Json> out;
-  if (!text.ok()) {
-    return out;
-  }
-  const std::string open = "```json\n";
-  size_t pos = 0;
-  while ((pos = text->find(open, pos)) != std::string::npos) {
-    size_t start = pos + open.size();
-    size_t end = text->find("```", start);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << file << ": unterminated code block";
-      break;
-    }
-    auto json = Json::parse(std::string_view(*text).substr(start, end - start));
-    EXPECT_TRUE(json.ok()) << file << ": " << (json.ok() ? "" : json.error().describe());
-    if (json.ok()) {
-      out.push_back(std::move(json).value());
-    }
-    pos = end + 3;
-  }
-  return out;
-}
+using test::docsDir;
+using test::jsonExamples;
 
 template <typename T>
 void checkExample(const Json& example, const std::string& file) {
