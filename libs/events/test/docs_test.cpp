@@ -1,6 +1,7 @@
 // Keeps docs/events/ honest: every JSON example decodes strictly and re-encodes to exactly itself, so the
 // documented shape is the shape the code writes.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -24,24 +25,17 @@ void checkExample(const Json& example, const std::string& file) {
   EXPECT_EQ(encode(*decoded), example) << file << ": re-encoded example differs:\n" << encode(*decoded).pretty();
 }
 
+//! Checks `example` as the one of Ts whose kind is `kind`; false when none is.
+template <typename... Ts>
+bool checkAsKind(std::string_view kind, const Json& example, const std::string& file) {
+  return ((kind == Ts::kKind ? (checkExample<Ts>(example, file), true) : false) || ...);
+}
+
 void checkPayload(const Json& example, const std::string& file) {
   auto kind = payloadKind(example);
   ASSERT_TRUE(kind.ok()) << file << ": " << kind.error().describe();
-  if (*kind == CommitEvent::kKind) {
-    checkExample<CommitEvent>(example, file);
-  } else if (*kind == BundleEvent::kKind) {
-    checkExample<BundleEvent>(example, file);
-  } else if (*kind == DeployEvent::kKind) {
-    checkExample<DeployEvent>(example, file);
-  } else if (*kind == StatusEvent::kKind) {
-    checkExample<StatusEvent>(example, file);
-  } else if (*kind == RegisterRequest::kKind) {
-    checkExample<RegisterRequest>(example, file);
-  } else if (*kind == RegisterReply::kKind) {
-    checkExample<RegisterReply>(example, file);
-  } else if (*kind == Heartbeat::kKind) {
-    checkExample<Heartbeat>(example, file);
-  } else {
+  if (!checkAsKind<CommitEvent, BundleEvent, DeployEvent, StatusEvent, RegisterRequest, RegisterReply, Heartbeat>(
+          *kind, example, file)) {
     ADD_FAILURE() << file << ": unknown kind " << *kind;
   }
 }
