@@ -99,22 +99,24 @@ void recordEnvelope(Reader& in, std::string_view api_version, std::string_view k
   }
 }
 
-void stateField(Reader& in, std::string_view key, std::string& out, bool required) {
-  in.str(key, out, required);
-  if (!out.empty() && rankOf(out) < 0) {
-    in.fail(in.pathOf(key), "unknown bundle state \"" + out +
+void checkState(Reader& in, std::string_view key, const std::string& state) {
+  if (!state.empty() && rankOf(state) < 0) {
+    in.fail(in.pathOf(key), "unknown bundle state \"" + state +
                                 "\" (one of Ready, NotReady, Pending, OutOfSync, Modified, WaitApplied, ErrApplied)");
   }
 }
 
-Json encodeRenderError(const RenderError& error) {
-  return Json::obj({{"file", error.file}, {"line", error.line}, {"message", error.message}});
-}
-
-void readRenderError(Reader& in, RenderError& error) {
-  in.str("file", error.file);
-  in.integer("line", error.line);
-  in.str("message", error.message, true);
+bool Uint64Codec::read(Reader& in, std::string_view key, const Json& raw, uint64_t& out) const {
+  if (!raw.isInt()) {
+    in.fail(in.pathOf(key), "expected an integer, got " + codec::typeName(raw));
+    return false;
+  }
+  if (raw.asInt() < 0) {
+    in.fail(in.pathOf(key), "must be at least 0, got " + std::to_string(raw.asInt()));
+    return false;
+  }
+  out = static_cast<uint64_t>(raw.asInt());
+  return true;
 }
 
 }  // namespace detail

@@ -1,63 +1,18 @@
 #include "flotilla/events/payloads.h"
 
-#include <array>
 #include <cctype>
 
 #include "flotilla/core/util.h"
-#include "reader.h"
+#include "record_codec.h"
 
 namespace flotilla::events {
 namespace {
 
-using detail::PayloadReader;
+using detail::decodeWith;
+using detail::encodeWith;
+using detail::kObjectResultFields;
+using detail::kRenderErrorFields;
 using detail::Reader;
-
-// The seven bundle state names (model::BundleState; duplicated here so this library stays a leaf, and
-// cross-checked by a test that links both).
-constexpr std::array<std::string_view, 7> kStateNames = {"Ready",    "NotReady",    "Pending",   "OutOfSync",
-                                                         "Modified", "WaitApplied", "ErrApplied"};
-
-bool isStateName(std::string_view name) {
-  for (auto state : kStateNames) {
-    if (state == name) {
-      return true;
-    }
-  }
-  return false;
-}
-
-void checkState(Reader& in, std::string_view key, const std::string& state, bool allow_empty) {
-  if ((allow_empty && state.empty()) || isStateName(state)) {
-    return;
-  }
-  in.fail(in.pathOf(key), "unknown bundle state \"" + state +
-                              "\" (one of Ready, NotReady, Pending, OutOfSync, Modified, WaitApplied, ErrApplied)");
-}
-
-// A payload: the envelope (apiVersion, kind, id, time) and every field, empty ones included.
-template <typename T, typename Fn>
-Json encodeWith(const T& value, Fn&& fields) {
-  Json out = codec::encode(value, fields, /*omit_empty=*/false);
-  out["apiVersion"] = std::string(kApiVersion);
-  out["kind"] = std::string(T::kKind);
-  out["id"] = value.id;
-  out["time"] = value.time;
-  return out;
-}
-
-template <typename T, typename Fn>
-Result<T> decodeWith(const Json& json, Fn&& fn) {
-  PayloadReader reader(json, T::kKind);
-  T out;
-  reader.header(out.id, out.time);
-  if (reader.fields().ok()) {
-    fn(reader.fields(), out);
-  }
-  if (auto s = reader.finish(); !s.ok()) {
-    return fail(s.error());
-  }
-  return out;
-}
 
 bool digitsAt(std::string_view s, size_t pos, size_t count) {
   if (pos + count > s.size()) {
@@ -121,12 +76,6 @@ constexpr auto kCommitFields = [](auto& v, auto& s) {
   v.str("sourceObject", s.source_object);
 };
 
-constexpr auto kRenderErrorFields = [](auto& v, auto& s) {
-  v.str("file", s.file);
-  v.integer("line", s.line);
-  v.str("message", s.message, true);
-};
-
 constexpr auto kTargetManifestFields = [](auto& v, auto& s) {
   v.str("name", s.name);
   v.object("target", s.target);
@@ -175,16 +124,6 @@ constexpr auto kDeployFields = [](auto& v, auto& s) {
   v.integer("generation", s.generation, true);
 };
 
-constexpr auto kObjectResultFields = [](auto& v, auto& s) {
-  v.str("apiVersion", s.api_version);
-  v.str("kind", s.kind, true);
-  v.str("namespace", s.ns);
-  v.str("name", s.name, true);
-  v.str("state", s.state);
-  v.validate([&](Reader& in) { checkState(in, "state", s.state, true); });
-  v.str("message", s.message);
-};
-
 constexpr auto kStatusFields = [](auto& v, auto& s) {
   v.str("cluster", s.cluster, true);
   v.str("workspace", s.workspace);
@@ -192,8 +131,7 @@ constexpr auto kStatusFields = [](auto& v, auto& s) {
   v.str("deploymentID", s.deployment_id);
   v.integer("generation", s.generation);
   v.integer("sequence", s.sequence);
-  v.str("state", s.state, true);
-  v.validate([&](Reader& in) { checkState(in, "state", s.state, true); });
+  detail::stateField(v, "state", s.state, true);
   v.str("reason", s.reason);
   v.str("message", s.message);
   v.objects("resources", s.resources, kObjectResultFields);

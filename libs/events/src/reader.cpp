@@ -28,14 +28,7 @@ void PayloadReader::header(std::string& id, std::string& time) {
 
 Status PayloadReader::finish() {
   reader_.finish();
-  if (problems_.empty()) {
-    return okStatus();
-  }
-  std::string message;
-  for (const auto& problem : problems_) {
-    message += (message.empty() ? "" : "; ") + problem;
-  }
-  return fail(ErrorKind::kInvalid, message, "decode " + kind_);
+  return problemsStatus(problems_, kind_);
 }
 
 }  // namespace flotilla::events::detail

@@ -34,4 +34,33 @@ class PayloadReader {
   std::string kind_;
 };
 
+//! Problems as one kInvalid Status ("decode <kind>"), or ok.
+Status problemsStatus(const std::vector<std::string>& problems, std::string_view kind);
+
+//! A payload: the envelope (apiVersion, kind, id, time) and every field, empty ones included.
+template <typename T, typename Fn>
+Json encodeWith(const T& value, Fn&& fields) {
+  Json out = codec::encode(value, fields, /*omit_empty=*/false);
+  out["apiVersion"] = std::string(kApiVersion);
+  out["kind"] = std::string(T::kKind);
+  out["id"] = value.id;
+  out["time"] = value.time;
+  return out;
+}
+
+//! Decodes a payload of type T: its envelope, then `fn(reader, out)` reads the fields.
+template <typename T, typename Fn>
+Result<T> decodeWith(const Json& json, Fn&& fn) {
+  PayloadReader reader(json, T::kKind);
+  T out;
+  reader.header(out.id, out.time);
+  if (reader.fields().ok()) {
+    fn(reader.fields(), out);
+  }
+  if (auto s = reader.finish(); !s.ok()) {
+    return fail(s.error());
+  }
+  return out;
+}
+
 }  // namespace flotilla::events::detail

@@ -30,28 +30,26 @@ std::string join(std::string_view head, std::initializer_list<std::string_view> 
   return out;
 }
 
-// Escaped tokens joined with '.': a KV key.
-std::string keyOf(std::initializer_list<std::string_view> tokens) {
+// `parts` joined with `separator` (none before the first non-empty part), each escaped when `escape`.
+std::string joinParts(std::initializer_list<std::string_view> parts, char separator, bool escape) {
   std::string out;
-  for (std::string_view token : tokens) {
+  for (std::string_view part : parts) {
     if (!out.empty()) {
-      out += '.';
+      out += separator;
     }
-    out += escapeToken(token);
+    out += escape ? escapeToken(part) : std::string(part);
   }
   return out;
 }
 
+// Escaped tokens joined with '.': a KV key.
+std::string keyOf(std::initializer_list<std::string_view> tokens) {
+  return joinParts(tokens, '.', /*escape=*/true);
+}
+
 // Raw parts joined with '/': Kubernetes names, SHAs and ids never contain '/', so the join is unambiguous.
 std::string msgId(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  for (std::string_view part : parts) {
-    if (!out.empty()) {
-      out += '/';
-    }
-    out += part;
-  }
-  return out;
+  return joinParts(parts, '/', /*escape=*/false);
 }
 
 }  // namespace

@@ -1,53 +1,22 @@
 // Keeps docs/events/ honest: every JSON example decodes strictly and re-encodes to exactly itself, so the
 // documented shape is the shape the code writes.
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "flotilla/core/util.h"
 #include "flotilla/events/cloudevents.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
+#include "test_support.h"
 
 namespace flotilla::events {
 namespace {
 
-std::string docsDir() {
-  if (const char* source = std::getenv("FLOTILLA_SOURCE_DIR"); source != nullptr && *source != '\0') {
-    return std::string(source) + "/docs/events";
-  }
-  return FLOTILLA_EVENTS_DOCS_DIR;
-}
-
-std::vector<Json> jsonExamples(const std::string& file) {
-  auto text = readFile(docsDir() + "/" + file);
-  EXPECT_TRUE(text.ok()) << file << ": " << (text.ok() ? "" : text.error().describe());
-  std::vector<Json> out;
-  if (!text.ok()) {
-    return out;
-  }
-  const std::string open = "```json\n";
-  size_t pos = 0;
-  while ((pos = text->find(open, pos)) != std::string::npos) {
-    size_t start = pos + open.size();
-    size_t end = text->find("```", start);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << file << ": unterminated code block";
-      break;
-    }
-    auto json = Json::parse(std::string_view(*text).substr(start, end - start));
-    EXPECT_TRUE(json.ok()) << file << ": " << (json.ok() ? "" : json.error().describe());
-    if (json.ok()) {
-      out.push_back(std::move(json).value());
-    }
-    pos = end + 3;
-  }
-  return out;
-}
+using test::docsDir;
+using test::jsonExamples;
 
 template <typename T>
 void checkExample(const Json& example, const std::string& file) {
@@ -56,19 +25,17 @@ void checkExample(const Json& example, const std::string& file) {
   EXPECT_EQ(encode(*decoded), example) << file << ": re-encoded example differs:\n" << encode(*decoded).pretty();
 }
 
-// Checks `example` as the one of `Payloads` whose kKind is `kind`; false when none is.
-template <class... Payloads>
+//! Checks `example` as the one of Ts whose kind is `kind`; false when none is.
+template <typename... Ts>
 bool checkAsKind(std::string_view kind, const Json& example, const std::string& file) {
-  return ((kind == Payloads::kKind && (checkExample<Payloads>(example, file), true)) || ...);
+  return ((kind == Ts::kKind ? (checkExample<Ts>(example, file), true) : false) || ...);
 }
 
 void checkPayload(const Json& example, const std::string& file) {
   auto kind = payloadKind(example);
   ASSERT_TRUE(kind.ok()) << file << ": " << kind.error().describe();
-  const bool known =
-      checkAsKind<CommitEvent, BundleEvent, DeployEvent, StatusEvent, RegisterRequest, RegisterReply, Heartbeat>(
-          *kind, example, file);
-  if (!known) {
+  if (!checkAsKind<CommitEvent, BundleEvent, DeployEvent, StatusEvent, RegisterRequest, RegisterReply, Heartbeat>(
+          *kind, example, file)) {
     ADD_FAILURE() << file << ": unknown kind " << *kind;
   }
 }

@@ -1,12 +1,11 @@
 #include "flotilla/events/terminated.h"
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "flotilla/core/util.h"
+#include "test_support.h"
 
 namespace flotilla::events {
 namespace {
@@ -50,23 +49,7 @@ TEST(MessageTerminatedTest, KeySubjectAndCloudEvent) {
 
 // docs/events/terminated.md: both examples decode strictly and re-encode to exactly themselves.
 TEST(MessageTerminatedTest, DocumentedExamplesDecodeAndReencodeExactly) {
-  std::string dir = FLOTILLA_EVENTS_DOCS_DIR;
-  if (const char* source = std::getenv("FLOTILLA_SOURCE_DIR"); source != nullptr && *source != '\0') {
-    dir = std::string(source) + "/docs/events";
-  }
-  auto text = readFile(dir + "/terminated.md");
-  ASSERT_TRUE(text.ok()) << text.error().describe();
-  std::vector<Json> examples;
-  const std::string open = "```json\n";
-  for (size_t pos = text->find(open); pos != std::string::npos; pos = text->find(open, pos)) {
-    size_t start = pos + open.size();
-    size_t end = text->find("```", start);
-    ASSERT_NE(end, std::string::npos);
-    auto json = Json::parse(std::string_view(*text).substr(start, end - start));
-    ASSERT_TRUE(json.ok()) << json.error().describe();
-    examples.push_back(std::move(json).value());
-    pos = end + 3;
-  }
+  auto examples = test::jsonExamples("terminated.md");
   ASSERT_EQ(examples.size(), 2u);
   auto record = decodeMessageTerminated(examples[0]);
   ASSERT_TRUE(record.ok()) << record.error().describe();

@@ -21,6 +21,7 @@
 // library stays a leaf.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -234,34 +235,32 @@ struct ClusterSummary {
   bool operator==(const ClusterSummary&) const = default;
 };
 
-Json encode(const DeploymentRecord& value);
-Json encode(const BdStatus& value);
-Json encode(const BundleRecord& value);
-Json encode(const RenderStatus& value);
-Json encode(const PollStatus& value);
-Json encode(const BundleSummary& value);
-Json encode(const GitRepoSummary& value);
-Json encode(const ClusterSummary& value);
+//! The KV record types above.
+template <typename T>
+concept Record = std::same_as<T, DeploymentRecord> || std::same_as<T, BdStatus> || std::same_as<T, BundleRecord> ||
+    std::same_as<T, RenderStatus> || std::same_as<T, PollStatus> || std::same_as<T, BundleSummary> ||
+    std::same_as<T, GitRepoSummary> || std::same_as<T, ClusterSummary>;
+
+namespace detail {
+//! The codec of one record type, instantiated in the library for every Record (record_codec.h).
+template <typename T>
+struct RecordCodec {
+  static Json encode(const T& value);
+  static Result<T> decode(const Json& json);
+};
+}  // namespace detail
+
+//! A record as JSON: every field, empty ones included.
+template <Record T>
+Json encode(const T& value) {
+  return detail::RecordCodec<T>::encode(value);
+}
 
 //! Strict decoding of a record of type T (see the file comment).
-template <typename T>
-Result<T> decodeRecord(const Json& json);
-template <>
-Result<DeploymentRecord> decodeRecord<DeploymentRecord>(const Json& json);
-template <>
-Result<BdStatus> decodeRecord<BdStatus>(const Json& json);
-template <>
-Result<BundleRecord> decodeRecord<BundleRecord>(const Json& json);
-template <>
-Result<RenderStatus> decodeRecord<RenderStatus>(const Json& json);
-template <>
-Result<PollStatus> decodeRecord<PollStatus>(const Json& json);
-template <>
-Result<BundleSummary> decodeRecord<BundleSummary>(const Json& json);
-template <>
-Result<GitRepoSummary> decodeRecord<GitRepoSummary>(const Json& json);
-template <>
-Result<ClusterSummary> decodeRecord<ClusterSummary>(const Json& json);
+template <Record T>
+Result<T> decodeRecord(const Json& json) {
+  return detail::RecordCodec<T>::decode(json);
+}
 
 //! Parses a KV value and decodes it as T.
 template <typename T>
