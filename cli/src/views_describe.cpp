@@ -10,12 +10,7 @@ namespace flotilla::cli {
 
 namespace {
 
-using detail::displayOf;
-using detail::nameOf;
-using detail::orDash;
-using detail::orEmpty;
-using detail::statusOf;
-using detail::workspaceOf;
+using namespace detail;  // the helpers of view_util.h
 
 void line(std::ostringstream& out, std::string_view label, const std::string& value, int indent = 0) {
   std::string key = std::string(static_cast<size_t>(indent), ' ') + std::string(label) + ":";

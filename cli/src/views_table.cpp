@@ -10,12 +10,7 @@ namespace flotilla::cli {
 
 namespace {
 
-using detail::displayOf;
-using detail::nameOf;
-using detail::orDash;
-using detail::orEmpty;
-using detail::statusOf;
-using detail::statusText;
+using namespace detail;  // the helpers of view_util.h
 
 std::vector<std::string> gitRepoRow(const Json& v, std::chrono::system_clock::time_point /*now*/) {
   std::string commit = statusOf(v).getString("commit");
