@@ -71,7 +71,9 @@ class BundlerIntegrationTest : public ::testing::Test {
   }
 
   HandlerBus handlerBus() {
-    return HandlerBus{hub_.js, hub_.sources, hub_.manifests, hub_.gitrepos, hub_.bundles, hub_.status};
+    HandlerBus bus = hub_;
+    bus.clusters = nullptr;  // no per-cluster variants
+    return bus;
   }
 
   BundlerOptions options() {
@@ -618,7 +620,7 @@ TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRe
     sequence = (*batch)[0].metadata()->stream_sequence;
   }
   crashing = bus::PullConsumer();
-  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const RendererSet>(), metrics_, opts);
+  bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
   auto key = events::terminatedKey(service::kCommitsStream, kConsumerName, sequence);
   ASSERT_TRUE(eventually([&] { return hub_.status->get(key).ok(); }, 20s));
