@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
   auto renderers = makeRenderers(RendererBinaries{.helm = helm, .kustomize = ""});
   Metrics metrics("bundler");
   BundlerMetrics bundler_metrics(metrics);
-  HandlerBus bus{hub->js, hub->sources, hub->manifests, hub->gitrepos, hub->bundles, hub->status};
+  HandlerBus bus = *hub;
+  bus.clusters = nullptr;  // no per-cluster variants
 
   std::map<int, std::vector<double>> baseline;  // by shell parallelism (1 = the serial loop)
   std::map<int, std::vector<double>> flotilla;

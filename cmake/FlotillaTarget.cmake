@@ -37,12 +37,28 @@ function(flotilla_library name)
   flotilla_target_settings(flotilla_${name})
 endfunction()
 
-# flotilla_test(name LABEL unit|integration|e2e [ONE_PROCESS] [TIMEOUT s] SOURCES ... DEPS ...)
+# flotilla_service(name SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
+# A service: libflotilla_<name> from SOURCES, linked to what every service uses (core, bus, events, model, service,
+# threads) plus DEPS / PRIVATE_DEPS, and the flotilla-<name> executable from the directory's main.cpp.
+function(flotilla_service name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  flotilla_library(${name}
+    SOURCES ${ARG_SOURCES}
+    PUBLIC_DEPS flotilla::core flotilla::bus flotilla::events flotilla::model flotilla::service ${ARG_DEPS}
+    PRIVATE_DEPS Threads::Threads ${ARG_PRIVATE_DEPS}
+  )
+  add_executable(flotilla-${name} main.cpp)
+  target_link_libraries(flotilla-${name} PRIVATE flotilla::${name})
+  flotilla_target_settings(flotilla-${name})
+endfunction()
+
+# flotilla_test(name LABEL unit|integration|e2e [ONE_PROCESS] [TIMEOUT s] [SERVICE service] SOURCES ... DEPS ...)
 # Each gtest case becomes its own ctest entry carrying LABEL, so `ctest -L unit` selects by label.
 # ONE_PROCESS registers the whole binary as one ctest entry instead: for suites that share expensive servers
 # (Kubernetes API servers, the e2e hub) across their cases, which per-case processes would restart every time.
+# SERVICE: the test runs the flotilla-<service> executable, whose path it gets as FLOTILLA_<SERVICE>_BINARY.
 function(flotilla_test name)
-  cmake_parse_arguments(ARG "ONE_PROCESS" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "ONE_PROCESS" "LABEL;TIMEOUT;SERVICE" "SOURCES;DEPS" ${ARGN})
   if(NOT FLOTILLA_BUILD_TESTS)
     return()
   endif()
@@ -53,6 +69,11 @@ function(flotilla_test name)
   # flotilla::test_main (tests/support) instead of gtest_main: a skip fails the run when FLOTILLA_REQUIRE_TOOLS=1.
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock flotilla::test_main)
   flotilla_target_settings(${name})
+  if(ARG_SERVICE)
+    string(TOUPPER "${ARG_SERVICE}" service_upper)
+    target_compile_definitions(${name} PRIVATE FLOTILLA_${service_upper}_BINARY="$<TARGET_FILE:flotilla-${ARG_SERVICE}>")
+    add_dependencies(${name} flotilla-${ARG_SERVICE})
+  endif()
   # Collected for the `unit_tests` target (tests/CMakeLists.txt): the sanitizer run builds only what it runs.
   if(ARG_LABEL STREQUAL "unit")
     set_property(GLOBAL APPEND PROPERTY FLOTILLA_UNIT_TESTS ${name})

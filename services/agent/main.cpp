@@ -1,5 +1,8 @@
 // flotilla-agent: one per downstream cluster. Wiring only; the behaviour lives in libflotilla_agent.
-#include <cstdio>
+#include "flotilla/service/main.h"
+
+#include <memory>
+#include <utility>
 
 #include "flotilla/agent/agent.h"
 #include "flotilla/agent/flags.h"
@@ -7,7 +10,6 @@
 #include "flotilla/kube/client.h"
 #include "flotilla/kube/kubeconfig.h"
 #include "flotilla/service/hub.h"
-#include "flotilla/service/runtime.h"
 
 using namespace flotilla;
 
@@ -21,78 +23,65 @@ Result<kube::Kubeconfig> loadKubeconfig(const service::Config& config) {
   return kube::Kubeconfig::load(path, config.get("kube-context"));
 }
 
-int startupFailure(std::string_view what, const Error& error) {
-  log::error(what, {{"error", error.describe()}});
-  return 1;
+//! Connects to the hub. The hub services create the manifests bucket; an agent started first opens it on its
+//! first deploy, so a missing bucket leaves `manifests` empty.
+Result<std::pair<std::shared_ptr<bus::JetStream>, std::shared_ptr<bus::ObjectStore>>> connectToHub(
+    const service::Config& config, const agent::AgentOptions& options, service::Runtime& runtime) {
+  auto connect_options = service::connectOptionsFrom(config, "flotilla-agent-" + options.cluster_name);
+  auto hub = service::connectHub(connect_options, service::HubAccess::kAgent, &runtime.metrics());
+  if (hub.ok()) {
+    return std::pair{hub->js, hub->manifests};
+  }
+  if (hub.error().kind != ErrorKind::kNotFound) {
+    return fail(hub.error());
+  }
+  log::warn("the manifests bucket does not exist yet; opening it on first use", {{"error", hub.error().describe()}});
+  auto connection = bus::Connection::connect(connect_options);
+  FLOTILLA_TRY(connection);
+  auto js = bus::JetStream::create(std::move(connection).value());
+  FLOTILLA_TRY(js);
+  return std::pair{std::shared_ptr<bus::JetStream>(std::move(js).value()), std::shared_ptr<bus::ObjectStore>()};
+}
+
+service::StopService startAgent(const service::Config& config, service::Runtime& runtime) {
+  auto options = agent::agentOptionsFrom(config);
+  if (!options.ok()) {
+    return service::startupFailed("invalid flags", options.error());
+  }
+  auto kubeconfig = loadKubeconfig(config);
+  if (!kubeconfig.ok()) {
+    return service::startupFailed("cannot load the kubeconfig", kubeconfig.error());
+  }
+  auto kube_client = kube::KubeClient::create(*kubeconfig, kube::KubeClientOptions{.metrics = &runtime.metrics()});
+  if (!kube_client.ok()) {
+    return service::startupFailed("cannot create the Kubernetes client", kube_client.error());
+  }
+  auto hub = connectToHub(config, *options, runtime);
+  if (!hub.ok()) {
+    return service::startupFailed("cannot connect to the hub", hub.error());
+  }
+  auto created =
+      agent::Agent::create(*options, hub->first, hub->second,
+                           std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()), runtime.metrics());
+  if (!created.ok()) {
+    return service::startupFailed("cannot create the agent", created.error());
+  }
+  // Shared with the readiness check, which the HTTP server may still call while main unwinds.
+  std::shared_ptr<agent::Agent> agent = std::move(created).value();
+  runtime.addReadinessCheck("agent", [agent](std::string& why) { return agent->ready(why); });
+  log::info("agent starting", {{"cluster", options->cluster_name},
+                               {"kube_server", kubeconfig->server},
+                               {"agent_namespace", options->agent_namespace}});
+  agent->start();
+  return [agent, cluster = options->cluster_name] {
+    log::info("shutting down", {{"cluster", cluster}});
+    agent->stop();
+    log::info("agent stopped", {{"cluster", cluster}});
+  };
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto config = service::Config::parse(argc, argv, agent::agentFlags());
-  if (!config.ok()) {
-    std::fprintf(stderr, "flotilla-agent: %s (see --help)\n", config.error().describe().c_str());
-    return 1;
-  }
-  if (config->helpRequested()) {
-    std::printf("%s", config->usage("flotilla-agent").c_str());
-    return 0;
-  }
-  auto runtime = service::Runtime::start("agent", *config);
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "flotilla-agent: %s\n", runtime.error().describe().c_str());
-    return 1;
-  }
-  auto options = agent::agentOptionsFrom(*config);
-  if (!options.ok()) {
-    return startupFailure("invalid flags", options.error());
-  }
-  auto kubeconfig = loadKubeconfig(*config);
-  if (!kubeconfig.ok()) {
-    return startupFailure("cannot load the kubeconfig", kubeconfig.error());
-  }
-  auto kube_client = kube::KubeClient::create(*kubeconfig, kube::KubeClientOptions{.metrics = &(*runtime)->metrics()});
-  if (!kube_client.ok()) {
-    return startupFailure("cannot create the Kubernetes client", kube_client.error());
-  }
-  auto connect_options = service::connectOptionsFrom(*config, "flotilla-agent-" + options->cluster_name);
-  auto hub = service::connectHub(connect_options, service::HubAccess::kAgent, &(*runtime)->metrics());
-  std::shared_ptr<bus::JetStream> js;
-  std::shared_ptr<bus::ObjectStore> manifests;
-  if (hub.ok()) {
-    js = hub->js;
-    manifests = hub->manifests;
-  } else if (hub.error().kind == ErrorKind::kNotFound) {
-    // The hub services create the manifests bucket; an agent started first opens it on its first deploy.
-    log::warn("the manifests bucket does not exist yet; opening it on first use", {{"error", hub.error().describe()}});
-    auto connection = bus::Connection::connect(connect_options);
-    if (!connection.ok()) {
-      return startupFailure("cannot connect to the hub", connection.error());
-    }
-    auto created_js = bus::JetStream::create(std::move(connection).value());
-    if (!created_js.ok()) {
-      return startupFailure("cannot connect to the hub", created_js.error());
-    }
-    js = std::move(created_js).value();
-  } else {
-    return startupFailure("cannot connect to the hub", hub.error());
-  }
-  auto created =
-      agent::Agent::create(*options, js, manifests, std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()),
-                           (*runtime)->metrics());
-  if (!created.ok()) {
-    return startupFailure("cannot create the agent", created.error());
-  }
-  // Shared with the readiness check, which the HTTP server may still call while main unwinds.
-  std::shared_ptr<agent::Agent> agent = std::move(created).value();
-  (*runtime)->addReadinessCheck("agent", [agent](std::string& why) { return agent->ready(why); });
-  log::info("agent starting", {{"cluster", options->cluster_name},
-                               {"kube_server", kubeconfig->server},
-                               {"agent_namespace", options->agent_namespace}});
-  agent->start();
-  (*runtime)->waitForShutdown();
-  log::info("shutting down", {{"cluster", options->cluster_name}});
-  agent->stop();
-  log::info("agent stopped", {{"cluster", options->cluster_name}});
-  return 0;
+  return service::runService("agent", agent::agentFlags(), argc, argv, startAgent);
 }

@@ -1,13 +1,13 @@
 // flotilla-poller: watches GitRepos, polls git, publishes commit events. Wiring only; see README.md.
+#include "flotilla/service/main.h"
+
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include "flotilla/core/log.h"
 #include "flotilla/model/duration.h"
 #include "flotilla/poller/poller.h"
 #include "flotilla/service/hub.h"
-#include "flotilla/service/runtime.h"
 
 namespace {
 
@@ -87,55 +87,41 @@ Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Con
   return options;
 }
 
+flotilla::service::StopService startPoller(const flotilla::service::Config& config,
+                                           flotilla::service::Runtime& runtime) {
+  using flotilla::service::startupFailed;
+  auto options = optionsFrom(config);
+  if (!options.ok()) {
+    return startupFailed("invalid flags", options.error());
+  }
+  auto hub = flotilla::service::connectHub(flotilla::service::connectOptionsFrom(config, "poller"),
+                                           flotilla::service::HubAccess::kProvision, &runtime.metrics());
+  if (!hub.ok()) {
+    return startupFailed("cannot connect to the hub", hub.error());
+  }
+  auto created = flotilla::poller::Poller::create(*options, *hub, runtime.metrics());
+  if (!created.ok()) {
+    return startupFailed("cannot create the poller", created.error());
+  }
+  // Shared with the readiness check, which the runtime's HTTP server may call until the runtime is gone.
+  std::shared_ptr<flotilla::poller::Poller> poller = std::move(created).value();
+  runtime.addReadinessCheck("poller", [poller](std::string& why) { return poller->ready(why); });
+  if (auto started = poller->start(); !started.ok()) {
+    return startupFailed("cannot start the poller", started.error());
+  }
+  if (poller->webhookPort() != 0) {
+    // Tests and scripts that asked for port 0 read the real one from this line.
+    std::printf("webhook listening on %s:%u\n", options->webhook_address.c_str(), poller->webhookPort());
+    std::fflush(stdout);
+  }
+  return [poller] {
+    log::info("shutting down");
+    poller->stop();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto config = flotilla::service::Config::parse(argc, argv, pollerFlags());
-  if (!config.ok()) {
-    std::fprintf(stderr, "flotilla-poller: %s\n", config.error().describe().c_str());
-    return 1;
-  }
-  if (config->helpRequested()) {
-    std::cout << config->usage("flotilla-poller");
-    return 0;
-  }
-  auto options = optionsFrom(*config);
-  if (!options.ok()) {
-    std::fprintf(stderr, "flotilla-poller: %s\n", options.error().describe().c_str());
-    return 1;
-  }
-  auto runtime = flotilla::service::Runtime::start("poller", *config);
-  if (!runtime.ok()) {
-    log::error("cannot start the runtime", {{"error", runtime.error().describe()}});
-    return 1;
-  }
-  auto& rt = **runtime;
-  auto hub = flotilla::service::connectHub(flotilla::service::connectOptionsFrom(*config, "poller"),
-                                           flotilla::service::HubAccess::kProvision, &rt.metrics());
-  if (!hub.ok()) {
-    log::error("cannot connect to the hub", {{"error", hub.error().describe()}});
-    return 1;
-  }
-  auto poller = flotilla::poller::Poller::create(*options, *hub, rt.metrics());
-  if (!poller.ok()) {
-    log::error("cannot create the poller", {{"error", poller.error().describe()}});
-    return 1;
-  }
-  // Shared with the readiness check, which the runtime's HTTP server may call until the runtime is gone.
-  std::shared_ptr<flotilla::poller::Poller> shared = std::move(poller).value();
-  auto& p = *shared;
-  rt.addReadinessCheck("poller", [shared](std::string& why) { return shared->ready(why); });
-  if (auto started = p.start(); !started.ok()) {
-    log::error("cannot start the poller", {{"error", started.error().describe()}});
-    return 1;
-  }
-  if (p.webhookPort() != 0) {
-    // Tests and scripts that asked for port 0 read the real one from this line.
-    std::printf("webhook listening on %s:%u\n", options->webhook_address.c_str(), p.webhookPort());
-    std::fflush(stdout);
-  }
-  rt.waitForShutdown();
-  log::info("shutting down");
-  p.stop();
-  return 0;
+  return flotilla::service::runService("poller", pollerFlags(), argc, argv, startPoller);
 }

@@ -6,6 +6,24 @@
 
 namespace flotilla {
 
+namespace {
+
+//! The family `full` of `families`, registered in `registry` with `builder` on first use. The caller holds the
+//! lock.
+template <typename T, typename Builder>
+prometheus::Family<T>& familyOf(std::map<std::string, prometheus::Family<T>*, std::less<>>& families,
+                                const std::string& full, std::string_view help, Builder builder,
+                                prometheus::Registry& registry) {
+  auto it = families.find(full);
+  if (it == families.end()) {
+    auto& family = builder.Name(full).Help(std::string(help)).Register(registry);
+    it = families.emplace(full, &family).first;
+  }
+  return *it->second;
+}
+
+}  // namespace
+
 Metrics::Metrics(std::string service)
     : service_(std::move(service)), registry_(std::make_shared<prometheus::Registry>()) {}
 
@@ -15,36 +33,19 @@ std::string Metrics::fullName(std::string_view name) const {
 
 prometheus::Counter& Metrics::counter(std::string_view name, std::string_view help, const prometheus::Labels& labels) {
   std::lock_guard lock(mutex_);
-  auto full = fullName(name);
-  auto it = counters_.find(full);
-  if (it == counters_.end()) {
-    auto& family = prometheus::BuildCounter().Name(full).Help(std::string(help)).Register(*registry_);
-    it = counters_.emplace(full, &family).first;
-  }
-  return it->second->Add(labels);
+  return familyOf(counters_, fullName(name), help, prometheus::BuildCounter(), *registry_).Add(labels);
 }
 
 prometheus::Gauge& Metrics::gauge(std::string_view name, std::string_view help, const prometheus::Labels& labels) {
   std::lock_guard lock(mutex_);
-  auto full = fullName(name);
-  auto it = gauges_.find(full);
-  if (it == gauges_.end()) {
-    auto& family = prometheus::BuildGauge().Name(full).Help(std::string(help)).Register(*registry_);
-    it = gauges_.emplace(full, &family).first;
-  }
-  return it->second->Add(labels);
+  return familyOf(gauges_, fullName(name), help, prometheus::BuildGauge(), *registry_).Add(labels);
 }
 
 prometheus::Histogram& Metrics::histogram(std::string_view name, std::string_view help,
                                           const std::vector<double>& buckets, const prometheus::Labels& labels) {
   std::lock_guard lock(mutex_);
-  auto full = fullName(name);
-  auto it = histograms_.find(full);
-  if (it == histograms_.end()) {
-    auto& family = prometheus::BuildHistogram().Name(full).Help(std::string(help)).Register(*registry_);
-    it = histograms_.emplace(full, &family).first;
-  }
-  return it->second->Add(labels, prometheus::Histogram::BucketBoundaries(buckets.begin(), buckets.end()));
+  return familyOf(histograms_, fullName(name), help, prometheus::BuildHistogram(), *registry_)
+      .Add(labels, prometheus::Histogram::BucketBoundaries(buckets.begin(), buckets.end()));
 }
 
 std::vector<double> Metrics::durationBuckets() {

@@ -37,6 +37,16 @@ std::map<std::string, std::string> commonFlags() {
   };
 }
 
+bool readyWhen(std::string& why, std::initializer_list<ReadyCondition> conditions) {
+  for (const auto& condition : conditions) {
+    if (!condition.met) {
+      why = condition.why_not;
+      return false;
+    }
+  }
+  return true;
+}
+
 Result<Config> Config::parse(int argc, const char* const* argv, std::map<std::string, std::string> known) {
   Config config;
   for (auto& [name, help] : commonFlags()) {

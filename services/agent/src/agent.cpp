@@ -9,6 +9,7 @@
 #include "flotilla/model/duration.h"
 #include "flotilla/model/labels.h"
 #include "flotilla/service/hub.h"
+#include "flotilla/service/runtime.h"
 
 namespace flotilla::agent {
 
@@ -116,15 +117,8 @@ void Agent::stop() {
 }
 
 bool Agent::ready(std::string& why) const {
-  if (!registered_) {
-    why = "not registered with the hub yet";
-    return false;
-  }
-  if (!bound_) {
-    why = "deploy consumer not bound";
-    return false;
-  }
-  return true;
+  return service::readyWhen(why,
+                            {{registered_, "not registered with the hub yet"}, {bound_, "deploy consumer not bound"}});
 }
 
 std::string Agent::clusterId() const {

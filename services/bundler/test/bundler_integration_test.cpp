@@ -65,7 +65,9 @@ class BundlerIntegrationTest : public harness::HubTest {
   }
 
   HandlerBus handlerBus() {
-    return HandlerBus{hub_.js, hub_.sources, hub_.manifests, hub_.gitrepos, hub_.bundles, hub_.status};
+    HandlerBus bus = hub_;
+    bus.clusters = nullptr;  // no per-cluster variants
+    return bus;
   }
 
   BundlerOptions options() {

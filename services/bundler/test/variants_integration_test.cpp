@@ -94,7 +94,7 @@ class VariantsIntegrationTest : public harness::HubTest {
     options.handler.retry_base = 100ms;
     options.handler.retry_max = 500ms;
     options.ack_wait = 30s;
-    HandlerBus bus{hub_.js, hub_.sources, hub_.manifests, hub_.gitrepos, hub_.bundles, hub_.status, hub_.clusters};
+    HandlerBus bus = hub_;
     bundler_ = std::make_unique<Bundler>(bus, render::makeRenderers(binaries), bundler_metrics_, options);
     auto started = bundler_->start();
     ASSERT_TRUE(started.ok()) << started.error().describe();

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "flotilla/core/log.h"
+#include "flotilla/service/runtime.h"
 #include "poller_core.h"
 
 namespace flotilla::poller {
@@ -133,16 +134,10 @@ uint16_t Poller::webhookPort() const {
 }
 
 bool Poller::ready(std::string& why) const {
-  if (!core_->hub.connection || !core_->hub.connection->connected()) {
-    why = "not connected to NATS";
-    return false;
-  }
+  const bool connected = core_->hub.connection && core_->hub.connection->connected();
   std::lock_guard lock(core_->mutex);
-  if (!core_->initial_loaded) {
-    why = "initial GitRepos not loaded yet";
-    return false;
-  }
-  return true;
+  return service::readyWhen(
+      why, {{connected, "not connected to NATS"}, {core_->initial_loaded, "initial GitRepos not loaded yet"}});
 }
 
 }  // namespace flotilla::poller

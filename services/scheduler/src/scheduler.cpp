@@ -9,6 +9,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/terminations.h"
+#include "flotilla/service/runtime.h"
 #include "times.h"
 
 namespace flotilla::scheduler {
@@ -86,26 +87,15 @@ void Scheduler::stop() {
 }
 
 bool Scheduler::ready(std::string& why) const {
-  if (!hub_.connection->connected()) {
-    why = "not connected to NATS";
-    return false;
-  }
+  bool loaded = false;
   {
     std::lock_guard lock(mutex_);
-    if (!loaded_) {
-      why = "state not loaded from KV yet";
-      return false;
-    }
+    loaded = loaded_;
   }
-  if (!bound_) {
-    why = "durable consumers not bound yet";
-    return false;
-  }
-  if (!subscribed_) {
-    why = "not subscribed to registrations yet";
-    return false;
-  }
-  return true;
+  return service::readyWhen(why, {{hub_.connection->connected(), "not connected to NATS"},
+                                  {loaded, "state not loaded from KV yet"},
+                                  {bound_, "durable consumers not bound yet"},
+                                  {subscribed_, "not subscribed to registrations yet"}});
 }
 
 service::ConsumerOptions Scheduler::consumerOptions(const char* stream, std::string_view durable,

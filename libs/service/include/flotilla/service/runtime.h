@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,15 @@ class Config {
 
 //! The flags every service accepts, merged into a service's own by the Runtime.
 std::map<std::string, std::string> commonFlags();
+
+//! One condition of a readiness check: while `met` is false the service is not ready, because `why_not`.
+struct ReadyCondition {
+  bool met;
+  const char* why_not;
+};
+
+//! For readiness checks: true when every condition is met, else false with `why` = the first unmet one's reason.
+bool readyWhen(std::string& why, std::initializer_list<ReadyCondition> conditions);
 
 class Runtime {
  public:

@@ -41,6 +41,7 @@
 #include "flotilla/model/resources.h"
 #include "flotilla/render/render_bundle.h"
 #include "flotilla/service/consumer.h"
+#include "flotilla/service/hub.h"
 #include "flotilla/source/archive.h"
 
 namespace flotilla::bundler {
@@ -49,18 +50,10 @@ namespace flotilla::bundler {
 using Outcome = service::Outcome;
 using Delivery = service::Delivery;
 
-//! The hub handles the handler uses.
-struct HandlerBus {
-  std::shared_ptr<bus::JetStream> js;
-  std::shared_ptr<bus::ObjectStore> sources;
-  std::shared_ptr<bus::ObjectStore> manifests;
-  std::shared_ptr<bus::KeyValue> gitrepos;
-  std::shared_ptr<bus::KeyValue> bundles;
-  std::shared_ptr<bus::KeyValue> status;
-  //! KV `clusters` (the scheduler's cluster and group records), watched for per-cluster variants; nullptr = the
-  //! bundler renders no variants for any cluster (tables stay empty).
-  std::shared_ptr<bus::KeyValue> clusters;
-};
+//! The hub handles the handler uses: js, sources, manifests, gitrepos, bundles, status and clusters. KV `clusters`
+//! (the scheduler's cluster and group records) is watched for per-cluster variants; nullptr = the bundler renders no
+//! variants for any cluster (tables stay empty).
+using HandlerBus = service::Hub;
 
 struct HandlerOptions {
   std::string work_dir = "/var/lib/flotilla/bundler";
