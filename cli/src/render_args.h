@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "flotilla/render/cluster_render.h"
 #include "flotilla/core/result.h"
 #include "flotilla/model/labels.h"
+#include "flotilla/render/cluster_render.h"
 
 namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;

@@ -8,10 +8,10 @@
 #include <CLI/CLI.hpp>
 
 #include "command_line.h"
-#include "flotilla/render/cluster_render.h"
 #include "flotilla/cli/cli.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/yaml.h"
+#include "flotilla/render/cluster_render.h"
 #include "tool_lookup.h"
 
 namespace flotilla::cli {
