@@ -128,7 +128,8 @@ void Scheduler::loadStatuses(const std::vector<bus::KvEntry>& entries) {
   forEachRecord<BdStatus>(
       entries,
       [&](const std::string& /*key*/, BdStatus status) {
-        statuses_[events::deploymentKey(status.cluster, status.workspace, status.bundle)] = std::move(status);
+        std::string key = events::deploymentKey(status.cluster, status.workspace, status.bundle);
+        statuses_[key] = std::move(status);
       },
       [&](const std::string& key, const Error& error) { countInvalidRecord(hub_.status->bucket(), key, error); });
 }
