@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/core/util.h"
+#include "flotilla/testing/temp_dir.h"
 
 namespace flotilla::kube {
 namespace {
@@ -14,22 +15,19 @@ namespace {
 class KubeconfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto made = makeTempDir("flotilla-kubeconfig-test");
-    ASSERT_TRUE(made.ok());
-    dir_ = *made;
+    ASSERT_FALSE(dir_.empty());
     ASSERT_TRUE(writeFile(dir_ + "/ca.crt", "CA PEM").ok());
     ASSERT_TRUE(writeFile(dir_ + "/client.crt", "CERT PEM").ok());
     ASSERT_TRUE(writeFile(dir_ + "/client.key", "KEY PEM").ok());
     ASSERT_TRUE(writeFile(dir_ + "/token", "file-token\n").ok());
   }
-  void TearDown() override { removeAll(dir_); }
-
   Result<Kubeconfig> load(const std::string& text, std::string_view context = {}) {
     EXPECT_TRUE(writeFile(dir_ + "/config", text).ok());
     return Kubeconfig::load(dir_ + "/config", context);
   }
 
-  std::string dir_;
+  testing::TempDir temp_{"flotilla-kubeconfig-test"};
+  const std::string dir_ = temp_.path();
 };
 
 constexpr const char* kTwoContexts = R"(apiVersion: v1
