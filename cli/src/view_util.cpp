@@ -32,12 +32,6 @@ std::string truncate(std::string text, size_t n) {
   return text;
 }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 std::string joinMessages(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& part : parts) {

@@ -21,7 +21,6 @@ const Json& orEmpty(const Json* value);
 std::string shortId(std::string_view id, size_t n = 12);
 //! One line of at most `n` characters.
 std::string truncate(std::string text, size_t n);
-std::string lower(std::string_view text);
 //! The non-empty parts joined with "; ".
 std::string joinMessages(const std::vector<std::string>& parts);
 //! "k=v,k2=v2" or "<none>".

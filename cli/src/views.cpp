@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
@@ -336,7 +337,7 @@ std::vector<Json> viewsOf(const Snapshot& snapshot, Kind kind, const Filter& fil
 }  // namespace
 
 Result<Kind> parseKind(std::string_view text) {
-  std::string name = detail::lower(text);
+  std::string name = toLowerAscii(text);
   auto dot = name.find('.');
   if (dot != std::string::npos) {
     std::string group = name.substr(dot + 1);
@@ -377,7 +378,7 @@ std::string_view kindName(Kind kind) {
 }
 
 std::string qualifiedKind(Kind kind) {
-  return detail::lower(kindName(kind)) + ".fleet.cattle.io";
+  return toLowerAscii(kindName(kind)) + ".fleet.cattle.io";
 }
 
 std::string age(std::string_view rfc3339, std::chrono::system_clock::time_point now) {

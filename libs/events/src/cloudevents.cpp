@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <cctype>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 #include "reader.h"
 
 namespace flotilla::events {
 namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 bool isExtensionName(std::string_view name) {
   return !name.empty() && name.size() <= 20 &&
@@ -24,7 +18,7 @@ bool isExtensionName(std::string_view name) {
 }  // namespace
 
 std::string cloudEventType(std::string_view object, std::string_view what) {
-  return std::string(kCloudEventTypePrefix) + lower(object) + "." + lower(what);
+  return std::string(kCloudEventTypePrefix) + toLowerAscii(object) + "." + toLowerAscii(what);
 }
 
 Json encode(const CloudEvent& value) {

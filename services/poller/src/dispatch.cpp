@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 #include "flotilla/git/url.h"
 #include "poller_core.h"
@@ -17,9 +18,7 @@ std::string hostOf(const std::string& url) {
   if (!parsed.ok()) {
     return {};
   }
-  std::string host = parsed->host;
-  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
-  return host;
+  return toLowerAscii(parsed->host);
 }
 
 }  // namespace

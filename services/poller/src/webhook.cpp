@@ -7,18 +7,13 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/util.h"
 #include "flotilla/poller/gitrepo.h"
 
 namespace flotilla::poller {
 namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
 
 //! What tells the providers apart: the header naming the event (empty: the event is in the body) and the
 //! header carrying the HMAC-SHA256 of the body (empty: not signed that way), with or without "sha256=".
@@ -107,7 +102,7 @@ bool checkHmac(const http::Request& request, std::string_view header, bool prefi
     }
     value = value.substr(7);
   }
-  if (!constantTimeEquals(lower(value), hmacSha256Hex(key, request.body))) {
+  if (!constantTimeEquals(toLowerAscii(value), hmacSha256Hex(key, request.body))) {
     why = std::string(header) + " does not match the body signed with the webhook secret";
     return false;
   }
@@ -137,7 +132,7 @@ bool checkBasicAuth(const http::Request& request, const WebhookSecret& secret, s
     return false;
   }
   const std::string header = trim(request.header("authorization"));
-  if (!startsWith(lower(header), "basic ")) {
+  if (!startsWith(toLowerAscii(header), "basic ")) {
     why = "missing Authorization: Basic header";
     return false;
   }
@@ -509,7 +504,7 @@ std::string webhookRepoKey(std::string_view url) {
   if (host.empty()) {
     return {};
   }
-  return lower(host + "/" + path);
+  return toLowerAscii(host + "/" + path);
 }
 
 bool pushMatches(const model::GitRepoSpec& spec, const PushEvent& push) {
