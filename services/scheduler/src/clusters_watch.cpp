@@ -1,6 +1,7 @@
 // The clusters bucket: groups (from `flotilla apply`), cluster records (another replica, or by hand) and agent
 // heartbeats; a change that moves targeting queues a re-target.
 #include "flotilla/core/log.h"
+#include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
@@ -152,7 +153,7 @@ void Scheduler::handleHeartbeatEntry(const bus::KvEntry& entry) {
   const std::string& cluster = (*names)[0];
   // The value is the agent's Heartbeat payload; its time is what the agent says, the entry time what the
   // hub saw. Either is fine for "last seen"; prefer the payload's.
-  std::string at = detail::formatTime(entry.created);
+  std::string at = formatRfc3339(entry.created);
   auto heartbeat = events::parsePayload<events::Heartbeat>(entry.value);
   if (heartbeat.ok() && !heartbeat->time.empty()) {
     at = heartbeat->time;

@@ -16,21 +16,6 @@ namespace flotilla::scheduler {
 
 using std::chrono::milliseconds;
 
-namespace detail {
-
-std::string formatTime(std::chrono::system_clock::time_point at) {
-  auto ms = std::chrono::duration_cast<milliseconds>(at.time_since_epoch()).count();
-  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
-
-}  // namespace detail
-
 // ---- construction and start-up --------------------------------------------------------------------------------
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(service::Hub hub, Metrics& metrics, SchedulerOptions options) {

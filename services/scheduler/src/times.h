@@ -8,15 +8,13 @@
 #include <string>
 #include <string_view>
 
+#include "flotilla/core/clock.h"
+
 namespace flotilla::scheduler::detail {
 
 inline int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return systemClock().nowMillis();
 }
-
-//! RFC 3339 UTC with milliseconds, as log::nowRfc3339 writes it.
-std::string formatTime(std::chrono::system_clock::time_point at);
 
 //! True when `incoming` is an older event time than `current` (both RFC 3339 UTC with the same layout, as every
 //! Flotilla producer writes them; anything else is not compared).
