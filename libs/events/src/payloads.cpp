@@ -64,10 +64,11 @@ namespace {
 constexpr auto kCommitFields = [](auto& v, auto& s) {
   v.str("workspace", s.workspace, true);
   v.str("gitrepo", s.gitrepo, true);
-  v.str("repo", s.repo, true);
+  v.boolean("deleted", s.deleted);  // before the fields it makes optional (decoded in this order)
+  v.str("repo", s.repo, !s.deleted);
   v.str("branch", s.branch);
   v.str("revision", s.revision);
-  v.str("commit", s.commit, true);
+  v.str("commit", s.commit, !s.deleted);
   v.str("previousCommit", s.previous_commit);
   v.strings("paths", s.paths);
   v.integer("forceSyncGeneration", s.force_sync_generation);
@@ -109,6 +110,7 @@ constexpr auto kBundleFields = [](auto& v, auto& s) {
   v.boolean("paused", s.paused);
   v.stringMap("labels", s.labels);
   v.integer("forceSyncGeneration", s.force_sync_generation);
+  v.integer("commitSequence", s.commit_sequence);
 };
 
 constexpr auto kDeployFields = [](auto& v, auto& s) {
@@ -122,6 +124,9 @@ constexpr auto kDeployFields = [](auto& v, auto& s) {
   v.array("dependsOn", s.depends_on);
   v.str("commit", s.commit);
   v.integer("generation", s.generation, true);
+  v.str("gitrepo", s.gitrepo);
+  v.integer("commitSequence", s.commit_sequence);
+  v.stringMap("labels", s.labels);
 };
 
 constexpr auto kStatusFields = [](auto& v, auto& s) {

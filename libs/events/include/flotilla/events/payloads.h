@@ -51,6 +51,9 @@ struct CommitEvent {
   int64_t gitrepo_generation = 0;  //!< metadata.generation of the GitRepo spec this was computed from
   bool changed = true;             //!< whether anything under `paths` changed since previous_commit
   std::string source_object;       //!< the commit's files under `paths`: object name in kSourcesBucket
+  //! The GitRepo was deleted: remove every bundle it made (a cascade). `commit`, `repo` and `sourceObject` are
+  //! then not required; the bundler publishes a deleted BundleEvent for each of the GitRepo's bundles.
+  bool deleted = false;
 
   bool operator==(const CommitEvent&) const = default;
 };
@@ -102,6 +105,10 @@ struct BundleEvent {
   std::string variants_object;
   bool deleted = false;              //!< the bundle is gone from the commit: remove it everywhere
   std::optional<RenderError> error;  //!< set when rendering failed; the last good deployment keeps running
+  //! The FLOTILLA_COMMITS stream sequence of the commit this bundle was rendered from (0: unknown). It orders the
+  //! commits of one GitRepo, so an agent can tell which of two of its bundles holds the newer claim on an object
+  //! (docs/pipeline.md "Ownership handover").
+  int64_t commit_sequence = 0;
 
   bool operator==(const BundleEvent&) const = default;
 };
@@ -121,6 +128,9 @@ struct DeployEvent {
   Json depends_on = Json::array();
   std::string commit;
   int64_t generation = 0;  //!< increases with every DeployEvent for this (cluster, bundle): older ones are stale
+  std::string gitrepo;     //!< the bundle's GitRepo (ownership handover between bundles of one GitRepo)
+  int64_t commit_sequence = 0;  //!< BundleEvent::commit_sequence of the release (0: unknown)
+  StringMap labels;             //!< the bundle's labels, for dependsOn selectors evaluated on the cluster
 
   bool operator==(const DeployEvent&) const = default;
 };
