@@ -290,8 +290,13 @@ Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDe
 
 Status Scheduler::removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published) {
   const char* reason = input.targeting == nullptr ? "bundle deleted" : "cluster no longer targeted";
-  if (!decision.event) {
-    // Nothing was ever released there: no agent to wait for.
+  if (!decision.event || !clusters_.contains(input.cluster)) {
+    // Nothing was ever released there, or no registered agent will answer (the delete still goes out, for an
+    // agent that comes back under that name): no report to wait for.
+    if (decision.event) {
+      FLOTILLA_TRY(publishDeploy(*decision.event));
+      published = true;
+    }
     FLOTILLA_TRY(forgetDeployment(input.cluster, input.workspace, input.bundle));
     log::info("deployment removed",
               {{"cluster", input.cluster}, {"bundle", input.bundle}, {"gitrepo", input.gitrepo}, {"reason", reason}});

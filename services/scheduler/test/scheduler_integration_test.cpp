@@ -883,6 +883,22 @@ TEST_F(SchedulerTest, DeletedClusterGroupRetargetsEveryBundleOfItsWorkspace) {
   EXPECT_TRUE(noMoreDeploys(us, 300ms));
 }
 
+// A cluster record that disappears (no registered agent to report a delete): the delete is still sent, and its
+// records go at once instead of waiting.
+TEST_F(SchedulerTest, AnUnregisteredClusterDoesNotWaitForADeleteReport) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+  ASSERT_TRUE(
+      kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(hub_.clusters->remove(events::clusterKey("c-1")).ok());
+  auto removed = deploys(c1, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_TRUE(removed[0].remove);
+  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")); }));
+}
+
 // Fault point scheduler.bundle.deployed: the binary dies (SIGKILL) right after the first cluster's DeployEvent of a
 // bundle event; restarted without it, the redelivered event deploys the other cluster, and the first is not sent
 // a second deployment.
