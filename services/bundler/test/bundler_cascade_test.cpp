@@ -190,6 +190,48 @@ TEST_F(BundlerCascadeTest, ANameReleasedByACascadeIsRenderedAndStaleClaimsAreDro
   EXPECT_GE(metrics_.value("claims_total", {{"result", "dropped"}}), 1);
 }
 
+// Fault point bundler.commit.published: the binary dies (SIGKILL) after a commit's live bundles and before its
+// deletions; the restarted bundler redoes the commit: the live events again are duplicates JetStream drops (same
+// Msg-Ids), and the deletion follows.
+TEST_F(BundlerCascadeTest, KilledBetweenLiveBundlesAndDeletionsConvergesOnRestart) {
+  auto first = renderFirstCommit();
+  ASSERT_EQ(first.size(), 3u);
+  bundler_->stop();
+  bundler_.reset();
+  auto log_dir = makeTempDir("bundler-fault");
+  ASSERT_TRUE(log_dir.ok());
+  auto process = Process::start({.argv = {FLOTILLA_BUNDLER_BINARY, "--work-dir", work_dir_, "--nats-url", nats_->url(),
+                                          "--http-addr", "127.0.0.1:0", "--log-level", "info"},
+                                 .env = {{"FLOTILLA_FAULT_POINTS", std::string(kFaultCommitPublished)}},
+                                 .output_file = *log_dir + "/bundler.log",
+                                 .kill_with_parent = true});
+  ASSERT_TRUE(process.ok()) << process.error().describe();
+  auto files = threeBundles();
+  files.erase("apps/db/db.json");
+  files["apps/cache/cm.yaml"] = configMap("cache");
+  publishCommit(kCommit2, files, {"apps/*"});
+  auto code = process->wait(30s);
+  ASSERT_TRUE(code.has_value()) << readFile(*log_dir + "/bundler.log").valueOr("");
+  EXPECT_EQ(*code, 128 + SIGKILL);
+  auto live = readEvents(3);
+  ASSERT_EQ(live.size(), 3u);
+  for (const auto& event : live) {
+    EXPECT_FALSE(event.deleted) << event.bundle;
+  }
+  expectNoMoreEvents();
+  EXPECT_TRUE(record("repo-apps-db").has_value()) << "not deleted before the kill";
+
+  startBundler();
+  auto rest = readEvents(1, 90s);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].bundle, "repo-apps-db");
+  EXPECT_TRUE(rest[0].deleted);
+  EXPECT_TRUE(eventually([&] { return !record("repo-apps-db"); }));
+  expectNoMoreEvents();
+  EXPECT_GE(metrics_.value("events_published_total", {{"result", "duplicate"}}), 3);
+  removeAll(*log_dir);
+}
+
 // One commit removes a Helm bundle and adds another whose release name follows the bundle name: the new bundle's
 // render status notes that objects named from .Release.Name are created anew (and how to keep them).
 TEST_F(BundlerCascadeTest, AHelmRenameWithoutAPinnedReleaseNameIsNoted) {
