@@ -191,7 +191,7 @@ TEST_F(BundlerCascadeTest, ANameReleasedByACascadeIsRenderedAndStaleClaimsAreDro
 }
 
 // Fault point bundler.commit.published: the binary dies (SIGKILL) after a commit's live bundles and before its
-// deletions; the restarted bundler redoes the commit: the live events again are duplicates JetStream drops (same
+// deletions; the restarted bundler redoes the commit: JetStream drops the live events published again (same
 // Msg-Ids), and the deletion follows.
 TEST_F(BundlerCascadeTest, KilledBetweenLiveBundlesAndDeletionsConvergesOnRestart) {
   auto first = renderFirstCommit();
