@@ -41,8 +41,9 @@ struct PlacementInput {
   std::optional<Placement> want;               //!< targeting's answer here (nullopt: the bundle does not go there)
   const events::DeploymentRecord* record = nullptr;  //!< the deployment record, if one exists
   const events::BdStatus* status = nullptr;          //!< the agent's last report on it, if any
-  int64_t clock_ms = 0;                              //!< the cause's clock (generations, see nextGeneration)
-  std::string now;                                   //!< RFC 3339, for `updated` and event times
+  bool cluster_paused = false;  //!< the cluster's Cluster document says spec.paused: hold like a paused bundle
+  int64_t clock_ms = 0;         //!< the cause's clock (generations, see nextGeneration)
+  std::string now;              //!< RFC 3339, for `updated` and event times
 };
 
 //! What to do on the cluster.
