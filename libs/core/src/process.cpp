@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,6 +11,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "flotilla/core/errno_text.h"
 
 extern char** environ;
 
@@ -31,7 +34,10 @@ std::vector<std::string> buildEnvironment(const std::map<std::string, std::strin
   std::vector<std::string> out;
   out.reserve(merged.size());
   for (const auto& [key, value] : merged) {
-    out.push_back(key + '=' + value);
+    std::string entry = key;
+    entry += '=';
+    entry += value;
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -83,7 +89,7 @@ int decodeStatus(int status) {
   // The child must not inherit our signal mask (tests and services block signals in some threads).
   sigset_t empty;
   sigemptyset(&empty);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  pthread_sigmask(SIG_SETMASK, &empty, nullptr);
   execvpe(argv[0], argv, envp);
   _exit(127);
 }
@@ -102,14 +108,14 @@ Result<Process> Process::start(const ProcessOptions& options) {
   if (!options.output_file.empty()) {
     out_fd = ::open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (out_fd < 0) {
-      return fail(ErrorKind::kPermanent, "cannot open " + options.output_file + ": " + std::strerror(errno));
+      return fail(ErrorKind::kPermanent, "cannot open " + options.output_file + ": " + errnoText(errno));
     }
   }
   int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   pid_t parent = options.kill_with_parent ? getpid() : 0;
   pid_t pid = fork();
   if (pid < 0) {
-    return fail(ErrorKind::kTransient, std::string("fork failed: ") + std::strerror(errno));
+    return fail(ErrorKind::kTransient, std::string("fork failed: ") + errnoText(errno));
   }
   if (pid == 0) {
     execChild(argv.data(), envp.data(), options.cwd.empty() ? nullptr : options.cwd.c_str(), out_fd, out_fd, null_in,
@@ -252,7 +258,7 @@ Result<pid_t> spawnWithPipes(const CommandOptions& options, CommandPipes& pipes)
   int out_pipe[2];
   int err_pipe[2];
   if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    return fail(ErrorKind::kTransient, std::string("pipe failed: ") + std::strerror(errno));
+    return fail(ErrorKind::kTransient, std::string("pipe failed: ") + errnoText(errno));
   }
   std::vector<std::string> args = options.argv;
   std::vector<std::string> env = buildEnvironment(options.env);
@@ -260,7 +266,7 @@ Result<pid_t> spawnWithPipes(const CommandOptions& options, CommandPipes& pipes)
   auto envp = cStrings(env);
   pid_t pid = fork();
   if (pid < 0) {
-    return fail(ErrorKind::kTransient, std::string("fork failed: ") + std::strerror(errno));
+    return fail(ErrorKind::kTransient, std::string("fork failed: ") + errnoText(errno));
   }
   if (pid == 0) {
     execChild(argv.data(), envp.data(), options.cwd.empty() ? nullptr : options.cwd.c_str(), out_pipe[1], err_pipe[1],

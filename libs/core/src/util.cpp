@@ -1,5 +1,6 @@
 #include "flotilla/core/util.h"
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,8 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <unistd.h>
+
+#include "flotilla/core/errno_text.h"
 
 namespace flotilla {
 
@@ -124,7 +127,7 @@ Result<std::string> readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return fail(errno == ENOENT ? ErrorKind::kNotFound : ErrorKind::kPermanent,
-                "cannot read " + path + ": " + std::strerror(errno));
+                "cannot read " + path + ": " + errnoText(errno));
   }
   std::ostringstream content;
   content << in.rdbuf();
@@ -136,7 +139,7 @@ Status writeFile(const std::string& path, std::string_view content, int mode) {
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) {
-      return fail(ErrorKind::kPermanent, "cannot write " + temp + ": " + std::strerror(errno));
+      return fail(ErrorKind::kPermanent, "cannot write " + temp + ": " + errnoText(errno));
     }
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     if (!out) {
@@ -145,7 +148,7 @@ Status writeFile(const std::string& path, std::string_view content, int mode) {
   }
   std::filesystem::permissions(temp, static_cast<std::filesystem::perms>(mode));
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return fail(ErrorKind::kPermanent, "cannot rename " + temp + " to " + path + ": " + std::strerror(errno));
+    return fail(ErrorKind::kPermanent, "cannot rename " + temp + " to " + path + ": " + errnoText(errno));
   }
   return {};
 }
@@ -154,7 +157,7 @@ Result<std::string> makeTempDir(std::string_view prefix) {
   std::string base = envOr("TMPDIR", "/tmp");
   std::string templ = base + "/" + std::string(prefix) + "-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) {
-    return fail(ErrorKind::kPermanent, "mkdtemp " + templ + ": " + std::strerror(errno));
+    return fail(ErrorKind::kPermanent, "mkdtemp " + templ + ": " + errnoText(errno));
   }
   return templ;
 }
@@ -206,8 +209,17 @@ bool endsWith(std::string_view text, std::string_view suffix) {
 }
 
 std::string envOr(const char* name, std::string fallback) {
-  const char* value = std::getenv(name);
+  // Read while configuring at start-up (flags, kubeconfig, the CLI); no Flotilla process calls setenv or putenv,
+  // so the race the check warns about (getenv against a concurrent environment change) cannot happen.
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
   return value != nullptr && *value != '\0' ? std::string(value) : std::move(fallback);
+}
+
+std::string errnoText(int error) {
+  std::array<char, 256> buffer{};
+  // The GNU strerror_r (glibc with _GNU_SOURCE, which g++ defines) returns the message, in `buffer` or static.
+  const char* text = strerror_r(error, buffer.data(), buffer.size());
+  return text != nullptr ? std::string(text) : "errno " + std::to_string(error);
 }
 
 }  // namespace flotilla

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "flotilla/core/ascii.h"
+#include "flotilla/core/errno_text.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "mirror_impl.h"
@@ -42,7 +43,7 @@ Status writeAll(int fd, const char* data, size_t size, const std::string& path) 
       if (errno == EINTR) {
         continue;
       }
-      return fail(ErrorKind::kInternal, "cannot write " + path + ": " + std::strerror(errno), "Mirror::exportTree");
+      return fail(ErrorKind::kInternal, "cannot write " + path + ": " + errnoText(errno), "Mirror::exportTree");
     }
     data += written;
     size -= static_cast<size_t>(written);
@@ -300,11 +301,13 @@ Status Mirror::Impl::exportDir(git_tree* tree, const std::string& dest, int dept
       return fail(ErrorKind::kInvalid, "the tree has more than " + std::to_string(options.max_entries) + " entries",
                   kWhere);
     }
-    const std::string target = dest + '/' + name;
+    std::string target = dest;
+    target += '/';
+    target += name;
     const git_filemode_t mode = git_tree_entry_filemode(entry);
     if (mode == GIT_FILEMODE_TREE) {
       if (::mkdir(target.c_str(), 0755) != 0) {
-        return fail(ErrorKind::kInternal, "cannot create " + target + ": " + std::strerror(errno), kWhere);
+        return fail(ErrorKind::kInternal, "cannot create " + target + ": " + errnoText(errno), kWhere);
       }
       ++stats.directories;
       git_tree* sub = nullptr;
@@ -334,7 +337,7 @@ Status Mirror::Impl::exportDir(git_tree* tree, const std::string& dest, int dept
     if (mode == GIT_FILEMODE_LINK) {
       // Written as a link, never followed here; the caller decides whether a target is acceptable.
       if (::symlink(content->c_str(), target.c_str()) != 0) {
-        return fail(ErrorKind::kInternal, "cannot create symlink " + target + ": " + std::strerror(errno), kWhere);
+        return fail(ErrorKind::kInternal, "cannot create symlink " + target + ": " + errnoText(errno), kWhere);
       }
       ++stats.symlinks;
       continue;
@@ -343,11 +346,11 @@ Status Mirror::Impl::exportDir(git_tree* tree, const std::string& dest, int dept
     // O_EXCL|O_NOFOLLOW: never write through something that already exists, such as a planted symlink.
     int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode);
     if (fd < 0) {
-      return fail(ErrorKind::kInternal, "cannot create " + target + ": " + std::strerror(errno), kWhere);
+      return fail(ErrorKind::kInternal, "cannot create " + target + ": " + errnoText(errno), kWhere);
     }
     Status written = writeAll(fd, content->data(), content->size(), target);
     if (written.ok() && ::fchmod(fd, file_mode) != 0) {  // the umask must not drop the executable bit
-      written = fail(ErrorKind::kInternal, "cannot chmod " + target + ": " + std::strerror(errno), kWhere);
+      written = fail(ErrorKind::kInternal, "cannot chmod " + target + ": " + errnoText(errno), kWhere);
     }
     ::close(fd);
     FLOTILLA_TRY(written);

@@ -19,7 +19,7 @@ std::string withCauses(std::string message, const Json& status) {
   for (const auto& cause : causes->asArray()) {
     std::string field = cause.getString("field");
     std::string text = cause.getString("message");
-    std::string item = field.empty() ? text : field + ": " + text;
+    std::string item = field.empty() ? text : field.append(": ").append(text);
     if (!item.empty() && message.find(text) == std::string::npos) {
       message += "; " + item;
     }

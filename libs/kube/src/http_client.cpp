@@ -35,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 // An idle pooled connection older than this is dropped rather than reused: kube-apiserver closes idle
 // connections after a while, and a fresh connection is cheaper than a failed request plus a retry.
 constexpr auto kMaxIdleAge = std::chrono::seconds(45);
-constexpr size_t kStreamChunk = 64 * 1024;
+constexpr size_t kStreamChunk = size_t{64} * 1024;
 
 std::string millis(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";

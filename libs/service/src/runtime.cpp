@@ -128,7 +128,7 @@ Runtime::~Runtime() {
   }
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::start(std::string service, const Config& config) {
+Result<std::unique_ptr<Runtime>> Runtime::start(const std::string& service, const Config& config) {
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and only
   // waitForShutdown() receives them (no async-signal-safety concerns in handlers).
   sigset_t signals;
@@ -146,7 +146,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(std::string service, const Confi
   return runtime;
 }
 
-Status Runtime::serveHttp(std::map<std::string, http::Handler> extra) {
+Status Runtime::serveHttp(const std::map<std::string, http::Handler>& extra) {
   if (http_) {
     http_->stop();
     http_.reset();
@@ -169,14 +169,16 @@ Status Runtime::serveHttp(std::map<std::string, http::Handler> extra) {
     for (auto& [name, check] : checks_) {
       std::string reason;
       if (!check(reason)) {
-        why = name + ": " + reason;
+        why = name;
+        why += ": ";
+        why += reason;
         return false;
       }
     }
     return true;
   });
-  for (auto& [key, handler] : extra) {
-    routes[key] = std::move(handler);
+  for (const auto& [key, handler] : extra) {
+    routes[key] = handler;
   }
   auto server = http::Server::start(options, std::move(routes));
   if (!server.ok()) {

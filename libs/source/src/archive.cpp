@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "flotilla/core/errno_text.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/util.h"
 
@@ -137,7 +138,7 @@ Status extract(const Archive& archive, const std::string& dir) {
     fs::create_directories(target.parent_path(), ec);
     fs::remove(target, ec);
     if (::symlink(link.target.c_str(), target.c_str()) != 0) {
-      return fail(ErrorKind::kPermanent, "cannot create symlink " + link.path + ": " + std::strerror(errno));
+      return fail(ErrorKind::kPermanent, "cannot create symlink " + link.path + ": " + errnoText(errno));
     }
   }
   return {};

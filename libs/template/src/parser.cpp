@@ -1,6 +1,7 @@
 // The parser: template text to a syntax tree (text, actions, if/else chains).
 #include <cctype>
 #include <optional>
+#include <utility>
 
 #include "template_internal.h"
 
@@ -284,7 +285,7 @@ class TemplateParser {
         return node;
       }
       // else / else if
-      std::vector<Token> rest = std::move(else_tokens_);
+      std::vector<Token> rest = std::exchange(else_tokens_, {});
       if (!rest.empty() && rest[0].kind == Token::Kind::kIdent && rest[0].text == "if") {
         column = rest[0].column;
         condition.assign(rest.begin() + 1, rest.end());

@@ -56,7 +56,7 @@ class Runtime {
  public:
   //! Blocks SIGTERM/SIGINT for every thread created after this (so only waitForShutdown() sees them),
   //! configures logging and starts the HTTP endpoints on --http-addr (default 127.0.0.1:0).
-  static Result<std::unique_ptr<Runtime>> start(std::string service, const Config& config);
+  static Result<std::unique_ptr<Runtime>> start(const std::string& service, const Config& config);
 
   ~Runtime();
 
@@ -71,7 +71,7 @@ class Runtime {
 
   //! Starts the HTTP server with the standard routes plus `extra` routes. Called by start(); exposed so a
   //! service that needs webhook routes can restart it with them before serving traffic.
-  Status serveHttp(std::map<std::string, http::Handler> extra);
+  Status serveHttp(const std::map<std::string, http::Handler>& extra);
 
  private:
   Runtime(std::string service, std::string http_address);
