@@ -1,0 +1,282 @@
+// End-to-end: a bundle renamed or moved is handed over in one step, never stuck (issue 10, docs/pipeline.md
+// "Ownership handover"). Real git server, nats-server and two kube-apiservers; the services run as processes, the
+// agents with a short release hold (3 s) except where a test needs a long one.
+#include <thread>
+
+#include "handover_checks.h"
+#include "shared_hub_test.h"
+
+namespace flotilla::e2e {
+namespace {
+
+class HandoverTest : public SharedHubTest<HandoverTest> {
+ public:
+  static HubOptions hubOptions() { return {.services = {{"agent", {.flags = {"--release-hold", "3s"}}}}}; }
+
+ protected:
+  //! Restarts both agents with `hold` as their release hold.
+  static void restartAgentsWithHold(const std::string& hold) {
+    hub().configure("agent", {.flags = {"--release-hold", hold}});
+    for (size_t c = 0; c < hub().clusterCount(); ++c) {
+      ASSERT_TRUE(hub().restartService("agent-" + std::to_string(c)).ok());
+    }
+  }
+
+  //! Applies a GitRepo on `url` and waits until its bundles are Ready at `commit` on both clusters.
+  void applyAndWait(const std::string& gitrepo, const std::string& url, const std::vector<std::string>& paths,
+                    const std::string& commit) {
+    ASSERT_TRUE(hub().apply(gitRepoYaml(gitrepo, url, paths)).ok());
+    ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), gitrepo, commit, clusters()); }, kLands))
+        << gitrepo << " not Ready at " << commit;
+  }
+};
+
+// app/one → app/two in one commit, same objects (a Namespace and two ConfigMaps).
+TEST_F(HandoverTest, RenameInOneCommitKeepsUidsAndIsReadyAtOnce) {
+  const std::string name = "ren-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  auto repo = hub().git().createRepo(name);
+  ASSERT_TRUE(repo.ok());
+  const std::map<std::string, std::string> objects = {
+      {"ns", namespaceYaml(ns)}, {"a", configMap("a", "1")}, {"b", configMap("b", "2")}};
+  auto first = hub().git().commitFiles(name, "main", bundleFiles("app/one", ns, objects), "first");
+  ASSERT_TRUE(first.ok());
+  applyAndWait(name, repo->http, {"app"}, *first);
+
+  auto handover = beginHandover(hub(), status(), name, bundleId(name, "app/one"), bundleId(name, "app/two"),
+                                {namespaceRef(ns), configMapRef(ns, "a"), configMapRef(ns, "b")});
+  auto renamed = hub().git().commitFiles(name, "main", bundleFiles("app/two", ns, objects), "rename", {"app/one"});
+  ASSERT_TRUE(renamed.ok());
+  expectHandedOver(hub(), status(), handover, *renamed);
+}
+
+// The GitRepo's `paths` change (one → two, same objects), then its `repo` (a new repository whose layout gives the
+// bundle another name): every bundle name changes, the objects stay.
+TEST_F(HandoverTest, GitRepoPathsThenRepoChangeHandsOver) {
+  const std::string name = "pth-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  auto repo = hub().git().createRepo(name);
+  ASSERT_TRUE(repo.ok());
+  const std::map<std::string, std::string> objects = {{"ns", namespaceYaml(ns)}, {"a", configMap("a", "1")}};
+  auto first = hub().git().commitFiles(
+      name, "main", merged(bundleFiles("one", ns, objects), bundleFiles("two", ns, objects)), "one and two");
+  ASSERT_TRUE(first.ok());
+  applyAndWait(name, repo->http, {"one"}, *first);
+  const std::vector<ObjectRef> refs = {namespaceRef(ns), configMapRef(ns, "a")};
+
+  auto by_paths = beginHandover(hub(), status(), name, bundleId(name, "one"), bundleId(name, "two"), refs);
+  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo->http, {"two"})).ok());
+  expectHandedOver(hub(), status(), by_paths, *first);
+  if (HasFailure()) {
+    return;
+  }
+
+  auto moved_repo = hub().git().createRepo(name + "-moved");
+  ASSERT_TRUE(moved_repo.ok());
+  auto moved = hub().git().commitFiles(name + "-moved", "main", bundleFiles("two/moved", ns, objects), "moved");
+  ASSERT_TRUE(moved.ok());
+  auto by_repo = beginHandover(hub(), status(), name, bundleId(name, "two"), bundleId(name, "two/moved"), refs);
+  ASSERT_TRUE(hub().apply(gitRepoYaml(name, moved_repo->http, {"two"})).ok());
+  expectHandedOver(hub(), status(), by_repo, *moved);
+}
+
+// An object leaves GitRepo X's bundle after GitRepo Y's bundle claimed it: Y is ErrApplied naming both bundles
+// while X holds it, and Ready with X's object (same UID, Y's content) as soon as X releases it.
+TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
+  const std::string x = "mcx-" + randomHex(3);
+  const std::string y = "mcy-" + randomHex(3);
+  const std::string ns = "ns-" + x;
+  auto repo_x = hub().git().createRepo(x);
+  auto repo_y = hub().git().createRepo(y);
+  ASSERT_TRUE(repo_x.ok() && repo_y.ok());
+  auto x_first = hub().git().commitFiles(
+      x, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}), "x");
+  ASSERT_TRUE(x_first.ok());
+  applyAndWait(x, repo_x->http, {"app"}, *x_first);
+  const std::string x_bundle = bundleId(x, "app");
+  const std::string y_bundle = bundleId(y, "app");
+  const ObjectRef moved = configMapRef(ns, "moved");
+
+  Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
+  handover.old_bundle_deleted = false;
+  auto y_first = hub().git().commitFiles(
+      y, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "y")}, {"y-own", configMap("y-own", "y")}}), "y");
+  ASSERT_TRUE(y_first.ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(y, repo_y->http, {"app"})).ok());
+  for (size_t c = 0; c < 2; ++c) {
+    const std::string cluster = hub().clusterName(c);
+    ASSERT_TRUE(
+        Hub::waitFor([&] { return ownershipConflict(status(), cluster, y_bundle, x_bundle, handover.mark); }, kLands))
+        << "expected ErrApplied/OwnershipConflict naming " << qualified(x_bundle) << " and " << qualified(y_bundle)
+        << ": " << status().describe(cluster, y_bundle, handover.mark);
+    EXPECT_EQ(ownerOf(hub(), c, moved), qualified(x_bundle)) << "X keeps the object while it wants it";
+    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "x");
+    EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(hub(), c, ns, "y-own"); }, kLands))
+        << "Y applies its other objects while it waits for the claimed one";
+    EXPECT_TRUE(bundleState(hub(), cluster, x, x_bundle, "Ready")) << "X is not disturbed by the claim";
+  }
+  // Long enough that a retry timer would have backed off well beyond the wake-up delay measured below.
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+
+  const uint64_t before_release = status().mark();
+  auto x_release = hub().git().deleteFiles(x, "main", {"app/moved.yaml"}, "x lets go of moved");
+  ASSERT_TRUE(x_release.ok());
+  expectHandedOver(
+      hub(), status(),
+      [&] {
+        Handover after = handover;
+        after.mark = before_release;  // Y's reports before the release were ErrApplied, as checked above
+        return after;
+      }(),
+      *y_first);
+  for (size_t c = 0; c < 2; ++c) {
+    const std::string cluster = hub().clusterName(c);
+    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y") << cluster;
+    EXPECT_TRUE(configMapExists(hub(), c, ns, "stays")) << cluster;
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, x, x_bundle, "Ready", *x_release); }, kLands));
+    auto released = status().first(cluster, x_bundle, "Ready", before_release);
+    auto adopted = status().first(cluster, y_bundle, "Ready", before_release);
+    ASSERT_TRUE(released.ok() && adopted.ok()) << status().describe(cluster, x_bundle, before_release);
+    auto delay =
+        std::chrono::duration_cast<std::chrono::milliseconds>(reportedAt(adopted->event) - reportedAt(released->event));
+    std::cout << "[ measure  ] " << cluster << ": Y Ready " << delay.count() << " ms after X released the object"
+              << std::endl;
+    EXPECT_LT(delay, std::chrono::seconds(6)) << "the claimant must be woken by the release, not a timer";
+  }
+}
+
+// The release comes first: X drops the object (held by the agent), then GitRepo Y claims it within the hold
+// and adopts it — the same object, no ErrApplied on the way.
+TEST_F(HandoverTest, MoveAcrossGitReposReleaseFirstAdoptsTheHeldObject) {
+  restartAgentsWithHold("5m");
+  struct RestoreHold {
+    ~RestoreHold() { restartAgentsWithHold("3s"); }
+  } restore;
+  const std::string x = "mrx-" + randomHex(3);
+  const std::string y = "mry-" + randomHex(3);
+  const std::string ns = "ns-" + x;
+  auto repo_x = hub().git().createRepo(x);
+  auto repo_y = hub().git().createRepo(y);
+  ASSERT_TRUE(repo_x.ok() && repo_y.ok());
+  auto x_first = hub().git().commitFiles(
+      x, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}), "x");
+  ASSERT_TRUE(x_first.ok());
+  applyAndWait(x, repo_x->http, {"app"}, *x_first);
+  const std::string x_bundle = bundleId(x, "app");
+  const std::string y_bundle = bundleId(y, "app");
+  const ObjectRef moved = configMapRef(ns, "moved");
+
+  Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
+  handover.old_bundle_deleted = false;
+  auto x_release = hub().git().deleteFiles(x, "main", {"app/moved.yaml"}, "x lets go of moved");
+  ASSERT_TRUE(x_release.ok());
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), x, *x_release, clusters()); }, kLands));
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_FALSE(uidOf(hub(), c, moved).empty()) << "a released object is held, not deleted at once";
+    const std::string held = releaseHoldText(hub(), c);
+    EXPECT_TRUE(held.find(ns) != std::string::npos && held.find("moved") != std::string::npos)
+        << "flotilla-released on cluster " << c << " must list the held object: " << held;
+  }
+
+  auto y_first = hub().git().commitFiles(
+      y, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "y")}, {"y-own", configMap("y-own", "y")}}), "y");
+  ASSERT_TRUE(y_first.ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(y, repo_y->http, {"app"})).ok());
+  expectHandedOver(hub(), status(), handover, *y_first);
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y");
+    EXPECT_TRUE(Hub::waitFor([&] { return releaseHoldText(hub(), c).find("moved") == std::string::npos; }, kLands))
+        << "the adopted object must leave the hold list on cluster " << c << ": " << releaseHoldText(hub(), c);
+  }
+}
+
+// X owns an object that Y and Z both claim: each claimant is ErrApplied naming the owner and itself. X's GitRepo
+// is deleted: one claimant takes the object (same UID) and the other now waits for it; when that one's GitRepo is
+// deleted too, the last claimant takes it. Never stuck, never re-created.
+TEST_F(HandoverTest, DoubleClaimThenRelease) {
+  const std::string hex = randomHex(3);
+  const std::string x = "dcx-" + hex;
+  const std::string y = "dcy-" + hex;
+  const std::string z = "dcz-" + hex;
+  const std::string ns = "ns-" + x;
+  std::map<std::string, std::string> urls;
+  std::map<std::string, std::string> commits;
+  for (const auto& name : {x, y, z}) {
+    auto repo = hub().git().createRepo(name);
+    ASSERT_TRUE(repo.ok());
+    urls[name] = repo->http;
+    auto commit =
+        hub().git().commitFiles(name, "main", bundleFiles("app", ns, {{"shared", configMap("shared", name)}}), name);
+    ASSERT_TRUE(commit.ok());
+    commits[name] = *commit;
+  }
+  applyAndWait(x, urls[x], {"app"}, commits[x]);
+  const ObjectRef shared = configMapRef(ns, "shared");
+  std::vector<std::string> uids = {uidOf(hub(), 0, shared), uidOf(hub(), 1, shared)};
+  const uint64_t mark = status().mark();
+  ASSERT_TRUE(hub().apply(gitRepoYaml(y, urls[y], {"app"})).ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(z, urls[z], {"app"})).ok());
+  for (const auto& claimant : {y, z}) {
+    for (const auto& cluster : clusters()) {
+      EXPECT_TRUE(Hub::waitFor(
+          [&] { return ownershipConflict(status(), cluster, bundleId(claimant, "app"), bundleId(x, "app"), mark); },
+          kLands))
+          << status().describe(cluster, bundleId(claimant, "app"), mark);
+    }
+  }
+
+  // X goes away: on each cluster exactly one claimant takes the object, the other waits for it.
+  const uint64_t x_deleted = status().mark();
+  auto deleted = hub().cli({"delete", "gitrepo", x});
+  ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->err : "");
+  std::vector<std::string> winners(2);
+  for (size_t c = 0; c < 2; ++c) {
+    const std::string cluster = hub().clusterName(c);
+    ASSERT_TRUE(Hub::waitFor(
+        [&] {
+          for (const auto& name : {y, z}) {
+            if (bundleState(hub(), cluster, name, bundleId(name, "app"), "Ready") &&
+                ownerOf(hub(), c, shared) == qualified(bundleId(name, "app"))) {
+              winners[c] = name;
+              return true;
+            }
+          }
+          return false;
+        },
+        kLands))
+        << "no claimant took the object on " << cluster << "\n"
+        << status().describe(cluster, bundleId(y, "app"), x_deleted) << "\n"
+        << status().describe(cluster, bundleId(z, "app"), x_deleted);
+    const std::string loser = winners[c] == y ? z : y;
+    EXPECT_EQ(uidOf(hub(), c, shared), uids[c]) << "handed over, not re-created, on " << cluster;
+    EXPECT_EQ(configMapValue(hub(), c, ns, "shared", "value"), winners[c]);
+    EXPECT_TRUE(Hub::waitFor(
+        [&] {
+          return ownershipConflict(status(), cluster, bundleId(loser, "app"), bundleId(winners[c], "app"), x_deleted);
+        },
+        kLands))
+        << "the other claimant keeps waiting, naming the new owner, on " << cluster << ": "
+        << status().describe(cluster, bundleId(loser, "app"), x_deleted);
+  }
+
+  // The winner on the first cluster goes away too: the last claimant ends up with the object everywhere.
+  const std::string gone = winners[0];
+  const std::string last = gone == y ? z : y;
+  auto second_delete = hub().cli({"delete", "gitrepo", gone});
+  ASSERT_TRUE(second_delete.ok() && second_delete->exit_code == 0);
+  for (size_t c = 0; c < 2; ++c) {
+    const std::string cluster = hub().clusterName(c);
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, last, bundleId(last, "app"), "Ready"); }, kLands))
+        << status().describe(cluster, bundleId(last, "app"), x_deleted);
+    EXPECT_EQ(ownerOf(hub(), c, shared), qualified(bundleId(last, "app")));
+    EXPECT_EQ(uidOf(hub(), c, shared), uids[c]) << "handed over, not re-created, on " << cluster;
+    EXPECT_EQ(configMapValue(hub(), c, ns, "shared", "value"), last);
+  }
+  for (const auto& name : {x, gone}) {
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleRecordsLeft(hub(), bundleId(name, "app")).empty(); }, kLands))
+        << bundleRecordsLeft(hub(), bundleId(name, "app"));
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::e2e
