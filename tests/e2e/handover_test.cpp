@@ -50,6 +50,41 @@ TEST_F(HandoverTest, RenameInOneCommitKeepsUidsAndIsReadyAtOnce) {
   expectHandedOver(hub(), status(), handover, *renamed);
 }
 
+// A Helm bundle renamed in one commit: its release name (the bundle name) changes, so an object named after the
+// release is a new object (the old one released and pruned after the hold), while an object with a fixed name is
+// handed over with its UID. Never stuck either way.
+TEST_F(HandoverTest, HelmRenameHandsOverFixedNamesAndReplacesReleaseNamedObjects) {
+  const std::string name = "hrn-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  auto repo = hub().git().createRepo(name);
+  ASSERT_TRUE(repo.ok());
+  auto chart = [&](const std::string& dir) {
+    return std::map<std::string, std::string>{
+        {dir + "/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+        {dir + "/Chart.yaml", "apiVersion: v2\nname: handover\nversion: 0.1.0\n"},
+        {dir + "/values.yaml", "value: v1\n"},
+        {dir + "/templates/fixed.yaml", configMap("fixed", "{{ .Values.value }}")},
+        {dir + "/templates/named.yaml",
+         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  value: v1\n"}};
+  };
+  auto first = hub().git().commitFiles(name, "main", chart("app/one"), "first");
+  ASSERT_TRUE(first.ok());
+  applyAndWait(name, repo->http, {"app"}, *first);
+  const std::string old_bundle = bundleId(name, "app/one");
+  const std::string new_bundle = bundleId(name, "app/two");
+  ASSERT_TRUE(configMapExists(hub(), 0, ns, old_bundle + "-cm"));
+
+  auto handover = beginHandover(hub(), status(), name, old_bundle, new_bundle, {configMapRef(ns, "fixed")});
+  auto renamed = hub().git().commitFiles(name, "main", chart("app/two"), "rename", {"app/one"});
+  ASSERT_TRUE(renamed.ok());
+  expectHandedOver(hub(), status(), handover, *renamed);
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_TRUE(configMapExists(hub(), c, ns, new_bundle + "-cm")) << "cluster " << c;
+    EXPECT_TRUE(Hub::waitFor([&] { return configMapGone(hub(), c, ns, old_bundle + "-cm"); }, kLands))
+        << "the old release's object must be pruned after the hold on cluster " << c;
+  }
+}
+
 // The GitRepo's `paths` change (one → two, same objects), then its `repo` (a new repository whose layout gives the
 // bundle another name): every bundle name changes, the objects stay.
 TEST_F(HandoverTest, GitRepoPathsThenRepoChangeHandsOver) {
