@@ -333,6 +333,7 @@ Result<std::vector<KvEntry>> KeyValue::history(std::string_view key) {
   }
   FLOTILLA_TRY(check(s, "kvStore_History"));
   std::vector<KvEntry> out;
+  out.reserve(static_cast<size_t>(list.Count));
   for (int i = 0; i < list.Count; ++i) {
     out.push_back(toEntry(list.Entries[i]));
   }

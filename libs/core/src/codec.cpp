@@ -1,7 +1,8 @@
 #include "flotilla/core/codec.h"
 
 #include <algorithm>
-#include <cctype>
+
+#include "flotilla/core/ascii.h"
 
 namespace flotilla::codec {
 namespace {
@@ -16,8 +17,7 @@ size_t editDistance(std::string_view a, std::string_view b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t up = row[j];
-      bool same =
-          std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+      bool same = asciiLower(a[i - 1]) == asciiLower(b[j - 1]);
       row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
       diagonal = up;
     }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/targeting.h"
 
@@ -64,13 +65,6 @@ std::string valuesFromKey(const model::ValuesFrom& v) {
     return "secret|" + v.secret_key_ref->ns + "|" + v.secret_key_ref->name + "|" + v.secret_key_ref->key;
   }
   return {};
-}
-
-std::string lower(std::string text) {
-  for (char& c : text) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return text;
 }
 
 void mergeHelm(model::HelmOptions& result, const model::HelmOptions& custom) {
@@ -156,7 +150,7 @@ model::BundleDeploymentOptions mergeOptions(const model::BundleDeploymentOptions
   if (!custom.downstream_resources.empty()) {
     mergeByKey<model::DownstreamResource>(
         result.downstream_resources, custom.downstream_resources,
-        [](const model::DownstreamResource& r) { return lower(r.kind) + "|" + r.name; });
+        [](const model::DownstreamResource& r) { return toLowerAscii(r.kind) + "|" + r.name; });
   }
   if (custom.namespace_labels && !custom.namespace_labels->empty()) {
     if (!result.namespace_labels) {

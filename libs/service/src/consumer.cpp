@@ -151,10 +151,30 @@ std::optional<Outcome> runHandler(Consumer::State& state, Item& item) {
   return std::nullopt;
 }
 
+//! The message whose handler runs on this thread (a worker's), so wakeParked() called by a handler does not wake
+//! that handler's own message.
+struct RunningHere {
+  const Consumer::State* state = nullptr;
+  Item* item = nullptr;
+};
+thread_local RunningHere running_here;
+
+prometheus::Counter& wakesCounter(Consumer::State& state) {
+  return state.metrics.counter("wakes_total", "Parked messages run again early by wakeParked()",
+                               {{"consumer", state.options.label}});
+}
+
 void park(Consumer::State& state, const ItemPtr& item, milliseconds delay) {
   {
     std::lock_guard lock(state.live_mutex);
+    state.running.erase(item);
     item->due = Clock::now() + delay;
+    if (item->woken) {
+      // woken while its handler ran: what it waits for may have happened after the handler looked
+      item->due = Clock::now();
+      state.wake_requested = true;
+      wakesCounter(state).Increment();
+    }
     ++item->delivery.attempt;
     state.parked.push_back(item);
   }
@@ -252,26 +272,36 @@ void process(Consumer::State& state, const ItemPtr& item) {
   {
     std::lock_guard lock(state.live_mutex);
     state.running.insert(item);
+    item->woken = false;
   }
+  running_here = RunningHere{&state, item.get()};
   auto outcome = runHandler(state, *item);
-  {
-    std::lock_guard lock(state.live_mutex);
-    state.running.erase(item);
-  }
+  running_here = RunningHere{};
   in_flight.Decrement();
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  // It leaves `running` only now (park() moves it to `parked` under the same lock), so a wakeParked() between
+  // the handler's end and its parking still reaches it.
+  auto finish = [&] {
+    std::lock_guard live(state.live_mutex);
+    state.running.erase(item);
+  };
   std::unique_lock lock(item->mutex);
   if (!outcome) {
+    lock.unlock();
+    finish();
     observe(state, *item, Outcome::reject("exception"), "term", seconds);
     return;
   }
   if (item->settled) {
+    lock.unlock();
+    finish();
     log::warn("a handler finished after its message was terminated for its time budget",
               {{"consumer", state.options.config.durable}, {"subject", item->delivery.subject}});
     return;
   }
   auto action = settle(state, item, *outcome);
   lock.unlock();
+  finish();
   observe(state, *item, *outcome, action, seconds);
 }
 
@@ -312,13 +342,18 @@ void keepItems(Consumer::State& state) {
   std::vector<ItemPtr> due;
   {
     std::lock_guard lock(state.live_mutex);
+    state.wake_requested = false;
     running.assign(state.running.begin(), state.running.end());
     auto split =
-        std::partition(state.parked.begin(), state.parked.end(), [&](const ItemPtr& p) { return p->due > now; });
+        std::stable_partition(state.parked.begin(), state.parked.end(), [&](const ItemPtr& p) { return p->due > now; });
     due.assign(split, state.parked.end());
     state.parked.erase(split, state.parked.end());
     waiting = state.parked;
   }
+  // Messages of one key run in stream order, also when several become due at once (a wake).
+  std::stable_sort(due.begin(), due.end(), [](const ItemPtr& a, const ItemPtr& b) {
+    return a->delivery.stream_sequence < b->delivery.stream_sequence;
+  });
   for (const auto& item : running) {
     std::lock_guard lock(item->mutex);
     keepItem(state, *item, true, now);
@@ -337,7 +372,7 @@ void keeperLoop(Consumer::State& state) {
   while (!state.stopping) {
     keepItems(state);
     std::unique_lock lock(state.live_mutex);
-    state.keeper_cv.wait_for(lock, tick, [&] { return state.stopping.load(); });
+    state.keeper_cv.wait_for(lock, tick, [&] { return state.stopping.load() || state.wake_requested; });
   }
 }
 
@@ -409,6 +444,26 @@ void Consumer::stop() {
   handBack(state.parked);
   state.parked.clear();
   state.bound = false;
+}
+
+void Consumer::wakeParked() {
+  State& state = *state_;
+  {
+    std::lock_guard lock(state.live_mutex);
+    for (const auto& item : state.running) {
+      // A handler's own call does not wake its message; the others run again if they park.
+      if (running_here.state != &state || item.get() != running_here.item) {
+        item->woken = true;
+      }
+    }
+    const auto now = Clock::now();
+    for (const auto& item : state.parked) {
+      item->due = std::min(item->due, now);
+    }
+    wakesCounter(state).Increment(static_cast<double>(state.parked.size()));
+    state.wake_requested = true;
+  }
+  state.keeper_cv.notify_all();
 }
 
 bool Consumer::healthy(std::string& why) const {

@@ -31,7 +31,8 @@ struct Item {
   Clock::time_point budget_start;    //!< the handler's start or its last progress()
   Clock::time_point last_keepalive;  //!< the last in-progress ack (or the fetch)
   Clock::time_point due;             //!< when a parked message runs again
-  bool settled = false;              //!< acked, nak'd or terminated: no more calls on `message`
+  bool woken = false;    //!< wakeParked() ran while its handler ran: if it parks, it runs again at once (live_mutex)
+  bool settled = false;  //!< acked, nak'd or terminated: no more calls on `message`
 };
 using ItemPtr = std::shared_ptr<Item>;
 
@@ -91,6 +92,7 @@ struct Consumer::State {
   std::condition_variable keeper_cv;
   std::set<detail::ItemPtr> running;
   std::vector<detail::ItemPtr> parked;
+  bool wake_requested = false;  //!< parked messages were made due: the keeper queues them now (live_mutex)
 
   std::thread fetcher;
   std::thread keeper;

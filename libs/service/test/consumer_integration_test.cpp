@@ -1,5 +1,5 @@
 // The consumer runtime against a real nats-server: poison messages are terminated and reported while other
-// messages keep flowing, waiting uses no deliveries, per-key ordering, the time budget.
+// messages keep flowing, waiting uses no deliveries, waking parked messages, per-key ordering, the time budget.
 #include <atomic>
 #include <functional>
 #include <map>
@@ -148,6 +148,76 @@ TEST_F(ConsumerTest, WaitingUsesNoDeliveriesAndDoesNotBlockOtherKeys) {
   EXPECT_EQ(last_count, 1u);
   EXPECT_EQ(last_attempt, 6u);
   EXPECT_TRUE(records().empty());
+}
+
+// wakeParked() runs parked messages again at once, long before their park delay (an hour here), in stream order
+// for one key; it may be called from inside a handler, which does not wake its own message.
+TEST_F(ConsumerTest, WakeParkedRunsParkedMessagesAgainNow) {
+  std::mutex mutex;
+  std::vector<std::string> runs;  // "<body>/<attempt>"
+  std::atomic<bool> release{false};
+  std::unique_ptr<Consumer> consumer;
+  consumer = reportingConsumer(options(2), [&](const bus::Message& message, const Delivery& delivery) {
+    const std::string body(message.data());
+    {
+      std::lock_guard lock(mutex);
+      runs.push_back(body + "/" + std::to_string(delivery.attempt));
+    }
+    if (body == "waker") {
+      consumer->wakeParked();  // from inside a handler: no deadlock
+    }
+    return release ? Outcome::ack("ok") : Outcome::wait(1h);
+  });
+  ASSERT_TRUE(consumer->start().ok());
+  publish("a", "first");
+  publish("a", "second");
+  ASSERT_TRUE(eventually([&] {
+    return metrics_.value("settled_total", {{"consumer", "commits"}, {"action", "wait"}}) == 2;
+  }));
+  release = true;
+  publish("b", "waker");  // its handler wakes both parked messages of key a
+  ASSERT_TRUE(eventually([&] {
+    return metrics_.value("settled_total", {{"consumer", "commits"}, {"action", "ack"}}) == 3;
+  }));
+  std::lock_guard lock(mutex);
+  std::vector<std::string> woken;
+  for (const auto& run : runs) {
+    if (run.ends_with("/2")) {
+      woken.push_back(run);
+    }
+  }
+  EXPECT_EQ(woken, (std::vector<std::string>{"first/2", "second/2"}));
+  EXPECT_EQ(metrics_.value("wakes_total", {{"consumer", "commits"}}), 2);
+  auto info = hub_.js->consumerInfo(kCommitsStream, "runtime-test");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->num_redelivered, 0);
+}
+
+// A wake from another thread while a handler runs is not lost: the message parks and runs again at once.
+TEST_F(ConsumerTest, WakeDuringAHandlerIsNotLost) {
+  std::atomic<bool> in_handler{false};
+  std::atomic<bool> woke{false};
+  std::atomic<int> attempts{0};
+  auto consumer = reportingConsumer(options(2), [&](const bus::Message&, const Delivery& delivery) {
+    attempts = static_cast<int>(delivery.attempt);
+    if (delivery.attempt > 1) {
+      return Outcome::ack("ok");
+    }
+    in_handler = true;
+    while (!woke) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return Outcome::wait(1h);  // decided before the wake was seen
+  });
+  ASSERT_TRUE(consumer->start().ok());
+  publish("a", "late");
+  ASSERT_TRUE(eventually([&] { return in_handler.load(); }));
+  consumer->wakeParked();
+  woke = true;
+  ASSERT_TRUE(eventually([&] { return attempts == 2; }));
+  EXPECT_TRUE(eventually([&] {
+    return metrics_.value("settled_total", {{"consumer", "commits"}, {"action", "ack"}}) == 1;
+  }));
 }
 
 TEST_F(ConsumerTest, SameKeyInOrderOtherKeysInParallel) {

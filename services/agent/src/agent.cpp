@@ -48,6 +48,19 @@ Result<milliseconds> parseInterval(std::string_view text) {
   return *duration;
 }
 
+Result<milliseconds> parseHold(std::string_view text) {
+  std::string value = trim(text);
+  if (value == "0") {
+    return milliseconds(0);
+  }
+  if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
+    return milliseconds(std::stoll(value) * 1000);
+  }
+  auto duration = model::parseDuration(value);  // rejects negative durations
+  FLOTILLA_TRY(duration);
+  return *duration;
+}
+
 std::string heartbeatSubjectFor(std::string_view cluster) {
   return events::statusSubject(cluster, "");
 }
@@ -63,6 +76,7 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
       manifests_(std::make_unique<ManifestSource>(js_, std::move(manifests))),
       kube_(std::move(kube)),
       metrics_(metrics) {
+  options_.retry.wake = [this] { wakeParked(); };
   applier_ = std::make_unique<Applier>(*kube_, ApplierOptions{.crd_timeout = options_.crd_timeout}, metrics_,
                                        [this] { return stopping_.load(); });
   inventories_ = std::make_unique<InventoryStore>(*kube_, options_.agent_namespace);
@@ -110,10 +124,26 @@ void Agent::stop() {
       thread->join();
     }
   }
-  if (consumer_) {
-    consumer_->stop();
+  std::shared_ptr<service::Consumer> consumer;
+  {
+    std::lock_guard lock(consumer_mutex_);
+    consumer = consumer_;
+  }
+  if (consumer) {
+    consumer->stop();
   }
   bound_ = false;
+}
+
+void Agent::wakeParked() {
+  std::shared_ptr<service::Consumer> consumer;
+  {
+    std::lock_guard lock(consumer_mutex_);
+    consumer = consumer_;
+  }
+  if (consumer) {
+    consumer->wakeParked();
+  }
 }
 
 bool Agent::ready(std::string& why) const {
@@ -232,15 +262,19 @@ bool Agent::bindConsumer() {
   std::string cluster = clusterId();
   auto options = consumerOptions(cluster);
   const std::string durable = options.config.durable;
-  consumer_ = std::make_unique<service::Consumer>(
+  auto consumer = std::make_shared<service::Consumer>(
       js_, std::move(options),
       [this](const bus::Message& message, const Delivery& delivery) {
         return handler_->handle(message.data(), delivery);
       },
       metrics_, service::TerminationReports{.status = nullptr, .public_event = false});
+  {
+    std::lock_guard lock(consumer_mutex_);
+    consumer_ = consumer;
+  }
   milliseconds delay = options_.register_backoff_min;
   while (!stopping_) {
-    auto started = consumer_->start();
+    auto started = consumer->start();
     if (started.ok()) {
       bound_ = true;
       log::info("deploy consumer bound", {{"cluster", cluster}, {"consumer", durable}});
@@ -300,22 +334,32 @@ void Agent::resyncLoop() {
   }
   bool seeded = false;
   while (sleepFor(options_.resync_interval)) {
-    if (!seeded) {
-      // Bundles applied before this process started: re-report them once, then watch them like the others.
-      auto loaded = handler_->seedFromCluster();
-      if (loaded.ok()) {
-        seeded = true;
-      } else {
-        metrics_.counter("resync_errors_total", "Health re-checks that could not read the cluster").Increment();
-        log::warn("cannot list inventories", {{"cluster", clusterId()}, {"error", loaded.error().describe()}});
-      }
-    }
     try {
-      handler_->resync();
+      resyncOnce(seeded);
     } catch (const std::exception& e) {
       metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
       log::error("resync threw", {{"cluster", clusterId()}, {"error", std::string(e.what())}});
     }
+  }
+}
+
+void Agent::resyncOnce(bool& seeded) {
+  if (!seeded) {
+    // Bundles applied before this process started: re-report them once, then watch them like the others.
+    auto loaded = handler_->seedFromCluster();
+    if (loaded.ok()) {
+      seeded = true;
+    } else {
+      metrics_.counter("resync_errors_total", "Health re-checks that could not read the cluster").Increment();
+      log::warn("cannot list inventories", {{"cluster", clusterId()}, {"error", loaded.error().describe()}});
+    }
+  }
+  handler_->resync();
+  auto reaped = handler_->reapReleased();
+  if (!reaped.ok()) {
+    metrics_.counter("reap_errors_total", "Rounds of the held-object reaper that could not read the cluster")
+        .Increment();
+    log::warn("cannot reap held objects", {{"cluster", clusterId()}, {"error", reaped.error().describe()}});
   }
 }
 

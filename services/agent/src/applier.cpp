@@ -41,39 +41,53 @@ std::vector<ObjectRef> refsOf(const std::vector<PlannedObject>& planned) {
   return refs;
 }
 
-std::string annotationOf(const Json& live) {
-  const Json* owner = live.at({"metadata", "annotations", kBundleAnnotation});
-  return owner != nullptr && owner->isString() ? owner->asString() : std::string();
-}
-
 }  // namespace
 
 Applier::Applier(kube::KubeClient& client, ApplierOptions options, Metrics& metrics, std::function<bool()> stopping)
     : client_(client), options_(options), metrics_(metrics), stopping_(std::move(stopping)) {}
 
+Result<std::optional<std::string>> Applier::checkOwner(const PlannedObject& planned, const ApplyRequest& request,
+                                                       std::string& previous_owner, ObjectOutcome& outcome) {
+  // Every object is read first, also those the inventory lists: a crash may have left an object in a bundle's
+  // inventory that another bundle owns (docs/pipeline.md "Order of writes and crashes").
+  auto live = client_.get(planned.ref.api_version, planned.ref.kind, planned.ref.ns, planned.ref.name);
+  if (!live.ok()) {
+    if (transient(live.error())) {
+      return fail(live.error());
+    }
+    return std::optional<std::string>(std::string());  // absent (or unreadable): the apply reports it
+  }
+  previous_owner = ownerAnnotation(*live);
+  if (previous_owner.empty() || previous_owner == request.owner) {
+    return std::optional<std::string>(std::string());
+  }
+  std::optional<std::string> rule;
+  if (request.decide_claim) {
+    auto decided = request.decide_claim(planned.ref, previous_owner);
+    FLOTILLA_TRY(decided);
+    rule = std::move(decided).value();
+  } else if (request.force) {
+    rule = "forced";
+  }
+  if (!rule) {
+    outcome.apply_failed = true;
+    outcome.conflict = true;
+    outcome.error = conflictMessage(planned.ref, previous_owner, request.owner);
+    countApplied("foreign");
+  }
+  return rule;
+}
+
 Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                         bool& foreign) {
   ObjectOutcome outcome{.ref = planned.ref};
-  adopted = false;
-  foreign = false;
-  if (!request.owned.contains(planned.ref.identity())) {
-    // An object new to this bundle may belong to another bundle: adopting it is an explicit decision.
-    auto live = client_.get(planned.ref.api_version, planned.ref.kind, planned.ref.ns, planned.ref.name);
-    if (live.ok()) {
-      std::string owner = annotationOf(*live);
-      if (!owner.empty() && owner != request.owner) {
-        if (!request.force) {
-          foreign = true;
-          outcome.apply_failed = true;
-          outcome.error = "owned by bundle " + owner + " (set takeOwnership to adopt it)";
-          countApplied("foreign");
-          return outcome;
-        }
-        adopted = true;
-      }
-    } else if (transient(live.error())) {
-      return fail(live.error());
-    }
+  std::string previous_owner;
+  auto rule = checkOwner(planned, request, previous_owner, outcome);
+  FLOTILLA_TRY(rule);
+  foreign = !rule->has_value();
+  adopted = !foreign && !(*rule)->empty();
+  if (foreign) {
+    return outcome;
   }
   kube::ApplyOptions apply_options{.field_manager = std::string(kFieldManager), .force = request.force};
   auto applied = client_.apply(planned.object, apply_options);
@@ -81,6 +95,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
     if (transient(applied.error())) {
       return fail(applied.error());
     }
+    adopted = false;
     outcome.apply_failed = true;
     outcome.error = applied.error().message;
     countApplied("failed");
@@ -93,8 +108,8 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
   outcome.message = health.message;
   countApplied("ok");
   if (adopted) {
-    metrics_.counter("objects_adopted_total", "Objects taken over from another bundle (takeOwnership)").Increment();
-    log::info("took ownership of an object", {{"object", planned.ref.describe()}, {"owner", request.owner}});
+    metrics_.counter("objects_adopted_total", "Objects taken over from another bundle (a claim rule)").Increment();
+    FLOTILLA_TRY(request.claimed(planned.ref, previous_owner, **rule));
   }
   return outcome;
 }
@@ -217,7 +232,9 @@ Status Applier::applyPlanned(StagedApply& staged, const PlannedObject& planned) 
   auto outcome = applyOne(planned, staged.request, adopted, foreign);
   FLOTILLA_TRY(outcome);
   ApplyResult& result = staged.result;
-  if (!foreign) {  // an object we may not touch stays out of our inventory
+  if (foreign) {  // an object we may not touch stays out of our inventory: a claim
+    result.claims.push_back(planned.ref);
+  } else {
     result.objects.push_back(planned.ref);
   }
   (outcome->apply_failed ? result.failed : result.applied) += 1;
@@ -338,7 +355,7 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
       keep(ref, live.error());
       continue;
     }
-    std::string current_owner = annotationOf(*live);
+    std::string current_owner = ownerAnnotation(*live);
     if (!current_owner.empty() && current_owner != owner) {
       log::info("not pruning an object another bundle has adopted",
                 {{"object", ref.describe()}, {"owner", std::string(owner)}, {"adopted_by", current_owner}});

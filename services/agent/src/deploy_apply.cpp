@@ -1,10 +1,12 @@
 // The DeployHandler's apply and delete paths. An apply runs as ordered steps over an ApplyPlan:
-//   loadManifest -> applyStaged (the inventory is widened to old ∪ new before each stage) -> pruneLeaving
-//   -> saveInventory -> reportApplied
+//   loadManifest -> applyStaged (the inventory is widened to old ∪ new before each stage; objects another bundle
+//   owns go through the claim rules) -> releaseLeaving -> saveInventory -> reportApplied (ack, or park on an
+//   ownership conflict)
 // Each step either passes the plan on or ends the message with an Outcome (retry, reject).
 #include <set>
 
 #include "flotilla/agent/deploy_handler.h"
+#include "flotilla/core/fault.h"
 #include "flotilla/core/log.h"
 
 namespace flotilla::agent {
@@ -32,12 +34,14 @@ struct DeployHandler::ApplyPlan {
   const model::BundleDeploymentOptions& options;
   const Delivery& delivery;
   std::string owner;
+  Claimant claimant;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   Inventory current;            //!< old ∪ new objects: widened before each stage creates anything
   std::set<std::string> known;  //!< identities in `current`
   ApplyRequest request;
   ApplyResult applied;
   std::vector<ObjectRef> leaving;  //!< in the old inventory, not in the new manifest
+  ReleaseResult released;
   BundleReport report;
   std::vector<ObjectRef> kept;  //!< what the bundle owns after prune: the new inventory
   bool prune_ok = true;
@@ -49,8 +53,13 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
                  .options = options,
                  .delivery = delivery,
                  .owner = ownerOf(event.workspace, event.bundle),
+                 .claimant = Claimant{.workspace = event.workspace,
+                                      .bundle = event.bundle,
+                                      .gitrepo = event.gitrepo,
+                                      .commit_sequence = event.commit_sequence,
+                                      .force = wantsForce(options)},
                  .current = inventory.value_or(Inventory{.workspace = event.workspace, .bundle = event.bundle})};
-  for (auto step : {&DeployHandler::loadManifest, &DeployHandler::applyStaged, &DeployHandler::pruneLeaving,
+  for (auto step : {&DeployHandler::loadManifest, &DeployHandler::applyStaged, &DeployHandler::releaseLeaving,
                     &DeployHandler::saveInventory}) {
     if (auto done = (this->*step)(plan)) {
       return *done;
@@ -82,8 +91,7 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
       .owner = plan.owner,
       .manifest = std::move(manifest).value(),
       .namespaces = {.default_namespace = options.default_namespace, .target_namespace = options.target_namespace},
-      .force = wantsForce(options),
-      .owned = plan.known,
+      .force = plan.claimant.force,
       .namespace_labels = options.namespace_labels.value_or(model::Labels{}),
       .namespace_annotations = options.namespace_annotations.value_or(model::Labels{})};
   // The applier calls this before each stage with the refs it is about to create: record intent, so the
@@ -98,7 +106,24 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
     }
     return grew ? inventories_.save(plan.current) : Status();
   };
+  wireClaims(plan);
   return std::nullopt;
+}
+
+void DeployHandler::wireClaims(ApplyPlan& plan) {
+  plan.request.decide_claim = [this, &plan](const ObjectRef& ref, const std::string& owner) {
+    return ownership_.decide(plan.claimant, ref, owner);
+  };
+  plan.request.claimed = [this, &plan](const ObjectRef& ref, const std::string& owner,
+                                       const std::string& rule) -> Status {
+    FLOTILLA_TRY(ownership_.completeHandover(plan.claimant, ref, owner, rule));
+    changed_ = true;
+    std::lock_guard lock(tracked_mutex_);
+    if (auto it = tracked_.find(owner); it != tracked_.end()) {
+      std::erase_if(it->second.objects, [&](const ObjectRef& r) { return r.identity() == ref.identity(); });
+    }
+    return {};
+  };
 }
 
 std::optional<Outcome> DeployHandler::applyStaged(ApplyPlan& plan) {
@@ -116,8 +141,8 @@ std::optional<Outcome> DeployHandler::applyStaged(ApplyPlan& plan) {
   return std::nullopt;
 }
 
-//! Prunes what left the bundle, never down to nothing without an explicit delete.
-std::optional<Outcome> DeployHandler::pruneLeaving(ApplyPlan& plan) {
+//! Releases what left the bundle (handed over, held or deleted), never down to nothing without an explicit delete.
+std::optional<Outcome> DeployHandler::releaseLeaving(ApplyPlan& plan) {
   std::set<std::string> wanted;
   for (const auto& ref : plan.applied.objects) {
     wanted.insert(ref.identity());
@@ -130,22 +155,23 @@ std::optional<Outcome> DeployHandler::pruneLeaving(ApplyPlan& plan) {
   if (plan.leaving.empty()) {
     return std::nullopt;
   }
-  if (plan.applied.objects.empty()) {
+  if (plan.applied.objects.empty() && plan.applied.claims.empty()) {
     refusePruneToEmpty(plan);
     return std::nullopt;
   }
-  auto pruned = applier_.prune(plan.leaving, plan.owner, plan.options.delete_crd_resources, plan.delivery.progress);
-  if (!pruned.ok()) {
-    return transientFailure(plan.event, plan.delivery, "prune", pruned.error());
+  auto released = release(plan.owner, plan.leaving, plan.options.delete_crd_resources, plan.delivery.progress);
+  if (!released.ok()) {
+    return transientFailure(plan.event, plan.delivery, "prune", released.error());
   }
-  plan.kept.insert(plan.kept.end(), pruned->remaining.begin(), pruned->remaining.end());
-  if (!pruned->errors.empty()) {
+  plan.released = std::move(released).value();
+  plan.kept.insert(plan.kept.end(), plan.released.remaining.begin(), plan.released.remaining.end());
+  if (!plan.released.errors.empty()) {
     plan.prune_ok = false;
     if (plan.report.state != model::BundleState::kErrApplied) {
       plan.report.state = model::BundleState::kErrApplied;
       plan.report.reason = std::string(kReasonPruneFailed);
     }
-    appendMessage(plan.report, describeFailures("failed to prune", pruned->errors.size(), pruned->errors));
+    appendMessage(plan.report, describeFailures("failed to prune", plan.released.errors.size(), plan.released.errors));
   }
   return std::nullopt;
 }
@@ -172,10 +198,25 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
                            .deployment_id = plan.event.deployment_id,
                            .generation = plan.event.generation,
                            .applied = plan.applied.failed == 0 && plan.prune_ok,
-                           .objects = plan.kept};
+                           .gitrepo = plan.event.gitrepo,
+                           .commit_sequence = plan.event.commit_sequence,
+                           .labels = plan.event.labels,
+                           .objects = plan.kept,
+                           .claims = plan.applied.claims};
   auto saved = inventories_.save(plan.current);
   if (!saved.ok()) {
     return transientFailure(plan.event, plan.delivery, "inventory", saved.error());
+  }
+  if (plan.released.handed_over > 0) {
+    // The claimants wake after this (handleEvent): a crash here leaves them parked until the fallback delay or the
+    // next wake, when they find the objects no longer listed here (rule stale).
+    fault::point("agent.release.dropped");
+  }
+  const ReleaseResult& released = plan.released;
+  if (released.handed_over + released.held + released.deleted > 0) {
+    // Only a release that did something wakes the parked deploys: a parked claimant re-running releases the object
+    // it claims from its own intent (it stays the owner's), and must not wake the other claimants in a loop.
+    changed_ = true;
   }
   return std::nullopt;
 }
@@ -188,6 +229,9 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
                                      (plan.applied.adopted > 0 ? ": took " + std::to_string(plan.applied.adopted) +
                                                                      " objects from other bundles"
                                                                : std::string()));
+  }
+  if (!plan.applied.claims.empty()) {
+    return reportConflicts(plan);
   }
   auto published = report(event, bundle_report, event.deployment_id, plan.current.objects);
   if (!published.ok()) {
@@ -208,22 +252,67 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
   return Outcome::ack("applied");
 }
 
+//! An ownership conflict: reported once per identical result, then parked until a release wakes it.
+Outcome DeployHandler::reportConflicts(ApplyPlan& plan) {
+  const events::DeployEvent& event = plan.event;
+  if (!alreadyReported(plan.owner, event.deployment_id, plan.report, /*compare_message=*/true)) {
+    auto published = report(event, plan.report, event.deployment_id, plan.current.objects);
+    if (!published.ok()) {
+      return transientFailure(event, plan.delivery, "report", published.error());
+    }
+    metrics_.counter("ownership_conflicts_total", "Objects claimed by a bundle while another bundle owns them")
+        .Increment(static_cast<double>(plan.applied.claims.size()));
+    for (const auto& outcome : plan.applied.outcomes) {
+      if (outcome.conflict) {
+        log::warn("ownership conflict", {{"cluster", cluster_},
+                                         {"bundle", event.bundle},
+                                         {"object", outcome.ref.describe()},
+                                         {"message", outcome.error}});
+      }
+    }
+  }
+  return Outcome::wait(options_.park_fallback, "conflict");
+}
+
 // ---- delete ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+//! "removed 2 objects, held 1 ..., handed over 1 ..., kept 1 ...".
+std::string describeRelease(const ReleaseResult& released, std::chrono::milliseconds hold) {
+  std::string text = "removed " + std::to_string(released.deleted + released.gone) + " objects";
+  if (released.held > 0) {
+    text += ", held " + std::to_string(released.held) + " for " + std::to_string(hold.count() / 1000) +
+            " s (deleted then, unless another bundle claims them)";
+  }
+  if (released.handed_over > 0) {
+    text += ", handed over " + std::to_string(released.handed_over) + " to the bundles that claim them";
+  }
+  if (released.kept > 0) {
+    text +=
+        ", kept " + std::to_string(released.kept) + " (CRDs without deleteCRDResources, or owned by another bundle)";
+  }
+  return text;
+}
+
+}  // namespace
 
 Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
                                     const std::optional<Inventory>& inventory, const Delivery& delivery) {
   if (options.keep_resources || !inventory) {
     return forgetBundle(event, inventory, delivery);
   }
-  auto pruned = applier_.prune(inventory->objects, ownerOf(event.workspace, event.bundle), options.delete_crd_resources,
-                               delivery.progress);
-  if (!pruned.ok()) {
-    return transientFailure(event, delivery, "prune", pruned.error());
+  auto released = release(ownerOf(event.workspace, event.bundle), inventory->objects, options.delete_crd_resources,
+                          delivery.progress);
+  if (!released.ok()) {
+    return transientFailure(event, delivery, "prune", released.error());
   }
-  if (!pruned->remaining.empty()) {
+  changed_ = true;
+  if (!released->remaining.empty()) {
     // Keep what could not be deleted in the inventory, so a later delete (or apply) can still prune it.
     Inventory left = *inventory;
-    left.objects = pruned->remaining;
+    left.objects = released->remaining;
+    left.claims.clear();
     left.generation = event.generation;
     left.applied = false;
     auto saved = inventories_.save(left);
@@ -231,28 +320,29 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
       return transientFailure(event, delivery, "inventory", saved.error());
     }
     BundleReport failed = bundleFailure(model::BundleState::kErrApplied, kReasonPruneFailed, "");
-    failed.message = describeFailures("failed to delete", pruned->remaining.size(), pruned->errors);
+    failed.message = describeFailures("failed to delete", released->remaining.size(), released->errors);
     return reportThenAck(event, delivery, failed, "", {}, /*forget=*/true, "error");
   }
   auto removed = inventories_.remove(event.workspace, event.bundle);
   if (!removed.ok()) {
     return transientFailure(event, delivery, "inventory", removed.error());
   }
-  BundleReport done{
-      .state = model::BundleState::kReady,
-      .reason = std::string(kReasonDeleted),
-      .message = "removed " + std::to_string(pruned->deleted + pruned->gone) + " objects" +
-                 (pruned->orphaned.empty() ? std::string()
-                                           : ", kept " + std::to_string(pruned->orphaned.size()) +
-                                                 " (CRDs without deleteCRDResources, or adopted by another bundle)")};
+  if (released->handed_over > 0) {
+    fault::point("agent.release.dropped");  // the claimants wake after this (handleEvent)
+  }
+  BundleReport done{.state = model::BundleState::kReady,
+                    .reason = std::string(kReasonDeleted),
+                    .message = describeRelease(*released, options_.release_hold)};
   auto published = report(event, done, "", {}, /*forget=*/true);
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());
   }
   log::info("bundle removed", {{"cluster", cluster_},
                                {"bundle", event.bundle},
-                               {"deleted", static_cast<int64_t>(pruned->deleted)},
-                               {"kept", static_cast<int64_t>(pruned->orphaned.size())}});
+                               {"deleted", static_cast<int64_t>(released->deleted)},
+                               {"held", static_cast<int64_t>(released->held)},
+                               {"handed_over", static_cast<int64_t>(released->handed_over)},
+                               {"kept", static_cast<int64_t>(released->kept)}});
   return Outcome::ack("deleted");
 }
 
@@ -263,6 +353,7 @@ Outcome DeployHandler::forgetBundle(const events::DeployEvent& event, const std:
   if (!removed.ok()) {
     return transientFailure(event, delivery, "inventory", removed.error());
   }
+  changed_ = true;  // a claimant of an orphaned object may take it now (rule stale)
   BundleReport done{
       .state = model::BundleState::kReady,
       .reason = std::string(inventory ? kReasonOrphaned : kReasonDeleted),

@@ -1,5 +1,6 @@
-// The DeployHandler's front half: decode and check an event, load its inventory, gate it on dependsOn, and the
-// ways it ends (report, retry, reject). The apply and delete paths are in deploy_apply.cpp, resync in resync.cpp.
+// The DeployHandler's front half: decode and check an event, load its inventory, and the ways it ends (report,
+// retry, reject). dependsOn is in dependencies.cpp, the apply and delete paths in deploy_apply.cpp, releases and
+// the reaper in release.cpp, resync in resync.cpp.
 #include "flotilla/agent/deploy_handler.h"
 
 #include <algorithm>
@@ -8,19 +9,6 @@
 #include "flotilla/model/codec.h"
 
 namespace flotilla::agent {
-namespace {
-
-//! "bundle infra is NotReady (accepted: Ready)".
-std::string describeUnmet(const std::string& bundle, const std::string& state,
-                          const std::vector<std::string>& accepted) {
-  std::string list;
-  for (const auto& a : accepted) {
-    list += (list.empty() ? "" : ", ") + a;
-  }
-  return "bundle " + bundle + " is " + state + " (accepted: " + list + ")";
-}
-
-}  // namespace
 
 std::string ownerOf(std::string_view workspace, std::string_view bundle) {
   return std::string(workspace) + "/" + std::string(bundle);
@@ -42,7 +30,9 @@ DeployHandler::DeployHandler(std::string cluster, Applier& applier, InventorySto
       manifests_(manifests),
       publisher_(publisher),
       metrics_(metrics),
-      options_(options) {}
+      options_(std::move(options)),
+      released_(inventories.client(), inventories.ns(), metrics),
+      ownership_(inventories, released_, metrics) {}
 
 std::chrono::milliseconds retryDelay(uint64_t delivery_count, const DeployHandlerOptions& options) {
   return service::Backoff(options.retry_base, options.retry_max).delay(delivery_count);
@@ -102,9 +92,21 @@ Status DeployHandler::report(const events::DeployEvent& event, const BundleRepor
                                   .deployment_id = std::string(deployment_id),
                                   .generation = event.generation,
                                   .objects = objects,
-                                  .state = bundle_report.state};
+                                  .state = bundle_report.state,
+                                  .reason = bundle_report.reason,
+                                  .message = bundle_report.message};
   }
+  changed_ = true;  // a new state other bundles may wait for
   return {};
+}
+
+bool DeployHandler::alreadyReported(const std::string& key, std::string_view deployment_id,
+                                    const BundleReport& bundle_report, bool compare_message) const {
+  std::lock_guard lock(tracked_mutex_);
+  auto it = tracked_.find(key);
+  return it != tracked_.end() && it->second.deployment_id == deployment_id && it->second.state &&
+         *it->second.state == bundle_report.state && it->second.reason == bundle_report.reason &&
+         (!compare_message || it->second.message == bundle_report.message);
 }
 
 Outcome DeployHandler::rejectWithReport(const events::DeployEvent& event, const Delivery& delivery,
@@ -135,6 +137,25 @@ Outcome DeployHandler::reportThenAck(const events::DeployEvent& event, const Del
 
 Outcome DeployHandler::handleEvent(const events::DeployEvent& event, const Delivery& delivery) {
   std::lock_guard work(work_mutex_);
+  changed_ = false;
+  Outcome outcome = dispatch(event, delivery);
+  if (changed_ && options_.wake) {
+    options_.wake();  // a release, a handover or a new state may be what a parked deploy waits for
+  }
+  changed_ = false;
+  return outcome;
+}
+
+bool DeployHandler::supersededInMemory(const events::DeployEvent& event) {
+  int64_t& seen = seen_generations_[ownerOf(event.workspace, event.bundle)];
+  if (event.generation < seen) {
+    return true;
+  }
+  seen = event.generation;
+  return false;
+}
+
+Outcome DeployHandler::dispatch(const events::DeployEvent& event, const Delivery& delivery) {
   if (event.cluster != cluster_) {
     metrics_.counter("invalid_messages_total", "Deploy messages that do not decode").Increment();
     log::error("dropping a deploy event for another cluster",
@@ -157,13 +178,17 @@ Outcome DeployHandler::handleEvent(const events::DeployEvent& event, const Deliv
   if (auto failed = loadInventory(event, delivery, inventory)) {
     return *failed;
   }
-  if (inventory && inventory->generation > event.generation) {
+  if ((inventory && inventory->generation > event.generation) || supersededInMemory(event)) {
     metrics_.counter("stale_events_total", "Deploy events older than the last one handled").Increment();
     log::info("skipping a stale deploy event", {{"cluster", cluster_},
                                                 {"bundle", event.bundle},
                                                 {"generation", event.generation},
-                                                {"handled_generation", inventory->generation}});
+                                                {"handled_generation", inventory ? inventory->generation : 0}});
     return Outcome::ack("stale");
+  }
+  if (auto it = waiting_.find(ownerOf(event.workspace, event.bundle));
+      it != waiting_.end() && it->second.generation <= event.generation) {
+    waiting_.erase(it);  // this deploy decides anew whether the bundle waits
   }
   if (event.remove) {
     return handleDelete(event, *options, inventory, delivery);
@@ -191,105 +216,19 @@ std::optional<Outcome> DeployHandler::loadInventory(const events::DeployEvent& e
   return std::nullopt;
 }
 
-Outcome DeployHandler::applyWhenDependenciesMet(const events::DeployEvent& event,
-                                                const model::BundleDeploymentOptions& options,
-                                                const std::optional<Inventory>& inventory, const Delivery& delivery) {
-  auto unmet = unmetDependencies(event);
-  if (!unmet.ok()) {
-    if (unmet.error().retryable()) {
-      return transientFailure(event, delivery, "dependencies", unmet.error());
-    }
-    return rejectWithReport(event, delivery, kReasonInvalidOptions, unmet.error().describe(), "invalid");
-  }
-  if (!unmet->empty()) {
-    return waitForDependencies(event, *unmet, delivery);
-  }
-  return handleApply(event, options, inventory, delivery);
-}
-
-Result<std::optional<model::BundleState>> DeployHandler::bundleState(std::string_view workspace,
-                                                                     std::string_view bundle) {
-  auto inventory = inventories_.load(workspace, bundle);
-  if (!inventory.ok()) {
-    if (inventory.error().retryable()) {
-      return fail(inventory.error());
-    }
-    return std::optional<model::BundleState>(model::BundleState::kErrApplied);  // unreadable: not acceptable
-  }
-  if (!*inventory || (*inventory)->deployment_id.empty()) {
-    return std::optional<model::BundleState>();
-  }
-  if (!(*inventory)->applied) {
-    return std::optional<model::BundleState>(model::BundleState::kErrApplied);
-  }
-  auto health = applier_.checkHealth((*inventory)->objects);
-  FLOTILLA_TRY(health);
-  return std::optional<model::BundleState>(summarize(*health).state);
-}
-
-Result<std::vector<std::string>> DeployHandler::unmetDependencies(const events::DeployEvent& event) {
-  std::vector<std::string> unmet;
-  if (!event.depends_on.isArray()) {
-    return unmet;
-  }
-  const auto& entries = event.depends_on.asArray();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    auto ref = model::decodeBundleRef(entries[i], "dependsOn[" + std::to_string(i) + "]");
-    FLOTILLA_TRY(ref);
-    if (ref->name.empty()) {
-      // Bundle labels live on the hub; the agent cannot evaluate a selector, so the scheduler must have.
-      log::debug("dependsOn selector not evaluated by the agent", {{"bundle", event.bundle}, {"index", i}});
-      continue;
-    }
-    std::vector<std::string> accepted = ref->accepted_states;
-    if (accepted.empty()) {
-      accepted.emplace_back("Ready");
-    }
-    auto state = bundleState(event.workspace, ref->name);
-    FLOTILLA_TRY(state);
-    std::string name = *state ? std::string(model::stateName(**state)) : std::string("not deployed");
-    if (*state && std::find(accepted.begin(), accepted.end(), name) != accepted.end()) {
-      continue;
-    }
-    unmet.push_back(describeUnmet(ref->name, name, accepted));
-  }
-  return unmet;
-}
-
-Outcome DeployHandler::waitForDependencies(const events::DeployEvent& event, const std::vector<std::string>& unmet,
-                                           const Delivery& delivery) {
-  auto delay = backoff(delivery.attempt);
-  metrics_.counter("dependency_waits_total", "Deploys postponed because dependsOn is not satisfied").Increment();
-  std::string message = "waiting for dependencies: ";
-  for (size_t i = 0; i < unmet.size(); ++i) {
-    message += (i == 0 ? "" : "; ") + unmet[i];
-  }
-  log::info("deploy waits for its dependencies", {{"cluster", cluster_},
-                                                  {"bundle", event.bundle},
-                                                  {"commit", event.commit},
-                                                  {"retry_in_ms", static_cast<int64_t>(delay.count())},
-                                                  {"waiting_for", message}});
-  // Report once per deployment, not on every redelivery.
-  bool reported = false;
-  {
-    std::lock_guard lock(tracked_mutex_);
-    auto it = tracked_.find(ownerOf(event.workspace, event.bundle));
-    reported = it != tracked_.end() && it->second.waiting_for == event.deployment_id;
-  }
-  if (!reported) {
-    BundleReport waiting = bundleFailure(model::BundleState::kWaitApplied, kReasonDependencies, message);
-    auto published = report(event, waiting, event.deployment_id, {});
-    if (!published.ok()) {
-      return transientFailure(event, delivery, "report", published.error());
-    }
-    std::lock_guard lock(tracked_mutex_);
-    tracked_[ownerOf(event.workspace, event.bundle)].waiting_for = event.deployment_id;
-  }
-  return Outcome::wait(delay, "waiting");
-}
-
 Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const Inventory& inventory,
                                        const Delivery& delivery) {
+  // The same content at a newer commit (or with new labels): the claim rules and selectors read these fields.
+  Inventory current = inventory;
+  current.generation = event.generation;
+  current.gitrepo = event.gitrepo;
+  current.commit_sequence = event.commit_sequence;
+  current.labels = event.labels;
+  if (current != inventory) {
+    if (auto saved = inventories_.save(current); !saved.ok()) {
+      return transientFailure(event, delivery, "inventory", saved.error());
+    }
+  }
   auto health = applier_.checkHealth(inventory.objects);
   if (!health.ok()) {
     return transientFailure(event, delivery, "health", health.error());

@@ -15,6 +15,9 @@ std::map<std::string, std::string> agentFlags() {
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
       {"max-deliveries", "deliveries of a failing deploy before it is terminated and reported (default 10)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
+      {"release-hold",
+       "how long an object a bundle released and no bundle claims is kept before it is deleted, so a bundle that "
+       "claims it later adopts it (default 60s; 0 deletes at once)"},
   };
 }
 
@@ -51,6 +54,13 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
       return fail(ErrorKind::kInvalid, "--" + std::string(name) + ": " + interval.error().message);
     }
     *target = *interval;
+  }
+  if (std::string hold = config.get("release-hold"); !hold.empty()) {
+    auto parsed = parseHold(hold);
+    if (!parsed.ok()) {
+      return fail(ErrorKind::kInvalid, "--release-hold: " + parsed.error().message);
+    }
+    options.retry.release_hold = *parsed;
   }
   return options;
 }

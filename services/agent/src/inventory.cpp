@@ -1,5 +1,8 @@
 #include "flotilla/agent/inventory.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
@@ -36,63 +39,33 @@ std::string inventoryName(std::string_view workspace, std::string_view bundle) {
   return "flotilla-inv-" + sha256Hex(key).substr(0, 40);
 }
 
-Json encodeInventory(const Inventory& inventory) {
-  Json objects = Json::array();
-  for (const auto& ref : inventory.objects) {
-    objects.push(
+namespace {
+
+Json encodeRefs(const std::vector<ObjectRef>& refs) {
+  Json out = Json::array();
+  for (const auto& ref : refs) {
+    out.push(
         Json::obj({{"apiVersion", ref.api_version}, {"kind", ref.kind}, {"namespace", ref.ns}, {"name", ref.name}}));
   }
-  return Json::obj({{"workspace", inventory.workspace},
-                    {"bundle", inventory.bundle},
-                    {"deploymentID", inventory.deployment_id},
-                    {"generation", inventory.generation},
-                    {"applied", inventory.applied},
-                    {"objects", std::move(objects)}});
+  return out;
 }
 
-Result<Inventory> decodeInventory(const Json& value) {
-  if (!value.isObject()) {
-    return invalid("", "expected an object");
+//! The array `key` of refs; a missing array is an error only when `required`.
+Result<std::vector<ObjectRef>> decodeRefs(const Json& value, std::string_view key, bool required) {
+  std::vector<ObjectRef> refs;
+  const Json* array = value.find(key);
+  if (array == nullptr && !required) {
+    return refs;
   }
-  for (const auto& [key, unused] : value.asObject()) {
-    if (key != "workspace" && key != "bundle" && key != "deploymentID" && key != "generation" && key != "applied" &&
-        key != "objects") {
-      return invalid(key, "unknown field");
-    }
+  if (array == nullptr || !array->isArray()) {
+    return invalid(key, "expected an array");
   }
-  Inventory inventory;
-  auto workspace = stringField(value, "workspace", "", false);
-  FLOTILLA_TRY(workspace);
-  inventory.workspace = *workspace;
-  auto bundle = stringField(value, "bundle", "", true);
-  FLOTILLA_TRY(bundle);
-  inventory.bundle = *bundle;
-  auto deployment = stringField(value, "deploymentID", "", false);
-  FLOTILLA_TRY(deployment);
-  inventory.deployment_id = *deployment;
-  if (const Json* generation = value.find("generation")) {
-    if (!generation->isInt()) {
-      return invalid("generation", "expected an integer");
-    }
-    inventory.generation = generation->asInt();
-  }
-  if (const Json* applied = value.find("applied")) {
-    if (!applied->isBool()) {
-      return invalid("applied", "expected a boolean");
-    }
-    inventory.applied = applied->asBool();
-  }
-  const Json* objects = value.find("objects");
-  if (objects == nullptr || !objects->isArray()) {
-    return invalid("objects", "expected an array");
-  }
-  for (size_t i = 0; i < objects->asArray().size(); ++i) {
-    const Json& item = objects->asArray()[i];
-    std::string path = "objects[" + std::to_string(i) + "].";
+  for (size_t i = 0; i < array->asArray().size(); ++i) {
+    const Json& item = array->asArray()[i];
+    std::string path = std::string(key) + "[" + std::to_string(i) + "].";
     if (!item.isObject()) {
       return invalid(path.substr(0, path.size() - 1), "expected an object");
     }
-    ObjectRef ref;
     auto api_version = stringField(item, "apiVersion", path, true);
     FLOTILLA_TRY(api_version);
     auto kind = stringField(item, "kind", path, true);
@@ -101,8 +74,135 @@ Result<Inventory> decodeInventory(const Json& value) {
     FLOTILLA_TRY(ns);
     auto name = stringField(item, "name", path, true);
     FLOTILLA_TRY(name);
-    inventory.objects.push_back(ObjectRef{*api_version, *kind, *ns, *name});
+    refs.push_back(ObjectRef{*api_version, *kind, *ns, *name});
   }
+  return refs;
+}
+
+Result<model::Labels> decodeLabels(const Json& value) {
+  model::Labels labels;
+  const Json* field = value.find("labels");
+  if (field == nullptr) {
+    return labels;
+  }
+  if (!field->isObject()) {
+    return invalid("labels", "expected an object");
+  }
+  for (const auto& [key, label] : field->asObject()) {
+    if (!label.isString()) {
+      return invalid("labels." + key, "expected a string");
+    }
+    labels[key] = label.asString();
+  }
+  return labels;
+}
+
+Status checkKnownFields(const Json& value) {
+  static constexpr std::string_view kKnown[] = {"workspace", "bundle",         "deploymentID", "generation", "applied",
+                                                "gitrepo",   "commitSequence", "labels",       "objects",    "claims"};
+  for (const auto& [key, unused] : value.asObject()) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      return invalid(key, "unknown field");
+    }
+  }
+  return {};
+}
+
+//! workspace, bundle, deploymentID, gitrepo.
+Status decodeStrings(const Json& value, Inventory& inventory) {
+  struct Field {
+    std::string_view key;
+    std::string* target;
+    bool required;
+  };
+  for (const auto& [key, target, required] :
+       {Field{"workspace", &inventory.workspace, false}, Field{"bundle", &inventory.bundle, true},
+        Field{"deploymentID", &inventory.deployment_id, false}, Field{"gitrepo", &inventory.gitrepo, false}}) {
+    auto field = stringField(value, key, "", required);
+    FLOTILLA_TRY(field);
+    *target = std::move(field).value();
+  }
+  return {};
+}
+
+//! generation, commitSequence, applied.
+Status decodeScalars(const Json& value, Inventory& inventory) {
+  for (auto [key, target] : {std::pair<std::string_view, int64_t*>{"generation", &inventory.generation},
+                             std::pair<std::string_view, int64_t*>{"commitSequence", &inventory.commit_sequence}}) {
+    if (const Json* field = value.find(key)) {
+      if (!field->isInt()) {
+        return invalid(key, "expected an integer");
+      }
+      *target = field->asInt();
+    }
+  }
+  if (const Json* applied = value.find("applied")) {
+    if (!applied->isBool()) {
+      return invalid("applied", "expected a boolean");
+    }
+    inventory.applied = applied->asBool();
+  }
+  return {};
+}
+
+bool listsIn(const std::vector<ObjectRef>& refs, const ObjectRef& ref) {
+  const std::string identity = ref.identity();
+  return std::any_of(refs.begin(), refs.end(), [&](const ObjectRef& r) { return r.identity() == identity; });
+}
+
+}  // namespace
+
+bool Inventory::lists(const ObjectRef& ref) const {
+  return listsIn(objects, ref);
+}
+
+bool Inventory::claimsObject(const ObjectRef& ref) const {
+  return listsIn(claims, ref);
+}
+
+bool Inventory::drop(const ObjectRef& ref) {
+  const std::string identity = ref.identity();
+  auto kept =
+      std::remove_if(objects.begin(), objects.end(), [&](const ObjectRef& r) { return r.identity() == identity; });
+  const bool dropped = kept != objects.end();
+  objects.erase(kept, objects.end());
+  return dropped;
+}
+
+Json encodeInventory(const Inventory& inventory) {
+  Json labels = Json::object();
+  for (const auto& [key, value] : inventory.labels) {
+    labels[key] = value;
+  }
+  return Json::obj({{"workspace", inventory.workspace},
+                    {"bundle", inventory.bundle},
+                    {"deploymentID", inventory.deployment_id},
+                    {"generation", inventory.generation},
+                    {"applied", inventory.applied},
+                    {"gitrepo", inventory.gitrepo},
+                    {"commitSequence", inventory.commit_sequence},
+                    {"labels", std::move(labels)},
+                    {"objects", encodeRefs(inventory.objects)},
+                    {"claims", encodeRefs(inventory.claims)}});
+}
+
+Result<Inventory> decodeInventory(const Json& value) {
+  if (!value.isObject()) {
+    return invalid("", "expected an object");
+  }
+  FLOTILLA_TRY(checkKnownFields(value));
+  Inventory inventory;
+  FLOTILLA_TRY(decodeStrings(value, inventory));
+  FLOTILLA_TRY(decodeScalars(value, inventory));
+  auto labels = decodeLabels(value);
+  FLOTILLA_TRY(labels);
+  inventory.labels = std::move(labels).value();
+  auto objects = decodeRefs(value, "objects", true);
+  FLOTILLA_TRY(objects);
+  inventory.objects = std::move(objects).value();
+  auto claims = decodeRefs(value, "claims", false);
+  FLOTILLA_TRY(claims);
+  inventory.claims = std::move(claims).value();
   return inventory;
 }
 

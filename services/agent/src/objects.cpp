@@ -48,6 +48,11 @@ constexpr std::array<std::string_view, 36> kInstallOrder = {
 
 }  // namespace
 
+std::string ownerAnnotation(const Json& live) {
+  const Json* owner = live.at({"metadata", "annotations", kBundleAnnotation});
+  return owner != nullptr && owner->isString() ? owner->asString() : std::string();
+}
+
 std::string ObjectRef::describe() const {
   return ns.empty() ? kind + "/" + name : kind + "/" + ns + "/" + name;
 }

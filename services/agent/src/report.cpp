@@ -12,11 +12,11 @@ events::ObjectResult objectResult(const ObjectRef& ref, model::BundleState state
                               .message = truncateMessage(message)};
 }
 
-// "<intro>: A: x; B: y (and 3 more)".
+// "<intro>: A: x; B: y (and 3 more)"; without an intro "A: x; B: y (and 3 more)".
 std::string listMessage(std::string intro, const std::vector<std::string>& items) {
   std::string text = std::move(intro);
   for (size_t i = 0; i < items.size() && i < kMaxMessageItems; ++i) {
-    text += (i == 0 ? ": " : "; ") + items[i];
+    text += (i == 0 ? (text.empty() ? "" : ": ") : "; ") + items[i];
   }
   if (items.size() > kMaxMessageItems) {
     text += " (and " + std::to_string(items.size() - kMaxMessageItems) + " more)";
@@ -39,13 +39,24 @@ std::string truncateMessage(std::string text, size_t limit) {
   return text + "...";
 }
 
+std::string conflictMessage(const ObjectRef& ref, std::string_view owner, std::string_view claimant) {
+  std::string object = ref.kind + " " + (ref.ns.empty() ? ref.name : ref.ns + "/" + ref.name);
+  std::string a(owner);
+  std::string b(claimant);
+  return object + " is owned by bundle " + a + " and also claimed by " + b + "; " + b + " takes it over when " + a +
+         " releases it";
+}
+
 BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   BundleReport report;
   std::vector<std::string> failed;
   std::vector<std::string> not_ready;
+  bool only_conflicts = true;
   for (const auto& outcome : outcomes) {
     if (outcome.apply_failed) {
-      failed.push_back(outcome.ref.describe() + ": " + truncateMessage(outcome.error));
+      only_conflicts = only_conflicts && outcome.conflict;
+      failed.push_back(outcome.conflict ? outcome.error
+                                        : outcome.ref.describe() + ": " + truncateMessage(outcome.error));
       if (report.resources.size() < kMaxReportedResources) {
         report.resources.push_back(objectResult(outcome.ref, model::BundleState::kErrApplied, outcome.error));
       }
@@ -59,7 +70,11 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
       }
     }
   }
-  if (!failed.empty()) {
+  if (!failed.empty() && only_conflicts) {
+    report.state = model::BundleState::kErrApplied;
+    report.reason = std::string(kReasonOwnershipConflict);
+    report.message = listMessage("", failed);
+  } else if (!failed.empty()) {
     report.state = model::BundleState::kErrApplied;
     report.reason = std::string(kReasonApplyFailed);
     report.message = listMessage(

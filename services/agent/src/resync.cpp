@@ -79,6 +79,9 @@ size_t DeployHandler::resync() {
                                        {"state", std::string(model::stateName(bundle_report.state))}});
     ++published;
   }
+  if (published > 0 && options_.wake) {
+    options_.wake();  // a parked deploy may wait for exactly this state (dependsOn)
+  }
   return published;
 }
 

@@ -1,7 +1,10 @@
-// Unit tests for the inventory document and its ConfigMap.
+// Unit tests for the inventory document and its ConfigMap, the hold list document and owner annotations.
 #include "flotilla/agent/inventory.h"
 
 #include <gtest/gtest.h>
+
+#include "flotilla/agent/ownership.h"
+#include "flotilla/agent/released.h"
 
 namespace flotilla::agent {
 namespace {
@@ -12,7 +15,11 @@ Inventory sample() {
                    .deployment_id = "abc:def",
                    .generation = 7,
                    .applied = true,
-                   .objects = {{"v1", "Namespace", "", "prod"}, {"v1", "ConfigMap", "prod", "settings"}}};
+                   .gitrepo = "repo",
+                   .commit_sequence = 42,
+                   .labels = {{"tier", "db"}},
+                   .objects = {{"v1", "Namespace", "", "prod"}, {"v1", "ConfigMap", "prod", "settings"}},
+                   .claims = {{"v1", "ConfigMap", "prod", "shared"}}};
 }
 
 // Encode then decode gives the same inventory; the document has pipeline.md's fields.
@@ -24,6 +31,25 @@ TEST(InventoryTest, RoundTrip) {
   auto decoded = decodeInventory(encoded);
   ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
   EXPECT_EQ(*decoded, sample());
+}
+
+// An inventory written before gitrepo, commitSequence, labels and claims existed still decodes.
+TEST(InventoryTest, OldInventoriesDecode) {
+  auto old = Json::parse(R"({"workspace":"ws","bundle":"b","deploymentID":"m:o","generation":3,"applied":true,
+    "objects":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"n","name":"c"}]})");
+  ASSERT_TRUE(old.ok());
+  auto decoded = decodeInventory(*old);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(decoded->gitrepo, "");
+  EXPECT_EQ(decoded->commit_sequence, 0);
+  EXPECT_TRUE(decoded->labels.empty());
+  EXPECT_TRUE(decoded->claims.empty());
+  EXPECT_TRUE(decoded->lists({"v1", "ConfigMap", "n", "c"}));
+  EXPECT_TRUE(decoded->lists({"v2", "ConfigMap", "n", "c"}));  // the version is not part of the identity
+  EXPECT_FALSE(decoded->lists({"v1", "ConfigMap", "n", "d"}));
+  EXPECT_TRUE(decoded->drop({"v1", "ConfigMap", "n", "c"}));
+  EXPECT_TRUE(decoded->objects.empty());
+  EXPECT_FALSE(decoded->drop({"v1", "ConfigMap", "n", "c"}));
 }
 
 // Decoding is strict and names the field.
@@ -40,6 +66,49 @@ TEST(InventoryTest, DecodeRejectsBadShapes) {
   Json bad_generation = encodeInventory(sample());
   bad_generation["generation"] = "7";
   EXPECT_FALSE(decodeInventory(bad_generation).ok());
+  Json bad_sequence = encodeInventory(sample());
+  bad_sequence["commitSequence"] = "42";
+  EXPECT_NE(decodeInventory(bad_sequence).error().message.find("inventory.commitSequence"), std::string::npos);
+  Json bad_label = encodeInventory(sample());
+  bad_label["labels"]["tier"] = 1;
+  EXPECT_NE(decodeInventory(bad_label).error().message.find("inventory.labels.tier"), std::string::npos);
+  Json bad_claim = encodeInventory(sample());
+  bad_claim["claims"].asArray()[0].erase("name");
+  EXPECT_NE(decodeInventory(bad_claim).error().message.find("claims[0].name"), std::string::npos);
+  Json claims_not_array = encodeInventory(sample());
+  claims_not_array["claims"] = Json::object();
+  EXPECT_FALSE(decodeInventory(claims_not_array).ok());
+}
+
+// The hold list: round trip, strict decoding (unknown fields, missing fields, a time that is not RFC 3339).
+TEST(ReleasedTest, RoundTripAndStrictDecoding) {
+  std::vector<ReleasedObject> held{
+      {.ref = {"v1", "ConfigMap", "app", "x"}, .released_by = "ws/a", .released_at = "2026-12-02T10:00:00.123Z"},
+      {.ref = {"v1", "Namespace", "", "n"}, .released_by = "ws/b", .released_at = "2026-12-02T10:00:01.000Z"}};
+  Json encoded = encodeReleased(held);
+  EXPECT_EQ(encoded.asArray()[0].getString("releasedBy"), "ws/a");
+  auto decoded = decodeReleased(encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(*decoded, held);
+  Json extra = encoded;
+  extra.asArray()[0]["why"] = "x";
+  EXPECT_NE(decodeReleased(extra).error().message.find("released.[0].why"), std::string::npos);
+  Json missing = encoded;
+  missing.asArray()[1].erase("releasedBy");
+  EXPECT_NE(decodeReleased(missing).error().message.find("[1].releasedBy"), std::string::npos);
+  Json bad_time = encoded;
+  bad_time.asArray()[0]["releasedAt"] = "yesterday";
+  EXPECT_NE(decodeReleased(bad_time).error().message.find("releasedAt"), std::string::npos);
+  EXPECT_FALSE(decodeReleased(Json::object()).ok());
+}
+
+// Owner annotations split into workspace and bundle.
+TEST(OwnershipTest, SplitOwner) {
+  EXPECT_EQ(splitOwner("ws/app")->first, "ws");
+  EXPECT_EQ(splitOwner("ws/app")->second, "app");
+  EXPECT_FALSE(splitOwner("app"));
+  EXPECT_FALSE(splitOwner("/app"));
+  EXPECT_FALSE(splitOwner("ws/"));
 }
 
 // The ConfigMap name is a hash of workspace/bundle: stable, valid and distinct per bundle.

@@ -47,6 +47,27 @@ TEST(ReportTest, ErrAppliedNamesFailedObjects) {
   EXPECT_EQ(r.resources[1].state, "NotReady");
 }
 
+// Ownership conflicts only: reason OwnershipConflict and the conflict messages, which name both bundles.
+TEST(ReportTest, OwnershipConflictNamesBothBundles) {
+  ObjectRef ref{"v1", "ConfigMap", "app", "x"};
+  std::string message = conflictMessage(ref, "ws/a", "ws/b");
+  EXPECT_EQ(
+      message,
+      "ConfigMap app/x is owned by bundle ws/a and also claimed by ws/b; ws/b takes it over when ws/a releases it");
+  ObjectOutcome conflict{.ref = ref, .apply_failed = true, .conflict = true, .error = message};
+  BundleReport r = summarize({conflict, ok("c")});
+  EXPECT_EQ(r.state, model::BundleState::kErrApplied);
+  EXPECT_EQ(r.reason, kReasonOwnershipConflict);
+  EXPECT_EQ(r.message, message);
+  // With another failure the reason stays ApplyFailed; both are named.
+  ObjectOutcome bad{.ref = {"v1", "ConfigMap", "app", "bad"}, .apply_failed = true, .error = "invalid"};
+  BundleReport mixed = summarize({conflict, bad});
+  EXPECT_EQ(mixed.reason, kReasonApplyFailed);
+  EXPECT_NE(mixed.message.find(message), std::string::npos) << mixed.message;
+  EXPECT_NE(mixed.message.find("ConfigMap/app/bad: invalid"), std::string::npos) << mixed.message;
+  EXPECT_EQ(conflictMessage({"v1", "Namespace", "", "n"}, "ws/a", "ws/b").substr(0, 23), "Namespace n is owned by");
+}
+
 // Long lists are capped in the message and in resources.
 TEST(ReportTest, CapsLongLists) {
   std::vector<ObjectOutcome> outcomes;
@@ -98,12 +119,19 @@ TEST(FlagsTest, ParseLabelsAndIntervals) {
   EXPECT_EQ(parseInterval("1m30s")->count(), 90000);
   EXPECT_FALSE(parseInterval("soon").ok());
   EXPECT_FALSE(parseInterval("0s").ok());
+  EXPECT_EQ(parseHold("0")->count(), 0);
+  EXPECT_EQ(parseHold("0s")->count(), 0);
+  EXPECT_EQ(parseHold("90")->count(), 90000);
+  EXPECT_EQ(parseHold("2m")->count(), 120000);
+  EXPECT_FALSE(parseHold("-1s").ok());
+  EXPECT_FALSE(parseHold("later").ok());
 }
 
 TEST(FlagsTest, OptionsFromFlags) {
-  const char* argv[] = {"flotilla-agent",    "--cluster-name", "c1", "--labels", "env=x", "--resync-interval", "2s",
-                        "--agent-namespace", "agent-ns"};
-  auto config = service::Config::parse(9, argv, agentFlags());
+  const char* argv[] = {"flotilla-agent", "--cluster-name",    "c1", "--labels",
+                        "env=x",          "--resync-interval", "2s", "--agent-namespace",
+                        "agent-ns",       "--release-hold",    "0"};
+  auto config = service::Config::parse(11, argv, agentFlags());
   ASSERT_TRUE(config.ok()) << config.error().describe();
   auto options = agentOptionsFrom(*config);
   ASSERT_TRUE(options.ok()) << options.error().describe();
@@ -112,10 +140,18 @@ TEST(FlagsTest, OptionsFromFlags) {
   EXPECT_EQ(options->resync_interval.count(), 2000);
   EXPECT_EQ(options->heartbeat_interval.count(), 30000);
   EXPECT_EQ(options->agent_namespace, "agent-ns");
+  EXPECT_EQ(options->retry.release_hold.count(), 0);
   const char* missing[] = {"flotilla-agent"};
   auto bare = service::Config::parse(1, missing, agentFlags());
   ASSERT_TRUE(bare.ok());
   EXPECT_FALSE(agentOptionsFrom(*bare).ok());
+  const char* defaults[] = {"flotilla-agent", "--cluster-name", "c1"};
+  EXPECT_EQ(agentOptionsFrom(*service::Config::parse(3, defaults, agentFlags()))->retry.release_hold,
+            kDefaultReleaseHold);
+  const char* bad_hold[] = {"flotilla-agent", "--cluster-name", "c1", "--release-hold", "soon"};
+  auto bad = agentOptionsFrom(*service::Config::parse(5, bad_hold, agentFlags()));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("--release-hold"), std::string::npos);
   EXPECT_EQ(heartbeatSubjectFor("c.1"), "flotilla.status.c=2E1.=");
   EXPECT_EQ(consumerName("c.1"), "agent-c=2E1");
 }

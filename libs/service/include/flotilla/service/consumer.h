@@ -19,8 +19,9 @@
 //
 // Waiting is not failing: Outcome::wait parks the message in this process (in-progress acks keep it) and runs
 // the handler again after the delay, so a deploy waiting for a dependency never uses up its delivery count and
-// never blocks the other keys. The time budget counts from the handler's start or its last progress() call, so
-// an expected long wait (a health timeout) that calls progress() is not an overrun.
+// never blocks the other keys; wakeParked() runs every parked message again at once (the agent calls it when a
+// release or a bundle's new state may have met what they wait for). The time budget counts from the handler's start or
+// its last progress() call, so an expected long wait (a health timeout) that calls progress() is not an overrun.
 #pragma once
 
 #include <atomic>
@@ -140,6 +141,12 @@ class Consumer {
   Status start();
   //! Stops fetching, lets running handlers finish, hands queued and parked messages back (nak). Idempotent.
   void stop();
+  //! Every message parked by Outcome::wait runs again now instead of at the end of its delay: in stream order,
+  //! behind the messages already queued for its key; a handler that still has to wait parks it again. A message
+  //! whose handler is running during the call runs again at once if it then parks, so no wake is lost. Thread-safe
+  //! and callable from inside a handler: it only marks the parked messages due and wakes the keeper thread, which
+  //! queues them (metric wakes_total{consumer}: messages woken this way).
+  void wakeParked();
   //! Bound and the last fetch worked.
   [[nodiscard]] bool healthy(std::string& why) const;
   [[nodiscard]] const ConsumerOptions& options() const;

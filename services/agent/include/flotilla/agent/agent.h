@@ -4,9 +4,10 @@
 // flotilla.register, retried with backoff until the scheduler answers), sends a heartbeat every
 // heartbeat_interval, binds the durable consumer agent-<cluster> on FLOTILLA_DEPLOY (filter
 // flotilla.deploy.<cluster>) and feeds its messages to the handler one at a time, and re-checks the health of
-// bundles that are not Ready every resync_interval. Three threads: consumer (registration, then the loop),
-// heartbeat, resync. stop() ends them; a message being handled is finished (or abandoned unacked, to be
-// redelivered, if it was waiting on the cluster).
+// bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). Three
+// threads: consumer (registration, then the loop), heartbeat, resync. The handler's wake callback runs the
+// consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
+// abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
 // Heartbeats go to flotilla.status.<cluster>.= (events::statusSubject(cluster, "")): DESIGN.md lets an agent
 // publish only under flotilla.status.<its cluster>.>, and "=" is the token of the empty bundle name, which no
@@ -57,6 +58,8 @@ struct AgentOptions {
 Result<events::StringMap> parseLabels(std::string_view text);
 //! Parses a duration flag: a Go duration ("30s", "1m") or a plain number of seconds.
 Result<std::chrono::milliseconds> parseInterval(std::string_view text);
+//! The same for --release-hold, where 0 is allowed (delete released objects at once).
+Result<std::chrono::milliseconds> parseHold(std::string_view text);
 //! The heartbeat subject of a cluster (see the file comment).
 std::string heartbeatSubjectFor(std::string_view cluster);
 //! The durable consumer name of a cluster's agent: "agent-<escaped cluster>".
@@ -102,6 +105,10 @@ class Agent {
   bool bindConsumer();
   //! Registers, then starts consuming (the runtime has its own threads).
   void consumerLoop();
+  //! The handler's wake callback: the consumer's parked deploys run again (nothing before it is bound).
+  void wakeParked();
+  //! One round of the resync thread: seed (once), re-check health, reap expired holds.
+  void resyncOnce(bool& seeded);
   void heartbeatLoop();
   void resyncLoop();
 
@@ -115,7 +122,8 @@ class Agent {
   std::unique_ptr<InventoryStore> inventories_;
   std::unique_ptr<StatusPublisher> publisher_;
   std::unique_ptr<DeployHandler> handler_;
-  std::unique_ptr<service::Consumer> consumer_;
+  mutable std::mutex consumer_mutex_;  //!< guards the pointer consumer_ (the resync thread wakes through it)
+  std::shared_ptr<service::Consumer> consumer_;
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};

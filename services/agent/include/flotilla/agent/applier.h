@@ -3,13 +3,16 @@
 // The part of the agent that changes the downstream cluster: staged server-side apply of a bundle's objects,
 // health checks of live objects, and prune. Each object is applied on its own: one that fails (rejected by the
 // API server, owned by another bundle, of a kind the cluster does not serve) becomes a failed outcome and the
-// others still go in. Only failures that say nothing about the bundle itself (API server unreachable, 5xx,
-// throttling: ErrorKind::kTransient) abort the call, so the caller can retry the whole deploy later; every step
-// is idempotent, so a retry converges.
+// others still go in. Before applying, each object is read: one whose owner annotation names another bundle is
+// taken over only when the request's decide_claim allows it (the claim rules of docs/pipeline.md "Ownership
+// handover", in the DeployHandler), else it is an ownership conflict. Only failures that say nothing about the bundle
+// itself (API server unreachable, 5xx, throttling: ErrorKind::kTransient) abort the call, so the caller can retry the
+// whole deploy later; every step is idempotent, so a retry converges.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,10 +40,15 @@ struct ApplyRequest {
   std::string owner;  //!< "<workspace>/<bundle>", written to kBundleAnnotation
   std::vector<Json> manifest;
   NamespacePolicy namespaces;
-  //! Apply with force=true: take over fields (and objects) other managers or bundles own (takeOwnership).
+  //! Apply with force=true: take over fields other field managers own (takeOwnership).
   bool force = false;
-  //! Identities (ObjectRef::identity) of objects the bundle already owns: no ownership check for those.
-  std::set<std::string> owned;
+  //! Whether an object whose owner annotation names another bundle (`owner`) may be taken over: the claim rule's
+  //! name, or nullopt for a conflict (the object is left alone and reported). Default: only with force ("forced").
+  std::function<Result<std::optional<std::string>>(const ObjectRef&, const std::string& owner)> decide_claim;
+  //! Called after such an object was applied with this bundle's annotation, with its previous owner and the rule:
+  //! the rest of the handover. A failure aborts the apply (retried; every step is idempotent).
+  std::function<Status(const ObjectRef&, const std::string& owner, const std::string& rule)> claimed =
+      [](const ObjectRef&, const std::string&, const std::string&) { return Status(); };
   model::Labels namespace_labels;       //!< for namespaces the agent creates for the bundle
   model::Labels namespace_annotations;  //!< idem
   //! Called before each stage with the refs of the objects about to be applied (the caller widens its inventory
@@ -55,7 +63,8 @@ struct ApplyResult {
   std::vector<ObjectRef> objects;       //!< what the bundle may now have in the cluster (the new inventory)
   size_t applied = 0;
   size_t failed = 0;
-  size_t adopted = 0;  //!< objects taken over from another bundle (force)
+  size_t adopted = 0;             //!< objects taken over from another bundle (a claim rule allowed it)
+  std::vector<ObjectRef> claims;  //!< objects another bundle owns that no claim rule let this one take
 };
 
 struct PruneResult {
@@ -84,10 +93,14 @@ class Applier {
                             const std::function<void()>& progress);
 
  private:
-  //! One object: ownership check for objects new to the bundle, then server-side apply and health. `adopted`: it
-  //! was another bundle's and force took it; `foreign`: it is another bundle's and was left alone.
+  //! One object: ownership check, then server-side apply and health. `adopted`: it was another bundle's and a
+  //! claim rule took it; `foreign`: it is another bundle's and was left alone (a conflict).
   Result<ObjectOutcome> applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                  bool& foreign);
+  //! The owner annotation check of applyOne: the rule that lets the request take the object ("" when it is not
+  //! another bundle's), or nullopt for a conflict (outcome filled in).
+  Result<std::optional<std::string>> checkOwner(const PlannedObject& planned, const ApplyRequest& request,
+                                                std::string& previous_owner, ObjectOutcome& outcome);
   //! The stages of apply(), over the objects of one request.
   struct StagedApply;
   void planObjects(StagedApply& staged);

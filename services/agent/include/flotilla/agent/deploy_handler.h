@@ -2,18 +2,26 @@
 //
 // What the agent does with one DeployEvent (docs/pipeline.md stage 5), as short ordered steps:
 //   decode -> check (own cluster, options decode, inventory, stale generation)
-//   dependsOn: a dependency (same workspace, by name) not in an accepted state -> WaitApplied, come back later
-//   delete:   prune what the inventory owns (or just drop the inventory with keepResources) -> report
+//   delete:   release what the inventory owns (or just drop the inventory with keepResources) -> report
 //   apply:    same deploymentID already applied -> re-report its current health, nothing else
-//             else load the manifest -> record intent in the inventory -> staged apply -> prune what left the
-//             bundle -> write the inventory -> report
-// Each handled event ends in an Outcome the consumer loop turns into ack / nak-with-delay / term. Every step
-// is idempotent, so a redelivery (after a crash, a nak or a lost ack) converges on the same cluster state:
+//             dependsOn (by name or selector, same workspace, this cluster) not met -> WaitApplied once, parked
+//             else load the manifest -> record intent in the inventory -> staged apply (claim rules for objects
+//             another bundle owns) -> release what left the bundle -> write the inventory -> report
+// Each handled event ends in an Outcome the consumer runtime turns into ack / nak-with-delay / park / term. Every
+// step is idempotent, so a redelivery (after a crash, a nak or a lost ack) converges on the same cluster state:
 // before applying, the inventory is widened to old ∪ new objects, so objects created by an apply that never
 // finished are still known (and pruned exactly) on the retry.
 //
+// Ownership handover and release (docs/pipeline.md "Ownership handover"): an object another bundle owns is taken
+// over when a claim rule allows it (ownership.h), else the deploy reports ErrApplied/OwnershipConflict, records the
+// claim in its inventory and is parked. An object a bundle stops wanting is handed over to the bundle whose
+// inventory claims it, else held in flotilla-released (released.h) for --release-hold before the reaper deletes
+// it (0: deleted at once, as a plain prune). Parked deploys (conflicts, dependsOn) are woken by the `wake`
+// callback, called after every deploy that changed what other bundles see (a report, a release, a handover) and
+// by resync when a bundle's state changed; a long fallback delay only guards against a lost wake.
+//
 // The handler also remembers the state it last reported per bundle, so the periodic resync can report a
-// change (NotReady -> Ready) without a new DeployEvent.
+// change (NotReady -> Ready) without a new DeployEvent, and the bundles parked for dependsOn, to find cycles.
 #pragma once
 
 #include <atomic>
@@ -30,9 +38,12 @@
 
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/inventory.h"
+#include "flotilla/agent/ownership.h"
+#include "flotilla/agent/released.h"
 #include "flotilla/agent/report.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/object_store.h"
+#include "flotilla/core/clock.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/model/options.h"
@@ -88,9 +99,20 @@ class ManifestSource {
   std::shared_ptr<bus::ObjectStore> store_;
 };
 
+//! Default of --release-hold.
+inline constexpr std::chrono::milliseconds kDefaultReleaseHold{60000};
+
 struct DeployHandlerOptions {
   std::chrono::milliseconds retry_base{1000};  //!< first nak delay; doubles per delivery
   std::chrono::milliseconds retry_max{60000};  //!< cap of the nak delay
+  //! How long a released object nobody claims is held before it is deleted (--release-hold); 0 deletes at once.
+  std::chrono::milliseconds release_hold = kDefaultReleaseHold;
+  //! When a deploy parked for a conflict or dependsOn runs again without a wake (a lost wake's safety net).
+  std::chrono::milliseconds park_fallback{std::chrono::minutes(5)};
+  //! Runs the parked deploys again (the agent wires it to Consumer::wakeParked); may be empty.
+  std::function<void()> wake;
+  //! The hold's clock; nullptr = systemClock().
+  Clock* clock = nullptr;
 };
 
 //! The nak delay for the n-th delivery: retry_base * 2^(n-1), capped at retry_max.
@@ -104,7 +126,29 @@ struct TrackedBundle {
   int64_t generation = 0;
   std::vector<ObjectRef> objects;
   std::optional<model::BundleState> state;  //!< nullopt: not reported by this process yet (found after a restart)
-  std::string waiting_for;  //!< the deploymentID reported as WaitApplied (dependsOn), so it is reported once
+  std::string reason;                       //!< of the last report
+  std::string message;                      //!< of the last report
+};
+
+//! A bundle parked for dependsOn, kept in memory to find cycles among the waiting bundles.
+struct WaitingBundle {
+  std::string workspace;
+  std::string bundle;
+  std::string deployment_id;
+  int64_t generation = 0;
+  std::vector<model::BundleRef> depends_on;
+  model::Labels labels;
+};
+
+//! What releasing a bundle's objects did (docs/pipeline.md "Ownership handover", Release).
+struct ReleaseResult {
+  std::vector<ObjectRef> remaining;  //!< still the bundle's: could not be deleted (listed in errors)
+  std::vector<std::string> errors;
+  size_t deleted = 0;      //!< deleted at once (--release-hold 0)
+  size_t gone = 0;         //!< already absent
+  size_t held = 0;         //!< listed in flotilla-released, deleted after the hold unless claimed
+  size_t handed_over = 0;  //!< left in place for the bundle whose inventory claims them
+  size_t kept = 0;         //!< CRDs without deleteCRDResources, objects another bundle owns now
 };
 
 class DeployHandler {
@@ -125,6 +169,10 @@ class DeployHandler {
   size_t resync();
   //! A snapshot of the tracked bundles.
   [[nodiscard]] std::vector<TrackedBundle> tracked() const;
+  //! Deletes held objects whose hold expired, unless their owner annotation no longer names the releaser or an
+  //! inventory lists them (then only the entry goes); updates the released_objects gauge. Returns how many it
+  //! deleted; kTransient when the cluster cannot be read.
+  Result<size_t> reapReleased();
 
   //! retryDelay() with this handler's options.
   [[nodiscard]] std::chrono::milliseconds backoff(uint64_t delivery_count) const {
@@ -132,6 +180,10 @@ class DeployHandler {
   }
 
  private:
+  //! handleEvent's steps after the checks, under work_mutex_.
+  Outcome dispatch(const events::DeployEvent& event, const Delivery& delivery);
+  //! A generation older than one this process has handled for the bundle (a parked deploy superseded).
+  bool supersededInMemory(const events::DeployEvent& event);
   Outcome handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
                        const std::optional<Inventory>& inventory, const Delivery& delivery);
   Outcome handleUnchanged(const events::DeployEvent& event, const Inventory& inventory, const Delivery& delivery);
@@ -142,7 +194,8 @@ class DeployHandler {
   //! message must end here.
   std::optional<Outcome> loadInventory(const events::DeployEvent& event, const Delivery& delivery,
                                        std::optional<Inventory>& inventory);
-  //! dependsOn gate: waits (WaitApplied) while a dependency is not in an accepted state, else handleApply.
+  //! dependsOn gate: parks (WaitApplied, or ErrApplied for a cycle) while a dependency is not in an accepted
+  //! state, else handleApply.
   Outcome applyWhenDependenciesMet(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
                                    const std::optional<Inventory>& inventory, const Delivery& delivery);
   Outcome handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
@@ -151,18 +204,45 @@ class DeployHandler {
   struct ApplyPlan;
   std::optional<Outcome> loadManifest(ApplyPlan& plan);
   std::optional<Outcome> applyStaged(ApplyPlan& plan);
-  std::optional<Outcome> pruneLeaving(ApplyPlan& plan);
+  std::optional<Outcome> releaseLeaving(ApplyPlan& plan);
   void refusePruneToEmpty(ApplyPlan& plan);
   std::optional<Outcome> saveInventory(ApplyPlan& plan);
   Outcome reportApplied(ApplyPlan& plan);
-  //! The dependsOn entries that are not satisfied, described ("bundle infra is NotReady (accepted: Ready)");
-  //! kInvalid for malformed entries, kTransient when the cluster cannot be read.
-  Result<std::vector<std::string>> unmetDependencies(const events::DeployEvent& event);
-  //! Reports WaitApplied (once per deployment) and asks for redelivery later.
-  Outcome waitForDependencies(const events::DeployEvent& event, const std::vector<std::string>& unmet,
-                              const Delivery& delivery);
+  //! The claim rules and the handover's bookkeeping, wired into the plan's ApplyRequest.
+  void wireClaims(ApplyPlan& plan);
+  //! Publishes the report (once per identical result while parked for a conflict) and acks, or parks.
+  Outcome reportConflicts(ApplyPlan& plan);
+  //! The dependsOn entries that are not satisfied, described ("bundle infra is NotReady (accepted: Ready)",
+  //! "no bundle matches selector tier=db"); kTransient when the cluster cannot be read.
+  Result<std::vector<std::string>> unmetDependencies(const events::DeployEvent& event,
+                                                     const std::vector<model::BundleRef>& refs);
+  //! The unmet bundles a selector matches among the inventories of the workspace (`listed`: read once).
+  Status unmetBySelector(const events::DeployEvent& event, const model::BundleRef& ref,
+                         const std::vector<std::string>& accepted, std::optional<std::vector<Inventory>>& listed,
+                         std::vector<std::string>& unmet);
+  //! Parks the deploy: reports WaitApplied once per deployment, or DependencyCycle for every bundle of a cycle.
+  Outcome waitForDependencies(const events::DeployEvent& event, const std::vector<model::BundleRef>& refs,
+                              const std::vector<std::string>& unmet);
+  //! The cycle through `owner` among the waiting bundles: [owner, ..., owner]; empty when there is none.
+  [[nodiscard]] std::vector<std::string> findCycle(const std::string& owner) const;
+  //! The waiting bundles `waiting` depends on.
+  [[nodiscard]] std::vector<std::string> waitingDependencies(const WaitingBundle& waiting) const;
+  //! Reports ErrApplied/DependencyCycle for each bundle of `cycle` (once per identical message).
+  void reportCycle(const std::vector<std::string>& cycle);
   //! The state of another bundle of this cluster, from its inventory and live health; nullopt when not deployed.
   Result<std::optional<model::BundleState>> bundleState(std::string_view workspace, std::string_view bundle);
+  Result<std::optional<model::BundleState>> inventoryState(const Inventory& inventory);
+  //! Releases `refs` that `owner` no longer wants (release.cpp): objects another bundle owns now are only dropped,
+  //! a claimed object is handed over, the rest is held (or deleted at once with release_hold 0).
+  Result<ReleaseResult> release(const std::string& owner, const std::vector<ObjectRef>& refs, bool delete_crds,
+                                const std::function<void()>& progress);
+  //! Lists `held` in flotilla-released (then fault point agent.hold.listed).
+  Status holdObjects(const std::string& owner, const std::vector<ObjectRef>& held);
+  //! Whether a report equal to `bundle_report` for `deployment_id` was the last one published for the bundle.
+  bool alreadyReported(const std::string& key, std::string_view deployment_id, const BundleReport& bundle_report,
+                       bool compare_message) const;
+  //! The hold's clock.
+  [[nodiscard]] Clock& clock() const { return options_.clock != nullptr ? *options_.clock : systemClock(); }
   //! Publishes `report` for the event's bundle; on success remembers it (unless `forget`).
   Status report(const events::DeployEvent& event, const BundleReport& bundle_report, std::string_view deployment_id,
                 const std::vector<ObjectRef>& objects, bool forget = false);
@@ -184,8 +264,15 @@ class DeployHandler {
   Metrics& metrics_;
   DeployHandlerOptions options_;
 
-  //! Serialises the handler and resync on the cluster (one bundle operation at a time).
+  ReleasedStore released_;
+  Ownership ownership_;
+
+  //! Serialises the handler, resync and the reaper on the cluster (one bundle operation at a time).
   std::mutex work_mutex_;
+  //! Set (under work_mutex_) when a handling changed what other bundles see: wake the parked deploys after it.
+  bool changed_ = false;
+  std::map<std::string, WaitingBundle> waiting_;     //!< parked for dependsOn, by "<workspace>/<bundle>"
+  std::map<std::string, int64_t> seen_generations_;  //!< the newest generation handled per bundle
   mutable std::mutex tracked_mutex_;
   std::map<std::string, TrackedBundle> tracked_;  //!< by "<workspace>/<bundle>"
 };

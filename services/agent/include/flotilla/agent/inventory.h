@@ -7,10 +7,15 @@
 //   namespace  the agent namespace (flotilla-system by default)
 //   labels     flotilla.io/inventory=true (so the agent can list them after a restart)
 //   data       inventory.json = {"bundle", "workspace", "deploymentID", "generation", "applied",
-//                                "objects": [{"apiVersion", "kind", "namespace", "name"}]}
+//                                "gitrepo", "commitSequence", "labels": {k: v},
+//                                "objects": [{"apiVersion", "kind", "namespace", "name"}],
+//                                "claims": [{"apiVersion", "kind", "namespace", "name"}]}
 // `workspace`, `generation` and `applied` are additions to pipeline.md's {bundle, deploymentID, objects}:
 // generation lets the agent drop stale deploy events, and applied says whether every object of deploymentID went
-// in (only then is a redelivery of the same deploymentID skipped).
+// in (only then is a redelivery of the same deploymentID skipped). `gitrepo`, `commitSequence` and `labels` come
+// from the DeployEvent (the newer-commit claim rule, dependsOn selectors); `claims` lists the objects the bundle
+// wants that another bundle holds (docs/pipeline.md "Ownership handover"). Inventories written before those four
+// fields existed still decode (empty values).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include "flotilla/core/json.h"
 #include "flotilla/core/result.h"
 #include "flotilla/kube/client.h"
+#include "flotilla/model/labels.h"
 
 namespace flotilla::agent {
 
@@ -32,10 +38,20 @@ inline constexpr std::string_view kInventoryLabel = "flotilla.io/inventory";
 struct Inventory {
   std::string workspace;
   std::string bundle;
-  std::string deployment_id;  //!< the deployment these objects belong to ("" before the first complete apply)
-  int64_t generation = 0;     //!< the DeployEvent generation last handled
-  bool applied = false;       //!< every object of deployment_id was applied without error
+  std::string deployment_id;    //!< the deployment these objects belong to ("" before the first complete apply)
+  int64_t generation = 0;       //!< the DeployEvent generation last handled
+  bool applied = false;         //!< every object of deployment_id was applied without error
+  std::string gitrepo;          //!< the bundle's GitRepo ("" when unknown)
+  int64_t commit_sequence = 0;  //!< the FLOTILLA_COMMITS sequence of its commit (0: unknown)
+  model::Labels labels;         //!< the bundle's labels (dependsOn selectors)
   std::vector<ObjectRef> objects;
+  std::vector<ObjectRef> claims;  //!< objects it wants that another bundle owns (OwnershipConflict)
+
+  //! Whether `ref` (by ObjectRef::identity) is in objects / claims.
+  [[nodiscard]] bool lists(const ObjectRef& ref) const;
+  [[nodiscard]] bool claimsObject(const ObjectRef& ref) const;
+  //! Removes `ref` from objects; false when it was not listed.
+  bool drop(const ObjectRef& ref);
 
   bool operator==(const Inventory&) const = default;
 };
@@ -66,6 +82,7 @@ class InventoryStore {
   Result<std::vector<Inventory>> list();
 
   [[nodiscard]] const std::string& ns() const { return ns_; }
+  [[nodiscard]] kube::KubeClient& client() const { return client_; }
 
  private:
   Status ensureNamespace();

@@ -25,6 +25,9 @@ namespace flotilla::agent {
 //! prune from deleting an object another bundle has since adopted.
 inline constexpr std::string_view kBundleAnnotation = "flotilla.io/bundle";
 
+//! The kBundleAnnotation of a live object ("" when it has none).
+std::string ownerAnnotation(const Json& live);
+
 //! Identifies one object in a cluster.
 struct ObjectRef {
   std::string api_version;

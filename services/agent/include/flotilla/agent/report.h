@@ -3,7 +3,9 @@
 // Turning per-object results into a bundle's state (DESIGN.md: ErrApplied > ... > NotReady > Ready) and the
 // StatusEvent the agent publishes on flotilla.status.<cluster>.<bundle>:
 //   - any object failed to apply          -> ErrApplied, reason "ApplyFailed", the message names each failed
-//                                            object "kind/namespace/name: <the API server's message>"
+//                                            object "kind/namespace/name: <the API server's message>"; when every
+//                                            failure is an ownership conflict: reason "OwnershipConflict" and the
+//                                            conflict messages (both bundles named)
 //   - else any object is not healthy      -> NotReady, reason "ResourcesNotReady", per-object messages
 //   - else                                -> Ready
 // Pure functions.
@@ -36,12 +38,15 @@ inline constexpr std::string_view kReasonPruneFailed = "PruneFailed";
 inline constexpr std::string_view kReasonPruneToEmpty = "PruneToEmptyRefused";
 inline constexpr std::string_view kReasonDeleted = "Deleted";
 inline constexpr std::string_view kReasonOrphaned = "Orphaned";
+inline constexpr std::string_view kReasonOwnershipConflict = "OwnershipConflict";
+inline constexpr std::string_view kReasonDependencyCycle = "DependencyCycle";
 
 //! The result for one object of a bundle.
 struct ObjectOutcome {
   ObjectRef ref;
   bool apply_failed = false;
-  std::string error;  //!< why apply failed (the API server's message)
+  bool conflict = false;  //!< failed because another bundle owns it and no claim rule let this one take it
+  std::string error;      //!< why apply failed (the API server's message, or the conflict message)
   bool ready = false;
   std::string message;  //!< why it is not Ready
 };
@@ -58,6 +63,9 @@ struct BundleReport {
 BundleReport summarize(const std::vector<ObjectOutcome>& outcomes);
 //! A report for a failure of the whole bundle (invalid manifest, missing manifest, ...).
 BundleReport bundleFailure(model::BundleState state, std::string_view reason, std::string message);
+
+//! "ConfigMap app/x is owned by bundle ws/a and also claimed by ws/b; ws/b takes it over when ws/a releases it".
+std::string conflictMessage(const ObjectRef& ref, std::string_view owner, std::string_view claimant);
 
 //! Caps a message at `limit` bytes (adding "...") without splitting a UTF-8 sequence.
 std::string truncateMessage(std::string text, size_t limit = kMaxObjectMessage);

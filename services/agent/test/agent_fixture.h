@@ -1,0 +1,381 @@
+// The fixture of the agent's integration tests (agent_integration_test.cpp, handover_integration_test.cpp): a
+// real nats-server -js and a real kube-apiserver (tests/harness). The scheduler is played by the test: a NATS
+// responder answers flotilla.register, the test puts manifests in the object store and publishes DeployEvents,
+// and reads StatusEvents back from FLOTILLA_STATUS. Tests share one kube-apiserver per process; each uses its own
+// cluster name, agent namespace, bundles and namespaces.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/agent/agent.h"
+#include "flotilla/agent/health.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/process.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/events/terminated.h"
+#include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/model/identity.h"
+#include "flotilla/service/hub.h"
+
+namespace flotilla::agent::testing {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+inline std::string unique(const std::string& prefix) {
+  return prefix + "-" + randomHex(4);
+}
+
+inline bool eventually(const std::function<bool()>& condition, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return condition();
+}
+
+inline Json configMap(const std::string& name, const std::string& ns, std::map<std::string, Json> data) {
+  Json o = Json::obj({{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", Json::obj({{"name", name}})}});
+  if (!ns.empty()) {
+    o["metadata"]["namespace"] = ns;
+  }
+  for (auto& [k, v] : data) {
+    o["data"][k] = v;
+  }
+  return o;
+}
+
+inline Json namespaceObject(const std::string& name) {
+  return Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", name}})}});
+}
+
+//! Reads StatusEvents (and counts heartbeats) of one cluster from FLOTILLA_STATUS.
+class StatusReader {
+ public:
+  Status open(const std::shared_ptr<bus::JetStream>& js, const std::string& cluster) {
+    js_ = js;
+    durable_ = unique("status-reader");
+    auto ensured =
+        js->ensureConsumer(service::kStatusStream,
+                           bus::ConsumerConfig{.durable = durable_, .filter_subject = events::statusFilter(cluster)});
+    FLOTILLA_TRY(ensured);
+    auto bound = js->bindPull(service::kStatusStream, durable_);
+    FLOTILLA_TRY(bound);
+    consumer_ = std::move(bound).value();
+    return {};
+  }
+  ~StatusReader() {
+    if (js_) {
+      (void)js_->deleteConsumer(service::kStatusStream, durable_);
+    }
+  }
+
+  void drain(milliseconds wait = milliseconds(100)) {
+    auto batch = consumer_.fetch(50, wait);
+    if (!batch.ok()) {
+      return;
+    }
+    for (auto& message : *batch) {
+      (void)message.ack();
+      auto json = Json::parse(message.data());
+      if (!json.ok()) {
+        continue;
+      }
+      auto kind = events::payloadKind(*json);
+      if (kind.ok() && *kind == "Heartbeat") {
+        ++heartbeats_;
+        heartbeat_subjects_.insert(std::string(message.subject()));
+        continue;
+      }
+      auto status = events::decodePayload<events::StatusEvent>(*json);
+      if (status.ok()) {
+        statuses_.push_back(*status);
+        msg_ids_.push_back(message.header("Nats-Msg-Id").value_or(""));
+      }
+    }
+  }
+
+  //! Waits for a new StatusEvent of `bundle` (after the ones already consumed by earlier waits) matching `pred`.
+  std::optional<events::StatusEvent> waitFor(const std::string& bundle,
+                                             const std::function<bool(const events::StatusEvent&)>& pred,
+                                             milliseconds timeout = seconds(60)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      for (; seen_ < statuses_.size(); ++seen_) {
+        if (statuses_[seen_].bundle == bundle && pred(statuses_[seen_])) {
+          return statuses_[seen_++];
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return std::nullopt;
+      }
+      drain(milliseconds(200));
+    }
+  }
+  std::optional<events::StatusEvent> waitForState(const std::string& bundle, const std::string& state,
+                                                  milliseconds timeout = seconds(60)) {
+    return waitFor(
+        bundle, [&](const events::StatusEvent& s) { return s.state == state; }, timeout);
+  }
+  //! Every status seen so far for `bundle`.
+  std::vector<events::StatusEvent> all(const std::string& bundle) {
+    drain();
+    std::vector<events::StatusEvent> out;
+    for (const auto& s : statuses_) {
+      if (s.bundle == bundle) {
+        out.push_back(s);
+      }
+    }
+    return out;
+  }
+  int heartbeats() {
+    drain();
+    return heartbeats_;
+  }
+  const std::set<std::string>& heartbeatSubjects() const { return heartbeat_subjects_; }
+  const std::vector<std::string>& msgIds() const { return msg_ids_; }
+
+ private:
+  std::shared_ptr<bus::JetStream> js_;
+  std::string durable_;
+  bus::PullConsumer consumer_;
+  std::vector<events::StatusEvent> statuses_;
+  std::vector<std::string> msg_ids_;
+  size_t seen_ = 0;
+  int heartbeats_ = 0;
+  std::set<std::string> heartbeat_subjects_;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto nats = harness::sharedNatsServer();
+    ASSERT_TRUE(nats.ok()) << nats.error().describe();
+    nats_ = *nats;
+    auto clusters = harness::sharedKubeClusters(1);
+    ASSERT_TRUE(clusters.ok()) << clusters.error().describe();
+    cluster_ = (*clusters)[0];
+    auto conn = bus::Connection::connect({.servers = {nats_->url()}, .name = "agent-test"});
+    ASSERT_TRUE(conn.ok()) << conn.error().describe();
+    conn_ = *conn;
+    auto js = bus::JetStream::create(conn_);
+    ASSERT_TRUE(js.ok());
+    js_ = *js;
+    auto topology = service::ensureTopology(*js_);
+    ASSERT_TRUE(topology.ok()) << topology.error().describe();
+    auto manifests = bus::ObjectStore::open(js_, service::kManifestsObjects, true);
+    ASSERT_TRUE(manifests.ok()) << manifests.error().describe();
+    manifests_ = *manifests;
+    kube_ = newKubeClient();
+    ASSERT_NE(kube_, nullptr);
+
+    cluster_name_ = unique("c");
+    agent_namespace_ = unique("fa");
+    workspace_ = "fleet-default";
+    ASSERT_TRUE(status_.open(js_, cluster_name_).ok());
+  }
+
+  void TearDown() override {
+    stopAgent();
+    responder_.unsubscribe();
+    if (HasFailure() && cluster_ != nullptr) {
+      auto health = cluster_->healthy();
+      if (!health.ok()) {
+        std::fprintf(stderr, "%s\n", health.error().message.c_str());
+      }
+    }
+  }
+
+  std::shared_ptr<kube::KubeClient> newKubeClient() {
+    auto config = kube::Kubeconfig::load(cluster_->kubeconfigPath());
+    EXPECT_TRUE(config.ok());
+    auto client = kube::KubeClient::create(*config);
+    EXPECT_TRUE(client.ok());
+    return client.ok() ? std::shared_ptr<kube::KubeClient>(std::move(client).value()) : nullptr;
+  }
+
+  //! Answers flotilla.register for this test's cluster (plays the scheduler).
+  void startResponder(bool accept = true) {
+    auto sub = conn_->subscribe(events::kRegisterSubject, "", [this, accept](bus::Message message) {
+      auto request = events::parsePayload<events::RegisterRequest>(message.data());
+      if (!request.ok() || request->cluster != cluster_name_) {
+        return;
+      }
+      {
+        std::lock_guard lock(mutex_);
+        requests_.push_back(*request);
+      }
+      events::RegisterReply reply{.id = events::newEventId(),
+                                  .time = log::nowRfc3339(),
+                                  .accepted = accept,
+                                  .message = accept ? "" : "not today",
+                                  .cluster_id = request->cluster};
+      (void)conn_->publish(message.reply(), events::encode(reply).dump());
+    });
+    ASSERT_TRUE(sub.ok()) << sub.error().describe();
+    responder_ = std::move(sub).value();
+    ASSERT_TRUE(conn_->flush().ok());
+  }
+
+  AgentOptions agentOptions() {
+    AgentOptions options;
+    options.cluster_name = cluster_name_;
+    options.workspace = workspace_;
+    options.labels = {{"env", "cluster1"}};
+    options.agent_namespace = agent_namespace_;
+    options.heartbeat_interval = milliseconds(500);
+    options.resync_interval = milliseconds(500);
+    options.crd_timeout = seconds(30);
+    options.register_backoff_min = milliseconds(100);
+    options.register_backoff_max = milliseconds(500);
+    options.fetch_timeout = milliseconds(200);
+    // Released objects are deleted at once (as a plain prune) unless a test asks for a hold.
+    options.retry = DeployHandlerOptions{
+        .retry_base = milliseconds(200), .retry_max = milliseconds(2000), .release_hold = milliseconds(0)};
+    return options;
+  }
+
+  void startAgent(std::shared_ptr<kube::KubeClient> kube = nullptr, bool wait_ready = true, bool lazy_manifests = false,
+                  std::optional<AgentOptions> custom = std::nullopt) {
+    metrics_ = std::make_unique<Metrics>("agent");
+    auto agent = Agent::create(custom ? *custom : agentOptions(), js_, lazy_manifests ? nullptr : manifests_,
+                               kube ? kube : newKubeClient(), *metrics_);
+    ASSERT_TRUE(agent.ok()) << agent.error().describe();
+    agent_ = std::move(agent).value();
+    agent_->start();
+    if (wait_ready) {
+      std::string why;
+      ASSERT_TRUE(eventually([&] { return agent_->ready(why); }, seconds(30))) << why;
+    }
+  }
+
+  //! The usual start: registration answered, agent ready.
+  void startRegisteredAgent() {
+    startResponder();
+    startAgent();
+  }
+
+  void stopAgent() {
+    if (agent_) {
+      agent_->stop();
+      agent_.reset();
+    }
+  }
+
+  //! Stores `objects` as a manifest; returns its manifestID.
+  std::string putManifest(const std::vector<Json>& objects) {
+    Json array = Json::array();
+    for (const auto& o : objects) {
+      array.push(o);
+    }
+    return putManifestBytes(array.dump());
+  }
+  std::string putManifestBytes(const std::string& data) {
+    std::string id = model::manifestID(data);
+    auto put = manifests_->put(events::manifestObjectName(id), data);
+    EXPECT_TRUE(put.ok()) << put.error().describe();
+    return id;
+  }
+
+  //! An apply (or delete) DeployEvent with the next generation of the bundle, not published.
+  events::DeployEvent makeEvent(const std::string& bundle, const std::string& manifest_id, const Json& options,
+                                bool remove = false) {
+    events::DeployEvent event{.time = log::nowRfc3339(),
+                              .cluster = cluster_name_,
+                              .workspace = workspace_,
+                              .bundle = bundle,
+                              .remove = remove,
+                              .deployment_id = manifest_id.empty() ? "" : model::deploymentID(manifest_id, options),
+                              .manifest_id = manifest_id,
+                              .options = options,
+                              .generation = ++generations_[bundle]};
+    event.id = events::deployMsgId(cluster_name_, bundle, remove ? "deleted" : event.deployment_id, event.generation);
+    return event;
+  }
+  //! Publishes an apply (or delete) DeployEvent; returns it.
+  events::DeployEvent deploy(const std::string& bundle, const std::string& manifest_id, Json options,
+                             bool remove = false) {
+    auto event = makeEvent(bundle, manifest_id, options, remove);
+    publish(event);
+    return event;
+  }
+  //! metadata.uid of a live object ("" when it cannot be read).
+  std::string uidOf(const std::string& api_version, const std::string& kind, const std::string& ns,
+                    const std::string& name) {
+    auto live = get(api_version, kind, ns, name);
+    const Json* uid = live.ok() ? live->at({"metadata", "uid"}) : nullptr;
+    return uid != nullptr && uid->isString() ? uid->asString() : std::string();
+  }
+  //! The owner annotation of a live object ("" when it has none or cannot be read).
+  std::string ownerOfLive(const std::string& api_version, const std::string& kind, const std::string& ns,
+                          const std::string& name) {
+    auto live = get(api_version, kind, ns, name);
+    return live.ok() ? ownerAnnotation(*live) : std::string();
+  }
+  void publish(const events::DeployEvent& event) {
+    auto ack = js_->publish(events::deploySubject(cluster_name_), events::encode(event).dump(), event.id);
+    ASSERT_TRUE(ack.ok()) << ack.error().describe();
+  }
+
+  Result<Json> get(const std::string& api_version, const std::string& kind, const std::string& ns,
+                   const std::string& name) {
+    return kube_->get(api_version, kind, ns, name);
+  }
+  bool exists(const std::string& api_version, const std::string& kind, const std::string& ns, const std::string& name) {
+    return get(api_version, kind, ns, name).ok();
+  }
+  //! Gone, or being deleted (a Namespace stays Terminating without the namespace controller).
+  bool goneOrDeleting(const std::string& api_version, const std::string& kind, const std::string& ns,
+                      const std::string& name) {
+    auto live = get(api_version, kind, ns, name);
+    if (!live.ok()) {
+      return live.error().kind == ErrorKind::kNotFound;
+    }
+    return live->at({"metadata", "deletionTimestamp"}) != nullptr;
+  }
+  std::optional<Inventory> inventory(const std::string& bundle) {
+    InventoryStore store(*kube_, agent_namespace_);
+    auto loaded = store.load(workspace_, bundle);
+    EXPECT_TRUE(loaded.ok()) << loaded.error().describe();
+    return loaded.ok() ? *loaded : std::nullopt;
+  }
+  double metric(const std::string& name, const prometheus::Labels& labels = {}) {
+    return metrics_->value(name, labels);
+  }
+
+  harness::NatsServer* nats_ = nullptr;
+  harness::KubeCluster* cluster_ = nullptr;
+  std::shared_ptr<bus::Connection> conn_;
+  std::shared_ptr<bus::JetStream> js_;
+  std::shared_ptr<bus::ObjectStore> manifests_;
+  std::shared_ptr<kube::KubeClient> kube_;
+  std::string cluster_name_;
+  std::string agent_namespace_;
+  std::string workspace_;
+  StatusReader status_;
+  bus::Subscription responder_;
+  std::mutex mutex_;
+  std::vector<events::RegisterRequest> requests_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Agent> agent_;
+  std::map<std::string, int64_t> generations_;
+};
+
+}  // namespace flotilla::agent::testing
