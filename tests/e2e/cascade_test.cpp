@@ -11,7 +11,9 @@ namespace {
 
 class CascadeTest : public SharedHubTest<CascadeTest> {
  public:
-  static HubOptions hubOptions() { return {.services = {{"agent", {.flags = {"--release-hold", "2s"}}}}}; }
+  static HubOptions hubOptions() {
+    return {.services = {{"agent", {.flags = {"--release-hold", "2s", "--resync-interval", "1s"}}}}};
+  }
 
  protected:
   //! The `flotilla get gitrepos` row of `gitrepo` ("" when it is not listed).

@@ -11,12 +11,14 @@ namespace {
 
 class HandoverTest : public SharedHubTest<HandoverTest> {
  public:
-  static HubOptions hubOptions() { return {.services = {{"agent", {.flags = {"--release-hold", "3s"}}}}}; }
+  static HubOptions hubOptions() {
+    return {.services = {{"agent", {.flags = {"--release-hold", "3s", "--resync-interval", "2s"}}}}};
+  }
 
  protected:
   //! Restarts both agents with `hold` as their release hold.
   static void restartAgentsWithHold(const std::string& hold) {
-    hub().configure("agent", {.flags = {"--release-hold", hold}});
+    hub().configure("agent", {.flags = {"--release-hold", hold, "--resync-interval", "2s"}});
     for (size_t c = 0; c < hub().clusterCount(); ++c) {
       ASSERT_TRUE(hub().restartService("agent-" + std::to_string(c)).ok());
     }
