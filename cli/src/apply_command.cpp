@@ -1,5 +1,6 @@
 // `flotilla apply -f <file|->`: decodes every document (a `kind: List` contributes its items, in order), checks
-// them all, then stores each spec in KV.
+// them all, then stores each spec in KV: GitRepos in gitrepos/<ws>.<name>, ClusterGroups in clusters/group.<ws>.<name>,
+// Cluster documents in clusters/spec.<name> (which also withdraws a deregistration of that name).
 #include <iterator>
 #include <optional>
 #include <variant>
@@ -13,6 +14,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 
 namespace flotilla::cli {
@@ -40,6 +42,19 @@ YamlDocument listItem(const YamlDocument& list, size_t index) {
   return item;
 }
 
+//! One document as `apply` reads it: a Cluster is a hub admin's document (model::decodeClusterDocument rejects the
+//! Cluster fields the hub does not implement); every other kind is decoded by its strict codec.
+Result<model::Resource> decodeApplied(const YamlDocument& document, std::string_view source) {
+  if (document.value.isObject() && document.value.getString("kind") == "Cluster") {
+    auto cluster = model::decodeClusterDocument(document, source);
+    if (!cluster.ok()) {
+      return fail(cluster.error());
+    }
+    return model::Resource(std::move(cluster).value());
+  }
+  return model::decodeResource(document, source);
+}
+
 //! The items of a `kind: List` document (apiVersion v1, as kubectl writes it), each decoded strictly.
 Status decodeList(const YamlDocument& list, std::string_view source, std::vector<SourcedResource>& out) {
   const std::string where = std::string(source) + ":" + std::to_string(list.line);
@@ -53,7 +68,7 @@ Status decodeList(const YamlDocument& list, std::string_view source, std::vector
   }
   for (size_t index = 0; index < items->asArray().size(); ++index) {
     const std::string origin = yamlIndexPath("items", index);
-    auto decoded = model::decodeResource(listItem(list, index), source);
+    auto decoded = decodeApplied(listItem(list, index), source);
     if (!decoded.ok()) {
       return fail(ErrorKind::kInvalid, origin + ": " + decoded.error().describe());
     }
@@ -74,7 +89,7 @@ Result<std::vector<SourcedResource>> decodeInput(std::string_view text, std::str
       FLOTILLA_TRY(decodeList(document, source, out));
       continue;
     }
-    auto decoded = model::decodeResource(document, source);
+    auto decoded = decodeApplied(document, source);
     if (!decoded.ok()) {
       return fail(decoded.error());
     }
@@ -93,10 +108,10 @@ std::string describeObject(const SourcedResource& object) {
 Status checkKinds(const std::vector<SourcedResource>& objects, const std::string& source) {
   for (const auto& object : objects) {
     std::string_view kind = model::kindOf(object.resource);
-    if (kind != "GitRepo" && kind != "ClusterGroup") {
+    if (kind != "GitRepo" && kind != "ClusterGroup" && kind != "Cluster") {
       return fail(ErrorKind::kInvalid, source + ": " + describeObject(object) +
-                                           ": only GitRepo and ClusterGroup can be applied (clusters register "
-                                           "through their agent; bundles and bundle deployments are made by the hub)");
+                                           ": only GitRepo, ClusterGroup and Cluster can be applied (bundles and "
+                                           "bundle deployments are made by the hub)");
     }
   }
   return {};
@@ -115,8 +130,9 @@ bool carryOver(T& next, const std::optional<T>& stored) {
   next.metadata.generation = stored->metadata.generation;
   next.metadata.creation_timestamp = stored->metadata.creation_timestamp;
   next.metadata.uid = stored->metadata.uid;
-  if (next.spec == stored->spec && next.metadata.labels == stored->metadata.labels &&
-      next.metadata.annotations == stored->metadata.annotations) {
+  // The namespace counts too: a Cluster's key is its name alone, so its document may move it to another workspace.
+  if (next.spec == stored->spec && next.metadata.ns == stored->metadata.ns &&
+      next.metadata.labels == stored->metadata.labels && next.metadata.annotations == stored->metadata.annotations) {
     return false;
   }
   next.metadata.generation = stored->metadata.generation + 1;
@@ -172,6 +188,24 @@ Result<std::string> storeSpec(bus::KeyValue& kv, const std::string& key, const T
   return fail(ErrorKind::kConflict, "the record " + key + " kept changing while it was being written; try again");
 }
 
+//! Stores a Cluster document under clusters/spec.<name> and withdraws the cluster's deregistration, if any, so its
+//! agent may register again. Returns "created", "configured" or "unchanged", and says when a tombstone went.
+Result<std::string> storeClusterDocument(bus::KeyValue& kv, const model::Cluster& cluster) {
+  auto stored = storeSpec<model::Cluster>(kv, events::clusterSpecKey(cluster.metadata.name), cluster,
+                                          &model::decodeClusterDocument);
+  FLOTILLA_TRY(stored);
+  const std::string tombstone = events::clusterDeregisteredKey(cluster.metadata.name);
+  auto existing = kv.get(tombstone);
+  if (!existing.ok()) {
+    if (existing.error().kind == ErrorKind::kNotFound) {
+      return stored;
+    }
+    return fail(existing.error());
+  }
+  FLOTILLA_TRY(kv.remove(tombstone));
+  return *stored + " (deregistration withdrawn: an agent may register under this name again)";
+}
+
 //! Stores one object; returns its kubectl-style line ("gitrepo.fleet.cattle.io/demo created").
 Result<std::string> storeObject(const HubConnection& hub, SourcedResource& object) {
   std::string label;
@@ -188,6 +222,9 @@ Result<std::string> storeObject(const HubConnection& hub, SourcedResource& objec
     stored = storeSpec<model::ClusterGroup>(hub.bucket(events::kClustersBucket),
                                             events::clusterGroupKey(group->metadata.ns, group->metadata.name), *group,
                                             &model::decodeClusterGroup);
+  } else if (auto* cluster = std::get_if<model::Cluster>(&object.resource)) {
+    label = qualifiedKind(Kind::kCluster) + "/" + cluster->metadata.name;
+    stored = storeClusterDocument(hub.bucket(events::kClustersBucket), *cluster);
   }
   if (!stored.ok()) {
     return fail(stored.error().kind,
@@ -212,8 +249,8 @@ Result<std::string> readInput(const std::string& file, std::istream& in) {
 void defineApply(CLI::App& command, Invocation& invocation) {
   command
       .add_option("-f,--filename", invocation.file,
-                  "a YAML file of GitRepo and ClusterGroup documents, or - for "
-                  "stdin; a kind: List contributes its items")
+                  "a YAML file of GitRepo, ClusterGroup and Cluster documents, or - "
+                  "for stdin; a kind: List contributes its items")
       ->required()
       ->type_name("FILE");
 }

@@ -113,7 +113,7 @@ std::variant<const Command*, int> parse(CLI::App& app, std::vector<std::string> 
 const std::vector<Command>& commandTable() {
   static const std::vector<Command> kCommands = {
       {.name = "apply",
-       .summary = "store GitRepo and ClusterGroup documents (Fleet's YAML, a kind: List of them)",
+       .summary = "store GitRepo, ClusterGroup and Cluster documents (Fleet's YAML, a kind: List of them)",
        .uses_hub = true,
        .define = defineApply,
        .run = runApply},
@@ -133,10 +133,11 @@ const std::vector<Command>& commandTable() {
        .define = defineDescribe,
        .run = runDescribe},
       {.name = "delete",
-       .summary = "remove a GitRepo or ClusterGroup spec (the pipeline then removes what it deployed)",
-       .workspace_help = "the object's workspace (needed when the name exists in several)",
+       .summary = "remove a GitRepo or ClusterGroup spec, or deregister a cluster (the hub then removes what "
+                  "they deployed)",
+       .workspace_help = "the object's workspace (needed when the name exists in several; not for clusters)",
        .uses_hub = true,
-       .argument_words = {"gitrepos", "clustergroups"},
+       .argument_words = {"gitrepos", "clustergroups", "clusters"},
        .define = defineDelete,
        .run = runDelete},
       {.name = "force-sync",

@@ -42,10 +42,11 @@ struct GlobalFlags {
 //! Everything one command line parses into: the global flags and the arguments of whichever command runs.
 struct Invocation {
   GlobalFlags global;
-  std::string kind;   //!< get, describe, delete: the kind
-  std::string name;   //!< get (optional), describe, delete, force-sync: the object's name
-  std::string file;   //!< apply -f
-  std::string shell;  //!< completion
+  std::string kind;             //!< get, describe, delete: the kind
+  std::string name;             //!< get (optional), describe, delete, force-sync: the object's name
+  std::string file;             //!< apply -f
+  bool keep_resources = false;  //!< delete cluster --keep-resources
+  std::string shell;            //!< completion
   RenderArgs render;
   const CLI::App* root = nullptr;  //!< the top-level app (help and completion describe it)
 };
@@ -98,6 +99,8 @@ void defineDescribe(CLI::App& command, Invocation& invocation);
 int runDescribe(Invocation& invocation, const Streams& io);
 void defineDelete(CLI::App& command, Invocation& invocation);
 int runDelete(Invocation& invocation, const Streams& io);
+//! `delete cluster <name>`: the deregistration (cluster_delete.cpp); runDelete hands clusters to it.
+int runDeleteCluster(Invocation& invocation, const Streams& io);
 void defineForceSync(CLI::App& command, Invocation& invocation);
 int runForceSync(Invocation& invocation, const Streams& io);
 void defineRedrive(CLI::App& command, Invocation& invocation);

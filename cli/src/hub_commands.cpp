@@ -1,4 +1,5 @@
-// `flotilla get`, `describe` and `delete`: read the hub's records into a snapshot and show them, or remove a spec.
+// `flotilla get`, `describe` and `delete`: read the hub's records into a snapshot and show them, or remove a spec
+// (a cluster's deregistration is in cluster_delete.cpp).
 #include <ostream>
 
 #include <CLI/CLI.hpp>
@@ -75,6 +76,8 @@ void defineDescribe(CLI::App& command, Invocation& invocation) {
 }
 void defineDelete(CLI::App& command, Invocation& invocation) {
   defineKindAndName(command, invocation, true);
+  command.add_flag("--keep-resources", invocation.keep_resources,
+                   "clusters only: leave the objects the cluster's bundles deployed in place (orphaned)");
 }
 
 int runGet(Invocation& invocation, const Streams& io) {
@@ -144,8 +147,17 @@ int runDelete(Invocation& invocation, const Streams& io) {
   if (!kind.ok()) {
     return usageError(io.err, kind.error().message, "delete");
   }
+  if (*kind == Kind::kCluster) {
+    return runDeleteCluster(invocation, io);
+  }
   if (*kind != Kind::kGitRepo && *kind != Kind::kClusterGroup) {
-    return usageError(io.err, "only gitrepos and clustergroups can be deleted", "delete");
+    return usageError(io.err, "only gitrepos, clustergroups and clusters can be deleted", "delete");
+  }
+  if (invocation.keep_resources) {
+    return usageError(io.err,
+                      "--keep-resources applies to clusters only (a GitRepo's spec.keepResources decides for its "
+                      "bundles)",
+                      "delete");
   }
   const std::string& name = invocation.name;
   const std::string& workspace = invocation.global.workspace;

@@ -6,6 +6,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 
 namespace flotilla::cli {
@@ -112,6 +113,25 @@ void loadClustersEntry(Snapshot& snap, const bus::KvEntry& entry) {
     appendResource<model::ClusterGroup>(
         snap, events::kClustersBucket, entry,
         [](const Json& json, const std::string& key) { return model::decodeClusterGroup(json, key); }, snap.groups);
+  } else if (startsWith(entry.key, "spec.")) {
+    // The key names the cluster (as the scheduler and the bundler read it).
+    auto names = events::keyNames(entry.key, "spec", 1);
+    std::vector<model::Cluster> specs;
+    appendResource<model::Cluster>(
+        snap, events::kClustersBucket, entry,
+        [](const Json& json, const std::string& key) { return model::decodeClusterDocument(json, key); }, specs);
+    if (names.ok() && !specs.empty()) {
+      specs.front().metadata.name = (*names)[0];
+      snap.cluster_specs[(*names)[0]] = std::move(specs.front());
+    }
+  } else if (startsWith(entry.key, "deregistered.")) {
+    auto tombstone = events::parseRecord<events::ClusterDeregistration>(entry.value);
+    if (!tombstone.ok()) {
+      warn(snap, events::kClustersBucket, entry.key, tombstone.error());
+      return;
+    }
+    const std::string cluster = tombstone->cluster;
+    snap.deregistrations[cluster] = std::move(tombstone).value();
   } else if (startsWith(entry.key, "heartbeat.")) {
     auto names = events::keyNames(entry.key, "heartbeat", 1);
     auto heartbeat = events::parsePayload<events::Heartbeat>(entry.value);

@@ -10,6 +10,7 @@
 #include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "view_util.h"
 
@@ -108,6 +109,26 @@ Json gitRepoView(const Snapshot& snap, const model::GitRepo& gitrepo) {
   return view;
 }
 
+//! A GitRepo whose spec is gone while its summary is still stored: the scheduler is deleting what it deployed
+//! (docs/pipeline.md "Deletes that cascade") and keeps the summary, with how many deployments are left, until the
+//! agents have reported.
+Json deletingGitRepoView(const Snapshot& snap, const events::GitRepoSummary& rollup) {
+  Json status = Json::object();
+  if (const auto* poll = findRecord(snap.poll_statuses, events::gitRepoStatusKey(rollup.workspace, rollup.gitrepo))) {
+    putPollStatus(status, *poll);
+  }
+  putGitRepoSummary(status, &rollup);
+  status["display"] = Json::obj({{"readyBundleDeployments", rollup.ready_bundle_deployments},
+                                 {"state", "Deleting"},
+                                 {"message", rollup.message},
+                                 {"error", rollup.error}});
+  return Json::obj({{"apiVersion", std::string(model::kFlotillaApiVersion)},
+                    {"kind", "GitRepo"},
+                    {"metadata", Json::obj({{"name", rollup.gitrepo}, {"namespace", rollup.workspace}})},
+                    {"spec", Json::object()},
+                    {"status", std::move(status)}});
+}
+
 // ---- Bundle ----
 
 struct BundleId {
@@ -201,7 +222,53 @@ Json bundleView(const Snapshot& snap, const BundleId& id) {
 
 // ---- Cluster, ClusterGroup, BundleDeployment ----
 
-Json clusterView(const Snapshot& snap, const model::Cluster& cluster) {
+//! A cluster as `get clusters` shows it: the registration overlaid by the admin's document (hub labels, paused),
+//! or a document alone while no agent has registered under its name.
+struct ClusterEntry {
+  model::Cluster cluster;
+  bool registered = false;
+};
+
+std::vector<ClusterEntry> clusterEntries(const Snapshot& snap) {
+  std::vector<ClusterEntry> out;
+  std::set<std::string> registered;
+  for (const auto& registration : snap.clusters) {
+    const auto* document = findRecord(snap.cluster_specs, registration.metadata.name);
+    out.push_back({model::effectiveCluster(registration, document), true});
+    registered.insert(registration.metadata.name);
+  }
+  for (const auto& [name, document] : snap.cluster_specs) {
+    if (!registered.contains(name)) {
+      out.push_back({document, false});
+    }
+  }
+  return out;
+}
+
+//! State and message of a cluster's display: Deregistering while its tombstone exists, WaitCheckIn before its
+//! agent registered, else the scheduler's summary; a paused cluster says so.
+Json clusterDisplay(const Snapshot& snap, const ClusterEntry& entry, const events::ClusterSummary* rollup) {
+  const std::string& name = entry.cluster.metadata.name;
+  std::string state = rollup != nullptr ? rollup->state : "WaitCheckIn";
+  std::string message = rollup != nullptr ? rollup->message : "";
+  if (const auto* tombstone = findRecord(snap.deregistrations, name)) {
+    auto left = std::count_if(snap.deployments.begin(), snap.deployments.end(),
+                              [&](const DeploymentRecord& r) { return r.cluster == name; });
+    state = "Deregistering";
+    message = "deregistered at " + tombstone->time + (tombstone->keep_resources ? " (keepResources)" : "") + ": " +
+              std::to_string(left) + " deployments left";
+  } else if (!entry.registered) {
+    state = "WaitCheckIn";
+    message = "no agent has registered under this name yet";
+  } else if (entry.cluster.spec.paused) {
+    message = detail::joinMessages({"paused: new deployments are held", message});
+  }
+  return Json::obj(
+      {{"readyBundles", rollup != nullptr ? rollup->ready_bundles : "0/0"}, {"state", state}, {"message", message}});
+}
+
+Json clusterView(const Snapshot& snap, const ClusterEntry& entry) {
+  const model::Cluster& cluster = entry.cluster;
   Json view = model::encode(cluster);
   const auto* rollup = findRecord(snap.cluster_summaries, events::clusterSummaryKey(cluster.metadata.name));
   Json& status = view["status"];
@@ -223,9 +290,11 @@ Json clusterView(const Snapshot& snap, const model::Cluster& cluster) {
     status["readyGitRepos"] = rollup->ready_git_repos;
     status["desiredReadyGitRepos"] = rollup->desired_ready_git_repos;
   }
-  status["display"] = Json::obj({{"readyBundles", rollup != nullptr ? rollup->ready_bundles : "0/0"},
-                                 {"state", rollup != nullptr ? rollup->state : "WaitCheckIn"},
-                                 {"message", rollup != nullptr ? rollup->message : ""}});
+  status["registered"] = entry.registered;
+  if (const auto* tombstone = findRecord(snap.deregistrations, cluster.metadata.name)) {
+    status["deregistration"] = events::encode(*tombstone);
+  }
+  status["display"] = clusterDisplay(snap, entry, rollup);
   return view;
 }
 
@@ -240,8 +309,9 @@ Json clusterGroupView(const Snapshot& snap, const model::ClusterGroup& group) {
   Json members = Json::array();
   Json non_ready = Json::array();
   int64_t count = 0;
-  for (const auto& cluster : snap.clusters) {
-    if (!isMember(group, cluster)) {
+  for (const auto& entry : clusterEntries(snap)) {
+    const model::Cluster& cluster = entry.cluster;
+    if (!entry.registered || !isMember(group, cluster)) {
       continue;
     }
     ++count;
@@ -304,12 +374,27 @@ void addResourceViews(std::vector<Json>& out, const Snapshot& snapshot, const st
   }
 }
 
+//! The views of GitRepos being deleted (a summary without a spec) that pass `filter`.
+void addDeletingGitRepoViews(std::vector<Json>& out, const Snapshot& snapshot, const Filter& filter) {
+  std::set<std::string> specs;
+  for (const auto& gitrepo : snapshot.gitrepos) {
+    specs.insert(events::gitRepoKey(gitrepo.metadata.ns, gitrepo.metadata.name));
+  }
+  for (const auto& [key, rollup] : snapshot.gitrepo_summaries) {
+    if (!specs.contains(events::gitRepoKey(rollup.workspace, rollup.gitrepo)) &&
+        nameWanted(filter, rollup.workspace, rollup.gitrepo)) {
+      out.push_back(deletingGitRepoView(snapshot, rollup));
+    }
+  }
+}
+
 //! Every view of `kind` that passes `filter`.
 std::vector<Json> viewsOf(const Snapshot& snapshot, Kind kind, const Filter& filter) {
   std::vector<Json> out;
   switch (kind) {
     case Kind::kGitRepo:
       addResourceViews(out, snapshot, snapshot.gitrepos, filter, gitRepoView);
+      addDeletingGitRepoViews(out, snapshot, filter);
       break;
     case Kind::kBundle:
       for (const auto& id : bundleIds(snapshot)) {
@@ -319,7 +404,11 @@ std::vector<Json> viewsOf(const Snapshot& snapshot, Kind kind, const Filter& fil
       }
       break;
     case Kind::kCluster:
-      addResourceViews(out, snapshot, snapshot.clusters, filter, clusterView);
+      for (const auto& entry : clusterEntries(snapshot)) {
+        if (nameWanted(filter, entry.cluster.metadata.ns, entry.cluster.metadata.name)) {
+          out.push_back(clusterView(snapshot, entry));
+        }
+      }
       break;
     case Kind::kClusterGroup:
       addResourceViews(out, snapshot, snapshot.groups, filter, clusterGroupView);

@@ -180,6 +180,18 @@ void describeCluster(std::ostringstream& out, const Snapshot& snapshot, const Js
   const Json& status = statusOf(view);
   const Json& agent = orEmpty(status.find("agent"));
   line(out, "Labels", detail::labelsText(view.at({"metadata", "labels"})));
+  line(out, "Annotations", detail::labelsText(view.at({"metadata", "annotations"})));
+  const Json* paused = view.at({"spec", "paused"});
+  line(out, "Paused",
+       paused != nullptr && paused->isBool() && paused->asBool() ? "true (new deployments are held)" : "false");
+  if (const Json* values = view.at({"spec", "templateValues"}); values != nullptr && values->isObject()) {
+    block(out, "Template values", *values);
+  }
+  const Json& deregistration = orEmpty(status.find("deregistration"));
+  if (!deregistration.getString("cluster").empty()) {
+    line(out, "Deregistered",
+         deregistration.getString("time") + (deregistration.getBool("keepResources") ? " (keepResources)" : ""));
+  }
   line(out, "Kubernetes", agent.getString("kubernetesVersion"));
   line(out, "Agent", agent.getString("version"));
   line(out, "Registered", orEmpty(view.find("metadata")).getString("creationTimestamp"));

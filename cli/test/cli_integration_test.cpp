@@ -199,10 +199,10 @@ TEST_F(CliTest, UnknownFieldIsRejectedWithLineAndPath) {
   expectAbsent(*hub_.gitrepos, events::gitRepoKey("fleet-default", "broken"));
   expectAbsent(*hub_.clusters, events::clusterGroupKey("fleet-default", "europe"));
 
-  auto cluster =
-      cli({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\n");
-  EXPECT_EQ(cluster.exit_code, 1);
-  EXPECT_NE(cluster.err.find("only GitRepo and ClusterGroup"), std::string::npos) << cluster.err;
+  auto bundle =
+      cli({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Bundle\nmetadata:\n  name: b1\n");
+  EXPECT_EQ(bundle.exit_code, 1);
+  EXPECT_NE(bundle.err.find("only GitRepo, ClusterGroup and Cluster"), std::string::npos) << bundle.err;
 }
 
 // get -o json lists full records (spec + status) built from what the services wrote.

@@ -183,6 +183,12 @@ void recordFields(auto& v, detail::FieldsOf<ClusterSummary> auto& s) {
   v.str("updated", s.updated);
 }
 
+void recordFields(auto& v, detail::FieldsOf<ClusterDeregistration> auto& d) {
+  v.str("cluster", d.cluster, true);
+  v.str("time", d.time);
+  v.boolean("keepResources", d.keep_resources);
+}
+
 // ---- the codecs (records.h encode, decodeRecord) ----
 
 template struct detail::RecordCodec<DeploymentRecord>;
@@ -193,6 +199,7 @@ template struct detail::RecordCodec<PollStatus>;
 template struct detail::RecordCodec<BundleSummary>;
 template struct detail::RecordCodec<GitRepoSummary>;
 template struct detail::RecordCodec<ClusterSummary>;
+template struct detail::RecordCodec<ClusterDeregistration>;
 
 BdStatus bdStatusFrom(const StatusEvent& event) {
   return BdStatus{.cluster = event.cluster,

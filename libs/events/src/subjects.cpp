@@ -172,6 +172,12 @@ std::string clusterGroupKey(std::string_view workspace, std::string_view group) 
 std::string heartbeatKey(std::string_view cluster) {
   return keyOf({"heartbeat", cluster});
 }
+std::string clusterSpecKey(std::string_view cluster) {
+  return keyOf({"spec", cluster});
+}
+std::string clusterDeregisteredKey(std::string_view cluster) {
+  return keyOf({"deregistered", cluster});
+}
 std::string bundleKey(std::string_view workspace, std::string_view bundle) {
   return keyOf({workspace, bundle});
 }

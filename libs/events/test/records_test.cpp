@@ -261,6 +261,14 @@ TEST(RecordsTest, Summaries) {
   test::expectProblem(decodeRecord<GitRepoSummary>(bad_bundle), "GitRepoSummary.bundles[0].ready");
 }
 
+TEST(RecordsTest, ClusterDeregistration) {
+  checkRecord(RecordCase<ClusterDeregistration>{
+      ClusterDeregistration{.cluster = "prod.eu", .time = kTime, .keep_resources = true}, "cluster"});
+  Json wrong = encode(ClusterDeregistration{.cluster = "c1", .time = kTime});
+  wrong["keepResources"] = "yes";
+  test::expectProblem(decodeRecord<ClusterDeregistration>(wrong), "ClusterDeregistration.keepResources");
+}
+
 // The one rule for the state a deployment counts as.
 TEST(RecordsTest, DeploymentState) {
   DeploymentRecord record = sampleDeployment();
@@ -341,6 +349,8 @@ TEST(RecordsTest, PipelineDocExamples) {
   checkExample<BundleSummary>(summaries[0]);
   checkExample<GitRepoSummary>(summaries[1]);
   checkExample<ClusterSummary>(summaries[2]);
+  ASSERT_EQ(examples["ClusterDeregistration"].size(), 1u);
+  checkExample<ClusterDeregistration>(examples["ClusterDeregistration"][0]);
 }
 
 TEST(RecordsTest, KeyNames) {

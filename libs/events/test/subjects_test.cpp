@@ -106,6 +106,10 @@ TEST(SubjectsTest, KvKeysFollowThePipelineLayout) {
   EXPECT_EQ(clusterKey("eu-1"), "cluster.eu-1");
   EXPECT_EQ(clusterGroupKey("ws", "prod"), "group.ws.prod");
   EXPECT_EQ(heartbeatKey("eu-1"), "heartbeat.eu-1");
+  EXPECT_EQ(clusterSpecKey("eu-1"), "spec.eu-1");
+  EXPECT_EQ(clusterDeregisteredKey("prod.eu"), "deregistered.prod=2Eeu");
+  EXPECT_EQ(keyNames(clusterDeregisteredKey("prod.eu"), "deregistered", 1).value(),
+            std::vector<std::string>{"prod.eu"});
   EXPECT_EQ(bundleKey("ws", "b.c"), "ws.b=2Ec");
   EXPECT_EQ(deploymentKey("eu-1", "ws", "web"), "eu-1.ws.web");
   EXPECT_EQ(gitRepoStatusKey("ws", "repo"), "gitrepo.ws.repo");

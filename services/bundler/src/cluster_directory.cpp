@@ -2,6 +2,7 @@
 
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 
 namespace flotilla::bundler {
@@ -21,56 +22,89 @@ Result<T> decodeRecord(const bus::KvEntry& entry, Decode decode) {
 }  // namespace
 
 ClusterDirectory::Change ClusterDirectory::apply(const bus::KvEntry& entry) {
-  const bool deleted = entry.operation != bus::KvOperation::kPut;
-  Change change;
-  auto invalid = [&](const Error& error) {
-    change.invalid = true;
-    change.problem = error.describe();
-    return change;
-  };
   if (startsWith(entry.key, "group.")) {
-    auto names = events::keyNames(entry.key, "group", 2);
-    if (!names.ok()) {
-      return invalid(names.error());
-    }
-    const std::string id = (*names)[0] + "/" + (*names)[1];
-    std::lock_guard lock(mutex_);
-    if (deleted) {
-      groups_.erase(id);
-    } else {
-      auto group = decodeRecord<model::ClusterGroup>(
-          entry, [](const Json& json, const std::string& where) { return model::decodeClusterGroup(json, where); });
-      if (!group.ok()) {
-        return invalid(group.error());
-      }
-      group->metadata.ns = (*names)[0];  // the key is authoritative for identity
-      group->metadata.name = (*names)[1];
-      groups_[id] = std::move(group).value();
-    }
-    return recompute();
+    return applyGroup(entry);
   }
-  if (startsWith(entry.key, "cluster.")) {
-    auto names = events::keyNames(entry.key, "cluster", 1);
-    if (!names.ok()) {
-      return invalid(names.error());
-    }
-    const std::string& name = (*names)[0];
-    std::lock_guard lock(mutex_);
-    if (deleted) {
-      clusters_.erase(name);
-    } else {
-      auto parsed = Json::parse(entry.value);
-      auto cluster =
-          parsed.ok() ? model::decodeCluster(*parsed, entry.key) : Result<model::Cluster>(fail(parsed.error()));
-      if (!cluster.ok()) {
-        return invalid(cluster.error());
-      }
-      cluster->metadata.name = name;
-      clusters_[name] = std::move(cluster).value();
-    }
-    return recompute();
+  if (startsWith(entry.key, "cluster.") || startsWith(entry.key, "spec.")) {
+    return applyCluster(entry);
   }
-  return change;  // heartbeats and anything else
+  if (startsWith(entry.key, "deregistered.")) {
+    return applyTombstone(entry);
+  }
+  return {};  // heartbeats and anything else
+}
+
+ClusterDirectory::Change ClusterDirectory::invalid(const Error& error) {
+  Change change;
+  change.invalid = true;
+  change.problem = error.describe();
+  return change;
+}
+
+ClusterDirectory::Change ClusterDirectory::applyGroup(const bus::KvEntry& entry) {
+  auto names = events::keyNames(entry.key, "group", 2);
+  if (!names.ok()) {
+    return invalid(names.error());
+  }
+  const std::string id = (*names)[0] + "/" + (*names)[1];
+  std::lock_guard lock(mutex_);
+  if (entry.operation != bus::KvOperation::kPut) {
+    groups_.erase(id);
+  } else {
+    auto group = decodeRecord<model::ClusterGroup>(
+        entry, [](const Json& json, const std::string& where) { return model::decodeClusterGroup(json, where); });
+    if (!group.ok()) {
+      return invalid(group.error());
+    }
+    group->metadata.ns = (*names)[0];  // the key is authoritative for identity
+    group->metadata.name = (*names)[1];
+    groups_[id] = std::move(group).value();
+  }
+  return recompute();
+}
+
+ClusterDirectory::Change ClusterDirectory::applyCluster(const bus::KvEntry& entry) {
+  // cluster.<name>: the agent's registration; spec.<name>: the hub admin's Cluster document overlaid on it.
+  const bool document = startsWith(entry.key, "spec.");
+  auto names = events::keyNames(entry.key, document ? "spec" : "cluster", 1);
+  if (!names.ok()) {
+    return invalid(names.error());
+  }
+  const std::string& name = (*names)[0];
+  auto& records = document ? documents_ : registrations_;
+  std::lock_guard lock(mutex_);
+  if (entry.operation != bus::KvOperation::kPut) {
+    records.erase(name);
+  } else {
+    auto cluster = document ? decodeRecord<model::Cluster>(entry,
+                                                           [](const Json& json, const std::string& where) {
+                                                             return model::decodeClusterDocument(json, where);
+                                                           })
+                            : decodeRecord<model::Cluster>(entry, [](const Json& json, const std::string& where) {
+                                return model::decodeCluster(json, where);
+                              });
+    if (!cluster.ok()) {
+      return invalid(cluster.error());
+    }
+    cluster->metadata.name = name;
+    records[name] = std::move(cluster).value();
+  }
+  return recompute();
+}
+
+ClusterDirectory::Change ClusterDirectory::applyTombstone(const bus::KvEntry& entry) {
+  // A deregistered cluster gets no more renders.
+  auto names = events::keyNames(entry.key, "deregistered", 1);
+  if (!names.ok()) {
+    return invalid(names.error());
+  }
+  std::lock_guard lock(mutex_);
+  if (entry.operation == bus::KvOperation::kPut) {
+    deregistered_.insert((*names)[0]);
+  } else {
+    deregistered_.erase((*names)[0]);
+  }
+  return recompute();
 }
 
 ClusterDirectory::Change ClusterDirectory::recompute() {
@@ -80,8 +114,13 @@ ClusterDirectory::Change ClusterDirectory::recompute() {
   for (const auto& [id, group] : groups_) {
     groups.push_back(model::groupInfoOf(group));
   }
-  for (const auto& [name, cluster] : clusters_) {
-    ClusterFacts facts = model::clusterFactsOf(cluster);
+  for (const auto& [name, registration] : registrations_) {
+    if (deregistered_.contains(name)) {
+      continue;
+    }
+    auto document = documents_.find(name);
+    ClusterFacts facts = model::clusterFactsOf(
+        model::effectiveCluster(registration, document == documents_.end() ? nullptr : &document->second));
     model::resolveGroups(facts, groups);
     next.emplace(name, std::move(facts));
   }

@@ -42,5 +42,47 @@ TEST(ClusterDirectory, FactsGroupsAndChanges) {
   EXPECT_TRUE(directory.snapshot("ws").empty());
 }
 
+// The hub admin's Cluster document (spec.<name>) is overlaid on the registration, so `${ }` templating sees the hub
+// labels and templateValues; a document alone makes no cluster; a deregistered cluster is left out.
+TEST(ClusterDirectory, DocumentsOverlayRegistrationsAndTombstonesRemoveClusters) {
+  ClusterDirectory directory;
+  const std::string document = R"({"apiVersion":"flotilla.io/v1alpha1","kind":"Cluster",
+    "metadata":{"name":"c1","namespace":"ws","labels":{"env":"prod","tier":"gold"},"annotations":{"owner":"hub"}},
+    "spec":{"templateValues":{"replicas":3}}})";
+  auto change = directory.apply(put("spec.c1", document));
+  EXPECT_FALSE(change.invalid) << change.problem;
+  EXPECT_TRUE(change.clusters.empty()) << "a document without a registration is no cluster";
+
+  change = directory.apply(put("cluster.c1", R"({"apiVersion":"flotilla.io/v1alpha1","kind":"Cluster",
+    "metadata":{"name":"c1","namespace":"ws","labels":{"env":"dev","arch":"arm64"}},
+    "status":{"agent":{"kubernetesVersion":"v1.30.1"}}})"));
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c1"});
+  auto facts = directory.snapshot("ws");
+  ASSERT_EQ(facts.size(), 1u);
+  EXPECT_EQ(facts[0].labels, (model::Labels{{"env", "prod"}, {"tier", "gold"}, {"arch", "arm64"}}));
+  EXPECT_EQ(facts[0].annotations.at("owner"), "hub");
+  EXPECT_EQ(facts[0].template_values, *Json::parse(R"({"replicas":3})"));
+  EXPECT_EQ(facts[0].kubernetes_version, "v1.30.1");
+
+  // A document with a field the hub does not implement is reported, not applied.
+  EXPECT_TRUE(directory
+                  .apply(put("spec.c1", R"({"apiVersion":"flotilla.io/v1alpha1","kind":"Cluster",
+    "metadata":{"name":"c1"},"spec":{"clientID":"x"}})"))
+                  .invalid);
+
+  change = directory.apply(put("deregistered.c1", R"({"cluster":"c1","time":"","keepResources":false})"));
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c1"});
+  EXPECT_TRUE(directory.snapshot("ws").empty());
+  change = directory.apply(bus::KvEntry{.key = "deregistered.c1", .operation = bus::KvOperation::kDelete});
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c1"});
+
+  // Without the document the registration's own labels apply again.
+  directory.apply(bus::KvEntry{.key = "spec.c1", .operation = bus::KvOperation::kDelete});
+  facts = directory.snapshot("ws");
+  ASSERT_EQ(facts.size(), 1u);
+  EXPECT_EQ(facts[0].labels.at("env"), "dev");
+  EXPECT_TRUE(facts[0].template_values.asObject().empty());
+}
+
 }  // namespace
 }  // namespace flotilla::bundler

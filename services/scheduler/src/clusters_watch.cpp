@@ -1,9 +1,12 @@
-// The clusters bucket: groups (from `flotilla apply`), cluster records (another replica, or by hand) and agent
-// heartbeats; a change that moves targeting queues a re-target.
+// The clusters bucket: groups and Cluster documents (from `flotilla apply`), cluster records (registrations, from
+// another replica or by hand), tombstones (deregistration.cpp) and agent heartbeats. The cluster placement sees is
+// the registration overlaid by its document (model::effectiveCluster); a change that moves targeting or pausing
+// queues a re-target.
 #include "flotilla/core/log.h"
 #include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "times.h"
@@ -25,6 +28,11 @@ Result<T> decodeResource(const bus::KvEntry& entry, Decode decode) {
     return fail(parsed.error());
   }
   return decode(*parsed, entry.key);
+}
+
+//! Whether placement sees a difference: workspace, labels (targeting) or paused (rollout).
+bool placementDiffers(const model::Cluster& a, const model::Cluster& b) {
+  return !(clusterInfoOf(a) == clusterInfoOf(b)) || a.spec.paused != b.spec.paused;
 }
 
 }  // namespace
@@ -52,6 +60,7 @@ void Scheduler::watchLoop() {
     if (*entry) {
       handleClustersEntry(**entry);
     }
+    checkDeregistrations();
   }
 }
 
@@ -60,8 +69,75 @@ void Scheduler::handleClustersEntry(const bus::KvEntry& entry) {
     handleGroupEntry(entry);
   } else if (startsWith(entry.key, "cluster.")) {
     handleClusterEntry(entry);
+  } else if (startsWith(entry.key, "spec.")) {
+    handleClusterDocumentEntry(entry);
+  } else if (startsWith(entry.key, "deregistered.")) {
+    handleDeregisteredEntry(entry);
   } else if (startsWith(entry.key, "heartbeat.")) {
     handleHeartbeatEntry(entry);
+  }
+}
+
+bool Scheduler::refreshCluster(const std::string& name) {
+  auto registration = registrations_.find(name);
+  auto current = clusters_.find(name);
+  if (registration == registrations_.end()) {
+    // A document alone makes no cluster: nothing is deployed before an agent registers under that name.
+    if (current == clusters_.end()) {
+      return false;
+    }
+    clusters_.erase(current);
+    updateGauges();
+    return true;
+  }
+  auto document = cluster_documents_.find(name);
+  model::Cluster next =
+      model::effectiveCluster(registration->second, document == cluster_documents_.end() ? nullptr : &document->second);
+  bool changed = current == clusters_.end() || placementDiffers(current->second, next);
+  clusters_[name] = std::move(next);
+  updateGauges();
+  return changed;
+}
+
+void Scheduler::handleClusterDocumentEntry(const bus::KvEntry& entry) {
+  auto names = events::keyNames(entry.key, "spec", 1);
+  if (!names.ok()) {
+    countInvalidClustersRecord(metrics_, entry, names.error());
+    return;
+  }
+  const std::string& name = (*names)[0];
+  std::optional<model::Cluster> document;
+  if (entry.operation == bus::KvOperation::kPut) {
+    auto decoded = decodeResource<model::Cluster>(
+        entry, [](const Json& json, const std::string& key) { return model::decodeClusterDocument(json, key); });
+    if (!decoded.ok()) {
+      // The document the scheduler had stays in force: `flotilla apply` checks documents, so this is a hand edit.
+      countInvalidClustersRecord(metrics_, entry, decoded.error());
+      return;
+    }
+    document = std::move(decoded).value();
+    document->metadata.name = name;  // the key is authoritative for identity
+  }
+  bool changed = false;
+  bool live = false;
+  {
+    std::lock_guard lock(mutex_);
+    live = loaded_;
+    if (document) {
+      cluster_documents_[name] = *document;
+    } else {
+      cluster_documents_.erase(name);
+    }
+    changed = refreshCluster(name);
+  }
+  if (changed && live) {
+    log::info(document ? "cluster document applied" : "cluster document removed",
+              {{"cluster", name}, {"paused", document && document->spec.paused}});
+    metrics_
+        .counter("cluster_documents_total", "Cluster documents (hub labels, paused) that changed placement",
+                 {{"change", document ? "applied" : "removed"}})
+        .Increment();
+    enqueueReconcile(name);
   }
 }
 
@@ -129,15 +205,12 @@ void Scheduler::handleClusterEntry(const bus::KvEntry& entry) {
   {
     std::lock_guard lock(mutex_);
     live = loaded_;
-    auto it = clusters_.find(name);
     if (cluster) {
-      changed = it == clusters_.end() || !(clusterInfoOf(it->second) == clusterInfoOf(*cluster));
-      clusters_[name] = *cluster;
-    } else if (it != clusters_.end()) {
-      clusters_.erase(it);
-      changed = true;
+      registrations_[name] = *cluster;
+    } else {
+      registrations_.erase(name);
     }
-    updateGauges();
+    changed = refreshCluster(name);
   }
   if (changed && live) {
     // Written by another scheduler replica or by hand: re-target like a registration would.

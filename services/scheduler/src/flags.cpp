@@ -7,6 +7,9 @@ namespace flotilla::scheduler {
 std::map<std::string, std::string> schedulerFlags() {
   return {
       {"ack-wait", "seconds before JetStream redelivers a message the scheduler did not acknowledge (default 60)"},
+      {"agent-heartbeat-interval",
+       "seconds between the agents' heartbeats (their --heartbeat-interval, default 30); an agent silent for three "
+       "of them counts as disconnected"},
       {"fetch-batch", "messages fetched per pull from each durable consumer (default 16)"},
       {"max-deliveries", "deliveries of a failing message before it is terminated and reported (default 10)"},
       {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
@@ -35,6 +38,9 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
   auto ack_wait = positive(config, "ack-wait", options.ack_wait.count() / 1000);
   FLOTILLA_TRY(ack_wait);
   options.ack_wait = std::chrono::seconds(*ack_wait);
+  auto heartbeat = positive(config, "agent-heartbeat-interval", options.heartbeat_interval.count() / 1000);
+  FLOTILLA_TRY(heartbeat);
+  options.heartbeat_interval = std::chrono::seconds(*heartbeat);
   auto batch = positive(config, "fetch-batch", options.fetch_batch);
   FLOTILLA_TRY(batch);
   options.fetch_batch = static_cast<int>(*batch);

@@ -50,10 +50,12 @@ PlacementDecision decideWanted(const PlacementInput& in, const Placement& want) 
   next.target = want.target;
   next.customization = want.customization;
   next.updated = in.now;
-  if (targeting.paused || same_release) {
-    // Fleet holds a paused bundle's new deployments (they show OutOfSync): nothing goes to the agent, the record
-    // remembers what is staged. Un-staging a deployment that equals the released one needs no DeployEvent either.
-    next.staged_deployment_id = (targeting.paused && !same_release) ? want.deployment_id : std::string();
+  const bool paused = targeting.paused || in.cluster_paused;
+  if (paused || same_release) {
+    // Fleet holds a paused bundle's (or cluster's) new deployments (they show OutOfSync): nothing goes to the
+    // agent, the record remembers what is staged. Un-staging a deployment that equals the released one needs no
+    // DeployEvent either.
+    next.staged_deployment_id = (paused && !same_release) ? want.deployment_id : std::string();
     bool unchanged = record != nullptr && next.staged_deployment_id == record->staged_deployment_id;
     out.action = unchanged ? Action::kNothing : Action::kStage;
     return out;

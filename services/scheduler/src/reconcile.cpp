@@ -179,6 +179,7 @@ PlacementInput Scheduler::placementInput(const BundleInfo* bundle, const std::st
                                          int64_t clock_ms) const {
   PlacementInput input{.workspace = workspace, .bundle = bundle_name, .cluster = cluster_name, .clock_ms = clock_ms};
   auto cluster = clusters_.find(cluster_name);
+  input.cluster_paused = cluster != clusters_.end() && cluster->second.spec.paused;
   if (bundle != nullptr && bundle->targeting) {
     input.targeting = &*bundle->targeting;
     if (cluster != clusters_.end()) {
@@ -194,6 +195,9 @@ PlacementInput Scheduler::placementInput(const BundleInfo* bundle, const std::st
 
 Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
                                 const std::string& cluster, int64_t clock_ms, Affected& affected, bool& published) {
+  if (deregistering(cluster)) {
+    return {};  // its deployments are the deregistration's (deregistration.cpp)
+  }
   PlacementInput input = placementInput(bundle, workspace, bundle_name, cluster, clock_ms);
   return applyPlacement(input, decidePlacement(input), affected, published);
 }
@@ -254,11 +258,12 @@ Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDe
                                        {"deploymentID", next.deployment_id},
                                        {"generation", next.generation}});
   } else if (!next.staged_deployment_id.empty()) {
-    metrics_.counter("deploys_held_total", "Deployments staged but not released (bundle paused)").Increment();
-    log::info("deployment held: bundle paused", {{"cluster", input.cluster},
-                                                 {"bundle", input.bundle},
-                                                 {"gitrepo", input.gitrepo},
-                                                 {"deploymentID", next.staged_deployment_id}});
+    metrics_.counter("deploys_held_total", "Deployments staged but not released (bundle or cluster paused)")
+        .Increment();
+    log::info("deployment held: bundle or cluster paused", {{"cluster", input.cluster},
+                                                            {"bundle", input.bundle},
+                                                            {"gitrepo", input.gitrepo},
+                                                            {"deploymentID", next.staged_deployment_id}});
   }
   return {};
 }

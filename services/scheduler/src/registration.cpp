@@ -1,5 +1,5 @@
-// Registration: flotilla.register requests (request/reply, queue group "scheduler") -> validate, write
-// clusters/cluster.<name>, reply, announce, and re-target the cluster.
+// Registration: flotilla.register requests (request/reply, queue group "scheduler") -> validate, refuse a
+// deregistered name, write clusters/cluster.<name>, reply, announce, and re-target the cluster.
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
@@ -90,6 +90,16 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
     reply.message = problem;
     return reply;
   }
+  auto refusal = deregisteredRefusal(request.cluster);
+  if (!refusal.ok() || !refusal->empty()) {
+    count(refusal.ok() ? "deregistered" : "error");
+    reply.message = refusal.ok()
+                        ? *refusal
+                        : "the hub cannot check the cluster's registration right now: " + refusal.error().describe();
+    log::warn(refusal.ok() ? "registration refused: the cluster was deregistered" : "cannot check a registration",
+              {{"cluster", request.cluster}, {"error", reply.message}});
+    return reply;
+  }
   auto stored = storeRegistration(request, workspace);
   if (!stored.ok()) {
     count("error");
@@ -113,21 +123,20 @@ Result<Scheduler::Registration> Scheduler::storeRegistration(const events::Regis
   std::string now = log::nowRfc3339();
   std::lock_guard lock(mutex_);
   Registration out;
-  auto existing = clusters_.find(request.cluster);
-  if (existing != clusters_.end()) {
+  // The record is what the agent reported; the admin's document is overlaid on it in memory (refreshCluster).
+  auto existing = registrations_.find(request.cluster);
+  if (existing != registrations_.end()) {
     out.cluster = existing->second;
-    out.targeting_changed = out.cluster.metadata.ns != workspace || out.cluster.metadata.labels != request.labels;
   } else {
     out.created = true;
-    out.targeting_changed = true;
     out.cluster.metadata.name = request.cluster;
     out.cluster.metadata.creation_timestamp = now;
   }
   applyRegistration(out.cluster, request, workspace, now);
   auto put = hub_.clusters->put(events::clusterKey(request.cluster), model::encode(out.cluster).dump());
   FLOTILLA_TRY(put);
-  clusters_[request.cluster] = out.cluster;
-  updateGauges();
+  registrations_[request.cluster] = out.cluster;
+  out.targeting_changed = refreshCluster(request.cluster) || out.created;
   return out;
 }
 

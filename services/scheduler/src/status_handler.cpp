@@ -96,6 +96,9 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
                         .workspace = workspaceOfReport(*decoded, cluster, bundle_name),
                         .delivery_count = delivery_count};
   context.key = events::deploymentKey(cluster, context.workspace, bundle_name);
+  if (auto handled = deregistrationReport(context)) {
+    return *handled;
+  }
   auto record = deployments_.find(context.key);
   if (record == deployments_.end()) {
     return statusWithoutDeployment(context);

@@ -6,6 +6,7 @@
 //   flotilla get <gitrepos|bundles|clusters|clustergroups|bundledeployments> [name] [-n ws] [-o table|json|yaml]
 //   flotilla describe <kind> <name> [-n ws]
 //   flotilla delete <gitrepo|clustergroup> <name> [-n ws]
+//   flotilla delete cluster <name> [--keep-resources]
 //   flotilla force-sync <gitrepo> [-n ws]
 //   flotilla render <dir> [flags]
 //   flotilla completion bash|zsh

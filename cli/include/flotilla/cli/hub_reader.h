@@ -53,7 +53,9 @@ Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector
 //! Every record the read commands need, as stored. Maps are keyed by the record's KV key.
 struct Snapshot {
   std::vector<model::GitRepo> gitrepos;
-  std::vector<model::Cluster> clusters;
+  std::vector<model::Cluster> clusters;  //!< registrations (clusters/cluster.*), as the agents reported them
+  std::map<std::string, model::Cluster> cluster_specs;  //!< cluster -> the admin's document (clusters/spec.*)
+  std::map<std::string, events::ClusterDeregistration> deregistrations;  //!< cluster -> tombstone
   std::vector<model::ClusterGroup> groups;
   std::map<std::string, std::string> heartbeats;                    //!< cluster -> time, from clusters/heartbeat.*
   std::map<std::string, events::BundleRecord> bundles;              //!< bundles bucket

@@ -5,10 +5,13 @@
 // tables and the describe text are rendered from those same views, so every output agrees.
 //
 //   GitRepo           spec from gitrepos; status from the poller (commit, last poll, last error) and the
-//                     scheduler's summary.gitrepo (counts, worst state, bundles, render errors)
+//                     scheduler's summary.gitrepo (counts, worst state, bundles, render errors); a summary
+//                     without a spec is a GitRepo being deleted (state Deleting, the summary's message)
 //   Bundle            spec = the bundler's bundles record; status from summary.bundle, bundle-render and the
 //                     bundle's deployments
-//   Cluster           the registration record; status from summary.cluster (counts, last heartbeat)
+//   Cluster           the registration record overlaid by the admin's document (model::effectiveCluster; a
+//                     document alone is WaitCheckIn); status from summary.cluster (counts, last heartbeat);
+//                     Deregistering while its tombstone exists
 //   ClusterGroup      the spec; status = member clusters and how many are ready
 //   BundleDeployment  spec = the deployments record; status = the effective state and the agent's last report
 #pragma once

@@ -14,6 +14,7 @@
 //   status       summary.bundle.<ws>.<bundle>       BundleSummary     scheduler   scheduler, CLI
 //   status       summary.gitrepo.<ws>.<gitrepo>     GitRepoSummary    scheduler   scheduler, CLI
 //   status       summary.cluster.<cluster>          ClusterSummary    scheduler   scheduler, CLI
+//   clusters     deregistered.<cluster>             ClusterDeregistration  CLI   scheduler, bundler, CLI
 //
 // The cluster and group records of the `clusters` bucket are Fleet resources (Cluster, ClusterGroup); their
 // strict codec is libs/model's (model::encode, model::decodeCluster, model::decodeClusterGroup). Fleet's
@@ -235,11 +236,24 @@ struct ClusterSummary {
   bool operator==(const ClusterSummary&) const = default;
 };
 
+//! clusters/deregistered.<cluster>: the tombstone `flotilla delete cluster` writes. While it exists the scheduler
+//! cleans the cluster's records (first sending its agent a delete for each deployment when the agent is connected;
+//! keepResources orphans the objects instead) and refuses a registration under that name; `flotilla apply` of a
+//! Cluster document with that name removes it. Required: cluster.
+struct ClusterDeregistration {
+  static constexpr std::string_view kKind = "ClusterDeregistration";
+  std::string cluster;
+  std::string time;             //!< RFC 3339, when it was written
+  bool keep_resources = false;  //!< leave the deployed objects on the cluster (orphaned), delete only the records
+
+  bool operator==(const ClusterDeregistration&) const = default;
+};
+
 //! The KV record types above.
 template <typename T>
 concept Record = std::same_as<T, DeploymentRecord> || std::same_as<T, BdStatus> || std::same_as<T, BundleRecord> ||
     std::same_as<T, RenderStatus> || std::same_as<T, PollStatus> || std::same_as<T, BundleSummary> ||
-    std::same_as<T, GitRepoSummary> || std::same_as<T, ClusterSummary>;
+    std::same_as<T, GitRepoSummary> || std::same_as<T, ClusterSummary> || std::same_as<T, ClusterDeregistration>;
 
 namespace detail {
 //! The codec of one record type, instantiated in the library for every Record (record_codec.h).

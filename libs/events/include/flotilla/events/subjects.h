@@ -85,6 +85,11 @@ std::string clusterKey(std::string_view cluster);
 std::string clusterGroupKey(std::string_view workspace, std::string_view group);
 //! clusters: heartbeat.<cluster> (a Heartbeat payload; written by that cluster's agent only)
 std::string heartbeatKey(std::string_view cluster);
+//! clusters: spec.<cluster> (the Cluster document a hub admin applied; written by `flotilla apply`)
+std::string clusterSpecKey(std::string_view cluster);
+//! clusters: deregistered.<cluster> (a ClusterDeregistration tombstone; written by `flotilla delete cluster`,
+//! removed by `flotilla apply` of that Cluster)
+std::string clusterDeregisteredKey(std::string_view cluster);
 //! bundles: <ws>.<bundle> (written by the bundler)
 std::string bundleKey(std::string_view workspace, std::string_view bundle);
 //! deployments: <cluster>.<ws>.<bundle> (BundleDeployment; written by the scheduler)

@@ -1,10 +1,13 @@
 // flotilla/bundler/cluster_directory.h
 //
-// What the bundler knows about clusters, for per-cluster variants (variants.h): the scheduler's KV `clusters`
-// records (cluster.<name>: a model::Cluster with labels, annotations, spec.templateValues and
-// status.agent.kubernetesVersion; group.<ws>.<group>: a ClusterGroup), turned into model::ClusterFacts (groups
-// resolved by model::resolveGroups, the rules the scheduler uses too). apply() reports which clusters' facts changed,
-// so the bundler can re-render the bundles of their workspaces. Heartbeat keys are ignored. Thread-safe.
+// What the bundler knows about clusters, for per-cluster variants (variants.h): the KV `clusters` records
+// (cluster.<name>: the agent's registration, a model::Cluster with labels and status.agent.kubernetesVersion;
+// spec.<name>: the hub admin's Cluster document with hub labels, annotations and spec.templateValues, overlaid on
+// the registration by model::effectiveCluster as the scheduler does; deregistered.<name>: a tombstone, the cluster
+// is left out; group.<ws>.<group>: a ClusterGroup), turned into model::ClusterFacts (groups resolved by
+// model::resolveGroups, the rules the scheduler uses too). A document without a registration makes no cluster.
+// apply() reports which clusters' facts changed, so the bundler can re-render the bundles of their workspaces.
+// Heartbeat keys are ignored. Thread-safe.
 #pragma once
 
 #include <map>
@@ -41,13 +44,19 @@ class ClusterDirectory {
   [[nodiscard]] std::set<std::string> workspaces() const;
 
  private:
+  static Change invalid(const Error& error);
+  Change applyGroup(const bus::KvEntry& entry);
+  Change applyCluster(const bus::KvEntry& entry);
+  Change applyTombstone(const bus::KvEntry& entry);
   //! Recomputes every cluster's facts; returns what changed.
   Change recompute();
 
   mutable std::mutex mutex_;
-  std::map<std::string, model::Cluster> clusters_;     //!< by cluster name
-  std::map<std::string, model::ClusterGroup> groups_;  //!< by "<ws>/<group>"
-  std::map<std::string, ClusterFacts> facts_;          //!< by cluster name
+  std::map<std::string, model::Cluster> registrations_;  //!< by cluster name: clusters/cluster.*
+  std::map<std::string, model::Cluster> documents_;      //!< by cluster name: clusters/spec.*
+  std::set<std::string> deregistered_;                   //!< clusters/deregistered.* (no renders for them)
+  std::map<std::string, model::ClusterGroup> groups_;    //!< by "<ws>/<group>"
+  std::map<std::string, ClusterFacts> facts_;            //!< by cluster name
 };
 
 }  // namespace flotilla::bundler

@@ -37,8 +37,9 @@ struct PlacementInput {
   const BundleTargeting* targeting = nullptr;  //!< the last good targeting (nullptr: deleted or never rendered)
   std::optional<Placement> want;               //!< targeting's answer here (nullopt: the bundle does not go there)
   const events::DeploymentRecord* record = nullptr;  //!< the deployment record, if one exists
-  int64_t clock_ms = 0;                              //!< the cause's clock (generations, see nextGeneration)
-  std::string now;                                   //!< RFC 3339, for `updated` and event times
+  bool cluster_paused = false;  //!< the cluster's Cluster document says spec.paused: hold like a paused bundle
+  int64_t clock_ms = 0;         //!< the cause's clock (generations, see nextGeneration)
+  std::string now;              //!< RFC 3339, for `updated` and event times
 };
 
 //! What to do on the cluster.

@@ -5,8 +5,9 @@
 //
 //   flotilla.register (core request/reply, queue "scheduler")
 //       validate -> write clusters/cluster.<name> -> reply -> re-target every bundle for that cluster
-//   KV clusters (watch): group.<ws>.<group> from `flotilla apply`, cluster.* from other writers, heartbeat.*
-//       a group or label change -> re-target
+//   KV clusters (watch): group.<ws>.<group> and spec.<cluster> from `flotilla apply`, cluster.* from other
+//       writers, deregistered.<cluster> from `flotilla delete cluster`, heartbeat.*
+//       a group, label or paused change -> re-target; a tombstone -> deregistration (deregistration.cpp)
 //   FLOTILLA_BUNDLES, durable "scheduler": BundleEvents
 //       deleted -> delete DeployEvent per cluster that has it, drop the records
 //       error   -> remember the render error for the summaries; the last good deployments stay
@@ -50,6 +51,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/events/cloudevents.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/events/records.h"
 #include "flotilla/model/resources.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
@@ -80,6 +82,9 @@ struct SchedulerOptions {
   bool public_events = true;                                  //!< publish CloudEvents on flotilla.events.>
   int64_t max_deliveries = service::kDefaultMaxDeliveries;    //!< per message, then terminated and reported
   std::chrono::milliseconds budget{std::chrono::minutes(5)};  //!< per message (consumer runtime)
+  //! The agents' heartbeat interval: an agent whose last sign of life is older than three of these counts as
+  //! disconnected (a deregistered cluster's records are then removed at once, without deletes sent to it).
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(30)};
 };
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
@@ -111,8 +116,11 @@ class Scheduler {
   Outcome handleBundle(std::string_view data, int64_t clock_ms = 0, uint64_t delivery_count = 1);
   //! One message of FLOTILLA_STATUS (a StatusEvent or a Heartbeat) on `subject`.
   Outcome handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count = 1);
-  //! One change of the clusters bucket (groups, clusters, heartbeats).
+  //! One change of the clusters bucket (groups, registrations, Cluster documents, tombstones, heartbeats).
   void handleClustersEntry(const bus::KvEntry& entry);
+  //! Moves every deregistration on (deregistration.cpp): deletes to connected agents, records of disconnected
+  //! ones removed at once. The watch loop runs it about once a second; tests may call it.
+  void checkDeregistrations();
   //! Re-targets every bundle on every cluster (start-up, group changes).
   Status reconcileAll();
   //! Re-targets every bundle on one cluster (registration, label change).
@@ -193,6 +201,26 @@ class Scheduler {
   void handleGroupEntry(const bus::KvEntry& entry);
   void handleClusterEntry(const bus::KvEntry& entry);
   void handleHeartbeatEntry(const bus::KvEntry& entry);
+  void handleClusterDocumentEntry(const bus::KvEntry& entry);
+  //! Recomputes clusters_[name] from its registration and the admin's document; true when what targeting or
+  //! rollout sees changed (mutex_ held).
+  bool refreshCluster(const std::string& name);
+
+  // deregistration (deregistration.cpp; mutex_ held unless said otherwise)
+  void handleDeregisteredEntry(const bus::KvEntry& entry);  //!< takes mutex_
+  //! Why a registration under `cluster` is refused ("" when it is not): its tombstone exists. Reads KV.
+  Result<std::string> deregisteredRefusal(const std::string& cluster);
+  //! True while `cluster` is tombstoned: placement leaves its deployments to the deregistration.
+  bool deregistering(const std::string& cluster) const;
+  bool agentConnected(const std::string& cluster) const;
+  Status advanceDeregistration(const std::string& cluster);
+  Status sendDeregistrationDelete(const DeploymentRecord& record, const events::ClusterDeregistration& tombstone);
+  Status dropDeployment(const std::string& key, Affected& affected);
+  Status finishDeregistration(const std::string& cluster);
+  void withdrawDeregistration(const std::string& cluster);
+  //! A status report from a tombstoned cluster (status_handler.cpp calls it first): the answer to a delete removes
+  //! the deployment's records; anything else is acked without being stored. nullopt: not such a cluster.
+  std::optional<Outcome> deregistrationReport(const StatusContext& context);
 
   // placement (reconcile.cpp; mutex_ held)
   //! Reads the BundleVariants table a per-cluster bundle names (object store `manifests`) into its targeting.
@@ -252,11 +280,17 @@ class Scheduler {
   Metrics& metrics_;
   SchedulerOptions options_;
 
-  mutable std::mutex mutex_;                           //!< guards everything below and serializes the handlers' effects
-  std::map<std::string, model::Cluster> clusters_;     //!< by cluster name
-  std::map<std::string, GroupInfo> groups_;            //!< by clusters-bucket key
-  std::map<std::string, std::string> last_heartbeat_;  //!< cluster -> RFC 3339
-  std::map<std::string, BundleInfo> bundles_;          //!< by bundles-bucket key "<ws>.<bundle>"
+  mutable std::mutex mutex_;                        //!< guards everything below and serializes the handlers' effects
+  std::map<std::string, model::Cluster> clusters_;  //!< by cluster name: registration overlaid by the document
+  std::map<std::string, model::Cluster> registrations_;                   //!< by cluster name: clusters/cluster.*
+  std::map<std::string, model::Cluster> cluster_documents_;               //!< by cluster name: clusters/spec.*
+  std::map<std::string, events::ClusterDeregistration> deregistrations_;  //!< by cluster name: tombstones
+  std::set<std::string> deregistering_;  //!< tombstoned clusters whose records are not all removed yet
+  std::map<std::string, int64_t> deregistration_deletes_;  //!< deployments key -> generation of the delete sent
+  std::chrono::steady_clock::time_point next_deregistration_check_;
+  std::map<std::string, GroupInfo> groups_;              //!< by clusters-bucket key
+  std::map<std::string, std::string> last_heartbeat_;    //!< cluster -> RFC 3339
+  std::map<std::string, BundleInfo> bundles_;            //!< by bundles-bucket key "<ws>.<bundle>"
   std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
   std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)
   std::map<std::string, Json> summaries_;                //!< last written (without `updated`), by status-bucket key

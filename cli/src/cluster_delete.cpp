@@ -1,0 +1,116 @@
+// `flotilla delete cluster <name> [--keep-resources]`: deregisters a cluster. The CLI writes the tombstone
+// clusters/deregistered.<name> (created only when absent) and then removes the admin's document clusters/spec.<name>;
+// the scheduler does the rest (docs/pipeline.md "Deletes that cascade"): while the cluster's agent is connected it
+// is sent a delete for each deployment and the cluster's records go as its reports arrive, otherwise they go at
+// once; a registration under that name is refused until a Cluster document for it is applied again. The tombstone
+// is written first so that the document's labels never drop away from a cluster that is still being targeted.
+#include <optional>
+#include <ostream>
+
+#include "command_line.h"
+#include "flotilla/cli/cli.h"
+#include "flotilla/cli/views.h"
+#include "flotilla/core/log.h"
+#include "flotilla/events/records.h"
+#include "flotilla/events/subjects.h"
+
+namespace flotilla::cli {
+
+namespace {
+
+//! Whether `key` holds a value: true, false (kNotFound), or the read's error.
+Result<bool> exists(bus::KeyValue& kv, const std::string& key) {
+  auto entry = kv.get(key);
+  if (entry.ok()) {
+    return true;
+  }
+  if (entry.error().kind == ErrorKind::kNotFound) {
+    return false;
+  }
+  return fail(entry.error());
+}
+
+//! What the hub holds for a cluster name.
+struct ClusterKeys {
+  bool registered = false;  //!< clusters/cluster.<name>
+  bool documented = false;  //!< clusters/spec.<name>
+  std::optional<events::ClusterDeregistration> tombstone;
+};
+
+Result<ClusterKeys> readClusterKeys(bus::KeyValue& kv, const std::string& name) {
+  ClusterKeys out;
+  auto registered = exists(kv, events::clusterKey(name));
+  FLOTILLA_TRY(registered);
+  out.registered = *registered;
+  auto documented = exists(kv, events::clusterSpecKey(name));
+  FLOTILLA_TRY(documented);
+  out.documented = *documented;
+  auto tombstone = kv.get(events::clusterDeregisteredKey(name));
+  if (tombstone.ok()) {
+    auto record = events::parseRecord<events::ClusterDeregistration>(tombstone->value);
+    out.tombstone = record.ok() ? *record : events::ClusterDeregistration{.cluster = name};
+  } else if (tombstone.error().kind != ErrorKind::kNotFound) {
+    return fail(tombstone.error());
+  }
+  return out;
+}
+
+//! Writes the tombstone unless one exists (a delete that stopped half-way is finished by running it again).
+Status writeTombstone(bus::KeyValue& kv, const ClusterKeys& keys, const events::ClusterDeregistration& tombstone) {
+  if (keys.tombstone) {
+    return {};
+  }
+  auto created = kv.create(events::clusterDeregisteredKey(tombstone.cluster), events::encode(tombstone).dump());
+  if (created.ok()) {
+    return {};
+  }
+  if (created.error().kind == ErrorKind::kConflict) {
+    return fail(ErrorKind::kConflict, "cluster \"" + tombstone.cluster + "\" is already being deregistered");
+  }
+  return fail(created.error());
+}
+
+}  // namespace
+
+int runDeleteCluster(Invocation& invocation, const Streams& io) {
+  if (!invocation.global.workspace.empty()) {
+    return usageError(io.err, "-n does not apply to clusters (a cluster's name is unique on the hub)", "delete");
+  }
+  const std::string& name = invocation.name;
+  auto hub = openHub(invocation.global.connect, {std::string(events::kClustersBucket)});
+  if (!hub.ok()) {
+    return failWith(io.err, hub.error().describe());
+  }
+  auto& kv = hub->bucket(events::kClustersBucket);
+  auto keys = readClusterKeys(kv, name);
+  if (!keys.ok()) {
+    return failWith(io.err, "cannot read the hub: " + keys.error().describe());
+  }
+  if (!keys->tombstone && !keys->registered && !keys->documented) {
+    return failWith(io.err, "Cluster \"" + name + "\" not found");
+  }
+  if (keys->tombstone && !keys->documented) {
+    return failWith(io.err, "cluster \"" + name + "\" is already deregistered (at " + keys->tombstone->time +
+                                "); apply a Cluster document for it to let it register again");
+  }
+  events::ClusterDeregistration tombstone{
+      .cluster = name, .time = log::nowRfc3339(), .keep_resources = invocation.keep_resources};
+  if (auto written = writeTombstone(kv, *keys, tombstone); !written.ok()) {
+    return failWith(io.err, written.error().kind == ErrorKind::kConflict
+                                ? written.error().message
+                                : "cannot deregister " + name + ": " + written.error().describe());
+  }
+  if (keys->documented) {
+    if (auto removed = kv.remove(events::clusterSpecKey(name)); !removed.ok()) {
+      return failWith(io.err, "deregistered " + name + ", but its Cluster document could not be removed: " +
+                                  removed.error().describe() + " (run the command again to finish)");
+    }
+  }
+  io.out << qualifiedKind(Kind::kCluster) << "/" << name << " deleted (deregistered; the hub removes its records"
+         << (invocation.keep_resources ? " and leaves its deployed objects in place"
+                                       : " and, while its agent is connected, the objects it deployed")
+         << ")\n";
+  return kExitOk;
+}
+
+}  // namespace flotilla::cli

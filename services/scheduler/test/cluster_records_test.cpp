@@ -1,0 +1,355 @@
+// Integration tests of the cluster records a hub admin writes (real nats-server -js): Cluster documents
+// (clusters/spec.<name>: hub labels re-target, spec.paused holds and releases deployments) and deregistration
+// (clusters/deregistered.<name>: deletes to a connected agent and records removed as its reports arrive, records of a
+// disconnected agent removed at once, registrations refused, a deregistration withdrawn, a restart half-way).
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "flotilla/core/log.h"
+#include "flotilla/events/records.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/harness/hub_test.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/model/cluster_document.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/scheduler/scheduler.h"
+
+namespace flotilla::scheduler {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kWs = "fleet-default";
+const std::string kCommit1(40, '1');
+const std::string kCommit2(40, '2');
+const std::string kManifestA(64, 'a');
+const std::string kManifestB(64, 'b');
+
+bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 10s) {
+  return harness::waitUntil(check, timeout);
+}
+
+events::BundleEvent bundleEvent(const std::string& manifest, Json targets, const std::string& commit = kCommit1) {
+  events::BundleEvent event;
+  event.id = events::bundleMsgId(kWs, "repo-app", commit, manifest);
+  event.time = log::nowRfc3339();
+  event.workspace = kWs;
+  event.gitrepo = "repo";
+  event.bundle = "repo-app";
+  event.path = "app";
+  event.commit = commit;
+  event.manifest_id = manifest;
+  event.options = Json::obj({{"defaultNamespace", "app"}});
+  event.targets = std::move(targets);
+  return event;
+}
+
+Json prodOnly() {
+  return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
+}
+
+//! A Cluster document as `flotilla apply` stores it.
+std::string clusterDocument(const std::string& name, const std::string& labels_json, bool paused) {
+  auto document = model::decodeClusterDocument(
+      Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"Cluster","metadata":{"name":")" + name +
+                  R"(","labels":)" + labels_json + R"(},"spec":{"paused":)" + (paused ? "true" : "false") + "}}")
+          .value());
+  EXPECT_TRUE(document.ok()) << document.error().describe();
+  return model::encode(*document).dump();
+}
+
+class ClusterRecordsTest : public harness::HubTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(startHub("cluster-records-test"));
+    startScheduler();
+  }
+
+  void TearDown() override {
+    stopScheduler();
+    stopHub();
+  }
+
+  void startScheduler(std::chrono::milliseconds heartbeat_interval = 10s) {
+    metrics_ = std::make_unique<Metrics>("scheduler");
+    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 5s, .retry_base = 100ms, .retry_max = 1s};
+    options.heartbeat_interval = heartbeat_interval;
+    auto created = Scheduler::create(hub_, *metrics_, options);
+    ASSERT_TRUE(created.ok()) << created.error().describe();
+    scheduler_ = std::move(created).value();
+    auto started = scheduler_->start();
+    ASSERT_TRUE(started.ok()) << started.error().describe();
+    ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }));
+  }
+
+  void stopScheduler() {
+    if (scheduler_) {
+      scheduler_->stop();
+    }
+    scheduler_.reset();
+  }
+
+  events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
+    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
+    EXPECT_TRUE(reply.ok()) << reply.error().describe();
+    if (!reply.ok()) {
+      return {};
+    }
+    return events::parsePayload<events::RegisterReply>(reply->data()).valueOr(events::RegisterReply{});
+  }
+
+  void publishBundle(const events::BundleEvent& event, const std::string& msg_id_suffix = "") {
+    auto ack = hub_.js->publish(events::bundleSubject(event.workspace, event.bundle), events::encode(event).dump(),
+                                event.id + msg_id_suffix);
+    ASSERT_TRUE(ack.ok()) << ack.error().describe();
+  }
+
+  std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
+                                           std::chrono::milliseconds timeout = 10s) {
+    return harness::fetchPayloads<events::DeployEvent>(
+        consumer, {.count = count, .timeout = timeout, .wait = 200ms},
+        [](const bus::Message& message, const Result<events::DeployEvent>& event) {
+          EXPECT_TRUE(event.ok()) << message.data();
+          return true;
+        });
+  }
+
+  bool noMoreDeploys(bus::PullConsumer& consumer, std::chrono::milliseconds quiet = 700ms) {
+    auto more = deploys(consumer, 1, quiet);
+    for (const auto& event : more) {
+      ADD_FAILURE() << "unexpected DeployEvent: " << events::encode(event).dump();
+    }
+    return more.empty();
+  }
+
+  bool exists(bus::KeyValue& bucket, const std::string& key) { return bucket.get(key).ok(); }
+
+  void heartbeat(const std::string& cluster) {
+    events::Heartbeat beat{
+        .id = events::newEventId(), .time = log::nowRfc3339(), .cluster = cluster, .agent_version = "0.1.0"};
+    ASSERT_TRUE(hub_.js->publish(events::statusSubject(cluster, ""), events::encode(beat).dump(), beat.id).ok());
+  }
+
+  //! What an agent publishes after handling `deploy` (a delete answers with state Ready, reason Deleted).
+  void answer(const events::DeployEvent& deploy, const std::string& state = "Ready") {
+    events::StatusEvent event{
+        .id = events::statusMsgId(deploy.cluster, deploy.bundle, deploy.deployment_id, state, deploy.generation),
+        .time = log::nowRfc3339(),
+        .cluster = deploy.cluster,
+        .workspace = deploy.workspace,
+        .bundle = deploy.bundle,
+        .deployment_id = deploy.deployment_id,
+        .generation = deploy.generation,
+        .sequence = deploy.generation,
+        .state = state,
+        .reason = deploy.remove ? "Deleted" : "",
+        .agent_version = "0.1.0"};
+    auto ack =
+        hub_.js->publish(events::statusSubject(deploy.cluster, deploy.bundle), events::encode(event).dump(), event.id);
+    ASSERT_TRUE(ack.ok()) << ack.error().describe();
+  }
+
+  void putTombstone(const std::string& cluster, bool keep_resources) {
+    events::ClusterDeregistration tombstone{
+        .cluster = cluster, .time = log::nowRfc3339(), .keep_resources = keep_resources};
+    ASSERT_TRUE(hub_.clusters->put(events::clusterDeregisteredKey(cluster), events::encode(tombstone).dump()).ok());
+  }
+
+  //! Every record of the cluster is gone: deployment, bd status, summary, registration.
+  bool clusterGone(const std::string& cluster) {
+    return !exists(*hub_.deployments, events::deploymentKey(cluster, kWs, "repo-app")) &&
+           !exists(*hub_.status, events::bundleDeploymentStatusKey(cluster, kWs, "repo-app")) &&
+           !exists(*hub_.status, events::clusterSummaryKey(cluster)) &&
+           !exists(*hub_.clusters, events::clusterKey(cluster)) && !scheduler_->cluster(cluster).has_value();
+  }
+
+  double metric(std::string_view name, const prometheus::Labels& labels = {}) { return metrics_->value(name, labels); }
+
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+// The hub's labels win over the agent's: a Cluster document re-targets like a registration change, the agent's
+// record stays as it reported, a re-registration with the old labels moves nothing, and removing the document
+// brings the agent's labels back.
+TEST_F(ClusterRecordsTest, ClusterDocumentLabelsRetarget) {
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "dev"}, {"arch", "arm64"}}).accepted);
+  auto c1 = harness::agentDurable(hub_, "c-1");
+  publishBundle(bundleEvent(kManifestA, prodOnly()));
+  EXPECT_TRUE(noMoreDeploys(c1));
+
+  ASSERT_TRUE(
+      hub_.clusters->put(events::clusterSpecKey("c-1"), clusterDocument("c-1", R"({"env":"prod"})", false)).ok());
+  auto sent = deploys(c1, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_FALSE(sent[0].remove);
+  auto effective = scheduler_->cluster("c-1");
+  ASSERT_TRUE(effective.has_value());
+  EXPECT_EQ(effective->metadata.labels, (model::Labels{{"env", "prod"}, {"arch", "arm64"}}));
+  auto stored = model::decodeCluster(Json::parse(hub_.clusters->get(events::clusterKey("c-1"))->value).value());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->metadata.labels.at("env"), "dev") << "the registration record is what the agent reported";
+
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "dev"}, {"arch", "arm64"}}).accepted);
+  EXPECT_TRUE(noMoreDeploys(c1));
+  EXPECT_EQ(metric("cluster_documents_total", {{"change", "applied"}}), 1);
+
+  ASSERT_TRUE(hub_.clusters->remove(events::clusterSpecKey("c-1")).ok());
+  auto removed = deploys(c1, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_TRUE(removed[0].remove);
+}
+
+// spec.paused holds new deployments of the cluster (staged in the record, OutOfSync) like a paused bundle, and
+// unpausing releases them.
+TEST_F(ClusterRecordsTest, PausedClusterHoldsNewDeploymentsUntilResumed) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = harness::agentDurable(hub_, "c-1");
+  publishBundle(bundleEvent(kManifestA, Json::array()));
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+  answer(first[0]);
+
+  ASSERT_TRUE(hub_.clusters->put(events::clusterSpecKey("c-1"), clusterDocument("c-1", "{}", true)).ok());
+  ASSERT_TRUE(waitFor([&] { return scheduler_->cluster("c-1") && scheduler_->cluster("c-1")->spec.paused; }));
+  publishBundle(bundleEvent(kManifestB, Json::array(), kCommit2));
+  ASSERT_TRUE(waitFor([&] {
+    auto record = scheduler_->deployment("c-1", kWs, "repo-app");
+    return record && !record->staged_deployment_id.empty();
+  }));
+  EXPECT_TRUE(noMoreDeploys(c1));
+  EXPECT_EQ(scheduler_->deployment("c-1", kWs, "repo-app")->manifest_id, kManifestA);
+  ASSERT_TRUE(waitFor([&] {
+    auto summary = hub_.status->get(events::bundleSummaryKey(kWs, "repo-app"));
+    return summary.ok() && Json::parse(summary->value)->getString("state") == "OutOfSync";
+  }));
+
+  ASSERT_TRUE(hub_.clusters->put(events::clusterSpecKey("c-1"), clusterDocument("c-1", "{}", false)).ok());
+  auto released = deploys(c1, 1);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].manifest_id, kManifestB);
+  EXPECT_GT(released[0].generation, first[0].generation);
+}
+
+// A connected agent (a recent heartbeat) gets a delete for each deployment (keepResources from the tombstone); the
+// records stay until its report answers the delete, then the cluster's records go; a registration under the name
+// is refused meanwhile and afterwards.
+TEST_F(ClusterRecordsTest, DeregisteringAConnectedClusterDeletesThenRemovesRecordsAsReportsArrive) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = harness::agentDurable(hub_, "c-1");
+  publishBundle(bundleEvent(kManifestA, Json::array()));
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+  answer(first[0]);
+  heartbeat("c-1");
+  ASSERT_TRUE(waitFor([&] { return exists(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-app")); }));
+  ASSERT_TRUE(waitFor([&] { return !scheduler_->lastHeartbeat("c-1").empty(); }));
+
+  putTombstone("c-1", true);
+  auto removal = deploys(c1, 1);
+  ASSERT_EQ(removal.size(), 1u);
+  EXPECT_TRUE(removal[0].remove);
+  EXPECT_GT(removal[0].generation, first[0].generation);
+  EXPECT_TRUE(removal[0].options.getBool("keepResources"));
+  EXPECT_EQ(removal[0].options.getString("defaultNamespace"), "app");
+  EXPECT_TRUE(exists(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")))
+      << "the record stays until the agent answers";
+
+  auto refused = registerCluster("c-1", {});
+  EXPECT_FALSE(refused.accepted);
+  EXPECT_NE(refused.message.find("deregistered"), std::string::npos) << refused.message;
+  EXPECT_EQ(metric("registrations_total", {{"result", "deregistered"}}), 1);
+
+  // A new bundle version does not reach a deregistering cluster, and a late report about the old deployment is not
+  // taken for the answer.
+  publishBundle(bundleEvent(kManifestB, Json::array(), kCommit2));
+  answer(first[0], "NotReady");
+  EXPECT_TRUE(noMoreDeploys(c1));
+  EXPECT_TRUE(exists(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")));
+
+  answer(removal[0]);
+  ASSERT_TRUE(waitFor([&] { return clusterGone("c-1"); }));
+  EXPECT_EQ(metric("deregistrations_total", {{"result", "completed"}}), 1);
+  EXPECT_GE(metric("status_events_total", {{"result", "deregistering"}}), 1);
+  EXPECT_FALSE(registerCluster("c-1", {}).accepted);
+  EXPECT_TRUE(exists(*hub_.clusters, events::clusterDeregisteredKey("c-1"))) << "the tombstone is the CLI's";
+}
+
+// An agent that shows no sign of life within 3 heartbeat intervals gets nothing: its records go at once. One that
+// stops answering half-way has its remaining records removed once it counts as disconnected.
+TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce) {
+  stopScheduler();
+  startScheduler(300ms);
+  ASSERT_TRUE(registerCluster("gone-1", {}).accepted);
+  ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);
+  auto gone = harness::agentDurable(hub_, "gone-1");
+  auto quiet = harness::agentDurable(hub_, "quiet-1");
+  publishBundle(bundleEvent(kManifestA, Json::array()));
+  ASSERT_EQ(deploys(gone, 1).size(), 1u);
+  ASSERT_EQ(deploys(quiet, 1).size(), 1u);
+
+  std::this_thread::sleep_for(1500ms);  // > 3 heartbeat intervals without a sign of life
+  putTombstone("gone-1", false);
+  ASSERT_TRUE(waitFor([&] { return clusterGone("gone-1"); }));
+  EXPECT_TRUE(noMoreDeploys(gone));
+  EXPECT_EQ(metric("deregistration_records_removed_total", {{"reason", "agent-disconnected"}}), 1);
+
+  ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);  // a sign of life: connected now
+  putTombstone("quiet-1", false);
+  auto removal = deploys(quiet, 1);
+  ASSERT_EQ(removal.size(), 1u);
+  EXPECT_TRUE(removal[0].remove);
+  // No answer: once the agent counts as disconnected, the periodic check removes the rest.
+  ASSERT_TRUE(waitFor([&] { return clusterGone("quiet-1"); }));
+  EXPECT_EQ(metric("deregistration_records_removed_total", {{"reason", "agent-disconnected"}}), 2);
+}
+
+// Removing the tombstone half-way (a Cluster document applied again) withdraws the deregistration: the deployment
+// already told to delete is deployed again, and the agent may register.
+TEST_F(ClusterRecordsTest, AWithdrawnDeregistrationDeploysAgain) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = harness::agentDurable(hub_, "c-1");
+  publishBundle(bundleEvent(kManifestA, Json::array()));
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+  putTombstone("c-1", false);
+  auto removal = deploys(c1, 1);
+  ASSERT_EQ(removal.size(), 1u);
+  ASSERT_TRUE(removal[0].remove);
+
+  ASSERT_TRUE(hub_.clusters->put(events::clusterSpecKey("c-1"), clusterDocument("c-1", "{}", false)).ok());
+  ASSERT_TRUE(hub_.clusters->remove(events::clusterDeregisteredKey("c-1")).ok());
+  auto again = deploys(c1, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_FALSE(again[0].remove);
+  EXPECT_EQ(again[0].manifest_id, kManifestA);
+  EXPECT_GT(again[0].generation, removal[0].generation);
+  EXPECT_EQ(metric("deregistrations_total", {{"result", "withdrawn"}}), 1);
+  EXPECT_TRUE(registerCluster("c-1", {}).accepted);
+  // The agent's answer to the old delete arrives late: it does not remove the new deployment.
+  answer(removal[0]);
+  EXPECT_TRUE(noMoreDeploys(c1));
+  EXPECT_TRUE(scheduler_->deployment("c-1", kWs, "repo-app").has_value());
+}
+
+// A tombstone written while the scheduler is down is acted on at start: the delete is sent and the records go when
+// it is answered.
+TEST_F(ClusterRecordsTest, ADeregistrationContinuesAfterARestart) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = harness::agentDurable(hub_, "c-1");
+  publishBundle(bundleEvent(kManifestA, Json::array()));
+  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+  stopScheduler();
+  putTombstone("c-1", false);
+  startScheduler();
+  auto removal = deploys(c1, 1);
+  ASSERT_EQ(removal.size(), 1u);
+  EXPECT_TRUE(removal[0].remove);
+  answer(removal[0]);
+  ASSERT_TRUE(waitFor([&] { return clusterGone("c-1"); }));
+}
+
+}  // namespace
+}  // namespace flotilla::scheduler
