@@ -55,6 +55,13 @@ DeploymentState reportedState(const DeploymentRecord& record, const BdStatus& st
 }  // namespace
 
 DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* status) {
+  if (record.deleting) {
+    // A failed delete (the agent could not prune everything) is the agent's word on this generation.
+    if (status != nullptr && status->generation >= record.generation && status->state == "ErrApplied") {
+      return {"ErrApplied", status->reason, status->message};
+    }
+    return {"WaitApplied", "Deleting", "delete sent; waiting for the agent to remove the bundle"};
+  }
   if (record.deployment_id.empty()) {
     return {"Pending", "Paused", "bundle paused: nothing released to this cluster yet"};
   }

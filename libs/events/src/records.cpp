@@ -27,6 +27,9 @@ void recordFields(auto& v, detail::FieldsOf<DeploymentRecord> auto& r) {
   v.str("stagedDeploymentID", r.staged_deployment_id);
   v.integer("generation", r.generation);
   v.str("updated", r.updated);
+  v.integer("commitSequence", r.commit_sequence);
+  v.stringMap("labels", r.labels);
+  v.boolean("deleting", r.deleting);
 }
 
 void recordFields(auto& v, detail::FieldsOf<BdStatus> auto& s) {
@@ -55,6 +58,7 @@ void recordFields(auto& v, detail::FieldsOf<BundleRecord> auto& r) {
   v.str("commit", r.commit);
   v.value("commitSequence", r.commit_sequence, detail::kUint64);
   v.optStr("sourceObject", r.source_object);
+  v.optStr("releaseName", r.release_name);
   // Derived from lastGood (read and dropped); written for readers that only want the manifest.
   std::string manifest_id = r.last_good ? r.last_good->manifest_id : std::string();
   v.str("manifestID", manifest_id);
@@ -84,6 +88,21 @@ void recordFields(auto& v, detail::FieldsOf<RenderStatus> auto& s) {
     v.str("chartVersion", s.chart_version);
     v.str("chartDigest", s.chart_digest);
   }
+  v.strings("notes", s.notes);
+}
+
+void recordFields(auto& v, detail::FieldsOf<BundleClaim> auto& c) {
+  detail::envelopeFields(v, kBundlerRecordApiVersion, BundleClaim::kKind);
+  v.str("workspace", c.workspace, true);
+  v.str("bundle", c.bundle, true);
+  v.str("gitrepo", c.gitrepo, true);
+  v.str("owner", c.owner);
+  v.str("path", c.path);
+  v.str("commit", c.commit);
+  v.value("commitSequence", c.commit_sequence, detail::kUint64);
+  v.str("sourceObject", c.source_object);
+  v.integer("forceSyncGeneration", c.force_sync_generation);
+  v.str("time", c.time);
 }
 
 void recordFields(auto& v, detail::FieldsOf<PollStatus> auto& s) {
@@ -158,7 +177,15 @@ void recordFields(auto& v, detail::FieldsOf<BundleSummary> auto& s) {
 void recordFields(auto& v, detail::FieldsOf<GitRepoSummary> auto& s) {
   v.str("workspace", s.workspace, true);
   v.str("gitrepo", s.gitrepo, true);
-  rollupFields(v, s);
+  v.object("summary", s.summary);
+  // A GitRepo whose bundles are all deleted while deployments are left is "Deleting".
+  v.str("state", s.state);
+  v.validate([&](detail::Reader& in) {
+    if (s.state != kDeletingState) {
+      detail::checkState(in, "state", s.state);
+    }
+  });
+  v.str("message", s.message);
   v.str("readyBundleDeployments", s.ready_bundle_deployments);
   v.integer("readyClusters", s.ready_clusters);
   v.integer("desiredReadyClusters", s.desired_ready_clusters);
@@ -195,6 +222,7 @@ template struct detail::RecordCodec<DeploymentRecord>;
 template struct detail::RecordCodec<BdStatus>;
 template struct detail::RecordCodec<BundleRecord>;
 template struct detail::RecordCodec<RenderStatus>;
+template struct detail::RecordCodec<BundleClaim>;
 template struct detail::RecordCodec<PollStatus>;
 template struct detail::RecordCodec<BundleSummary>;
 template struct detail::RecordCodec<GitRepoSummary>;

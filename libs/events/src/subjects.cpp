@@ -190,6 +190,9 @@ std::string gitRepoStatusKey(std::string_view workspace, std::string_view gitrep
 std::string bundleRenderStatusKey(std::string_view workspace, std::string_view bundle) {
   return keyOf({"bundle-render", workspace, bundle});
 }
+std::string bundleClaimKey(std::string_view workspace, std::string_view bundle, std::string_view gitrepo) {
+  return keyOf({"bundle-claim", workspace, bundle, gitrepo});
+}
 std::string bundleDeploymentStatusKey(std::string_view cluster, std::string_view workspace, std::string_view bundle) {
   return keyOf({"bd", cluster, workspace, bundle});
 }
@@ -240,6 +243,9 @@ std::string manifestObjectName(std::string_view manifest_id) {
 std::string commitMsgId(std::string_view workspace, std::string_view gitrepo, std::string_view commit,
                         int64_t force_sync_generation) {
   return msgId({"commit", workspace, gitrepo, commit, std::to_string(force_sync_generation)});
+}
+std::string commitDeletedMsgId(std::string_view workspace, std::string_view gitrepo, uint64_t delete_revision) {
+  return msgId({"commit", workspace, gitrepo, "deleted", std::to_string(delete_revision)});
 }
 std::string bundleMsgId(std::string_view workspace, std::string_view bundle, std::string_view commit,
                         std::string_view outcome) {

@@ -28,7 +28,9 @@ DeploymentRecord sampleDeployment() {
                           .options = Json::obj({{"namespace", "app"}}),
                           .target = "prod",
                           .generation = 3,
-                          .updated = kTime};
+                          .updated = kTime,
+                          .commit_sequence = 12,
+                          .labels = {{"team", "web"}}};
 }
 
 BdStatus sampleBdStatus() {
@@ -73,7 +75,8 @@ BundleRecord sampleBundleRecord() {
                       .commit_sequence = 7,
                       .last_good = sampleEvent(),
                       .error = RenderError{.file = "fleet.yaml", .line = 4, .message = "bad"},
-                      .source_object = std::string(64, 's')};
+                      .source_object = std::string(64, 's'),
+                      .release_name = "repo-app"};
 }
 
 RenderStatus sampleRenderStatus() {
@@ -87,7 +90,21 @@ RenderStatus sampleRenderStatus() {
                       .time = kTime,
                       .chart = "oci://charts/web",
                       .chart_version = "1.2.3",
-                      .chart_digest = std::string(64, 'd')};
+                      .chart_digest = std::string(64, 'd'),
+                      .notes = {"objects named from .Release.Name are created anew"}};
+}
+
+BundleClaim sampleClaim() {
+  return BundleClaim{.workspace = "ws",
+                     .bundle = "shared",
+                     .gitrepo = "second",
+                     .owner = "first",
+                     .path = "app",
+                     .commit = std::string(40, 'c'),
+                     .commit_sequence = 9,
+                     .source_object = std::string(64, 's'),
+                     .force_sync_generation = 1,
+                     .time = kTime};
 }
 
 PollStatus samplePollStatus() {
@@ -248,6 +265,13 @@ TEST(RecordsTest, RenderStatus) {
   EXPECT_EQ(parseRecord<RenderStatus>(encode(good).dump()).value(), good);
 }
 
+TEST(RecordsTest, BundleClaim) {
+  checkRecord(RecordCase<BundleClaim>{sampleClaim(), "gitrepo"});
+  Json negative = encode(sampleClaim());
+  negative["commitSequence"] = -1;
+  EXPECT_FALSE(decodeRecord<BundleClaim>(negative).ok());
+}
+
 TEST(RecordsTest, PollStatus) {
   checkRecord(RecordCase<PollStatus>{samplePollStatus(), "workspace"});
 }
@@ -259,6 +283,15 @@ TEST(RecordsTest, Summaries) {
   Json bad_bundle = encode(sampleGitRepoSummary());
   (*bad_bundle.find("bundles")).asArray()[0]["ready"] = "1";
   test::expectProblem(decodeRecord<GitRepoSummary>(bad_bundle), "GitRepoSummary.bundles[0].ready");
+  // Only a GitRepo summary can be Deleting; other states stay the seven bundle states.
+  GitRepoSummary deleting = sampleGitRepoSummary();
+  deleting.state = std::string(kDeletingState);
+  EXPECT_EQ(decodeRecord<GitRepoSummary>(encode(deleting)).value(), deleting);
+  deleting.state = "Gone";
+  test::expectProblem(decodeRecord<GitRepoSummary>(encode(deleting)), "GitRepoSummary.state");
+  BundleSummary bundle = sampleBundleSummary();
+  bundle.state = std::string(kDeletingState);
+  EXPECT_FALSE(decodeRecord<BundleSummary>(encode(bundle)).ok());
 }
 
 TEST(RecordsTest, ClusterDeregistration) {
@@ -290,6 +323,19 @@ TEST(RecordsTest, DeploymentState) {
   EXPECT_EQ(held.reason, "Paused");
   record.deployment_id.clear();
   EXPECT_EQ(deploymentState(record, &status).state, "Pending");
+  // A delete was sent: waiting for the agent, unless it reported that the delete failed.
+  DeploymentRecord deleting = sampleDeployment();
+  deleting.deleting = true;
+  deleting.generation = 5;
+  status = sampleBdStatus();
+  EXPECT_EQ(deploymentState(deleting, &status), (DeploymentState{"WaitApplied", "Deleting",
+                                                                 "delete sent; waiting for the agent to remove the "
+                                                                 "bundle"}));
+  status.deployment_id.clear();
+  status.generation = 5;
+  status.state = "ErrApplied";
+  status.reason = "PruneFailed";
+  EXPECT_EQ(deploymentState(deleting, &status).reason, "PruneFailed");
 }
 
 // The state names this leaf library knows agree with libs/model.
@@ -342,6 +388,8 @@ TEST(RecordsTest, PipelineDocExamples) {
   checkExample<BundleRecord>(examples["BundleRecord"][0]);
   ASSERT_EQ(examples["RenderStatus"].size(), 1u);
   checkExample<RenderStatus>(examples["RenderStatus"][0]);
+  ASSERT_EQ(examples["BundleClaim"].size(), 1u);
+  checkExample<BundleClaim>(examples["BundleClaim"][0]);
   ASSERT_EQ(examples["PollStatus"].size(), 1u);
   checkExample<PollStatus>(examples["PollStatus"][0]);
   const auto& summaries = examples["BundleSummary"];

@@ -114,6 +114,7 @@ TEST(SubjectsTest, KvKeysFollowThePipelineLayout) {
   EXPECT_EQ(deploymentKey("eu-1", "ws", "web"), "eu-1.ws.web");
   EXPECT_EQ(gitRepoStatusKey("ws", "repo"), "gitrepo.ws.repo");
   EXPECT_EQ(bundleRenderStatusKey("ws", "web"), "bundle-render.ws.web");
+  EXPECT_EQ(bundleClaimKey("ws", "web", "other"), "bundle-claim.ws.web.other");
   EXPECT_EQ(bundleDeploymentStatusKey("eu-1", "ws", "web"), "bd.eu-1.ws.web");
   EXPECT_EQ(gitRepoSummaryKey("ws", "repo"), "summary.gitrepo.ws.repo");
   EXPECT_EQ(bundleSummaryKey("ws", "web"), "summary.bundle.ws.web");
@@ -145,6 +146,7 @@ TEST(SubjectsTest, ObjectNamesAndBuckets) {
 
 TEST(SubjectsTest, MsgIdsFollowThePipelineLayout) {
   EXPECT_EQ(commitMsgId("ws", "repo", "abc", 2), "commit/ws/repo/abc/2");
+  EXPECT_EQ(commitDeletedMsgId("ws", "repo", 41), "commit/ws/repo/deleted/41");
   EXPECT_EQ(bundleMsgId("ws", "web", "abc", "error"), "bundle/ws/web/abc/error");
   EXPECT_EQ(deployMsgId("eu-1", "web", "m:o", 7), "deploy/eu-1/web/m:o/7");
   EXPECT_EQ(statusMsgId("eu-1", "web", "m:o", "Ready", 3), "status/eu-1/web/m:o/Ready/3");

@@ -207,6 +207,7 @@ Status CommitHandler::publish(events::BundleEvent& event) {
 Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional<BundleRecord>& previous,
                                    uint64_t sequence) {
   auto& event = rendered.event;
+  event.commit_sequence = static_cast<int64_t>(sequence);
   BundleRecord record;
   copyBundleSource(record, event);
   record.commit_sequence = sequence;
@@ -216,6 +217,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   status.time = log::nowRfc3339();
   if (rendered.error) {
     record.last_good = previous ? previous->last_good : std::nullopt;
+    record.release_name = previous ? previous->release_name : std::string();
     record.error = rendered.error;
     status.error = rendered.error;
     status.last_good_manifest_id = !record.last_good                       ? std::string()
@@ -225,6 +227,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   } else {
     stampEvent(event);
     record.last_good = event;
+    record.release_name = helmReleaseOf(event, rendered.renderer).name;
     // A bundle rendered per cluster has no single manifest: its status names the variants table.
     status.manifest_id = event.manifest_id.empty() ? event.variants_object : event.manifest_id;
     status.last_good_manifest_id = status.manifest_id;
@@ -273,11 +276,13 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   return {};
 }
 
-Status CommitHandler::deleteBundle(const BundleRecord& record, const events::CommitEvent& event) {
+Status CommitHandler::deleteBundle(const BundleRecord& record, const events::CommitEvent& event, uint64_t sequence) {
   events::BundleEvent deleted;
   copyBundleSource(deleted, record);
-  deleted.commit = event.commit;
+  // A deleted GitRepo's event names no commit: the bundle's last one stands for it.
+  deleted.commit = event.commit.empty() ? record.commit : event.commit;
   deleted.force_sync_generation = event.force_sync_generation;
+  deleted.commit_sequence = static_cast<int64_t>(sequence);
   deleted.deleted = true;
   FLOTILLA_TRY(publish(deleted));
   if (auto removed = bus_.bundles->remove(events::bundleKey(record.workspace, record.bundle));
@@ -289,10 +294,11 @@ Status CommitHandler::deleteBundle(const BundleRecord& record, const events::Com
     return removed;
   }
   metrics_.bundle("deleted");
-  log::info("bundle removed from the repository; deletion published",
+  log::info(event.deleted ? "bundle of a deleted GitRepo; deletion published"
+                          : "bundle removed from the repository; deletion published",
             {{"gitrepo", record.workspace + "/" + record.gitrepo},
              {"bundle", record.bundle},
-             {"commit", event.commit},
+             {"commit", deleted.commit},
              {"path", record.path}});
   return {};
 }

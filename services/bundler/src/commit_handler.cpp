@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "flotilla/core/fault.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
@@ -67,6 +68,10 @@ struct CommitHandler::CommitRun {
   std::string root;  //!< the checkout's files
   std::vector<BundleDir> dirs;
   std::set<std::string> present;  //!< bundles this commit has
+  std::set<std::string> claimed;  //!< bundles it has whose name another GitRepo holds (claims recorded)
+  //! New Helm bundles whose release name follows the bundle name: bundle -> release name.
+  std::map<std::string, std::string> new_helm;
+  bool freed = false;             //!< bundles were deleted: names other GitRepos wait for may be free
   std::optional<Outcome> failed;  //!< set by the store step that failed
 };
 
@@ -82,21 +87,47 @@ Outcome CommitHandler::rejectOrRetry(const CommitRun& run, std::string_view step
 Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Delivery& delivery) {
   log::info("commit received", {{"gitrepo", gitrepoName(event)},
                                 {"commit", event.commit},
+                                {"deleted", event.deleted},
                                 {"changed", event.changed},
                                 {"source_object", event.source_object},
                                 {"delivery", static_cast<int64_t>(delivery.delivery_count)}});
-  if (event.source_object.empty()) {
+  if (event.source_object.empty() && !event.deleted) {
     log::warn("rejecting a CommitEvent without a source object",
               {{"gitrepo", gitrepoName(event)}, {"commit", event.commit}});
     return Outcome::reject("invalid");
   }
+  CommitRun run{.event = event, .delivery = delivery};
+  Outcome outcome = runSteps(run);
+  if (outcome.action != Outcome::Action::kAck || (!run.freed && delivery.delivery_count <= 1)) {
+    return outcome;
+  }
+  // Names this commit freed (or, on a redelivery, may have freed before a crash): other GitRepos' bundles waiting
+  // for them are rendered now, outside this GitRepo's lock (each under its own).
+  if (auto rendered = renderFreedClaims(event.workspace); !rendered.ok()) {
+    return transient(event, delivery, "claims", rendered.error());
+  }
+  return outcome;
+}
+
+Outcome CommitHandler::runSteps(CommitRun& run) {
+  const auto& event = run.event;
   // A cluster-triggered re-render of this GitRepo's bundles must not interleave with its commits.
   auto gitrepo_lock = gitrepoLock(event.workspace, event.gitrepo);
   std::lock_guard gitrepo_guard(*gitrepo_lock);
-  CommitRun run{.event = event, .delivery = delivery};
   using Step = std::optional<Outcome> (CommitHandler::*)(CommitRun&);
+  if (event.deleted) {
+    for (Step step : {&CommitHandler::recordsStep, &CommitHandler::cascadeStep}) {
+      if (auto outcome = (this->*step)(run)) {
+        return *outcome;
+      }
+    }
+    log::info("deleted GitRepo's bundles deleted",
+              {{"gitrepo", gitrepoName(event)}, {"bundles", static_cast<int64_t>(run.records.size())}});
+    return Outcome::ack("deleted");
+  }
   for (Step step : {&CommitHandler::gitRepoStep, &CommitHandler::recordsStep, &CommitHandler::checkoutStep,
-                    &CommitHandler::discoverStep, &CommitHandler::renderStep, &CommitHandler::deletionsStep}) {
+                    &CommitHandler::discoverStep, &CommitHandler::renderStep, &CommitHandler::deletionsStep,
+                    &CommitHandler::claimsStep}) {
     if (auto outcome = (this->*step)(run)) {
       return *outcome;
     }
@@ -237,14 +268,7 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
   } else if (auto owner = otherOwner(event, rendered->bundle); !owner.ok()) {
     return failWith("records", owner.error());
   } else if (!owner->empty()) {
-    metrics_.bundle("conflict");
-    log::warn("bundle name is already used by another GitRepo of the workspace; skipping it",
-              {{"gitrepo", gitrepoName(event)},
-               {"bundle", rendered->bundle},
-               {"commit", event.commit},
-               {"path", dir.path},
-               {"owner", *owner}});
-    return {};
+    return claimName(run, *rendered, *owner);
   }
   if (auto stored = storeAll(*rendered); !stored.ok()) {
     return failWith("store", stored.error());
@@ -252,6 +276,38 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
   if (auto committed = commitBundle(*rendered, previous, run.delivery.stream_sequence); !committed.ok()) {
     return failWith("publish", committed.error());
   }
+  if (const HelmRelease release = helmReleaseOf(rendered->event, rendered->renderer);
+      !previous && !rendered->error && !release.name.empty() && !release.pinned) {
+    run.new_helm[rendered->bundle] = release.name;
+  }
+  return {};
+}
+
+Status CommitHandler::claimName(CommitRun& run, const RenderedBundle& rendered, const std::string& owner) {
+  const auto& event = run.event;
+  metrics_.bundle("conflict");
+  log::warn("bundle name is already used by another GitRepo of the workspace; skipping it until that one lets go",
+            {{"gitrepo", gitrepoName(event)},
+             {"bundle", rendered.bundle},
+             {"commit", event.commit},
+             {"path", rendered.event.path},
+             {"owner", owner}});
+  // Remembered, so the bundle is rendered the moment the owner's bundle is deleted (no new commit needed).
+  events::BundleClaim claim{.workspace = event.workspace,
+                            .bundle = rendered.bundle,
+                            .gitrepo = event.gitrepo,
+                            .owner = owner,
+                            .path = rendered.event.path,
+                            .commit = event.commit,
+                            .commit_sequence = run.delivery.stream_sequence,
+                            .source_object = event.source_object,
+                            .force_sync_generation = event.force_sync_generation,
+                            .time = log::nowRfc3339()};
+  if (auto recorded = recordClaim(claim); !recorded.ok()) {
+    run.failed = transient(event, run.delivery, "claims", recorded.error());
+    return recorded;
+  }
+  run.claimed.insert(rendered.bundle);
   return {};
 }
 
@@ -273,17 +329,81 @@ Status CommitHandler::storeAll(const RenderedBundle& rendered) {
 }
 
 std::optional<Outcome> CommitHandler::deletionsStep(CommitRun& run) {
-  // Bundles that left the repository.
+  // Bundles that left the repository, after every live bundle of the commit was published: a claim of a new bundle
+  // on objects of a removed one reaches the agents before the release.
+  std::vector<const BundleRecord*> deleted;
   for (const auto& record : run.records) {
-    if (run.present.count(record.bundle) > 0) {
-      continue;
-    }
-    run.delivery.progress();
-    if (auto deleted = deleteBundle(record, run.event); !deleted.ok()) {
-      return transient(run.event, run.delivery, "delete", deleted.error());
+    if (run.present.count(record.bundle) == 0) {
+      deleted.push_back(&record);
     }
   }
+  if (deleted.empty()) {
+    return std::nullopt;
+  }
+  if (auto noted = noteHelmRenames(run, deleted); !noted.ok()) {
+    return transient(run.event, run.delivery, "store", noted.error());
+  }
+  fault::point(kFaultCommitPublished);
+  for (const BundleRecord* record : deleted) {
+    run.delivery.progress();
+    if (auto removed = deleteBundle(*record, run.event, run.delivery.stream_sequence); !removed.ok()) {
+      return transient(run.event, run.delivery, "delete", removed.error());
+    }
+    run.freed = true;
+  }
   return std::nullopt;
+}
+
+std::optional<Outcome> CommitHandler::claimsStep(CommitRun& run) {
+  if (auto dropped = dropClaims(run.event.workspace, run.event.gitrepo, run.claimed); !dropped.ok()) {
+    return transient(run.event, run.delivery, "claims", dropped.error());
+  }
+  return std::nullopt;
+}
+
+std::optional<Outcome> CommitHandler::cascadeStep(CommitRun& run) {
+  for (const auto& record : run.records) {
+    run.delivery.progress();
+    if (auto removed = deleteBundle(record, run.event, run.delivery.stream_sequence); !removed.ok()) {
+      return transient(run.event, run.delivery, "delete", removed.error());
+    }
+    run.freed = true;
+  }
+  // A deleted GitRepo waits for no name any more.
+  if (auto dropped = dropClaims(run.event.workspace, run.event.gitrepo, {}); !dropped.ok()) {
+    return transient(run.event, run.delivery, "claims", dropped.error());
+  }
+  return std::nullopt;
+}
+
+Status CommitHandler::noteHelmRenames(const CommitRun& run, const std::vector<const BundleRecord*>& deleted) {
+  for (const auto& [bundle, release] : run.new_helm) {
+    std::vector<std::string> notes;
+    for (const BundleRecord* gone : deleted) {
+      if (!gone->release_name.empty() && gone->release_name != release) {
+        notes.push_back("Helm release \"" + release + "\" (from the bundle name) replaces release \"" +
+                        gone->release_name + "\" of bundle " + gone->bundle +
+                        ", removed in this commit: objects the chart names from .Release.Name are created anew "
+                        "(new UIDs) and the old ones are removed; set helm.releaseName: " +
+                        gone->release_name + " in fleet.yaml to keep them");
+      }
+    }
+    if (notes.empty()) {
+      continue;
+    }
+    const std::string key = renderStatusKey(run.event.workspace, bundle);
+    auto entry = bus_.status->get(key);
+    FLOTILLA_TRY(entry);
+    auto status = events::parseRecord<RenderStatus>(entry->value);
+    if (!status.ok()) {
+      continue;  // written by this commit a moment ago; unreadable only if someone else wrote it
+    }
+    status->notes = std::move(notes);
+    FLOTILLA_TRY(bus_.status->put(key, encode(*status).dump()));
+    log::info("Helm objects named from the release name will be re-created",
+              {{"gitrepo", gitrepoName(run.event)}, {"bundle", bundle}, {"note", status->notes.front()}});
+  }
+  return {};
 }
 
 std::shared_ptr<std::mutex> CommitHandler::gitrepoLock(std::string_view workspace, std::string_view gitrepo) {

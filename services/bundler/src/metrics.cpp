@@ -86,4 +86,10 @@ void BundlerMetrics::clusterRecord(std::string_view result) {
           "result", result);
 }
 
+void BundlerMetrics::claim(std::string_view result) {
+  countBy(metrics_, "claims_total",
+          "Bundle names another GitRepo holds: claims recorded, rendered once freed, dropped, unreadable", "result",
+          result);
+}
+
 }  // namespace flotilla::bundler

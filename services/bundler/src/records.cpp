@@ -36,4 +36,15 @@ void stampEvent(events::BundleEvent& event) {
   event.time = log::nowRfc3339();
 }
 
+HelmRelease helmReleaseOf(const events::BundleEvent& event, std::string_view renderer) {
+  if (renderer != "helm") {
+    return {};
+  }
+  const Json* pinned = event.options.at({"helm", "releaseName"});
+  if (pinned != nullptr && pinned->isString() && !pinned->asString().empty()) {
+    return HelmRelease{pinned->asString(), true};
+  }
+  return HelmRelease{event.bundle, false};
+}
+
 }  // namespace flotilla::bundler

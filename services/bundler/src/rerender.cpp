@@ -125,9 +125,6 @@ Result<std::optional<BundleRecord>> CommitHandler::rerenderRecord(std::string_vi
   return std::optional<BundleRecord>(std::move(record).value());
 }
 
-namespace {
-
-//! The bundle directory of `path` in a checkout, with its fleet.yaml if it has one.
 render::BundleDir bundleDirAt(const std::string& root, const std::string& path) {
   render::BundleDir dir{.path = path};
   for (const char* name : {"fleet.yaml", "fleet.yml"}) {
@@ -140,8 +137,6 @@ render::BundleDir bundleDirAt(const std::string& root, const std::string& path) 
   }
   return dir;
 }
-
-}  // namespace
 
 Result<std::optional<CommitHandler::Rerender>> CommitHandler::rerenderCheckout(const BundleRecord& record) {
   using Prepared = std::optional<Rerender>;

@@ -126,7 +126,8 @@ void Poller::Core::scanOrphanMirrors() {
 int Poller::Core::dispatch(int64_t now) {
   std::map<std::string, std::vector<RepoEntry*>> due;
   for (auto& [key, entry] : entries) {
-    if (entry.gitrepo && entry.running_job == 0 && entry.due_ms <= now) {
+    // A GitRepo re-created while its deletion is being published waits for it (its first commit follows the delete).
+    if (entry.gitrepo && entry.running_job == 0 && entry.due_ms <= now && !deletions.contains(key)) {
       due[entry.mirror_id].push_back(&entry);
     }
   }

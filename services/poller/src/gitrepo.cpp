@@ -198,6 +198,11 @@ std::string sourceSpecHash(const model::GitRepo& gitrepo) {
   }
   const Json* labels = encoded.at({"metadata", "labels"});
   Json shaped = Json::obj({{"spec", spec}, {"labels", labels != nullptr ? *labels : Json::object()}});
+  // A GitRepo deleted and created again under the same name (a new uid) publishes its commit anew: with the old
+  // hash its first CommitEvent would repeat the last Msg-Id of the deleted one and JetStream would drop it.
+  if (!gitrepo.metadata.uid.empty()) {
+    shaped["uid"] = gitrepo.metadata.uid;
+  }
   return sha256Hex(shaped.dump());
 }
 

@@ -69,6 +69,7 @@ Status Poller::start() {
     }
   }
   core.writer = std::thread([&core] { core.writeLoop(); });
+  core.deleter = std::thread([&core] { core.deleteLoop(); });
   core.scheduler = std::thread([&core] { core.scheduleLoop(); });
   core.watcher = std::thread([&core] { core.watchLoop(); });
   log::info("poller started", {{"data_dir", core.options.data_dir},
@@ -88,6 +89,7 @@ void Poller::stop(Millis wait) {
     core.stopping = true;
   }
   core.wake.notify_all();
+  core.deletions_cv.notify_all();
   if (core.webhook_server) {
     core.webhook_server->stop();
   }
@@ -96,6 +98,9 @@ void Poller::stop(Millis wait) {
   }
   if (core.scheduler.joinable()) {
     core.scheduler.join();
+  }
+  if (core.deleter.joinable()) {
+    core.deleter.join();  // deletions not published yet keep their status: the next start redoes them
   }
   {
     // Let running syncs finish (they stop after their current GitRepo) and record what they published; git

@@ -85,6 +85,15 @@ struct Job : GitOpGuard {
   [[nodiscard]] bool cancelled() const override { return stopping->load(); }
 };
 
+//! A GitRepo whose spec was deleted: its CommitEvent{deleted} is published (retried until JetStream acks it), then
+//! its poll status is removed. Until then its status key stays, so a poller that dies first redoes it at start-up.
+struct PendingDeletion {
+  GitRepoId id;
+  uint64_t revision = 0;  //!< KV revision of the delete marker in `gitrepos` (0: unknown)
+  PollStatus last;        //!< the status it had: repo and last commit for the event
+  int failures = 0;
+};
+
 struct Completion {
   std::shared_ptr<Job> job;
   std::optional<std::vector<RepoResult>> results;
@@ -151,9 +160,15 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
   std::map<std::string, std::optional<std::string>> status_pending;  //!< key -> record, nullopt = delete
   bool status_stop = false;
 
+  //! Deleted GitRepos whose CommitEvent{deleted} is not acked yet, by gitrepos key (guarded by `mutex`). A GitRepo
+  //! re-created under the same key is not polled before it is, so its first commit follows the delete.
+  std::map<std::string, PendingDeletion> deletions;
+  std::condition_variable deletions_cv;  //!< the deleter (new deletions, stop); waits on `mutex`
+
   std::thread watcher;
   std::thread scheduler;
   std::thread writer;
+  std::thread deleter;
 
   // ---- KV watch (watcher thread; spec_watch.cpp) ----
   void sleepFor(Millis duration);
@@ -163,10 +178,25 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
   //! Reads one watch of `gitrepos` until it fails or the poller stops; false when it failed.
   bool followWatch(bus::KvWatcher& kv_watcher, const std::map<std::string, PollStatus>& stored, bool& first_load);
   bool known(const std::string& key);
-  void finishInitialLoad(const std::set<std::string>& seen);
+  //! After the initial values: GitRepos gone meanwhile are deleted; at the first load also those with a stored
+  //! status but no spec (deleted while no poller ran). `tombstones`: delete markers seen, by key, with revision.
+  void finishInitialLoad(const std::set<std::string>& seen, const std::map<std::string, uint64_t>& tombstones,
+                         const std::map<std::string, PollStatus>* stored);
   void applyPut(const std::string& key, const std::string& value, bool startup, std::optional<PollStatus> stored);
   void applyInvalidSpec(RepoEntry& e, const Error& error, int64_t now);
-  void applyDelete(const std::string& key);
+  //! The spec of `key` was deleted at `revision`: drop the entry and queue its CommitEvent{deleted}.
+  void applyDelete(const std::string& key, uint64_t revision);
+
+  // ---- deleted GitRepos (deleter thread; deletions.cpp) ----
+  //! Queues the deletion of a GitRepo (`mutex` held). `last` is its stored status.
+  void queueDeletion(const std::string& key, const GitRepoId& id, uint64_t revision, PollStatus last);
+  void deleteLoop();
+  //! True while a sync that has not been abandoned still works on `key` (its commit could land after the delete).
+  bool syncRunningFor(const std::string& key) const;
+  //! Publishes one deletion's event; then removes its status (or writes the re-created GitRepo's) and wakes the
+  //! scheduler. `mutex` is not held.
+  Status publishDeletion(const std::string& key, const PendingDeletion& deletion);
+  void finishDeletion(const std::string& key);
   MirrorState& mirrorFor(const std::string& id);
 
   // ---- scheduling (scheduler thread; every function below runs with `mutex` held; dispatch.cpp) ----

@@ -49,6 +49,13 @@ void PollerMetrics::published(bool duplicate) {
   }
 }
 
+void PollerMetrics::deletionPublished(bool duplicate) {
+  metrics_
+      .counter("gitrepo_deletions_total", "CommitEvents of deleted GitRepos acked by JetStream",
+               {{"result", duplicate ? "duplicate" : "published"}})
+      .Increment();
+}
+
 void PollerMetrics::source(bool stored) {
   metrics_.counter("sources_stored_total", "Source archives by result", {{"result", stored ? "stored" : "existing"}})
       .Increment();

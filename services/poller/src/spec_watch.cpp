@@ -3,6 +3,7 @@
 #include <set>
 
 #include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
 #include "flotilla/git/url.h"
 #include "flotilla/model/codec.h"
 #include "poller_core.h"
@@ -103,6 +104,7 @@ void Poller::Core::watchLoop() {
 bool Poller::Core::followWatch(bus::KvWatcher& kv_watcher, const std::map<std::string, PollStatus>& stored,
                                bool& first_load) {
   std::set<std::string> seen;
+  std::map<std::string, uint64_t> tombstones;  //!< delete markers among the initial values
   bool initial = true;
   while (!stopping) {
     auto next = kv_watcher.next(Millis(500));
@@ -113,14 +115,17 @@ bool Poller::Core::followWatch(bus::KvWatcher& kv_watcher, const std::map<std::s
     if (!next->has_value()) {
       if (initial && kv_watcher.initialDone()) {
         initial = false;
-        finishInitialLoad(seen);
+        finishInitialLoad(seen, tombstones, first_load ? &stored : nullptr);
         first_load = false;
       }
       continue;
     }
     const bus::KvEntry& entry = **next;
     if (entry.operation != bus::KvOperation::kPut) {
-      applyDelete(entry.key);
+      if (initial) {
+        tombstones[entry.key] = entry.revision;
+      }
+      applyDelete(entry.key, entry.revision);
       continue;
     }
     if (initial) {
@@ -147,7 +152,13 @@ bool Poller::Core::known(const std::string& key) {
   return entries.contains(key);
 }
 
-void Poller::Core::finishInitialLoad(const std::set<std::string>& seen) {
+void Poller::Core::finishInitialLoad(const std::set<std::string>& seen,
+                                     const std::map<std::string, uint64_t>& tombstones,
+                                     const std::map<std::string, PollStatus>* stored) {
+  auto revisionOf = [&](const std::string& key) {
+    auto it = tombstones.find(key);
+    return it == tombstones.end() ? uint64_t{0} : it->second;  // 0: purged, no marker left
+  };
   std::vector<std::string> gone;
   {
     std::lock_guard lock(mutex);
@@ -158,9 +169,20 @@ void Poller::Core::finishInitialLoad(const std::set<std::string>& seen) {
     }
   }
   for (const auto& key : gone) {
-    applyDelete(key);  // deleted while the watch was down
+    applyDelete(key, revisionOf(key));  // deleted while the watch was down
   }
   std::lock_guard lock(mutex);
+  // A status without a spec: the GitRepo was deleted while no poller ran, or the poller died before the deletion
+  // was published (the status is removed only after that).
+  static const std::map<std::string, PollStatus> kNone;
+  for (const auto& [status_key, status] : stored != nullptr ? *stored : kNone) {
+    const std::string key = events::gitRepoKey(status.workspace, status.gitrepo);
+    if (!seen.contains(key) && !entries.contains(key) &&
+        pollStatusKey(status.workspace, status.gitrepo) == status_key) {
+      log::info("found the status of a GitRepo that no longer exists", {{"key", status_key}});
+      queueDeletion(key, GitRepoId{status.workspace, status.gitrepo}, revisionOf(key), status);
+    }
+  }
   if (!initial_loaded) {
     log::info("initial GitRepos loaded", {{"count", static_cast<int64_t>(seen.size())}});
   }
@@ -185,7 +207,8 @@ void Poller::Core::applyPut(const std::string& key, const std::string& value, bo
   if (inserted) {
     e.key = key;
     e.id = *id;
-    e.status = std::move(stored).value_or(PollStatus{});
+    // Re-created while its deletion is being published: the stored status is the old GitRepo's.
+    e.status = deletions.contains(key) ? PollStatus{} : std::move(stored).value_or(PollStatus{});
     e.status.workspace = id->workspace;
     e.status.gitrepo = id->name;
   }
@@ -238,17 +261,16 @@ void Poller::Core::applyInvalidSpec(RepoEntry& e, const Error& error, int64_t no
   wake.notify_all();
 }
 
-void Poller::Core::applyDelete(const std::string& key) {
+void Poller::Core::applyDelete(const std::string& key, uint64_t revision) {
   std::lock_guard lock(mutex);
   auto it = entries.find(key);
   if (it == entries.end()) {
     return;
   }
-  log::info("GitRepo deleted", {{"gitrepo", displayName(it->second.id)}});
   inventory_changed = true;
-  const std::string status_key = pollStatusKey(it->second.id.workspace, it->second.id.name);
+  // Its status goes only after the deletion is published (deletions.cpp).
+  queueDeletion(key, it->second.id, revision, it->second.status);
   entries.erase(it);
-  enqueueStatusRemoval(status_key);
   wake.notify_all();
 }
 

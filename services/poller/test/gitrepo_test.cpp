@@ -168,6 +168,10 @@ TEST(PollerGitRepoTest, SpecHashIgnoresPollingOnlyFields) {
   model::GitRepo labels = base;
   labels.metadata.labels["team"] = "a";
   EXPECT_NE(sourceSpecHash(labels), hash);
+  // Re-created under the same name: a new uid, so its first commit is not a duplicate of the deleted one's.
+  model::GitRepo recreated = base;
+  recreated.metadata.uid = "0123456789abcdef";
+  EXPECT_NE(sourceSpecHash(recreated), hash);
 }
 
 TEST(PollerGitRepoTest, MsgIdFollowsThePipelineShape) {

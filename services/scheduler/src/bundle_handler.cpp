@@ -32,6 +32,7 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
                         .clock_ms = clock_ms > 0 ? clock_ms : detail::nowMs(),
                         .delivery_count = delivery_count,
                         .id = events::bundleKey(event->workspace, event->bundle)};
+  context.affected.bundle_event = true;
   auto existing = bundles_.find(context.id);
   context.existing = existing == bundles_.end() ? nullptr : &existing->second;
   if (superseded(context)) {

@@ -21,15 +21,19 @@ events::DeployEvent deployEvent(const PlacementInput& in, const Placement& want,
                              .options = want.options,
                              .depends_on = in.targeting->depends_on,
                              .commit = in.targeting->commit,
-                             .generation = generation};
+                             .generation = generation,
+                             .gitrepo = in.gitrepo,
+                             .commit_sequence = in.targeting->commit_sequence,
+                             .labels = in.targeting->labels};
 }
 
 //! Targeting wants the bundle on the cluster.
 PlacementDecision decideWanted(const PlacementInput& in, const Placement& want) {
   const BundleTargeting& targeting = *in.targeting;
   const events::DeploymentRecord* record = in.record;
-  bool same_release =
-      record != nullptr && record->deployment_id == want.deployment_id && record->depends_on == targeting.depends_on;
+  // Labels travel with the release (dependsOn selectors on the cluster read them): new labels are a new release.
+  bool same_release = record != nullptr && !record->deleting && record->deployment_id == want.deployment_id &&
+                      record->depends_on == targeting.depends_on && record->labels == targeting.labels;
   PlacementDecision out{.record = record != nullptr ? *record : events::DeploymentRecord{}};
   events::DeploymentRecord& next = out.record;
   if (same_release && record->staged_deployment_id.empty()) {
@@ -69,13 +73,24 @@ PlacementDecision decideWanted(const PlacementInput& in, const Placement& want) 
   next.depends_on = targeting.depends_on;
   next.staged_deployment_id.clear();
   next.generation = generation;
+  next.commit_sequence = targeting.commit_sequence;
+  next.labels = targeting.labels;
+  next.deleting = false;
   out.action = Action::kDeploy;
   return out;
+}
+
+//! The agent answered the delete of `record` with a failure (it could not prune everything).
+bool deleteFailed(const PlacementInput& in) {
+  return in.status != nullptr && in.status->generation >= in.record->generation && in.status->state == "ErrApplied";
 }
 
 //! Targeting does not want the bundle there (any more) and a record exists.
 PlacementDecision decideRemoval(const PlacementInput& in) {
   const events::DeploymentRecord& gone = *in.record;
+  if (gone.deleting && !deleteFailed(in)) {
+    return {};  // the delete is out; the agent's report settles it
+  }
   PlacementDecision out{.action = Action::kRemove, .record = gone};
   if (gone.deployment_id.empty()) {
     return out;  // nothing was released (paused from the start): only the record goes
@@ -90,7 +105,14 @@ PlacementDecision decideRemoval(const PlacementInput& in) {
                                   // keepResources and deleteCRDResources decide what the agent removes
                                   .options = gone.options,
                                   .commit = gone.commit,
-                                  .generation = generation};
+                                  .generation = generation,
+                                  .gitrepo = gone.gitrepo,
+                                  .commit_sequence = gone.commit_sequence,
+                                  .labels = gone.labels};
+  out.record.deleting = true;
+  out.record.generation = generation;
+  out.record.staged_deployment_id.clear();
+  out.record.updated = in.now;
   return out;
 }
 

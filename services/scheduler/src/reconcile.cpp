@@ -1,7 +1,9 @@
 // Placement on clusters: the reconcile queue and passes, and carrying out placement decisions (placement.h):
 // publish the DeployEvent first, then write the record.
 #include <algorithm>
+#include <tuple>
 
+#include "flotilla/core/fault.h"
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/scheduler.h"
@@ -95,11 +97,28 @@ Status Scheduler::reconcileAll() {
     return {};
   });
   FLOTILLA_TRY(passed);
+  FLOTILLA_TRY(retryFailedDeletes(clock_ms, affected));
   for (const auto& [name, cluster] : clusters_) {
     affected.clusters.insert(name);
   }
   metrics_.counter("reconciles_total", "Re-targeting passes", {{"scope", "all"}}).Increment();
   return writeSummaries(affected);
+}
+
+Status Scheduler::retryFailedDeletes(int64_t clock_ms, Affected& affected) {
+  // Deployments of deleted bundles are visited by no bundle's pass: a delete the agent could not finish is sent
+  // again here (placement decides; a delete still in flight is left alone).
+  std::vector<std::tuple<std::string, std::string, std::string>> pending;
+  for (const auto& [key, record] : deployments_) {
+    if (record.deleting && !bundles_.contains(events::bundleKey(record.workspace, record.bundle))) {
+      pending.emplace_back(record.workspace, record.bundle, record.cluster);
+    }
+  }
+  for (const auto& [workspace, bundle, cluster] : pending) {
+    bool published = false;
+    FLOTILLA_TRY(reconcilePair(nullptr, workspace, bundle, cluster, clock_ms, affected, published));
+  }
+  return {};
 }
 
 Status Scheduler::reconcileCluster(const std::string& cluster) {
@@ -188,6 +207,7 @@ PlacementInput Scheduler::placementInput(const BundleInfo* bundle, const std::st
   }
   auto existing = deployments_.find(events::deploymentKey(cluster_name, workspace, bundle_name));
   input.record = existing == deployments_.end() ? nullptr : &existing->second;
+  input.status = input.record != nullptr ? statusOf(*input.record) : nullptr;
   input.gitrepo = bundle != nullptr ? bundle->gitrepo : (input.record != nullptr ? input.record->gitrepo : "");
   input.now = log::nowRfc3339();
   return input;
@@ -231,6 +251,11 @@ Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDec
       FLOTILLA_TRY(removeDeployment(input, decision, published));
       break;
   }
+  if (published && affected.bundle_event && !affected.deployed) {
+    // Crash tests: the first cluster of a bundle event has its DeployEvent and record, the others not yet.
+    affected.deployed = true;
+    fault::point(kFaultBundleDeployed);
+  }
   affected.bundles.emplace(input.workspace, input.bundle);
   if (!input.gitrepo.empty()) {
     affected.gitrepos.emplace(input.workspace, input.gitrepo);
@@ -269,25 +294,51 @@ Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDe
 }
 
 Status Scheduler::removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published) {
-  if (decision.event) {
-    FLOTILLA_TRY(publishDeploy(*decision.event));
-    published = true;
+  const char* reason = input.targeting == nullptr ? "bundle deleted" : "cluster no longer targeted";
+  if (!decision.event || !clusters_.contains(input.cluster)) {
+    // Nothing was ever released there, or no registered agent will answer (the delete still goes out, for an
+    // agent that comes back under that name): no report to wait for.
+    if (decision.event) {
+      FLOTILLA_TRY(publishDeploy(*decision.event));
+      published = true;
+    }
+    FLOTILLA_TRY(forgetDeployment(input.cluster, input.workspace, input.bundle));
+    log::info("deployment removed",
+              {{"cluster", input.cluster}, {"bundle", input.bundle}, {"gitrepo", input.gitrepo}, {"reason", reason}});
+    return {};
   }
+  // Publish first, then the record, now `deleting`: it and its status stay until the agent reports the delete
+  // (status_handler.cpp settleDelete), so the GitRepo's summary can say what is left.
+  FLOTILLA_TRY(publishDeploy(*decision.event));
+  published = true;
   const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
-  FLOTILLA_TRY(hub_.deployments->remove(key));
+  FLOTILLA_TRY(hub_.deployments->put(key, events::encode(decision.record).dump()));
+  deployments_[key] = decision.record;
+  metrics_.counter("deletes_sent_total", "Delete DeployEvents sent (the record waits for the agent's report)")
+      .Increment();
+  log::info("deployment delete sent", {{"cluster", input.cluster},
+                                       {"bundle", input.bundle},
+                                       {"gitrepo", input.gitrepo},
+                                       {"generation", decision.record.generation},
+                                       {"reason", reason}});
+  return {};
+}
+
+Status Scheduler::forgetDeployment(const std::string& cluster, const std::string& workspace,
+                                   const std::string& bundle) {
+  const std::string key = events::deploymentKey(cluster, workspace, bundle);
+  Status removed = hub_.deployments->remove(key);
+  if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+    return removed;
+  }
   if (statuses_.contains(key)) {
-    auto removed = hub_.status->remove(events::bundleDeploymentStatusKey(input.cluster, input.workspace, input.bundle));
+    removed = hub_.status->remove(events::bundleDeploymentStatusKey(cluster, workspace, bundle));
     if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
       return removed;
     }
     statuses_.erase(key);
   }
   deployments_.erase(key);
-  log::info("deployment removed",
-            {{"cluster", input.cluster},
-             {"bundle", input.bundle},
-             {"gitrepo", input.gitrepo},
-             {"reason", input.targeting == nullptr ? "bundle deleted" : "cluster no longer targeted"}});
   return {};
 }
 

@@ -104,6 +104,35 @@ events::GitRepoSummaryBundle gitRepoBundleLine(const GitRepoBundle& item, model:
   return line;
 }
 
+//! Every bundle of the GitRepo is gone and deployments wait for their deletes: the summary says Deleting and what
+//! is left (and keeps the worst state's message when an agent failed a delete).
+void markDeleting(const std::vector<GitRepoBundle>& bundles, events::GitRepoSummary& out) {
+  int64_t left = 0;
+  std::set<std::string> clusters;
+  for (const auto& item : bundles) {
+    if (item.bundle != nullptr) {
+      return;  // a live bundle: the GitRepo is not being deleted
+    }
+    for (const auto& view : item.deployments) {
+      if (view.record->deleting) {
+        ++left;
+        clusters.insert(view.record->cluster);
+      }
+    }
+  }
+  if (left == 0) {
+    return;
+  }
+  std::string message = "deleting: " + std::to_string(left) + (left == 1 ? " deployment" : " deployments") +
+                        " left on " + std::to_string(clusters.size()) +
+                        (clusters.size() == 1 ? " cluster" : " clusters");
+  if (out.state == "ErrApplied") {
+    appendMessage(message, out.message);
+  }
+  out.state = std::string(events::kDeletingState);
+  out.message = std::move(message);
+}
+
 }  // namespace
 
 EffectiveState effectiveState(const DeploymentRecord& record, const BdStatus* status) {
@@ -164,6 +193,7 @@ events::GitRepoSummary gitRepoSummaryRecord(std::string_view workspace, std::str
     appendMessage(message, out.message);
     out.message = message;
   }
+  markDeleting(bundles, out);
   return out;
 }
 

@@ -157,7 +157,8 @@ void Scheduler::loadSummaries(const std::vector<bus::KvEntry>& entries) {
 void Scheduler::warnOrphanDeployments() const {
   size_t orphans = 0;
   for (const auto& [key, record] : deployments_) {
-    if (!bundles_.contains(events::bundleKey(record.workspace, record.bundle))) {
+    // A deployment being deleted outlives its bundle on purpose (until the agent reports).
+    if (!record.deleting && !bundles_.contains(events::bundleKey(record.workspace, record.bundle))) {
       ++orphans;
     }
   }

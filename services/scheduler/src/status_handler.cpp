@@ -103,6 +103,9 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
   if (record == deployments_.end()) {
     return statusWithoutDeployment(context);
   }
+  if (record->second.deleting && decoded->generation <= record->second.generation) {
+    return settleDelete(context, record->second);
+  }
   if (auto early = judgeReport(context, record->second)) {
     return *early;
   }
@@ -179,6 +182,49 @@ std::optional<Outcome> Scheduler::judgeReport(StatusContext& context, const Depl
     return Outcome::ack("stale");
   }
   return std::nullopt;
+}
+
+Outcome Scheduler::settleDelete(StatusContext& context, const DeploymentRecord& record) {
+  const events::StatusEvent& event = context.event;
+  if (event.generation < record.generation) {
+    countStatus("deleting-older");
+    return Outcome::ack("older");  // about what ran before the delete
+  }
+  if (event.state == "ErrApplied") {
+    // The agent could not remove everything (it keeps what is left in its inventory): the record stays, the error
+    // shows in the summaries, and the next full re-targeting pass sends the delete again.
+    log::warn("the agent could not delete the bundle; the deployment stays until a delete succeeds",
+              {{"cluster", context.cluster},
+               {"bundle", context.bundle},
+               {"reason", event.reason},
+               {"message", event.message}});
+    countStatus("delete-failed");
+    context.stale = false;
+    return storeReport(context, record);
+  }
+  Affected affected;
+  affected.clusters.insert(context.cluster);
+  affected.bundles.emplace(context.workspace, context.bundle);
+  if (!record.gitrepo.empty()) {
+    affected.gitrepos.emplace(context.workspace, record.gitrepo);
+  }
+  const std::string gitrepo = record.gitrepo;  // the record goes now
+  if (auto forgotten = forgetDeployment(context.cluster, context.workspace, context.bundle); !forgotten.ok()) {
+    log::warn("cannot remove a deleted deployment's records yet, retrying",
+              {{"cluster", context.cluster}, {"bundle", context.bundle}, {"error", forgotten.error().describe()}});
+    return Outcome::retry(backoff(context.delivery_count), "retry");
+  }
+  updateGauges();
+  if (auto written = writeSummaries(affected); !written.ok()) {
+    return Outcome::retry(backoff(context.delivery_count), "retry");
+  }
+  countStatus("deleted");
+  log::info("deployment deleted on the cluster; its records are removed", {{"cluster", context.cluster},
+                                                                           {"bundle", context.bundle},
+                                                                           {"gitrepo", gitrepo},
+                                                                           {"reason", event.reason},
+                                                                           {"message", event.message}});
+  return Outcome::ack("deleted");
 }
 
 Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& record) {

@@ -1,5 +1,6 @@
 // Publishing: the summaries in KV `status` (written only when their content changed, plus an `updated` time),
 // the public CloudEvents on flotilla.events.>, and the gauges.
+#include <algorithm>
 #include <map>
 
 #include "flotilla/core/log.h"
@@ -30,6 +31,23 @@ std::vector<DeploymentView> Scheduler::deploymentsOfCluster(const std::string& c
 }
 
 Status Scheduler::writeSummaries(const Affected& affected) {
+  // What an earlier handler could not write goes along: its redelivered message may not find the same work again
+  // (a settled delete finds no record the second time).
+  Affected all = std::move(unwritten_);
+  unwritten_ = {};
+  all.bundles.insert(affected.bundles.begin(), affected.bundles.end());
+  all.gitrepos.insert(affected.gitrepos.begin(), affected.gitrepos.end());
+  all.clusters.insert(affected.clusters.begin(), affected.clusters.end());
+  Status written = writeAllSummaries(all);
+  if (!written.ok()) {
+    metrics_.counter("summary_write_failures_total", "Summary writes that failed and were kept for the next one")
+        .Increment();
+    unwritten_ = std::move(all);
+  }
+  return written;
+}
+
+Status Scheduler::writeAllSummaries(const Affected& affected) {
   for (const auto& [workspace, bundle] : affected.bundles) {
     FLOTILLA_TRY(writeBundleSummary(workspace, bundle));
   }
@@ -155,6 +173,10 @@ void Scheduler::updateGauges() {
   metrics_.gauge("clusters", "Registered clusters").Set(static_cast<double>(clusters_.size()));
   metrics_.gauge("bundles", "Bundles known").Set(static_cast<double>(bundles_.size()));
   metrics_.gauge("deployments", "BundleDeployment records").Set(static_cast<double>(deployments_.size()));
+  const auto deleting =
+      std::count_if(deployments_.begin(), deployments_.end(), [](const auto& item) { return item.second.deleting; });
+  metrics_.gauge("deployments_deleting", "BundleDeployments whose delete waits for the agent's report")
+      .Set(static_cast<double>(deleting));
 }
 
 }  // namespace flotilla::scheduler

@@ -106,7 +106,9 @@ Result<BundleTargeting> targetingFrom(const events::BundleEvent& event) {
                       .depends_on = event.depends_on.isArray() ? event.depends_on : Json::array(),
                       .paused = event.paused,
                       .force_sync_generation = event.force_sync_generation,
-                      .variants_object = event.variants_object};
+                      .variants_object = event.variants_object,
+                      .commit_sequence = event.commit_sequence,
+                      .labels = event.labels};
   if (event.manifest_id.empty() && event.variants_object.empty()) {
     return fail(ErrorKind::kInvalid, "BundleEvent.manifestID: required for a rendered bundle");
   }

@@ -17,6 +17,8 @@ BundleTargeting targeting() {
   t.bundle = "repo-app";
   t.commit = "c2";
   t.manifest_id = "m2";
+  t.commit_sequence = 42;
+  t.labels = {{"team", "web"}};
   return t;
 }
 
@@ -32,7 +34,9 @@ events::DeploymentRecord released(std::string deployment_id = "m1:o", std::strin
                                   .commit = std::move(commit),
                                   .deployment_id = std::move(deployment_id),
                                   .manifest_id = "m1",
-                                  .generation = 7};
+                                  .generation = 7,
+                                  .commit_sequence = 41,
+                                  .labels = {{"team", "web"}}};
 }
 
 PlacementInput input(const BundleTargeting* t, std::optional<Placement> w, const events::DeploymentRecord* record) {
@@ -60,6 +64,23 @@ TEST(PlacementTest, NewPlacementDeploys) {
   EXPECT_EQ(decision.record.generation, kClock);
   EXPECT_EQ(decision.record.commit, "c2");
   EXPECT_EQ(decision.record.target, "all");
+  // What the agent needs for ownership and dependsOn travels with the event and stays in the record.
+  EXPECT_EQ(decision.event->gitrepo, "repo");
+  EXPECT_EQ(decision.event->commit_sequence, 42);
+  EXPECT_EQ(decision.event->labels, (events::StringMap{{"team", "web"}}));
+  EXPECT_EQ(decision.record.commit_sequence, 42);
+  EXPECT_EQ(decision.record.labels, (events::StringMap{{"team", "web"}}));
+}
+
+// New labels are a new release (selectors on the cluster read them), with the same deploymentID.
+TEST(PlacementTest, ChangedLabelsRedeploy) {
+  auto t = targeting();
+  auto same = released("m2:o", "c2");
+  t.labels["tier"] = "front";
+  auto decision = decidePlacement(input(&t, want(), &same));
+  ASSERT_EQ(decision.action, Action::kDeploy);
+  EXPECT_EQ(decision.event->deployment_id, "m2:o");
+  EXPECT_EQ(decision.event->labels.at("tier"), "front");
 }
 
 // What runs already: nothing to do; the same content at a newer commit only moves the record's commit.
@@ -117,11 +138,43 @@ TEST(PlacementTest, UntargetedClusterIsRemoved) {
   EXPECT_TRUE(decision.event->remove);
   EXPECT_EQ(decision.event->options, record.options);
   EXPECT_EQ(decision.event->id, deployMsgId("c-1", "repo-app", "", decision.event->generation));
+  EXPECT_EQ(decision.event->gitrepo, "repo");
+  EXPECT_EQ(decision.event->commit_sequence, 41);
+  EXPECT_EQ(decision.event->labels, record.labels);
+  // The record stays, marked deleting at the delete's generation, until the agent reports.
+  EXPECT_TRUE(decision.record.deleting);
+  EXPECT_EQ(decision.record.generation, decision.event->generation);
+  EXPECT_EQ(decision.record.deployment_id, "m1:o");
   auto staged_only = released("");
   auto quiet = decidePlacement(input(nullptr, std::nullopt, &staged_only));
   EXPECT_EQ(quiet.action, Action::kRemove);
   EXPECT_FALSE(quiet.event.has_value());
   EXPECT_EQ(decidePlacement(input(nullptr, std::nullopt, nullptr)).action, Action::kNothing);
+}
+
+// A delete in flight is not sent again; one the agent failed is (a new generation); a cluster targeted again while
+// its delete is pending gets a fresh deployment.
+TEST(PlacementTest, DeletingRecordWaitsForTheAgent) {
+  auto record = released();
+  record.deleting = true;
+  EXPECT_EQ(decidePlacement(input(nullptr, std::nullopt, &record)).action, Action::kNothing);
+  events::BdStatus failed{.cluster = "c-1", .bundle = "repo-app", .generation = 7, .state = "ErrApplied"};
+  auto again = input(nullptr, std::nullopt, &record);
+  again.status = &failed;
+  auto decision = decidePlacement(again);
+  ASSERT_EQ(decision.action, Action::kRemove);
+  ASSERT_TRUE(decision.event.has_value());
+  EXPECT_GT(decision.event->generation, 7);
+  events::BdStatus older{.cluster = "c-1", .bundle = "repo-app", .generation = 6, .state = "ErrApplied"};
+  again.status = &older;
+  EXPECT_EQ(decidePlacement(again).action, Action::kNothing);
+
+  auto t = targeting();
+  auto back = released("m2:o", "c2");
+  back.deleting = true;
+  auto redeploy = decidePlacement(input(&t, want(), &back));
+  ASSERT_EQ(redeploy.action, Action::kDeploy);
+  EXPECT_FALSE(redeploy.record.deleting);
 }
 
 }  // namespace

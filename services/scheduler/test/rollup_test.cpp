@@ -143,6 +143,45 @@ TEST(RollupTest, GitRepoSummaryIncludesRenderErrors) {
   EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->asArray()[0].getString("name"), "repo-b");
 }
 
+// Every bundle of the GitRepo deleted, deletes sent and not all reported: Deleting, with what is left; a failed
+// delete keeps its message. A live bundle among them: not Deleting.
+TEST(RollupTest, GitRepoWithOnlyDeletingDeploymentsIsDeleting) {
+  auto a1 = record("c1", "repo-a", "m:o", 7);
+  auto a2 = record("c2", "repo-a", "m:o", 7);
+  auto b1 = record("c1", "repo-b", "n:o", 7);
+  for (auto* r : {&a1, &a2, &b1}) {
+    r->deleting = true;
+  }
+  std::vector<GitRepoBundle> gone = {GitRepoBundle{.deployments = {{&a1, nullptr}, {&a2, nullptr}}},
+                                     GitRepoBundle{.deployments = {{&b1, nullptr}}}};
+  auto summary = gitRepoSummaryRecord("fleet-default", "repo", gone);
+  EXPECT_EQ(summary.state, "Deleting");
+  EXPECT_EQ(summary.message, "deleting: 3 deployments left on 2 clusters");
+  EXPECT_TRUE(events::decodeRecord<events::GitRepoSummary>(events::encode(summary)).ok());
+  EXPECT_EQ(effectiveState(a1, nullptr).reason, "Deleting");
+
+  auto failed = BdStatus{.cluster = "c1",
+                         .workspace = "fleet-default",
+                         .bundle = "repo-b",
+                         .generation = 7,
+                         .state = "ErrApplied",
+                         .reason = "PruneFailed",
+                         .message = "failed to delete 1 object"};
+  std::vector<GitRepoBundle> one = {GitRepoBundle{.deployments = {{&b1, &failed}}}};
+  summary = gitRepoSummaryRecord("fleet-default", "repo", one);
+  EXPECT_EQ(summary.state, "Deleting");
+  EXPECT_NE(summary.message.find("deleting: 1 deployment left on 1 cluster; ErrApplied(1)"), std::string::npos)
+      << summary.message;
+  EXPECT_NE(summary.message.find("failed to delete 1 object"), std::string::npos) << summary.message;
+
+  BundleInfo live{.workspace = "fleet-default", .gitrepo = "repo", .bundle = "repo-c"};
+  auto c1 = record("c1", "repo-c", "p:o");
+  auto s_c1 = report(c1, "Ready");
+  std::vector<GitRepoBundle> mixed = {GitRepoBundle{.deployments = {{&a1, nullptr}}},
+                                      GitRepoBundle{.bundle = &live, .deployments = {{&c1, &s_c1}}}};
+  EXPECT_EQ(gitRepoSummaryRecord("fleet-default", "repo", mixed).state, "WaitApplied");
+}
+
 // The cluster summary spans the cluster's bundles and carries the last heartbeat and versions.
 TEST(RollupTest, ClusterSummaryCarriesHeartbeat) {
   auto a = record("c1", "repo-a", "m:o");

@@ -2,6 +2,8 @@
 // and StatusEvents through the real streams, DeployEvents read by agent-style durables, KV records and summaries.
 // The last test runs the flotilla-scheduler binary itself.
 #include <chrono>
+#include <csignal>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -249,7 +251,7 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
 }
 
 // A cluster that registers after the bundle gets every bundle that targets it; a label change that takes it out
-// of the target sends a delete DeployEvent and removes the record.
+// of the target sends a delete DeployEvent, and the record goes when the agent reports the delete.
 TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
   ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
   publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
@@ -274,6 +276,9 @@ TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
   EXPECT_TRUE(removed[0].remove);
   EXPECT_GT(removed[0].generation, sent[0].generation);
   EXPECT_EQ(removed[0].id, events::deployMsgId("prod-2", "repo-app", "deleted", removed[0].generation));
+  EXPECT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("prod-2", kWs, "repo-app"),
+                     [](const Json& r) { return r.getBool("deleting"); }));
+  publishStatus("prod-2", "repo-app", "", removed[0].generation, "Ready");
   EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, events::deploymentKey("prod-2", kWs, "repo-app")); }));
   EXPECT_TRUE(noMoreDeploys(first, 300ms));
 }
@@ -451,7 +456,8 @@ TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
       kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) { return !s.getBool("error"); }));
 }
 
-// A deleted bundle: a delete DeployEvent per cluster, records and summaries removed.
+// A deleted bundle: a delete DeployEvent per cluster; the records, bd statuses and summaries stay until each agent
+// reports the delete, then go.
 TEST_F(SchedulerTest, DeletedBundleIsRemovedEverywhere) {
   ASSERT_TRUE(registerCluster("c-1", {}).accepted);
   ASSERT_TRUE(registerCluster("c-2", {}).accepted);
@@ -472,10 +478,17 @@ TEST_F(SchedulerTest, DeletedBundleIsRemovedEverywhere) {
   ASSERT_EQ(r2.size(), 1u);
   EXPECT_TRUE(r1[0].remove);
   EXPECT_TRUE(r2[0].remove);
+  ASSERT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-app"),
+                     [](const Json& r) { return r.getBool("deleting"); }));
+  EXPECT_TRUE(kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-app")).has_value());
+  publishStatus("c-1", "repo-app", "", r1[0].generation, "Ready");
+  publishStatus("c-2", "repo-app", "", r2[0].generation, "Ready");
   EXPECT_TRUE(waitFor([&] {
     return !kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")) &&
            !kv(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-app")) &&
-           !kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"));
+           !kv(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-app")) &&
+           !kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-app")) &&
+           !kv(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"));
   }));
 }
 
@@ -701,6 +714,230 @@ TEST_F(SchedulerTest, StoresTerminatedDeploysAgentsReportAndRejectsSpoofedOnes) 
   EXPECT_TRUE(
       hub_.js->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kDeployStream, "agent-c-1"))
           .ok());
+}
+
+// ---- issue 10: deletes that cascade, DeployEvent fields, fault point ----
+
+// What the bundler publishes for a bundle of a deleted GitRepo (or one that left the repository).
+events::BundleEvent deletedBundle(const std::string& bundle, int64_t commit_sequence) {
+  auto gone = bundleEvent(bundle, "", Json::array(), kCommit2);
+  gone.id = events::bundleMsgId(kWs, bundle, kCommit2, "deleted");
+  gone.deleted = true;
+  gone.commit_sequence = commit_sequence;
+  return gone;
+}
+
+// A GitRepo deleted (the bundler's cascade: a deleted BundleEvent for each of its bundles): every cluster gets a
+// delete carrying the GitRepo, the release's commitSequence and labels; the GitRepo summary is Deleting and counts
+// the deployments left as the agents report (a failed delete keeps its deployment and shows the error); when the
+// last one is reported the GitRepo and bundle summaries, the bd statuses and the records are gone.
+TEST_F(SchedulerTest, GitRepoCascadeIsDeletingUntilEveryAgentReported) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  ASSERT_TRUE(registerCluster("c-2", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  auto c2 = agentConsumer("c-2");
+  auto a = bundleEvent("repo-a", kManifestA, Json::array());
+  a.commit_sequence = 5;
+  a.labels = {{"app", "a"}};
+  auto b = bundleEvent("repo-b", kManifestB, Json::array());
+  b.commit_sequence = 5;
+  publishBundle(a);
+  publishBundle(b);
+  auto on1 = deploys(c1, 2);
+  auto on2 = deploys(c2, 2);
+  ASSERT_EQ(on1.size(), 2u);
+  ASSERT_EQ(on2.size(), 2u);
+  for (const auto* sent : {&on1, &on2}) {
+    for (const auto& d : *sent) {
+      publishStatus(d.cluster, d.bundle, d.deployment_id, d.generation, "Ready");
+    }
+  }
+  ASSERT_TRUE(kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"),
+                     [](const Json& s) { return s.getString("state") == "Ready"; }));
+
+  publishBundle(deletedBundle("repo-a", 9));
+  publishBundle(deletedBundle("repo-b", 9));
+  auto removed1 = deploys(c1, 2);
+  auto removed2 = deploys(c2, 2);
+  ASSERT_EQ(removed1.size(), 2u);
+  ASSERT_EQ(removed2.size(), 2u);
+  for (const auto& d : removed1) {
+    EXPECT_TRUE(d.remove);
+    EXPECT_EQ(d.gitrepo, "repo");
+    EXPECT_EQ(d.commit_sequence, 5) << "the release's, kept in the record";
+    EXPECT_EQ(d.labels, (d.bundle == "repo-a" ? events::StringMap{{"app", "a"}} : events::StringMap{}));
+  }
+  auto deleting = kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) {
+    return s.getString("state") == "Deleting" && s.getString("message") == "deleting: 4 deployments left on 2 clusters";
+  });
+  ASSERT_TRUE(deleting.has_value());
+  EXPECT_TRUE(events::decodeRecord<events::GitRepoSummary>(*deleting).ok());
+
+  for (const auto& d : removed1) {
+    publishStatus("c-1", d.bundle, "", d.generation, "Ready");
+  }
+  ASSERT_TRUE(kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) {
+    return s.getString("message") == "deleting: 2 deployments left on 1 cluster";
+  }));
+  EXPECT_FALSE(kv(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-a")).has_value());
+  EXPECT_FALSE(kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-a")).has_value());
+
+  const events::DeployEvent& a2 = removed2[0].bundle == "repo-a" ? removed2[0] : removed2[1];
+  const events::DeployEvent& b2 = removed2[0].bundle == "repo-a" ? removed2[1] : removed2[0];
+  publishStatus("c-2", "repo-a", "", a2.generation, "ErrApplied", "failed to delete 1 object");
+  ASSERT_TRUE(kvWhen(*hub_.status, events::gitRepoSummaryKey(kWs, "repo"), [](const Json& s) {
+    return s.getString("state") == "Deleting" &&
+           s.getString("message").find("failed to delete 1 object") != std::string::npos;
+  })) << kv(*hub_.status, events::gitRepoSummaryKey(kWs, "repo")).value_or(Json()).dump();
+  EXPECT_TRUE(kv(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-a")).has_value());
+
+  publishStatus("c-2", "repo-a", "", a2.generation, "Ready");
+  publishStatus("c-2", "repo-b", "", b2.generation, "Ready");
+  EXPECT_TRUE(waitFor([&] {
+    return !kv(*hub_.status, events::gitRepoSummaryKey(kWs, "repo")) &&
+           !kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-a")) &&
+           !kv(*hub_.status, events::bundleSummaryKey(kWs, "repo-b")) &&
+           !kv(*hub_.status, events::bundleDeploymentStatusKey("c-2", kWs, "repo-a")) &&
+           !kv(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-a")) &&
+           !kv(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-b"));
+  }));
+  EXPECT_EQ(metric("deployments_deleting"), 0);
+  EXPECT_TRUE(noMoreDeploys(c1, 300ms));
+  EXPECT_TRUE(noMoreDeploys(c2, 300ms));
+}
+
+// Every DeployEvent carries the bundle's GitRepo, commitSequence and labels, and the record keeps them: a labels
+// change alone is a new release, and a delete after a restart still sends them.
+TEST_F(SchedulerTest, DeployEventsCarryGitRepoCommitSequenceAndLabels) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  auto event = bundleEvent("repo-app", kManifestA, Json::array());
+  event.commit_sequence = 17;
+  event.labels = {{"team", "web"}};
+  publishBundle(event);
+  auto sent = deploys(c1, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].gitrepo, "repo");
+  EXPECT_EQ(sent[0].commit_sequence, 17);
+  EXPECT_EQ(sent[0].labels, (events::StringMap{{"team", "web"}}));
+  auto record = kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"),
+                       [](const Json& r) { return r.getInt("commitSequence") == 17; });
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->find("labels")->getString("team"), "web");
+
+  auto relabelled = bundleEvent("repo-app", kManifestA, Json::array(), kCommit2);
+  relabelled.commit_sequence = 18;
+  relabelled.labels = {{"team", "web"}, {"tier", "front"}};
+  publishBundle(relabelled);
+  auto again = deploys(c1, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].deployment_id, sent[0].deployment_id);
+  EXPECT_EQ(again[0].commit_sequence, 18);
+  EXPECT_EQ(again[0].labels.at("tier"), "front");
+  ASSERT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"),
+                     [](const Json& r) { return r.getInt("commitSequence") == 18; }));
+
+  scheduler_->stop();
+  scheduler_.reset();
+  startScheduler();
+  publishBundle(deletedBundle("repo-app", 19));
+  auto removed = deploys(c1, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_TRUE(removed[0].remove);
+  EXPECT_EQ(removed[0].gitrepo, "repo");
+  EXPECT_EQ(removed[0].commit_sequence, 18);
+  EXPECT_EQ(removed[0].labels.at("tier"), "front");
+}
+
+// A ClusterGroup deleted: every bundle of its workspace is placed again, so clusters matched only through the
+// group get delete DeployEvents; the others are left alone.
+TEST_F(SchedulerTest, DeletedClusterGroupRetargetsEveryBundleOfItsWorkspace) {
+  ASSERT_TRUE(registerCluster("eu-1", {{"region", "eu"}}).accepted);
+  ASSERT_TRUE(registerCluster("us-1", {{"region", "us"}}).accepted);
+  auto eu = agentConsumer("eu-1");
+  auto us = agentConsumer("us-1");
+  auto group = model::decodeClusterGroup(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
+        "metadata":{"name":"europe","namespace":"fleet-default"},
+        "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
+                                             .value());
+  ASSERT_TRUE(group.ok()) << group.error().describe();
+  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(*group).dump()).ok());
+  std::this_thread::sleep_for(300ms);  // let the watcher see the group before the bundles arrive
+  const Json to_europe = Json::parse(R"([{"clusterGroup":"europe"}])").value();
+  publishBundle(bundleEvent("repo-one", kManifestA, to_europe));
+  publishBundle(bundleEvent("repo-two", kManifestB, to_europe));
+  publishBundle(bundleEvent("repo-all", kManifestA, Json::array()));
+  ASSERT_EQ(deploys(eu, 3).size(), 3u);
+  ASSERT_EQ(deploys(us, 1).size(), 1u);
+
+  ASSERT_TRUE(hub_.clusters->remove(events::clusterGroupKey(kWs, "europe")).ok());
+  auto removed = deploys(eu, 2);
+  ASSERT_EQ(removed.size(), 2u);
+  std::set<std::string> bundles;
+  for (const auto& d : removed) {
+    EXPECT_TRUE(d.remove);
+    bundles.insert(d.bundle);
+  }
+  EXPECT_EQ(bundles, (std::set<std::string>{"repo-one", "repo-two"}));
+  EXPECT_TRUE(noMoreDeploys(eu));
+  EXPECT_TRUE(noMoreDeploys(us, 300ms));
+}
+
+// A cluster record that disappears (no registered agent to report a delete): the delete is still sent, and its
+// records go at once instead of waiting.
+TEST_F(SchedulerTest, AnUnregisteredClusterDoesNotWaitForADeleteReport) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+  ASSERT_TRUE(
+      kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(hub_.clusters->remove(events::clusterKey("c-1")).ok());
+  auto removed = deploys(c1, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_TRUE(removed[0].remove);
+  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")); }));
+}
+
+// Fault point scheduler.bundle.deployed: the binary dies (SIGKILL) right after the first cluster's DeployEvent of a
+// bundle event; restarted without it, the redelivered event deploys the other cluster, and the first is not sent
+// a second deployment.
+TEST_F(SchedulerTest, KilledAfterTheFirstDeployEventConvergesOnRestart) {
+  scheduler_->stop();
+  scheduler_.reset();
+  auto dir = makeTempDir("scheduler-fault");
+  ASSERT_TRUE(dir.ok());
+  const std::string log_file = *dir + "/scheduler.log";
+  auto start = [&](std::map<std::string, std::string> env) {
+    return Process::start({.argv = {FLOTILLA_SCHEDULER_BINARY, "--nats-url", nats_->url(), "--http-addr", "127.0.0.1:0",
+                                    "--log-level", "info", "--ack-wait", "1"},
+                           .env = std::move(env),
+                           .output_file = log_file});
+  };
+  auto armed = start({{"FLOTILLA_FAULT_POINTS", std::string(kFaultBundleDeployed)}});
+  ASSERT_TRUE(armed.ok()) << armed.error().describe();
+  // Registrations get no answer until the binary subscribed.
+  ASSERT_TRUE(waitFor([&] { return harness::requestRegistration(hub_, "c-1", kWs, {}).ok(); }, 20s))
+      << readFile(log_file).valueOr("");
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  ASSERT_TRUE(registerCluster("c-2", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  auto c2 = agentConsumer("c-2");
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+  auto code = armed->wait(20s);
+  ASSERT_TRUE(code.has_value()) << readFile(log_file).valueOr("");
+  EXPECT_EQ(*code, 128 + SIGKILL);
+  auto first = deploys(c1, 1, 1s);
+  auto second = deploys(c2, 1, 1s);
+  ASSERT_EQ(first.size() + second.size(), 1u) << "exactly one cluster got its DeployEvent before the kill";
+
+  auto restarted = start({});
+  ASSERT_TRUE(restarted.ok()) << restarted.error().describe();
+  auto rest = first.empty() ? deploys(c1, 1, 20s) : deploys(c2, 1, 20s);
+  ASSERT_EQ(rest.size(), 1u) << readFile(log_file).valueOr("");
+  EXPECT_TRUE(noMoreDeploys(first.empty() ? c2 : c1, 1500ms));
+  EXPECT_EQ(restarted->stop(10s), 0);
+  removeAll(*dir);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 //   status       bd.<cluster>.<ws>.<bundle>         BdStatus          scheduler   scheduler, CLI
 //   bundles      <ws>.<bundle>                      BundleRecord      bundler     bundler, scheduler, CLI
 //   status       bundle-render.<ws>.<bundle>        RenderStatus      bundler     CLI
+//   status       bundle-claim.<ws>.<bundle>.<repo>  BundleClaim       bundler     bundler, CLI
 //   status       gitrepo.<ws>.<gitrepo>             PollStatus        poller      poller, CLI
 //   status       summary.bundle.<ws>.<bundle>       BundleSummary     scheduler   scheduler, CLI
 //   status       summary.gitrepo.<ws>.<gitrepo>     GitRepoSummary    scheduler   scheduler, CLI
@@ -56,6 +57,12 @@ struct DeploymentRecord {
   std::string staged_deployment_id;  //!< wanted but not released (paused); "" when nothing is held
   int64_t generation = 0;            //!< of the last DeployEvent sent
   std::string updated;               //!< RFC 3339
+  //! What the last DeployEvent carried for the agent's ownership and dependsOn decisions (sent again with a delete).
+  int64_t commit_sequence = 0;  //!< BundleEvent::commit_sequence of the release (0: unknown)
+  StringMap labels;             //!< the bundle's labels
+  //! A delete DeployEvent (generation `generation`) was sent; the record stays until the agent reports on it
+  //! (docs/pipeline.md "Deletes that cascade").
+  bool deleting = false;
 
   bool operator==(const DeploymentRecord&) const = default;
 };
@@ -102,6 +109,8 @@ struct BundleRecord {
   std::optional<RenderError> error;
   //! The `sources` object of that commit (a bundle rendered per cluster is rendered again from it).
   std::string source_object;
+  //! The Helm release name of the last good render ("" for bundles that are not Helm charts).
+  std::string release_name;
 
   bool operator==(const BundleRecord&) const = default;
 };
@@ -122,8 +131,31 @@ struct RenderStatus {
   std::string chart;
   std::string chart_version;
   std::string chart_digest;
+  //! What the user should know about this render that is not an error (e.g. Helm objects re-created because the
+  //! release name changed with the bundle name).
+  std::vector<std::string> notes;
 
   bool operator==(const RenderStatus&) const = default;
+};
+
+//! status/bundle-claim.<ws>.<bundle>.<gitrepo>: GitRepo `gitrepo` has a bundle named `bundle` that another GitRepo
+//! of the workspace (`owner`) holds, so its render was skipped. When the owner's bundle is deleted the bundler
+//! renders it from this claim (the commit's source archive), without waiting for a new commit. Required:
+//! apiVersion kBundlerRecordApiVersion, kind, workspace, bundle, gitrepo.
+struct BundleClaim {
+  static constexpr std::string_view kKind = "BundleClaim";
+  std::string workspace;
+  std::string bundle;
+  std::string gitrepo;  //!< the GitRepo waiting for the name
+  std::string owner;    //!< the GitRepo holding it when the claim was recorded
+  std::string path;     //!< the bundle's directory in the waiting GitRepo's commit
+  std::string commit;
+  uint64_t commit_sequence = 0;  //!< FLOTILLA_COMMITS sequence of that commit's event
+  std::string source_object;
+  int64_t force_sync_generation = 0;
+  std::string time;  //!< RFC 3339, when it was recorded
+
+  bool operator==(const BundleClaim&) const = default;
 };
 
 //! status/gitrepo.<ws>.<gitrepo>: what the poller last saw and published for a GitRepo, and how polling goes; also
@@ -197,6 +229,10 @@ struct GitRepoSummaryBundle {
 };
 
 //! status/summary.gitrepo.<ws>.<gitrepo>: a GitRepo across its bundles' deployments. Required: workspace, gitrepo.
+//! GitRepoSummary::state while every bundle of the GitRepo is deleted and deployments are left
+//! (docs/pipeline.md "Deletes that cascade"); the summary's other states are the seven bundle states.
+inline constexpr std::string_view kDeletingState = "Deleting";
+
 struct GitRepoSummary {
   static constexpr std::string_view kKind = "GitRepoSummary";
   std::string workspace;
@@ -252,8 +288,9 @@ struct ClusterDeregistration {
 //! The KV record types above.
 template <typename T>
 concept Record = std::same_as<T, DeploymentRecord> || std::same_as<T, BdStatus> || std::same_as<T, BundleRecord> ||
-    std::same_as<T, RenderStatus> || std::same_as<T, PollStatus> || std::same_as<T, BundleSummary> ||
-    std::same_as<T, GitRepoSummary> || std::same_as<T, ClusterSummary> || std::same_as<T, ClusterDeregistration>;
+    std::same_as<T, RenderStatus> || std::same_as<T, BundleClaim> || std::same_as<T, PollStatus> ||
+    std::same_as<T, BundleSummary> || std::same_as<T, GitRepoSummary> || std::same_as<T, ClusterSummary> ||
+    std::same_as<T, ClusterDeregistration>;
 
 namespace detail {
 //! The codec of one record type, instantiated in the library for every Record (record_codec.h).
@@ -287,7 +324,8 @@ Result<T> parseRecord(std::string_view data) {
 }
 
 //! The state a BundleDeployment counts as, from its record and the agent's last report (`status` may be null):
-//! nothing released yet (paused) -> Pending; released but no report -> WaitApplied; a report about another
+//! being deleted -> WaitApplied (reason Deleting; ErrApplied when the agent failed the delete); nothing released yet
+//! (paused) -> Pending; released but no report -> WaitApplied; a report about another
 //! deployment -> WaitApplied (ErrApplied if the agent failed on this generation or a newer one); a report about
 //! this deployment -> its state; a newer deployment held back (paused) -> at least OutOfSync. Every reader (the
 //! scheduler's roll-up, the CLI) uses this one rule.

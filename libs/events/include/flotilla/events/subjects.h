@@ -98,6 +98,8 @@ std::string deploymentKey(std::string_view cluster, std::string_view workspace, 
 std::string gitRepoStatusKey(std::string_view workspace, std::string_view gitrepo);
 //! status: bundle-render.<ws>.<bundle> (render status; written by the bundler)
 std::string bundleRenderStatusKey(std::string_view workspace, std::string_view bundle);
+//! status: bundle-claim.<ws>.<bundle>.<gitrepo> (a bundle name another GitRepo holds; written by the bundler)
+std::string bundleClaimKey(std::string_view workspace, std::string_view bundle, std::string_view gitrepo);
 //! status: bd.<cluster>.<ws>.<bundle> (applied state from agent StatusEvents; written by the scheduler)
 std::string bundleDeploymentStatusKey(std::string_view cluster, std::string_view workspace, std::string_view bundle);
 //! status: summary.gitrepo.<ws>.<gitrepo> (roll-up; written by the scheduler)
@@ -124,6 +126,10 @@ std::string manifestObjectName(std::string_view manifest_id);
 //! commit/<ws>/<gitrepo>/<commit>/<forceSyncGeneration>
 std::string commitMsgId(std::string_view workspace, std::string_view gitrepo, std::string_view commit,
                         int64_t force_sync_generation);
+//! commit/<ws>/<gitrepo>/deleted/<revision>: the CommitEvent{deleted} of a GitRepo whose spec was deleted at KV
+//! revision `delete_revision` of `gitrepos` (0 when the delete marker is gone), so a republish after a crash is a
+//! duplicate while a later delete of a re-created GitRepo is not.
+std::string commitDeletedMsgId(std::string_view workspace, std::string_view gitrepo, uint64_t delete_revision);
 //! bundle/<ws>/<bundle>/<commit>/<outcome>, outcome = the manifestID, "error" or "deleted"
 std::string bundleMsgId(std::string_view workspace, std::string_view bundle, std::string_view commit,
                         std::string_view outcome);

@@ -13,9 +13,18 @@
 //                     the BundleEvent. A bundle whose files are bad gets an error event and status; its record keeps
 //                     the last good render, and the other bundles still publish.
 //   8. deletions      bundles recorded for this GitRepo that the commit no longer has: publish deleted=true, then
-//                     drop their record and render status
-//   9. ack            only now; any transient failure before this naks the event (backoff by delivery count) and
+//                     drop their record and render status. Always after every live bundle of the commit (fault
+//                     point `bundler.commit.published` between the two when there are deletions).
+//   9. claims         a bundle skipped because another GitRepo of the workspace holds its name is remembered as a
+//                     BundleClaim (KV status); claims this commit no longer makes are dropped
+//  10. freed names    when the commit deleted bundles (or is a redelivery), waiting claims whose name is now free are
+//                     rendered from the claimant's commit, so a name released by one GitRepo never leaves the other
+//                     stuck until its next commit
+//  11. ack            only now; any transient failure before this naks the event (backoff by delivery count) and
 //                     the whole commit is redone — every step is idempotent (same manifestIDs, same Msg-Ids).
+// A CommitEvent with `deleted` (the GitRepo was deleted: a cascade) runs only the records step, then publishes a
+// deleted BundleEvent for every bundle of the GitRepo, drops the GitRepo's claims, and renders freed names.
+// Every BundleEvent carries `commitSequence`: the FLOTILLA_COMMITS sequence of the commit it comes from.
 #pragma once
 
 #include <chrono>
@@ -25,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +82,12 @@ Status prepareWorkDir(const std::string& work_dir);
 //! Extracts `archive` into a fresh directory under `work_dir` (created if missing).
 Result<render::Checkout> extractCheckout(const source::Archive& archive, const std::string& work_dir);
 
+//! The bundle directory of `path` in a checkout rooted at `root`, with its fleet.yaml if it has one.
+render::BundleDir bundleDirAt(const std::string& root, const std::string& path);
+
+//! The fault point between a commit's live bundles and its deletions (docs/pipeline.md "Ownership handover").
+inline constexpr std::string_view kFaultCommitPublished = "bundler.commit.published";
+
 class CommitHandler {
  public:
   CommitHandler(HandlerBus bus, std::shared_ptr<const render::RendererSet> renderers, BundlerMetrics& metrics,
@@ -100,8 +116,19 @@ class CommitHandler {
   Status storeVariants(const render::RenderedBundle& rendered);
   //! Writes the record and status of a rendered (or failed) bundle and publishes its event.
   Status commitBundle(render::RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence);
-  //! Publishes deleted=true for a bundle the commit no longer has, then drops its record and status.
-  Status deleteBundle(const BundleRecord& record, const events::CommitEvent& event);
+  //! Publishes deleted=true for a bundle the commit no longer has (or of a deleted GitRepo), then drops its record
+  //! and status. `sequence`: the FLOTILLA_COMMITS sequence of the commit (the event's commitSequence).
+  Status deleteBundle(const BundleRecord& record, const events::CommitEvent& event, uint64_t sequence);
+
+  // Bundle names held by another GitRepo (claims.cpp).
+
+  //! Remembers that `claim.gitrepo` has a bundle named `claim.bundle` that another GitRepo holds.
+  Status recordClaim(const events::BundleClaim& claim);
+  //! Drops the claims of `gitrepo` except those for the bundles in `keep`.
+  Status dropClaims(std::string_view workspace, std::string_view gitrepo, const std::set<std::string>& keep);
+  //! Renders every claim of `workspace` whose bundle name is free now (no bundle record), from the claimant's
+  //! commit, under the claimant's lock. Call without holding a GitRepo lock. Transient failures are returned.
+  Status renderFreedClaims(std::string_view workspace);
 
   // Per-cluster variants (variants.h).
 
@@ -126,6 +153,8 @@ class CommitHandler {
                         std::string_view message, log::Fields fields);
   Status publish(events::BundleEvent& event);
 
+  //! The steps of one commit under its GitRepo's lock (handleEvent then renders freed names without it).
+  Outcome runSteps(CommitRun& run);
   // The steps of handleEvent, in order; each returns the outcome when the commit ends there.
   std::optional<Outcome> gitRepoStep(CommitRun& run);    //!< 2. the GitRepo (gone: ack)
   std::optional<Outcome> recordsStep(CommitRun& run);    //!< 3. its records (a newer commit rendered: ack)
@@ -133,8 +162,15 @@ class CommitHandler {
   std::optional<Outcome> discoverStep(CommitRun& run);   //!< 6. bundle directories
   std::optional<Outcome> renderStep(CommitRun& run);     //!< 7. render, store, record, publish
   std::optional<Outcome> deletionsStep(CommitRun& run);  //!< 8. bundles the commit no longer has
+  std::optional<Outcome> claimsStep(CommitRun& run);     //!< 9. claims it makes now; the others dropped
+  std::optional<Outcome> cascadeStep(CommitRun& run);    //!< the GitRepo was deleted: every bundle, every claim
+  //! Helm bundles new in this commit whose release name follows the bundle name, while the commit deletes a Helm
+  //! bundle of another release name: their RenderStatus says that objects named from .Release.Name are new.
+  Status noteHelmRenames(const CommitRun& run, const std::vector<const BundleRecord*>& deleted);
   //! Stores, records and publishes one rendered bundle (renderStep's in-order consumer).
   Status storeRendered(CommitRun& run, const render::BundleDir& dir, Result<render::RenderedBundle>& rendered);
+  //! A bundle whose name `owner` (another GitRepo) holds: skipped, and a BundleClaim recorded.
+  Status claimName(CommitRun& run, const render::RenderedBundle& rendered, const std::string& owner);
   //! The other GitRepo of the workspace whose record owns `bundle` ("" = none).
   Result<std::string> otherOwner(const events::CommitEvent& event, const std::string& bundle);
   //! Stores a bundle's manifests, then its variants table.
@@ -148,6 +184,16 @@ class CommitHandler {
   Result<std::optional<Rerender>> rerenderCheckout(const BundleRecord& record);
   //! Stores and publishes a re-render whose table or error changed; `changed` tells whether it did.
   Status publishRerender(const BundleRecord& record, render::RenderedBundle& rendered, bool& changed);
+
+  // The steps of rendering a claim whose name was freed (claims.cpp).
+  Result<std::vector<events::BundleClaim>> claimsIn(std::string_view filter);
+  //! Renders one claim if its name is still free and the claim still current; `rendered` tells whether it did.
+  Status renderClaim(const events::BundleClaim& seen, bool& rendered);
+  //! The claim as stored now, if its bundle name is free (a claim whose claimant has the bundle is removed).
+  Result<std::optional<events::BundleClaim>> currentClaim(const events::BundleClaim& seen);
+  //! Stores, records and publishes the rendered claim, then removes it.
+  Status publishClaim(const events::BundleClaim& claim, render::RenderedBundle& bundle, bool& rendered);
+  Status removeClaim(const events::BundleClaim& claim);
 
   //! The lock serialising a GitRepo's commits and re-renders in this process.
   std::shared_ptr<std::mutex> gitrepoLock(std::string_view workspace, std::string_view gitrepo);

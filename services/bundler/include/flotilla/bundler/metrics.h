@@ -4,7 +4,8 @@
 //   commits_handled_total{outcome}        rendered | stale | gitrepo_missing | invalid | retry | failed
 //   commit_duration_seconds               one CommitEvent, decode to ack
 //   commits_in_flight                     CommitEvents being handled now
-//   bundles_rendered_total{outcome}       ok | error | deleted
+//   bundles_rendered_total{outcome}       ok | error | deleted | conflict
+//   claims_total{result}                  recorded | rendered | dropped | invalid (bundle names held elsewhere)
 //   render_duration_seconds{renderer}     rendering one bundle (all its customizations)
 //   manifest_bytes                        histogram of canonical manifest sizes
 //   manifest_puts_total{result}           stored | existing (content-addressed dedup hit)
@@ -38,6 +39,8 @@ class BundlerMetrics {
   void remoteChart(std::string_view source);
   void variants(size_t renders, size_t cache_hits);
   void clusterRecord(std::string_view result);
+  //! claims_total{result}: recorded, rendered, dropped, invalid — bundle names another GitRepo holds.
+  void claim(std::string_view result);
 
   [[nodiscard]] Metrics& raw() { return metrics_; }
 

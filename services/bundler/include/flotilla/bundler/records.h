@@ -60,4 +60,12 @@ std::string bundleMsgId(const events::BundleEvent& event);
 //! Fills event.id (= its Nats-Msg-Id, as docs/events asks) and event.time.
 void stampEvent(events::BundleEvent& event);
 
+//! The Helm release a render of `renderer` used: fleet.yaml's helm.releaseName (`pinned`), else the bundle ID (as
+//! the Helm renderer does); "" when the bundle is not a Helm chart.
+struct HelmRelease {
+  std::string name;
+  bool pinned = false;
+};
+HelmRelease helmReleaseOf(const events::BundleEvent& event, std::string_view renderer);
+
 }  // namespace flotilla::bundler

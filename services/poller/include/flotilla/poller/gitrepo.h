@@ -80,7 +80,8 @@ bool looksLikeSha(std::string_view text);
 //! sha256 hex over the canonical JSON of the spec fields that shape the sources and the bundles: everything but
 //! forceSyncGeneration (tracked on its own) and the fields that only affect how and when the poller talks to
 //! git (pollingInterval, disablePolling, webhookSecret, clientSecretName, caBundle, insecureSkipTLSVerify,
-//! imageScanInterval, imageScanCommit). A change re-publishes the current commit.
+//! imageScanInterval, imageScanCommit), plus metadata.labels and metadata.uid (a GitRepo deleted and created again
+//! under the same name is a new one). A change re-publishes the current commit.
 std::string sourceSpecHash(const model::GitRepo& gitrepo);
 
 //! Nats-Msg-Id (and payload id) of a commit event: events::commitMsgId

@@ -24,7 +24,7 @@ class PollerMetrics {
   //! fetch_duration_seconds and fetches_total{result}.
   void fetch(double seconds, bool ok);
   //! errors_total{stage, kind}: stage is "spec", "credentials", "ls_remote", "resolve", "mirror", "fetch",
-  //! "archive", "store", "publish", "status", "watch", "timeout".
+  //! "archive", "store", "publish", "delete", "status", "watch", "timeout".
   void error(std::string_view stage, ErrorKind kind);
   //! commits_published_total, and publish_duplicates_total when JetStream dropped it as a duplicate.
   void published(bool duplicate);
@@ -32,6 +32,9 @@ class PollerMetrics {
   void source(bool stored);
   //! git_operations_abandoned_total: a git call ran past its deadline and was left behind.
   void abandoned();
+  //! gitrepo_deletions_total{result}: "published" or "duplicate" — a deleted GitRepo's CommitEvent{deleted} acked by
+  //! JetStream (failures count in errors_total{stage="delete"}).
+  void deletionPublished(bool duplicate);
   //! mirrors_removed_total.
   void mirrorRemoved();
   //! status_writes_total{result}: "ok" or "error".

@@ -3,8 +3,11 @@
 // Placement as a pure decision: from what targeting wants for one (bundle, cluster) pair and the deployment record
 // that exists, what should happen there — nothing, hold (a per-cluster bundle not rendered for the cluster yet),
 // move the record to a newer commit (same content), stage (bundle paused), deploy, or remove — with the record to
-// write and the DeployEvent to publish first. The scheduler carries the decision out (publish, then write the
-// record: scheduler.h "Ordering"); this file touches no state, so every case is unit-tested.
+// write and the DeployEvent to publish first. Every DeployEvent carries the bundle's GitRepo, commitSequence and
+// labels (the record keeps them, so a delete sends them too). A removal leaves the record `deleting` until the
+// agent reports; it is sent again only when the agent reported that the delete failed. The scheduler carries the
+// decision out (publish, then write the record: scheduler.h "Ordering"); this file touches no state, so every case is
+// unit-tested.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,7 @@ struct PlacementInput {
   const BundleTargeting* targeting = nullptr;  //!< the last good targeting (nullptr: deleted or never rendered)
   std::optional<Placement> want;               //!< targeting's answer here (nullopt: the bundle does not go there)
   const events::DeploymentRecord* record = nullptr;  //!< the deployment record, if one exists
+  const events::BdStatus* status = nullptr;          //!< the agent's last report on it, if any
   bool cluster_paused = false;  //!< the cluster's Cluster document says spec.paused: hold like a paused bundle
   int64_t clock_ms = 0;         //!< the cause's clock (generations, see nextGeneration)
   std::string now;              //!< RFC 3339, for `updated` and event times
@@ -50,7 +54,9 @@ struct PlacementDecision {
     kFollowCommit,  //!< same content at a newer commit: write the record only (no DeployEvent)
     kStage,         //!< paused (or un-staging what runs already): write the record only
     kDeploy,        //!< publish `event`, then write `record`
-    kRemove,        //!< publish `event` (if something was released), then delete the record and its status
+    //! With `event`: publish the delete, then write `record` (marked `deleting`; it and its status stay until the
+    //! agent reports on that generation). Without: nothing was released, delete the record and its status.
+    kRemove,
   };
   Action action = Action::kNothing;
   events::DeploymentRecord record;           //!< to write (kFollowCommit, kStage, kDeploy)

@@ -55,7 +55,8 @@ struct GitRepoBundle {
   std::vector<DeploymentView> deployments;
 };
 
-//! summary.gitrepo.<ws>.<gitrepo>.
+//! summary.gitrepo.<ws>.<gitrepo>. State events::kDeletingState ("deleting: N deployments left on M clusters")
+//! while none of its bundles is live and deployments wait for their delete to be reported.
 events::GitRepoSummary gitRepoSummaryRecord(std::string_view workspace, std::string_view gitrepo,
                                             const std::vector<GitRepoBundle>& bundles);
 

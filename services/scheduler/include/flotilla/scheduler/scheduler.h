@@ -68,6 +68,8 @@ inline constexpr std::string_view kStatusConsumer = "scheduler-status";
 inline constexpr std::string_view kRegisterQueue = "scheduler";
 //! CloudEvents `source` of everything the scheduler publishes on flotilla.events.>.
 inline constexpr std::string_view kEventSource = "/flotilla/scheduler";
+//! Fault point after the first cluster's DeployEvent (and record) of a bundle event, before the rest.
+inline constexpr std::string_view kFaultBundleDeployed = "scheduler.bundle.deployed";
 
 struct SchedulerOptions {
   int fetch_batch = 16;
@@ -139,6 +141,8 @@ class Scheduler {
     std::set<std::pair<std::string, std::string>> bundles;   //!< (ws, bundle)
     std::set<std::pair<std::string, std::string>> gitrepos;  //!< (ws, gitrepo)
     std::set<std::string> clusters;
+    bool bundle_event = false;  //!< a BundleEvent is being handled (fault point kFaultBundleDeployed)
+    bool deployed = false;      //!< it published its first DeployEvent
   };
 
   //! One BundleEvent being handled (bundle_handler.cpp).
@@ -233,6 +237,10 @@ class Scheduler {
                         bool& published);
   Status writeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
   Status removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
+  //! Drops a deployment record and its bd status (KV and memory).
+  Status forgetDeployment(const std::string& cluster, const std::string& workspace, const std::string& bundle);
+  //! Sends again the deletes of deleted bundles that an agent reported as failed (reconcileAll).
+  Status retryFailedDeletes(int64_t clock_ms, Affected& affected);
   Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published);
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
@@ -258,10 +266,14 @@ class Scheduler {
   Outcome statusWithoutDeployment(StatusContext& context);
   std::optional<Outcome> judgeReport(StatusContext& context, const DeploymentRecord& record);
   Outcome storeReport(StatusContext& context, const DeploymentRecord& record);
+  //! A report on a deployment being deleted: its answer to the delete removes the record and status.
+  Outcome settleDelete(StatusContext& context, const DeploymentRecord& record);
   void countStatus(const char* result);
 
   // summaries and public events (summaries.cpp; mutex_ held)
+  //! Writes the summaries `affected` (and any an earlier handler could not write) names.
   Status writeSummaries(const Affected& affected);
+  Status writeAllSummaries(const Affected& affected);
   Status writeBundleSummary(const std::string& workspace, const std::string& bundle);
   Status writeGitRepoSummary(const std::string& workspace, const std::string& gitrepo);
   Status writeClusterSummary(const std::string& cluster);
@@ -294,6 +306,7 @@ class Scheduler {
   std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
   std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)
   std::map<std::string, Json> summaries_;                //!< last written (without `updated`), by status-bucket key
+  Affected unwritten_;  //!< summaries a handler could not write (its message is redone); written with the next ones
   bool loaded_ = false;
 
   std::atomic<bool> stopping_{false};

@@ -57,6 +57,9 @@ struct BundleTargeting {
   int64_t force_sync_generation = 0;
   std::string variants_object;                     //!< "" unless rendered per cluster
   std::optional<events::BundleVariants> variants;  //!< loaded from the object store (nullopt: not loaded yet)
+  //! Passed on in every DeployEvent for the agent (ownership handover, dependsOn selectors).
+  int64_t commit_sequence = 0;
+  events::StringMap labels;
 
   bool operator==(const BundleTargeting&) const = default;
 };
