@@ -148,5 +148,50 @@ TEST_F(CascadeTest, PathDroppedFromPathsDeletesItsBundles) {
       << bundleRecordsLeft(hub(), dropped);
 }
 
+// `flotilla delete cluster` while its agent is connected: the cluster's objects are pruned there (the other cluster
+// is untouched), its records go, and it leaves `flotilla get clusters`. Applying its Cluster document again
+// withdraws the deregistration: the agent registers on its next start and the GitRepo is deployed there again.
+TEST_F(CascadeTest, DeregisteringAConnectedClusterPrunesItsObjectsAndCanBeUndone) {
+  const std::string name = "dereg-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  const std::string commit = twoBundles(name, ns);
+  ASSERT_FALSE(HasFailure());
+  const std::string gone = hub().clusterName(1);
+  const std::vector<ObjectRef> refs = {configMapRef(ns, "a"), configMapRef(ns, "b"), configMapRef(ns, "c")};
+  const auto kept_uids = uidsOf(hub(), 0, refs);
+
+  auto deleted = hub().cli({"delete", "cluster", gone});
+  ASSERT_TRUE(deleted.ok());
+  ASSERT_EQ(deleted->exit_code, 0) << deleted->err << deleted->out;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        return configMapGone(hub(), 1, ns, "a") && configMapGone(hub(), 1, ns, "b") && configMapGone(hub(), 1, ns, "c");
+      },
+      kLands))
+      << "the deregistered cluster's objects must be pruned while its agent is connected";
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto table = hub().cli({"get", "clusters"});
+        return table.ok() && table->exit_code == 0 && table->out.find(gone) == std::string::npos;
+      },
+      kLands))
+      << "the deregistered cluster is still listed";
+  EXPECT_TRUE(Hub::waitFor([&] { return bundlesOn(hub(), gone, name).empty(); }, kLands));
+  for (const auto& record : hub().records("status", "bd.")) {
+    EXPECT_NE(record.getString("cluster"), gone) << "bd status left: " << record.dump();
+  }
+  EXPECT_EQ(uidsOf(hub(), 0, refs), kept_uids) << "the other cluster must be untouched";
+  EXPECT_TRUE(readyEverywhere(hub(), name, commit, {hub().clusterName(0)}));
+
+  ASSERT_TRUE(hub()
+                  .apply("apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + gone +
+                         "\n  namespace: fleet-default\n  labels:\n    env: cluster2\n")
+                  .ok());
+  ASSERT_TRUE(hub().restartService("agent-1").ok());
+  EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), name, commit, clusters()); }, kLands))
+      << "the GitRepo must be deployed again on the re-registered cluster";
+  EXPECT_TRUE(configMapExists(hub(), 1, ns, "a"));
+}
+
 }  // namespace
 }  // namespace flotilla::e2e

@@ -227,6 +227,96 @@ TEST_F(HandoverTest, MoveAcrossGitReposReleaseFirstAdoptsTheHeldObject) {
   }
 }
 
+// A GitRepo renamed the only way KV mode allows: the old one deleted, the new one (same repository and paths)
+// created. Returns what the test checks next; the agents hold released objects for 5 minutes meanwhile.
+struct GitRepoRename {
+  std::string old_name, new_name, ns, commit;
+  Handover handover;
+};
+
+// Creates GitRepo `old`, Ready; deletes it and (after its cascade finished, when `wait_for_cascade`) creates the new.
+void renameGitRepo(Hub& hub, StatusLog& status, bool wait_for_cascade, GitRepoRename& out) {
+  const std::string hex = randomHex(3);
+  out.old_name = "gro-" + hex;
+  out.new_name = "grn-" + hex;
+  out.ns = "ns-" + out.old_name;
+  auto repo = hub.git().createRepo(out.old_name);
+  ASSERT_TRUE(repo.ok());
+  auto commit = hub.git().commitFiles(
+      out.old_name, "main", bundleFiles("app", out.ns, {{"ns", namespaceYaml(out.ns)}, {"a", configMap("a", "1")}}),
+      "first");
+  ASSERT_TRUE(commit.ok());
+  out.commit = *commit;
+  ASSERT_TRUE(hub.apply(gitRepoYaml(out.old_name, repo->http, {"app"})).ok());
+  ASSERT_TRUE(Hub::waitFor(
+      [&] {
+        return readyEverywhere(hub, out.old_name, out.commit, {hub.clusterName(0), hub.clusterName(1)});
+      },
+      kLands));
+  const std::string old_bundle = bundleId(out.old_name, "app");
+  out.handover = beginHandover(hub, status, out.new_name, old_bundle, bundleId(out.new_name, "app"),
+                               {namespaceRef(out.ns), configMapRef(out.ns, "a")});
+  auto deleted = hub.cli({"delete", "gitrepo", out.old_name});
+  ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->err : "");
+  if (wait_for_cascade) {
+    ASSERT_TRUE(Hub::waitFor([&] { return bundleRecordsLeft(hub, old_bundle).empty(); }, kLands))
+        << bundleRecordsLeft(hub, old_bundle);
+  }
+  ASSERT_TRUE(hub.apply(gitRepoYaml(out.new_name, repo->http, {"app"})).ok());
+}
+
+// Delete, the cascade finishes (the objects are held), then create: the new GitRepo's bundle adopts the objects in
+// one step — same UIDs, first report Ready, the old GitRepo's records gone.
+TEST_F(HandoverTest, GitRepoRenamedByDeleteThenCreateAdoptsTheObjects) {
+  restartAgentsWithHold("5m");
+  struct RestoreHold {
+    ~RestoreHold() { restartAgentsWithHold("3s"); }
+  } restore;
+  GitRepoRename rename;
+  renameGitRepo(hub(), status(), /*wait_for_cascade=*/true, rename);
+  ASSERT_FALSE(HasFailure());
+  expectHandedOver(hub(), status(), rename.handover, rename.commit);
+  EXPECT_FALSE(gitRepoSummary(hub(), rename.old_name).has_value()) << "the old GitRepo's summary must be removed";
+}
+
+// Delete and create at once (`flotilla delete gitrepo old && flotilla apply -f new.yaml`): the new GitRepo's
+// deployment may reach an agent before the old one's cascade. Then the documented protocol applies (two GitRepos,
+// no newer-commit rule): ErrApplied/OwnershipConflict naming both bundles until the cascade releases the objects,
+// then Ready, woken by the release — never stuck, never re-created, nothing WaitApplied. The test prints the
+// reports it saw.
+TEST_F(HandoverTest, GitRepoRenamedByDeleteAndCreateAtOnceIsNeverStuck) {
+  restartAgentsWithHold("5m");
+  struct RestoreHold {
+    ~RestoreHold() { restartAgentsWithHold("3s"); }
+  } restore;
+  GitRepoRename rename;
+  renameGitRepo(hub(), status(), /*wait_for_cascade=*/false, rename);
+  ASSERT_FALSE(HasFailure());
+  const Handover& handover = rename.handover;
+  for (size_t c = 0; c < 2; ++c) {
+    const std::string cluster = hub().clusterName(c);
+    ASSERT_TRUE(Hub::waitFor(
+        [&] { return bundleState(hub(), cluster, rename.new_name, handover.new_bundle, "Ready", rename.commit); },
+        kLands))
+        << status().describe(cluster, handover.new_bundle, handover.mark);
+    std::cout << "[ reports  ] " << status().describe(cluster, handover.new_bundle, handover.mark) << std::endl;
+    for (const auto& recorded : status().of(cluster, handover.new_bundle, handover.mark)) {
+      EXPECT_NE(recorded.event.state, "WaitApplied");
+      if (recorded.event.state == "ErrApplied") {
+        EXPECT_TRUE(ownershipConflict(status(), cluster, handover.new_bundle, handover.old_bundle, handover.mark))
+            << recorded.event.message;
+      }
+    }
+    EXPECT_EQ(uidsOf(hub(), c, handover.objects), handover.uids[c]) << "handed over, not re-created, on " << cluster;
+    for (const auto& object : handover.objects) {
+      EXPECT_EQ(ownerOf(hub(), c, object), qualified(handover.new_bundle)) << object.describe();
+    }
+    EXPECT_TRUE(Hub::waitFor([&] { return inventoryGone(hub(), c, handover.old_bundle); }, kLands));
+  }
+  EXPECT_TRUE(Hub::waitFor([&] { return bundleRecordsLeft(hub(), handover.old_bundle).empty(); }, kLands))
+      << bundleRecordsLeft(hub(), handover.old_bundle);
+}
+
 // X owns an object that Y and Z both claim: each claimant is ErrApplied naming the owner and itself. X's GitRepo
 // is deleted: one claimant takes the object (same UID) and the other now waits for it; when that one's GitRepo is
 // deleted too, the last claimant takes it. Never stuck, never re-created.
