@@ -114,7 +114,10 @@ TEST_F(KubeClientTest, CrdThenCustomResource) {
                            {"spec", Json::obj({{"size", 3}, {"color", "blue"}})}});
   auto created = client_->apply(widget);
   ASSERT_TRUE(created.ok()) << created.error().describe();
-  EXPECT_EQ(client_->metrics().value("kube_discovery_refreshes_total"), refreshes_before + 1);
+  // At least one refresh found the new kind. Not exactly one: on a loaded machine the API server can report the
+  // CRD Established a moment before its discovery document lists the group, so the first refresh may miss it and
+  // the client refreshes again (seen under load: two refreshes).
+  EXPECT_GE(client_->metrics().value("kube_discovery_refreshes_total"), refreshes_before + 1);
   auto mapping = client_->mapping(group + "/v1", "Widget");
   ASSERT_TRUE(mapping.ok());
   EXPECT_EQ(mapping->resource, "widgets");
