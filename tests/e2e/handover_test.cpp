@@ -52,6 +52,43 @@ TEST_F(HandoverTest, RenameInOneCommitKeepsUidsAndIsReadyAtOnce) {
   expectHandedOver(hub(), status(), handover, *renamed);
 }
 
+// One commit moves ConfigMap y from bundle a to bundle b (both stay): b takes it with its UID, both stay Ready.
+TEST_F(HandoverTest, ObjectMovedBetweenTwoBundlesInOneCommit) {
+  const std::string name = "mov-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  auto repo = hub().git().createRepo(name);
+  ASSERT_TRUE(repo.ok());
+  auto first =
+      hub().git().commitFiles(name, "main",
+                              merged(bundleFiles("app/a", ns, {{"x", configMap("x", "1")}, {"y", configMap("y", "1")}}),
+                                     bundleFiles("app/b", ns, {{"z", configMap("z", "1")}})),
+                              "first");
+  ASSERT_TRUE(first.ok());
+  applyAndWait(name, repo->http, {"app"}, *first);
+  const std::string a = bundleId(name, "app/a");
+  const std::string b = bundleId(name, "app/b");
+
+  Handover handover = beginHandover(hub(), status(), name, a, b, {configMapRef(ns, "y")});
+  handover.old_bundle_deleted = false;
+  auto moved =
+      hub().git().commitFiles(name, "main", {{"app/b/y.yaml", configMap("y", "1")}}, "move y to b", {"app/a/y.yaml"});
+  ASSERT_TRUE(moved.ok());
+  expectHandedOver(hub(), status(), handover, *moved);
+  for (size_t c = 0; c < 2; ++c) {
+    const std::string cluster = hub().clusterName(c);
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, name, a, "Ready", *moved); }, kLands))
+        << status().describe(cluster, a, handover.mark);
+    EXPECT_EQ(ownerOf(hub(), c, configMapRef(ns, "x")), qualified(a));
+    EXPECT_TRUE(Hub::waitFor(
+        [&] {
+          auto inventory = inventoryOf(hub(), c, a);
+          return inventory && inventory->dump().find("\"y\"") == std::string::npos;
+        },
+        kLands))
+        << "a's inventory must no longer list y on " << cluster;
+  }
+}
+
 // A Helm bundle renamed in one commit: its release name (the bundle name) changes, so an object named after the
 // release is a new object (the old one released and pruned after the hold), while an object with a fixed name is
 // handed over with its UID. Never stuck either way.
