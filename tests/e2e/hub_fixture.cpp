@@ -135,7 +135,32 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
             labels};
   }
   args.insert(args.end(), common.begin(), common.end());
+  ServiceSettings extra = settingsOf(name);
+  args.insert(args.end(), extra.flags.begin(), extra.flags.end());
   return args;
+}
+
+ServiceSettings Hub::settingsOf(const std::string& name) const {
+  ServiceSettings out;
+  auto add = [&](const std::string& key) {
+    auto it = options_.services.find(key);
+    if (it == options_.services.end()) {
+      return;
+    }
+    out.flags.insert(out.flags.end(), it->second.flags.begin(), it->second.flags.end());
+    for (const auto& [variable, value] : it->second.env) {
+      out.env[variable] = value;
+    }
+  };
+  if (startsWith(name, "agent-")) {
+    add("agent");
+  }
+  add(name);
+  return out;
+}
+
+void Hub::configure(const std::string& name, ServiceSettings settings) {
+  options_.services[name] = std::move(settings);
 }
 
 Status Hub::startService(const std::string& name) {
@@ -143,7 +168,8 @@ Status Hub::startService(const std::string& name) {
   if (it != services_.end() && it->second.running()) {
     return {};
   }
-  auto process = Process::start({.argv = serviceArgs(name), .output_file = dir_ + "/" + name + ".log"});
+  auto process = Process::start(
+      {.argv = serviceArgs(name), .env = settingsOf(name).env, .output_file = dir_ + "/" + name + ".log"});
   if (!process.ok()) {
     return fail(process.error());
   }
@@ -169,6 +195,22 @@ Status Hub::stopService(const std::string& name) {
     return fail(ErrorKind::kInternal, name + " exited with code " + std::to_string(code) + "\n" + logTail(name));
   }
   return {};
+}
+
+Status Hub::restartService(const std::string& name) {
+  // A service that already died (a fault point fired) is only started; a running one must exit cleanly.
+  if (running(name)) {
+    FLOTILLA_TRY(stopService(name));
+  }
+  return startService(name);
+}
+
+std::optional<int> Hub::waitExit(const std::string& name, std::chrono::milliseconds timeout) {
+  auto it = services_.find(name);
+  if (it == services_.end()) {
+    return std::nullopt;
+  }
+  return it->second.wait(timeout);
 }
 
 bool Hub::running(const std::string& name) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@
 
 namespace flotilla::e2e {
 
+//! Extra command-line flags and environment variables of a service (appended to / added over the fixture's own),
+//! e.g. an agent's `--release-hold 3s` or FLOTILLA_FAULT_POINTS for a crash test.
+struct ServiceSettings {
+  std::vector<std::string> flags;
+  std::map<std::string, std::string> env;
+};
+
 struct HubOptions {
   size_t clusters = 2;
   std::vector<std::map<std::string, std::string>> cluster_labels;  //!< per cluster; default env=cluster<i>
@@ -33,6 +41,9 @@ struct HubOptions {
   //! The bundler's --helm-binary; empty = the pinned helm in the tools dir. Tests put a wrapper here to stop the
   //! bundler inside a render (a fault-injection point that needs no test code in the service).
   std::string helm_binary;
+  //! Per service: "poller", "bundler", "scheduler", "agent" (every agent) or "agent-<i>" (one agent, after the
+  //! "agent" entry). Hub::configure changes them for the next start.
+  std::map<std::string, ServiceSettings> services;
 };
 
 //! Paths of the built binaries (set by CMake).
@@ -58,6 +69,13 @@ class Hub {
   Status startService(const std::string& name);
   void kill9(const std::string& name);
   Status stopService(const std::string& name);
+  //! SIGTERM (the service must exit with 0) unless it is not running, then start with the current settings.
+  Status restartService(const std::string& name);
+  //! Replaces the flags and environment `name` ("agent" = every agent) gets from its next start on.
+  void configure(const std::string& name, ServiceSettings settings);
+  //! Waits until the service's process has exited (e.g. killed by a fault point); its exit code (128+signal when
+  //! killed), or nullopt when it still runs after `timeout` or was never started.
+  std::optional<int> waitExit(const std::string& name, std::chrono::milliseconds timeout);
   [[nodiscard]] bool running(const std::string& name);
   //! The process id of a running service (0 when it is not running).
   [[nodiscard]] int pid(const std::string& name);
@@ -83,6 +101,8 @@ class Hub {
  private:
   Hub() = default;
   std::vector<std::string> serviceArgs(const std::string& name) const;
+  //! The "agent" entry and then the "agent-<i>" entry for agents; the service's own entry otherwise.
+  ServiceSettings settingsOf(const std::string& name) const;
 
   HubOptions options_;
   Binaries binaries_;

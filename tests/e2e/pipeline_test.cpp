@@ -177,10 +177,10 @@ Result<std::string> gatedHelm(const std::string& dir, const std::string& real_he
 
 // kill -9 of the bundler and of one agent while a commit is in flight: after restart the commit lands exactly
 // once on both clusters — one bundle event per bundle and one deploy event per cluster and bundle for it
-// (JetStream de-duplicates republished messages by Nats-Msg-Id), and the objects carry the new content. The kill
-// provably happens inside the commit: the bundler is stopped while it renders the commit's Helm bundle (a gated
-// helm wrapper reports the bundler's pid and holds the render open), not before it received the commit or after
-// it finished.
+// (JetStream drops a republished message whose Nats-Msg-Id it already stored), and the objects carry the new
+// content. The kill provably happens inside the commit: the bundler is stopped while it renders the commit's Helm
+// bundle (a gated helm wrapper reports the bundler's pid and holds the render open), not before it received the commit
+// or after it finished.
 TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
   auto gate_dir = makeTempDir("e2e-gate");
   ASSERT_TRUE(gate_dir.ok());

@@ -1,0 +1,165 @@
+// End-to-end: kill -9 at each step of the ownership handover (docs/pipeline.md "Order of writes and crashes"),
+// through the fault points of libs/core fault.h: a service started with FLOTILLA_FAULT_POINTS=<point> dies with
+// SIGKILL when it reaches that step; the test restarts it without the variable and checks the same end state as
+// without a crash — the objects handed over with their UIDs, nothing pruned that a live bundle wants, never stuck.
+// The agents hold released objects for 5 minutes (longer than any redelivery here); the scheduler's messages come
+// back 10 s after it died (--ack-wait), the bundler's and agents' after their 30 s ack wait.
+#include <csignal>
+
+#include "handover_checks.h"
+#include "shared_hub_test.h"
+
+namespace flotilla::e2e {
+namespace {
+
+class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
+ public:
+  static HubOptions hubOptions() {
+    return {
+        .services = {{"agent", {.flags = {"--release-hold", "5m"}}}, {"scheduler", {.flags = {"--ack-wait", "10"}}}}};
+  }
+
+ protected:
+  //! Restarts `service` so that it dies at `point`.
+  static void arm(const std::string& service, const std::string& point) {
+    ServiceSettings settings = baseSettings(service);
+    settings.env["FLOTILLA_FAULT_POINTS"] = point;
+    hub().configure(service, settings);
+    ASSERT_TRUE(hub().restartService(service).ok()) << hub().logTail(service);
+  }
+
+  //! Waits until `service` died at `point` (SIGKILL, the point named in its log), then starts it without it.
+  static void expectDiedAtAndRestart(const std::string& service, const std::string& point) {
+    auto code = hub().waitExit(service, kLands);
+    ASSERT_TRUE(code.has_value()) << service << " did not reach " << point << "\n" << hub().logTail(service, 60);
+    EXPECT_EQ(*code, 128 + SIGKILL) << service << " must die by SIGKILL at " << point;
+    EXPECT_NE(hub().logTail(service, 200).find(point), std::string::npos) << "the log must name " << point;
+    hub().configure(service, baseSettings(service));
+    ASSERT_TRUE(hub().startService(service).ok());
+  }
+
+  static ServiceSettings baseSettings(const std::string& service) {
+    return service == "scheduler" ? ServiceSettings{.flags = {"--ack-wait", "10"}} : ServiceSettings{};
+  }
+
+  //! GitRepo `name` with bundle app/one (a Namespace and two ConfigMaps) and app/keep (a ConfigMap, untouched by
+  //! the tests, so the GitRepo never runs out of bundles), Ready on both clusters.
+  struct Renamable {
+    std::string name, ns, url;
+    std::map<std::string, std::string> objects;
+    std::vector<ObjectRef> refs;
+  };
+  Renamable renamable(const std::string& prefix) {
+    Renamable r;
+    r.name = prefix + "-" + randomHex(3);
+    r.ns = "ns-" + r.name;
+    r.objects = {{"ns", namespaceYaml(r.ns)}, {"a", configMap("a", "1")}, {"b", configMap("b", "2")}};
+    r.refs = {namespaceRef(r.ns), configMapRef(r.ns, "a"), configMapRef(r.ns, "b")};
+    auto repo = hub().git().createRepo(r.name);
+    EXPECT_TRUE(repo.ok());
+    r.url = repo->http;
+    auto commit = hub().git().commitFiles(r.name, "main",
+                                          merged(bundleFiles("app/one", r.ns, r.objects),
+                                                 bundleFiles("app/keep", r.ns + "-keep", {{"k", configMap("k", "1")}})),
+                                          "first");
+    EXPECT_TRUE(commit.ok());
+    EXPECT_TRUE(hub().apply(gitRepoYaml(r.name, r.url, {"app"})).ok());
+    EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), r.name, *commit, clusters()); }, kLands))
+        << r.name << " not Ready";
+    return r;
+  }
+
+  //! Renames app/one to app/two in one commit while `service` is armed with `point`, and checks the end state.
+  void renameThroughCrash(const std::string& prefix, const std::string& service, const std::string& point) {
+    Renamable r = renamable(prefix);
+    ASSERT_FALSE(HasFailure());
+    arm(service, point);
+    auto handover =
+        beginHandover(hub(), status(), r.name, bundleId(r.name, "app/one"), bundleId(r.name, "app/two"), r.refs);
+    auto renamed =
+        hub().git().commitFiles(r.name, "main", bundleFiles("app/two", r.ns, r.objects), "rename", {"app/one"});
+    ASSERT_TRUE(renamed.ok());
+    expectDiedAtAndRestart(service, point);
+    expectHandedOver(hub(), status(), handover, *renamed, std::chrono::seconds(120));
+  }
+};
+
+// After the agent applied an object for the new bundle, before the old bundle's inventory dropped it.
+TEST_F(HandoverCrashTest, AgentKilledAfterClaimApplied) {
+  renameThroughCrash("kca", "agent-0", "agent.claim.applied");
+}
+
+// After the bundler published the commit's live bundles, before the deleted ones.
+TEST_F(HandoverCrashTest, BundlerKilledAfterCommitPublished) {
+  renameThroughCrash("kbp", "bundler", "bundler.commit.published");
+}
+
+// After the scheduler sent the new bundle to the first cluster, before the others.
+TEST_F(HandoverCrashTest, SchedulerKilledAfterBundleDeployed) {
+  renameThroughCrash("ksd", "scheduler", "scheduler.bundle.deployed");
+}
+
+// A release with a claimant: X drops an object that Y's bundle claims; the agent dies after X's inventory dropped
+// it, before waking Y. After the restart Y takes it (rule stale), same UID.
+TEST_F(HandoverCrashTest, AgentKilledAfterReleaseDropped) {
+  const std::string x = "krx-" + randomHex(3);
+  const std::string y = "kry-" + randomHex(3);
+  const std::string ns = "ns-" + x;
+  auto repo_x = hub().git().createRepo(x);
+  auto repo_y = hub().git().createRepo(y);
+  ASSERT_TRUE(repo_x.ok() && repo_y.ok());
+  auto x_first = hub().git().commitFiles(
+      x, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}), "x");
+  ASSERT_TRUE(x_first.ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(x, repo_x->http, {"app"})).ok());
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), x, *x_first, clusters()); }, kLands));
+  const std::string x_bundle = bundleId(x, "app");
+  const std::string y_bundle = bundleId(y, "app");
+  const ObjectRef moved = configMapRef(ns, "moved");
+  arm("agent-0", "agent.release.dropped");
+
+  Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
+  handover.old_bundle_deleted = false;
+  auto y_first = hub().git().commitFiles(y, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "y")}}), "y");
+  ASSERT_TRUE(y_first.ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(y, repo_y->http, {"app"})).ok());
+  for (const auto& cluster : clusters()) {
+    ASSERT_TRUE(
+        Hub::waitFor([&] { return ownershipConflict(status(), cluster, y_bundle, x_bundle, handover.mark); }, kLands))
+        << status().describe(cluster, y_bundle, handover.mark);
+  }
+  handover.mark = status().mark();
+  auto x_release = hub().git().deleteFiles(x, "main", {"app/moved.yaml"}, "x lets go of moved");
+  ASSERT_TRUE(x_release.ok());
+  expectDiedAtAndRestart("agent-0", "agent.release.dropped");
+  expectHandedOver(hub(), status(), handover, *y_first, std::chrono::seconds(120));
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y");
+    EXPECT_TRUE(configMapExists(hub(), c, ns, "stays"));
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), hub().clusterName(c), x, x_bundle, "Ready", *x_release); },
+                             kLands));
+  }
+}
+
+// A release without a claimant in a rename across two commits: app/one is removed (its objects held), the agent
+// dies after listing them in flotilla-released, before the old inventory is rewritten; app/two with the same
+// objects comes in the next commit and adopts them (same UIDs).
+TEST_F(HandoverCrashTest, AgentKilledAfterHoldListed) {
+  Renamable r = renamable("khl");
+  ASSERT_FALSE(HasFailure());
+  arm("agent-0", "agent.hold.listed");
+  auto handover =
+      beginHandover(hub(), status(), r.name, bundleId(r.name, "app/one"), bundleId(r.name, "app/two"), r.refs);
+  auto removed = hub().git().deleteFiles(r.name, "main", {"app/one"}, "remove app/one");
+  ASSERT_TRUE(removed.ok());
+  expectDiedAtAndRestart("agent-0", "agent.hold.listed");
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(uidsOf(hub(), c, r.refs), handover.uids[c]) << "held objects must not be deleted";
+  }
+  auto added = hub().git().commitFiles(r.name, "main", bundleFiles("app/two", r.ns, r.objects), "add app/two");
+  ASSERT_TRUE(added.ok());
+  expectHandedOver(hub(), status(), handover, *added, std::chrono::seconds(120));
+}
+
+}  // namespace
+}  // namespace flotilla::e2e

@@ -1,0 +1,102 @@
+#include "status_log.h"
+
+#include "flotilla/events/subjects.h"
+
+namespace flotilla::e2e {
+namespace {
+
+// Only the fields the tests look at, read leniently: a report is evidence here, and a field added to the payload
+// later must not make the recorder drop it.
+events::StatusEvent statusFrom(const Json& json) {
+  events::StatusEvent event;
+  event.id = json.getString("id");
+  event.time = json.getString("time");
+  event.cluster = json.getString("cluster");
+  event.workspace = json.getString("workspace");
+  event.bundle = json.getString("bundle");
+  event.deployment_id = json.getString("deploymentID");
+  event.generation = json.getInt("generation");
+  event.sequence = json.getInt("sequence");
+  event.state = json.getString("state");
+  event.reason = json.getString("reason");
+  event.message = json.getString("message");
+  return event;
+}
+
+}  // namespace
+
+uint64_t StatusLog::mark() {
+  refresh();
+  return read_up_to_;
+}
+
+void StatusLog::refresh() {
+  auto js = hub_.js();
+  if (!js.ok()) {
+    return;
+  }
+  auto info = (*js)->streamInfo(events::kStatusStream);
+  if (!info.ok()) {
+    return;
+  }
+  for (uint64_t sequence = read_up_to_ + 1; sequence <= info->last_sequence; ++sequence) {
+    auto message = (*js)->getMessage(events::kStatusStream, sequence);
+    if (!message.ok()) {
+      if (message.error().kind == ErrorKind::kNotFound) {
+        continue;  // removed by the stream's limits: nothing to record
+      }
+      return;  // read again on the next call
+    }
+    read_up_to_ = sequence;
+    auto json = Json::parse(message->data());
+    if (!json.ok() || json->getString("kind") != events::StatusEvent::kKind) {
+      continue;  // heartbeats and terminated-message records share the subjects
+    }
+    events_.push_back({.sequence = sequence, .event = statusFrom(*json)});
+  }
+  read_up_to_ = std::max(read_up_to_, info->last_sequence);
+}
+
+std::vector<RecordedStatus> StatusLog::of(const std::string& cluster, const std::string& bundle, uint64_t after) {
+  refresh();
+  std::vector<RecordedStatus> out;
+  for (const auto& recorded : events_) {
+    if (recorded.sequence > after && recorded.event.cluster == cluster && recorded.event.bundle == bundle) {
+      out.push_back(recorded);
+    }
+  }
+  return out;
+}
+
+std::string StatusLog::describe(const std::string& cluster, const std::string& bundle, uint64_t after) {
+  std::string out = bundle + " on " + cluster + ": [";
+  bool first_item = true;
+  for (const auto& recorded : of(cluster, bundle, after)) {
+    out += (first_item ? "" : ", ") + recorded.event.state;
+    if (!recorded.event.reason.empty() || !recorded.event.message.empty()) {
+      out += "(" + recorded.event.reason + ": " + recorded.event.message + ")";
+    }
+    first_item = false;
+  }
+  return out + "]";
+}
+
+bool StatusLog::saw(const std::string& cluster, const std::string& bundle, const std::string& state, uint64_t after) {
+  return first(cluster, bundle, state, after).ok();
+}
+
+Result<RecordedStatus> StatusLog::first(const std::string& cluster, const std::string& bundle, const std::string& state,
+                                        uint64_t after) {
+  for (auto& recorded : of(cluster, bundle, after)) {
+    if (recorded.event.state == state) {
+      return std::move(recorded);
+    }
+  }
+  return fail(ErrorKind::kNotFound, "no " + state + " report of " + bundle + " on " + cluster);
+}
+
+SystemTime reportedAt(const events::StatusEvent& event) {
+  return parseRfc3339(event.time).value_or(SystemTime{});
+}
+
+}  // namespace flotilla::e2e
