@@ -15,7 +15,8 @@ std::vector<std::string> parseList(std::string_view list) {
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string_view name = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view name =
+        list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     while (!name.empty() && name.front() == ' ') {
       name.remove_prefix(1);
     }
