@@ -127,8 +127,8 @@ struct DeployEvent {
   Json options = Json::object();
   Json depends_on = Json::array();
   std::string commit;
-  int64_t generation = 0;  //!< increases with every DeployEvent for this (cluster, bundle): older ones are stale
-  std::string gitrepo;     //!< the bundle's GitRepo (ownership handover between bundles of one GitRepo)
+  int64_t generation = 0;       //!< increases with every DeployEvent for this (cluster, bundle): older ones are stale
+  std::string gitrepo;          //!< the bundle's GitRepo (ownership handover between bundles of one GitRepo)
   int64_t commit_sequence = 0;  //!< BundleEvent::commit_sequence of the release (0: unknown)
   StringMap labels;             //!< the bundle's labels, for dependsOn selectors evaluated on the cluster
 
