@@ -218,16 +218,7 @@ Status Scheduler::sendDeregistrationDelete(const DeploymentRecord& record,
 
 Status Scheduler::dropDeployment(const std::string& key, Affected& affected) {
   const DeploymentRecord record = deployments_.at(key);
-  FLOTILLA_TRY(hub_.deployments->remove(key));
-  if (statuses_.contains(key)) {
-    auto removed =
-        hub_.status->remove(events::bundleDeploymentStatusKey(record.cluster, record.workspace, record.bundle));
-    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
-      return removed;
-    }
-    statuses_.erase(key);
-  }
-  deployments_.erase(key);
+  FLOTILLA_TRY(forgetDeployment(record.cluster, record.workspace, record.bundle));
   deregistration_deletes_.erase(key);
   affected.bundles.emplace(record.workspace, record.bundle);
   if (!record.gitrepo.empty()) {
