@@ -347,9 +347,10 @@ TEST_F(KubeClientTest, TokenIdentityIsAuthenticatedAndGovernedByRbac) {
 // An impersonating client acts as the service account (the API server derives its groups) and is bounded by its
 // RBAC; the admin client it was made from is unchanged and both share one connection pool.
 TEST_F(KubeClientTest, ImpersonatingClientActsAsTheServiceAccount) {
-  ASSERT_TRUE(client_->apply(Json::obj({{"apiVersion", "v1"},
-                                        {"kind", "ServiceAccount"},
-                                        {"metadata", Json::obj({{"name", "deployer"}, {"namespace", ns_}})}}))
+  ASSERT_TRUE(client_
+                  ->apply(Json::obj({{"apiVersion", "v1"},
+                                     {"kind", "ServiceAccount"},
+                                     {"metadata", Json::obj({{"name", "deployer"}, {"namespace", ns_}})}}))
                   .ok());
   auto deployer =
       client_->impersonating(Impersonation{.user = "system:serviceaccount:" + ns_ + ":deployer", .groups = {}});

@@ -75,7 +75,8 @@ class FieldPaths {
 std::vector<UnsupportedOption> unsupportedOptionFields(const BundleDeploymentOptions& options) {
   std::vector<UnsupportedOption> out;
   if (!options.downstream_resources.empty()) {
-    out.push_back({"downstreamResources", "copying Secrets and ConfigMaps to the downstream cluster is not implemented"});
+    out.push_back(
+        {"downstreamResources", "copying Secrets and ConfigMaps to the downstream cluster is not implemented"});
   }
   if (!options.helm) {
     return out;

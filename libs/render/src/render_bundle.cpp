@@ -146,8 +146,8 @@ void setIdentity(const RenderContext& context, const BundleDir& dir, FleetYamlRe
 Status checkSupported(const model::FleetYaml& fleet_yaml, const model::BundleDeploymentOptions& defaults) {
   FLOTILLA_TRY(model::checkSupportedOptions(defaults, ""));
   for (size_t i = 0; i < fleet_yaml.spec.targets.size(); ++i) {
-    FLOTILLA_TRY(model::checkSupportedOptions(fleet_yaml.spec.targets[i].options,
-                                              "targets[" + std::to_string(i) + "]"));
+    FLOTILLA_TRY(
+        model::checkSupportedOptions(fleet_yaml.spec.targets[i].options, "targets[" + std::to_string(i) + "]"));
   }
   for (size_t i = 0; i < fleet_yaml.target_customizations.size(); ++i) {
     FLOTILLA_TRY(model::checkSupportedOptions(fleet_yaml.target_customizations[i].options,

@@ -100,8 +100,9 @@ TEST_F(RenderBundleTest, UnknownFleetYamlFieldIsARenderErrorWithFileAndLine) {
 TEST_F(RenderBundleTest, UnsupportedOptionIsARenderErrorNamingTheField) {
   TempTree tree{{"x/fleet.yaml", "helm:\n  valuesFrom:\n  - configMapKeyRef: {name: v, key: values.yaml}\n"},
                 {"x/cm.yaml", configMap("a")},
-                {"y/fleet.yaml", "targetCustomizations:\n- name: edge\n  clusterName: c1\n  downstreamResources:\n"
-                                 "  - {kind: Secret, name: db}\n"},
+                {"y/fleet.yaml",
+                 "targetCustomizations:\n- name: edge\n  clusterName: c1\n  downstreamResources:\n"
+                 "  - {kind: Secret, name: db}\n"},
                 {"y/cm.yaml", configMap("a")}};
   auto rendered = render(tree, BundleDir{"x", "x/fleet.yaml"});
   ASSERT_TRUE(rendered.ok()) << rendered.error().describe();

@@ -426,7 +426,7 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
       continue;
     }
     auto removed = writer.remove(ref.api_version, ref.kind, ref.ns, ref.name,
-                                  kube::DeleteOptions{.propagation = kube::Propagation::kBackground});
+                                 kube::DeleteOptions{.propagation = kube::Propagation::kBackground});
     if (!removed.ok()) {
       if (transient(removed.error())) {
         return fail(removed.error());
@@ -458,8 +458,9 @@ Result<std::vector<std::string>> Applier::deleteNamespaces(const std::vector<std
       if (transient(removed.error())) {
         return fail(removed.error());
       }
-      metrics_.counter("namespaces_deleted_total", "Namespaces deleted with their bundle (deleteNamespace), by result",
-                       {{"result", "failed"}})
+      metrics_
+          .counter("namespaces_deleted_total", "Namespaces deleted with their bundle (deleteNamespace), by result",
+                   {{"result", "failed"}})
           .Increment();
       log::warn("cannot delete the bundle's namespace", {{"namespace", name}, {"error", removed.error().describe()}});
       errors.push_back("namespace " + name + ": " + removed.error().message);

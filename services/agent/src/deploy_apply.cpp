@@ -45,8 +45,8 @@ struct DeployHandler::ApplyPlan {
   BundleReport report;
   std::vector<ObjectRef> kept;  //!< what the bundle owns after prune: the new inventory
   bool prune_ok = true;
-  std::string manifest_id;       //!< the manifest applied: the event's, or the previous one for an atomic revert
-  kube::KubeClient* client = nullptr;  //!< the bundle's (impersonating) client; nullptr = the agent's own
+  std::string manifest_id;              //!< the manifest applied: the event's, or the previous one for an atomic revert
+  kube::KubeClient* client = nullptr;   //!< the bundle's (impersonating) client; nullptr = the agent's own
   std::optional<BundleReport> failure;  //!< set while reverting (atomic): why, reported with the revert's result
   bool wait_health = false;             //!< timeoutSeconds: park until healthy or past the deadline
 };
@@ -169,12 +169,12 @@ std::optional<Outcome> DeployHandler::revertIfAtomic(ApplyPlan& plan) {
     appendMessage(plan.report, "atomic: no earlier deployment to revert to");
     return std::nullopt;
   }
-  metrics_.counter("atomic_reverts_total", "Atomic reverts to the previous manifest, by trigger", {{"trigger", "apply"}})
+  metrics_
+      .counter("atomic_reverts_total", "Atomic reverts to the previous manifest, by trigger", {{"trigger", "apply"}})
       .Increment();
-  log::warn("apply failed; reverting to the previous manifest (atomic)", {{"cluster", cluster_},
-                                                                          {"bundle", plan.event.bundle},
-                                                                          {"manifest", previous},
-                                                                          {"error", plan.report.message}});
+  log::warn(
+      "apply failed; reverting to the previous manifest (atomic)",
+      {{"cluster", cluster_}, {"bundle", plan.event.bundle}, {"manifest", previous}, {"error", plan.report.message}});
   plan.failure = plan.report;
   plan.manifest_id = std::move(previous);
   if (auto done = loadManifest(plan)) {

@@ -145,9 +145,8 @@ Outcome DeployHandler::serviceAccountMissing(const events::DeployEvent& event, c
       .Increment();
   BundleReport missing = bundleFailure(model::BundleState::kErrApplied, kReasonServiceAccount, error.message);
   if (!alreadyReported(ownerOf(event.workspace, event.bundle), event.deployment_id, missing, true)) {
-    log::warn("service account missing; deploy parked", {{"cluster", cluster_},
-                                                         {"bundle", event.bundle},
-                                                         {"error", error.message}});
+    log::warn("service account missing; deploy parked",
+              {{"cluster", cluster_}, {"bundle", event.bundle}, {"error", error.message}});
     auto published = report(event, missing, event.deployment_id, {});
     if (!published.ok()) {
       return transientFailure(event, delivery, "report", published.error());
@@ -180,12 +179,12 @@ Outcome DeployHandler::continueHealthWait(const events::DeployEvent& event,
     metrics_.counter("health_timeouts_total", "Deployments not healthy within helm.timeoutSeconds").Increment();
     log::warn("bundle not healthy within helm.timeoutSeconds",
               {{"cluster", cluster_}, {"bundle", event.bundle}, {"not_ready", state.message}});
-    BundleReport timed_out = bundleFailure(
-        model::BundleState::kErrApplied, kReasonHealthTimeout,
-        "not healthy within " + std::to_string(options.helm->timeout_seconds) + " s (helm.timeoutSeconds): " +
-            state.message);
+    const int64_t timeout = options.helm ? options.helm->timeout_seconds : 0;
+    BundleReport timed_out =
+        bundleFailure(model::BundleState::kErrApplied, kReasonHealthTimeout,
+                      "not healthy within " + std::to_string(timeout) + " s (helm.timeoutSeconds): " + state.message);
     timed_out.resources = state.resources;
-    if (options.helm->atomic && !inventory.previous_manifest_id.empty()) {
+    if (options.helm && options.helm->atomic && !inventory.previous_manifest_id.empty()) {
       return revertAfterTimeout(event, options, inventory, delivery, std::move(timed_out));
     }
     state = std::move(timed_out);

@@ -2,6 +2,8 @@
 // kube-apiserver with RBAC (tests/harness; the fixture of agent_fixture.h plays the scheduler): ownership of
 // objects no bundle manages (takeOwnership), serviceAccount impersonation, deleteNamespace, helm.atomic,
 // helm.timeoutSeconds / waitForJobs, and options Flotilla does not implement.
+#include <algorithm>
+
 #include "agent_fixture.h"
 
 namespace flotilla::agent {
@@ -25,8 +27,10 @@ Json withNamespace(Json options, const std::string& ns) {
 // A Deployment never becomes Ready here: the harness runs no controllers.
 Json deployment(const std::string& name) {
   return Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":")" + name + R"("},
-    "spec":{"replicas":1,"selector":{"matchLabels":{"app":")" + name + R"("}},
-      "template":{"metadata":{"labels":{"app":")" + name + R"("}},
+    "spec":{"replicas":1,"selector":{"matchLabels":{"app":")" +
+                     name + R"("}},
+      "template":{"metadata":{"labels":{"app":")" +
+                     name + R"("}},
         "spec":{"containers":[{"name":"c","image":"busybox"}]}}}})")
       .value();
 }
@@ -66,8 +70,7 @@ TEST_F(OptionsTest, UnmanagedObjectIsRefusedWithoutTakeOwnershipAndAdoptedWithIt
   ASSERT_TRUE(
       kube_->apply(configMap("pre", ns, {{"k", "theirs"}}), kube::ApplyOptions{.field_manager = "kubectl-edit"}).ok());
   Json options = withNamespace(Json::object(), ns);
-  deploy(bundle, putManifest({configMap("pre", "", {{"k", "ours"}}), configMap("mine", "", {{"k", "ours"}})}),
-         options);
+  deploy(bundle, putManifest({configMap("pre", "", {{"k", "ours"}}), configMap("mine", "", {{"k", "ours"}})}), options);
   auto refused = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->state, "ErrApplied");
@@ -147,7 +150,8 @@ TEST_F(OptionsTest, ServiceAccountBoundsTheBundleByItsRbac) {
   ASSERT_TRUE(kube_->apply(binding).ok());
 
   deploy(bundle, id, options);
-  auto denied = status_.waitFor(bundle, [](const events::StatusEvent& s) { return s.reason != "ServiceAccountNotFound"; });
+  auto denied =
+      status_.waitFor(bundle, [](const events::StatusEvent& s) { return s.reason != "ServiceAccountNotFound"; });
   ASSERT_TRUE(denied);
   EXPECT_EQ(denied->state, "ErrApplied");
   EXPECT_TRUE(contains(denied->message, "system:serviceaccount:" + agent_namespace_ + ":deployer")) << denied->message;
@@ -155,6 +159,11 @@ TEST_F(OptionsTest, ServiceAccountBoundsTheBundleByItsRbac) {
   EXPECT_FALSE(exists("v1", "ConfigMap", ns, "as-sa"));
 
   ASSERT_TRUE(kube_->apply(rule(Json::parse(R"(["get","list","create","patch","delete"])").value())).ok());
+  auto as_deployer = kube_->impersonating(
+      kube::Impersonation{.user = "system:serviceaccount:" + agent_namespace_ + ":deployer", .groups = {}});
+  ASSERT_TRUE(eventually(  // RBAC takes effect within moments
+      [&] { return as_deployer->apply(configMap("probe", ns, {}), kube::ApplyOptions{.dry_run = true}).ok(); },
+      seconds(10)));
   deploy(bundle, id, options);
   auto applied = status_.waitFor(bundle, [](const events::StatusEvent& s) { return s.state == "Ready"; });
   ASSERT_TRUE(applied);
@@ -214,7 +223,8 @@ TEST_F(OptionsTest, AtomicRevertsAFailedApplyToThePreviousManifest) {
   EXPECT_EQ(reverted->state, "ErrApplied");
   EXPECT_EQ(reverted->reason, "ApplyFailed");
   EXPECT_TRUE(contains(reverted->message, "ConfigMap/" + ns + "/broken")) << reverted->message;
-  EXPECT_TRUE(contains(reverted->message, "atomic: reverted to the previous manifest " + good.substr(0, 12) + ": Ready"))
+  EXPECT_TRUE(
+      contains(reverted->message, "atomic: reverted to the previous manifest " + good.substr(0, 12) + ": Ready"))
       << reverted->message;
   EXPECT_EQ(dataOf(ns, "a", "v"), "1");
   EXPECT_TRUE(eventually([&] { return !exists("v1", "ConfigMap", ns, "extra"); }, seconds(10)));

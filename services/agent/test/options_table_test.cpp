@@ -21,8 +21,8 @@ enum class Decision {
 };
 
 struct Entry {
-  const char* field;     //!< the decoder's path
-  const char* options;   //!< options JSON that sets it
+  const char* field;    //!< the decoder's path
+  const char* options;  //!< options JSON that sets it
   Decision decision;
   const char* handled_by;  //!< where, for a reader of this table
 };

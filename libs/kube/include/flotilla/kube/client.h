@@ -165,8 +165,8 @@ class KubeClient {
   KubeClient& operator=(const KubeClient&) = delete;
 
   //! A client that sends every request as `who`, sharing this client's server, credentials, connection pool and
-  //! metrics (this client must outlive it). A denied request is kPermanent with the API server's message, which names the
-  //! user, verb and resource.
+  //! metrics (this client must outlive it). A denied request is kPermanent with the API server's message, which names
+  //! the user, verb and resource.
   [[nodiscard]] std::unique_ptr<KubeClient> impersonating(Impersonation who) const;
   //! Who this client impersonates (nullopt: itself).
   [[nodiscard]] const std::optional<Impersonation>& impersonation() const { return impersonation_; }

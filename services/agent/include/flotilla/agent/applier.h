@@ -73,7 +73,7 @@ struct ApplyResult {
   std::vector<ObjectRef> claims;  //!< objects another bundle owns that no claim rule let this one take
   //! Objects that exist without an owner annotation (managed by no bundle) and were refused: no takeOwnership.
   std::vector<ObjectRef> unmanaged;
-  std::vector<ObjectRef> adopted_unmanaged;  //!< such objects adopted because the request has force
+  std::vector<ObjectRef> adopted_unmanaged;     //!< such objects adopted because the request has force
   std::vector<std::string> created_namespaces;  //!< target namespaces created for the bundle by this apply
 };
 
@@ -95,7 +95,8 @@ class Applier {
   Result<ApplyResult> apply(const ApplyRequest& request, const std::function<void()>& progress);
   //! The health of each object, read live (an object that does not exist is not Ready: "not found").
   //! kTransient when the API server cannot be asked.
-  Result<std::vector<ObjectOutcome>> checkHealth(const std::vector<ObjectRef>& refs, kube::KubeClient* client = nullptr);
+  Result<std::vector<ObjectOutcome>> checkHealth(const std::vector<ObjectRef>& refs,
+                                                 kube::KubeClient* client = nullptr);
   //! Deletes `refs` (Background propagation), namespaced objects first. Skips objects whose kBundleAnnotation
   //! names another owner, and CRDs unless `delete_crds` (deleting a CRD deletes every custom resource of it in
   //! the cluster: Fleet's deleteCRDResources). kTransient aborts; other failures are listed in the result.
@@ -120,8 +121,8 @@ class Applier {
                                                 std::string& previous_owner, ObjectOutcome& outcome);
   //! An object that exists without an owner annotation: adopted with force ("" and outcome.adopted_unmanaged),
   //! the bundle's own namespace (""), else refused (nullopt, outcome.unmanaged, Helm's wording).
-  std::optional<std::string> checkUnmanaged(const PlannedObject& planned, const ApplyRequest& request,
-                                            const Json& live, ObjectOutcome& outcome);
+  std::optional<std::string> checkUnmanaged(const PlannedObject& planned, const ApplyRequest& request, const Json& live,
+                                            ObjectOutcome& outcome);
   [[nodiscard]] kube::KubeClient& clientFor(const ApplyRequest& request) const {
     return request.client != nullptr ? *request.client : client_;
   }

@@ -265,7 +265,8 @@ class DeployHandler {
                              const Inventory& inventory, const Delivery& delivery);
   //! deleteNamespace on a bundle delete: the namespaces the agent created for the bundle, except those another
   //! inventory still lists objects in. Returns the message part ("deleted namespaces a, b"); kTransient aborts.
-  Result<std::string> deleteCreatedNamespaces(const Inventory& inventory, const model::BundleDeploymentOptions& options);
+  Result<std::string> deleteCreatedNamespaces(const Inventory& inventory,
+                                              const model::BundleDeploymentOptions& options);
 
   //! Whether a report equal to `bundle_report` for `deployment_id` was the last one published for the bundle.
   bool alreadyReported(const std::string& key, std::string_view deployment_id, const BundleReport& bundle_report,

@@ -51,8 +51,8 @@ struct Inventory {
   int64_t commit_sequence = 0;  //!< the FLOTILLA_COMMITS sequence of its commit (0: unknown)
   model::Labels labels;         //!< the bundle's labels (dependsOn selectors)
   std::vector<ObjectRef> objects;
-  std::vector<ObjectRef> claims;  //!< objects it wants that another bundle owns (OwnershipConflict)
-  std::vector<ObjectRef> adopted;  //!< objects of `objects` adopted unmanaged with takeOwnership
+  std::vector<ObjectRef> claims;                //!< objects it wants that another bundle owns (OwnershipConflict)
+  std::vector<ObjectRef> adopted;               //!< objects of `objects` adopted unmanaged with takeOwnership
   std::vector<std::string> created_namespaces;  //!< target namespaces the agent created for the bundle
   std::string previous_manifest_id;             //!< the last good manifest before deployment_id ("" none)
   std::string wait_until;                       //!< RFC 3339 end of a timeoutSeconds health wait ("" none)

@@ -48,10 +48,10 @@ inline constexpr std::string_view kReasonServiceAccount = "ServiceAccountNotFoun
 struct ObjectOutcome {
   ObjectRef ref;
   bool apply_failed = false;
-  bool conflict = false;  //!< failed because another bundle owns it and no claim rule let this one take it
-  bool unmanaged = false;  //!< failed because it exists, managed by no bundle, and takeOwnership is off
+  bool conflict = false;           //!< failed because another bundle owns it and no claim rule let this one take it
+  bool unmanaged = false;          //!< failed because it exists, managed by no bundle, and takeOwnership is off
   bool adopted_unmanaged = false;  //!< it existed managed by no bundle and was adopted (takeOwnership)
-  std::string error;      //!< why apply failed (the API server's message, or the conflict message)
+  std::string error;               //!< why apply failed (the API server's message, or the conflict message)
   bool ready = false;
   std::string message;  //!< why it is not Ready
 };
