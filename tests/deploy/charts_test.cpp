@@ -148,7 +148,8 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
 }
 
 TEST(AgentChart, LintIsClean) {
-  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"})});
+  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"}),
+                                     with(agentRequired(), {"--set", "impersonation.serviceAccounts={deployer}"})});
 }
 
 TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {
