@@ -148,7 +148,8 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
 }
 
 TEST(AgentChart, LintIsClean) {
-  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"})});
+  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"}),
+                                     with(agentRequired(), {"--set", "impersonation.serviceAccounts={deployer}"})});
 }
 
 TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {
@@ -209,6 +210,30 @@ TEST(AgentChart, RestrictedRbacGrantsRulesCrdsAndInventory) {
   EXPECT_EQ(stringAt(*inventory, {"metadata", "namespace"}), "inv");
   const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
   EXPECT_THAT(stringList(firstContainer(*deployment)->find("args")), Contains("--agent-namespace=inv"));
+}
+
+// impersonate is granted only for the service accounts listed in impersonation.serviceAccounts, on those names.
+TEST(AgentChart, ImpersonationOnlyForListedServiceAccounts) {
+  auto plain = renderChart("flotilla-agent", with(agentRequired(), {"--set", "rbac.clusterAdmin=false"}));
+  ASSERT_TRUE(plain.ok()) << plain.error().describe();
+  for (const auto& object : *plain) {
+    EXPECT_THAT(object.dump(), ::testing::Not(HasSubstr("impersonate"))) << object.dump();
+  }
+  auto listed = renderChart("flotilla-agent", with(agentRequired(), {"--set", "rbac.clusterAdmin=false", "--set",
+                                                                     "impersonation.serviceAccounts={deployer,viewer}",
+                                                                     "--set", "agentNamespace=inv"}));
+  ASSERT_TRUE(listed.ok()) << listed.error().describe();
+  const Json* role = findObject(*listed, "Role", "t-flotilla-agent-impersonate");
+  ASSERT_NE(role, nullptr);
+  EXPECT_EQ(stringAt(*role, {"metadata", "namespace"}), "inv");
+  ASSERT_EQ(role->find("rules")->asArray().size(), 1u);
+  const Json& rule = role->find("rules")->asArray().front();
+  EXPECT_EQ(stringList(rule.find("resourceNames")), (std::vector<std::string>{"deployer", "viewer"}));
+  EXPECT_EQ(stringList(rule.find("resources")), (std::vector<std::string>{"serviceaccounts"}));
+  EXPECT_EQ(stringList(rule.find("verbs")), (std::vector<std::string>{"get", "impersonate"}));
+  const Json* binding = findObject(*listed, "RoleBinding", "t-flotilla-agent-impersonate");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ(stringAt(*binding, {"roleRef", "name"}), "t-flotilla-agent-impersonate");
 }
 
 TEST(AgentChart, KubeconfigSecretManagesAnotherCluster) {

@@ -176,6 +176,15 @@ Result<std::unique_ptr<KubeClient>> KubeClient::create(const Kubeconfig& config,
   return client;
 }
 
+std::unique_ptr<KubeClient> KubeClient::impersonating(Impersonation who) const {
+  KubeClientOptions options = options_;
+  options.metrics = metrics_;
+  std::unique_ptr<KubeClient> client(new KubeClient(config_, std::move(options)));
+  client->http_ = http_;
+  client->impersonation_ = std::move(who);
+  return client;
+}
+
 std::string KubeClient::bearerToken() {
   std::lock_guard lock(token_mutex_);
   // Projected service-account tokens rotate (the kubelet rewrites the file), so a token file is re-read.
@@ -197,6 +206,12 @@ void KubeClient::authorize(HttpRequest& request) {
   std::string token = bearerToken();
   if (!token.empty()) {
     request.headers.emplace_back("Authorization", "Bearer " + token);
+  }
+  if (impersonation_) {
+    request.headers.emplace_back("Impersonate-User", impersonation_->user);
+    for (const auto& group : impersonation_->groups) {
+      request.headers.emplace_back("Impersonate-Group", group);
+    }
   }
 }
 

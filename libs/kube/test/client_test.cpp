@@ -1,5 +1,5 @@
 // KubeClient against real kube-apiservers from the harness: discovery, server-side apply, conflicts, dry run,
-// validation errors, list, delete with propagation, identities and independence of clusters.
+// validation errors, list, delete with propagation, identities (impersonation too) and independence of clusters.
 #include "flotilla/kube/client.h"
 
 #include <atomic>
@@ -342,6 +342,38 @@ TEST_F(KubeClientTest, TokenIdentityIsAuthenticatedAndGovernedByRbac) {
   auto write = (*agent)->apply(configMap(ns_, "agent-write", {{"k", "v"}}));
   ASSERT_FALSE(write.ok());
   EXPECT_EQ(write.error().kind, ErrorKind::kPermanent);
+}
+
+// An impersonating client acts as the service account (the API server derives its groups) and is bounded by its
+// RBAC; the admin client it was made from is unchanged and both share one connection pool.
+TEST_F(KubeClientTest, ImpersonatingClientActsAsTheServiceAccount) {
+  ASSERT_TRUE(client_
+                  ->apply(Json::obj({{"apiVersion", "v1"},
+                                     {"kind", "ServiceAccount"},
+                                     {"metadata", Json::obj({{"name", "deployer"}, {"namespace", ns_}})}}))
+                  .ok());
+  auto deployer =
+      client_->impersonating(Impersonation{.user = "system:serviceaccount:" + ns_ + ":deployer", .groups = {}});
+  ASSERT_TRUE(deployer->impersonation());
+  auto review = deployer->requestJson("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                      R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})",
+                                      "application/json");
+  ASSERT_TRUE(review.ok()) << review.error().describe();
+  EXPECT_EQ(review->at({"status", "userInfo", "username"})->asString(), "system:serviceaccount:" + ns_ + ":deployer");
+  EXPECT_NE(review->at({"status", "userInfo", "groups"})->dump().find("system:serviceaccounts:" + ns_),
+            std::string::npos)
+      << review->dump();
+
+  auto denied = deployer->apply(configMap(ns_, "as-deployer", {{"k", "v"}}));
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().kind, ErrorKind::kPermanent);
+  EXPECT_EQ(httpStatusOf(denied.error()), 403);
+  EXPECT_NE(denied.error().message.find("system:serviceaccount:" + ns_ + ":deployer"), std::string::npos)
+      << denied.error().message;
+  EXPECT_NE(denied.error().message.find("cannot patch resource \"configmaps\""), std::string::npos)
+      << denied.error().message;
+  EXPECT_TRUE(client_->apply(configMap(ns_, "as-admin", {{"k", "v"}})).ok());
+  EXPECT_FALSE(client_->impersonation());
 }
 
 TEST_F(KubeClientTest, KeepAliveConnectionsAreReusedAcrossThreads) {

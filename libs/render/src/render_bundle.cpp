@@ -9,6 +9,7 @@
 #include "flotilla/core/yaml.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
+#include "flotilla/model/option_support.h"
 #include "flotilla/render/bundle_spec.h"
 #include "flotilla/render/external_renderers.h"
 #include "flotilla/source/archive.h"
@@ -140,6 +141,21 @@ void setIdentity(const RenderContext& context, const BundleDir& dir, FleetYamlRe
   out.event.force_sync_generation = commit.force_sync_generation;
 }
 
+//! Options Flotilla does not implement (model::unsupportedOptionFields) are refused here, naming the field, so the
+//! user sees it at render time and the last good deployment stays.
+Status checkSupported(const model::FleetYaml& fleet_yaml, const model::BundleDeploymentOptions& defaults) {
+  FLOTILLA_TRY(model::checkSupportedOptions(defaults, ""));
+  for (size_t i = 0; i < fleet_yaml.spec.targets.size(); ++i) {
+    FLOTILLA_TRY(
+        model::checkSupportedOptions(fleet_yaml.spec.targets[i].options, "targets[" + std::to_string(i) + "]"));
+  }
+  for (size_t i = 0; i < fleet_yaml.target_customizations.size(); ++i) {
+    FLOTILLA_TRY(model::checkSupportedOptions(fleet_yaml.target_customizations[i].options,
+                                              "targetCustomizations[" + std::to_string(i) + "]"));
+  }
+  return {};
+}
+
 //! The default render and one render per distinct customization (renderKey); no per-cluster work.
 Status renderOncePerCustomization(const RenderContext& context, const BundleDir& dir,
                                   const model::FleetYaml& fleet_yaml, const model::BundleDeploymentOptions& defaults,
@@ -215,6 +231,9 @@ Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDi
   // Per-cluster variants when the output depends on the cluster (variants.h); otherwise one render per distinct
   // customization.
   const auto defaults = defaultOptions(read.fleet_yaml, context.gitrepo, context.commit.force_sync_generation);
+  if (auto supported = checkSupported(read.fleet_yaml, defaults); !supported.ok()) {
+    return failWith(supported.error(), dir.fleet_yaml.empty() ? dir.path : dir.fleet_yaml);
+  }
   if (context.force_variants || detail::needsVariants(context, dir, read.fleet_yaml, defaults)) {
     if (auto variants = detail::renderVariants(context, dir, read.fleet_yaml, out); !variants.ok()) {
       return failWith(variants.error(), dir.fleet_yaml.empty() ? dir.path : dir.fleet_yaml);

@@ -95,6 +95,29 @@ TEST_F(RenderBundleTest, UnknownFleetYamlFieldIsARenderErrorWithFileAndLine) {
   EXPECT_TRUE(rendered->event.manifest_id.empty());
 }
 
+// An option Flotilla does not implement is a render error naming fleet.yaml and the field (model::
+// unsupportedOptionFields), in the defaults and in a target customization alike.
+TEST_F(RenderBundleTest, UnsupportedOptionIsARenderErrorNamingTheField) {
+  TempTree tree{{"x/fleet.yaml", "helm:\n  valuesFrom:\n  - configMapKeyRef: {name: v, key: values.yaml}\n"},
+                {"x/cm.yaml", configMap("a")},
+                {"y/fleet.yaml",
+                 "targetCustomizations:\n- name: edge\n  clusterName: c1\n  downstreamResources:\n"
+                 "  - {kind: Secret, name: db}\n"},
+                {"y/cm.yaml", configMap("a")}};
+  auto rendered = render(tree, BundleDir{"x", "x/fleet.yaml"});
+  ASSERT_TRUE(rendered.ok()) << rendered.error().describe();
+  ASSERT_TRUE(rendered->error);
+  EXPECT_EQ(rendered->error->file, "x/fleet.yaml");
+  EXPECT_NE(rendered->error->message.find("x/fleet.yaml: helm.valuesFrom: not supported"), std::string::npos)
+      << rendered->error->message;
+  EXPECT_TRUE(rendered->manifests.empty());
+  auto customized = render(tree, BundleDir{"y", "y/fleet.yaml"});
+  ASSERT_TRUE(customized.ok()) << customized.error().describe();
+  ASSERT_TRUE(customized->error);
+  EXPECT_NE(customized->error->message.find("targetCustomizations[0].downstreamResources"), std::string::npos)
+      << customized->error->message;
+}
+
 TEST_F(RenderBundleTest, UnparsableFleetYamlKeepsTheRecordedIdentity) {
   TempTree tree{{"x/fleet.yaml", "name: [broken\n"}, {"x/cm.yaml", configMap("a")}};
   previous_ids["x"] = "recorded-name";

@@ -1,5 +1,6 @@
 #include "flotilla/agent/applier.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "flotilla/agent/health.h"
@@ -50,7 +51,7 @@ Result<std::optional<std::string>> Applier::checkOwner(const PlannedObject& plan
                                                        std::string& previous_owner, ObjectOutcome& outcome) {
   // Every object is read first, also those the inventory lists: a crash may have left an object in a bundle's
   // inventory that another bundle owns (docs/pipeline.md "Order of writes and crashes").
-  auto live = client_.get(planned.ref.api_version, planned.ref.kind, planned.ref.ns, planned.ref.name);
+  auto live = clientFor(request).get(planned.ref.api_version, planned.ref.kind, planned.ref.ns, planned.ref.name);
   if (!live.ok()) {
     if (transient(live.error())) {
       return fail(live.error());
@@ -58,7 +59,10 @@ Result<std::optional<std::string>> Applier::checkOwner(const PlannedObject& plan
     return std::optional<std::string>(std::string());  // absent (or unreadable): the apply reports it
   }
   previous_owner = ownerAnnotation(*live);
-  if (previous_owner.empty() || previous_owner == request.owner) {
+  if (previous_owner.empty()) {
+    return checkUnmanaged(planned, request, *live, outcome);
+  }
+  if (previous_owner == request.owner) {
     return std::optional<std::string>(std::string());
   }
   std::optional<std::string> rule;
@@ -78,6 +82,53 @@ Result<std::optional<std::string>> Applier::checkOwner(const PlannedObject& plan
   return rule;
 }
 
+namespace {
+
+//! The field managers of a live object (metadata.managedFields[].manager), each once.
+std::vector<std::string> fieldManagers(const Json& live) {
+  std::vector<std::string> managers;
+  const Json* fields = live.at({"metadata", "managedFields"});
+  if (fields == nullptr || !fields->isArray()) {
+    return managers;
+  }
+  for (const auto& entry : fields->asArray()) {
+    std::string manager = entry.isObject() ? entry.getString("manager") : std::string();
+    if (!manager.empty() && std::find(managers.begin(), managers.end(), manager) == managers.end()) {
+      managers.push_back(manager);
+    }
+  }
+  return managers;
+}
+
+}  // namespace
+
+std::optional<std::string> Applier::checkUnmanaged(const PlannedObject& planned, const ApplyRequest& request,
+                                                   const Json& live, ObjectOutcome& outcome) {
+  if (isNamespace(planned.ref) && request.owned_namespaces.contains(planned.ref.name)) {
+    return std::string();  // created by the agent for this bundle earlier (namespaces carry no annotation)
+  }
+  auto count = [&](std::string_view result) {
+    metrics_
+        .counter("unmanaged_objects_total", "Existing objects no bundle manages, by decision",
+                 {{"result", std::string(result)}})
+        .Increment();
+  };
+  if (request.force) {
+    count("adopted");
+    outcome.adopted_unmanaged = true;
+    log::info("adopting an object no bundle manages (takeOwnership)",
+              {{"object", planned.ref.describe()}, {"owner", request.owner}});
+    return std::string();
+  }
+  count("refused");
+  outcome.apply_failed = true;
+  outcome.unmanaged = true;
+  outcome.error = unmanagedMessage(planned.ref, fieldManagers(live));
+  log::warn("refusing to adopt an object no bundle manages",
+            {{"object", planned.ref.describe()}, {"owner", request.owner}, {"error", outcome.error}});
+  return std::nullopt;
+}
+
 Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                         bool& foreign) {
   ObjectOutcome outcome{.ref = planned.ref};
@@ -90,7 +141,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
     return outcome;
   }
   kube::ApplyOptions apply_options{.field_manager = std::string(kFieldManager), .force = request.force};
-  auto applied = client_.apply(planned.object, apply_options);
+  auto applied = clientFor(request).apply(planned.object, apply_options);
   if (!applied.ok()) {
     if (transient(applied.error())) {
       return fail(applied.error());
@@ -151,9 +202,11 @@ Status Applier::waitForCrds(std::vector<std::pair<size_t, std::string>>& crds, s
   return {};
 }
 
-Status Applier::ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request) {
+Status Applier::ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request,
+                                 std::vector<std::string>& created) {
+  kube::KubeClient& client = clientFor(request);
   for (const auto& ns : namespaces) {
-    auto live = client_.get("v1", "Namespace", "", ns);
+    auto live = client.get("v1", "Namespace", "", ns);
     if (live.ok()) {
       continue;
     }
@@ -171,15 +224,16 @@ Status Applier::ensureNamespaces(const std::set<std::string>& namespaces, const 
     for (const auto& [key, value] : request.namespace_annotations) {
       object["metadata"]["annotations"][key] = value;
     }
-    auto created = client_.apply(object, kube::ApplyOptions{.field_manager = std::string(kFieldManager)});
-    if (!created.ok()) {
-      if (transient(created.error())) {
-        return fail(created.error());
+    auto applied = client.apply(object, kube::ApplyOptions{.field_manager = std::string(kFieldManager)});
+    if (!applied.ok()) {
+      if (transient(applied.error())) {
+        return fail(applied.error());
       }
       log::warn("could not create a namespace for the bundle",
-                {{"namespace", ns}, {"owner", request.owner}, {"error", created.error().describe()}});
+                {{"namespace", ns}, {"owner", request.owner}, {"error", applied.error().describe()}});
       continue;
     }
+    created.push_back(ns);
     metrics_.counter("namespaces_created_total", "Target namespaces created for bundles").Increment();
     log::info("created the bundle's namespace", {{"namespace", ns}, {"owner", request.owner}});
   }
@@ -232,10 +286,13 @@ Status Applier::applyPlanned(StagedApply& staged, const PlannedObject& planned) 
   auto outcome = applyOne(planned, staged.request, adopted, foreign);
   FLOTILLA_TRY(outcome);
   ApplyResult& result = staged.result;
-  if (foreign) {  // an object we may not touch stays out of our inventory: a claim
-    result.claims.push_back(planned.ref);
+  if (foreign) {  // an object we may not touch stays out of our inventory: a claim, or an unmanaged object
+    (outcome->unmanaged ? result.unmanaged : result.claims).push_back(planned.ref);
   } else {
     result.objects.push_back(planned.ref);
+  }
+  if (outcome->adopted_unmanaged && !outcome->apply_failed) {
+    result.adopted_unmanaged.push_back(planned.ref);
   }
   (outcome->apply_failed ? result.failed : result.applied) += 1;
   result.adopted += adopted ? 1 : 0;
@@ -266,7 +323,7 @@ Status Applier::applyPlaced(StagedApply& staged) {
   std::vector<PlannedObject> placed;
   std::set<std::string> needed_namespaces;
   for (auto& planned : staged.rest) {
-    auto mapping = client_.mapping(planned.ref.api_version, planned.ref.kind);
+    auto mapping = clientFor(staged.request).mapping(planned.ref.api_version, planned.ref.kind);
     if (!mapping.ok()) {
       if (transient(mapping.error())) {
         return fail(mapping.error());
@@ -289,7 +346,7 @@ Status Applier::applyPlaced(StagedApply& staged) {
   }
   sortForApply(placed);
   FLOTILLA_TRY(staged.request.record_intent(refsOf(placed)));
-  FLOTILLA_TRY(ensureNamespaces(needed_namespaces, staged.request));
+  FLOTILLA_TRY(ensureNamespaces(needed_namespaces, staged.request, staged.result.created_namespaces));
   for (const auto& planned : placed) {
     FLOTILLA_TRY(applyPlanned(staged, planned));
   }
@@ -301,12 +358,13 @@ void Applier::countApplied(std::string_view result) {
       .Increment();
 }
 
-Result<std::vector<ObjectOutcome>> Applier::checkHealth(const std::vector<ObjectRef>& refs) {
+Result<std::vector<ObjectOutcome>> Applier::checkHealth(const std::vector<ObjectRef>& refs, kube::KubeClient* client) {
+  kube::KubeClient& reader = client != nullptr ? *client : client_;
   std::vector<ObjectOutcome> outcomes;
   outcomes.reserve(refs.size());
   for (const auto& ref : refs) {
     ObjectOutcome outcome{.ref = ref};
-    auto live = client_.get(ref.api_version, ref.kind, ref.ns, ref.name);
+    auto live = reader.get(ref.api_version, ref.kind, ref.ns, ref.name);
     if (live.ok()) {
       Health health = evaluateHealth(*live);
       outcome.ready = health.ready;
@@ -322,7 +380,8 @@ Result<std::vector<ObjectOutcome>> Applier::checkHealth(const std::vector<Object
 }
 
 Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view owner, bool delete_crds,
-                                   const std::function<void()>& progress) {
+                                   const std::function<void()>& progress, kube::KubeClient* client) {
+  kube::KubeClient& writer = client != nullptr ? *client : client_;
   PruneResult result;
   sortForPrune(refs);
   auto count = [&](std::string_view what) {
@@ -342,7 +401,7 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
       count("orphaned");
       continue;
     }
-    auto live = client_.get(ref.api_version, ref.kind, ref.ns, ref.name);
+    auto live = writer.get(ref.api_version, ref.kind, ref.ns, ref.name);
     if (!live.ok()) {
       if (transient(live.error())) {
         return fail(live.error());
@@ -356,15 +415,18 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
       continue;
     }
     std::string current_owner = ownerAnnotation(*live);
-    if (!current_owner.empty() && current_owner != owner) {
-      log::info("not pruning an object another bundle has adopted",
+    if (current_owner != owner) {
+      // Another bundle adopted it, or it carries no owner annotation: Flotilla neither created nor adopted it (an
+      // unmanaged object the bundle was refused, or one whose annotation someone removed). Never deleted.
+      log::info(current_owner.empty() ? "not pruning an object no bundle manages"
+                                      : "not pruning an object another bundle has adopted",
                 {{"object", ref.describe()}, {"owner", std::string(owner)}, {"adopted_by", current_owner}});
       result.orphaned.push_back(ref);
       count("orphaned");
       continue;
     }
-    auto removed = client_.remove(ref.api_version, ref.kind, ref.ns, ref.name,
-                                  kube::DeleteOptions{.propagation = kube::Propagation::kBackground});
+    auto removed = writer.remove(ref.api_version, ref.kind, ref.ns, ref.name,
+                                 kube::DeleteOptions{.propagation = kube::Propagation::kBackground});
     if (!removed.ok()) {
       if (transient(removed.error())) {
         return fail(removed.error());
@@ -384,6 +446,33 @@ Result<PruneResult> Applier::prune(std::vector<ObjectRef> refs, std::string_view
     progress();
   }
   return result;
+}
+
+Result<std::vector<std::string>> Applier::deleteNamespaces(const std::vector<std::string>& names,
+                                                           kube::KubeClient* client) {
+  kube::KubeClient& writer = client != nullptr ? *client : client_;
+  std::vector<std::string> errors;
+  for (const auto& name : names) {
+    auto removed = writer.remove("v1", "Namespace", "", name);
+    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+      if (transient(removed.error())) {
+        return fail(removed.error());
+      }
+      metrics_
+          .counter("namespaces_deleted_total", "Namespaces deleted with their bundle (deleteNamespace), by result",
+                   {{"result", "failed"}})
+          .Increment();
+      log::warn("cannot delete the bundle's namespace", {{"namespace", name}, {"error", removed.error().describe()}});
+      errors.push_back("namespace " + name + ": " + removed.error().message);
+      continue;
+    }
+    metrics_
+        .counter("namespaces_deleted_total", "Namespaces deleted with their bundle (deleteNamespace), by result",
+                 {{"result", "deleted"}})
+        .Increment();
+    log::info("deleted the bundle's namespace (deleteNamespace)", {{"namespace", name}});
+  }
+  return errors;
 }
 
 }  // namespace flotilla::agent

@@ -45,6 +45,10 @@ struct DeployHandler::ApplyPlan {
   BundleReport report;
   std::vector<ObjectRef> kept;  //!< what the bundle owns after prune: the new inventory
   bool prune_ok = true;
+  std::string manifest_id;              //!< the manifest applied: the event's, or the previous one for an atomic revert
+  kube::KubeClient* client = nullptr;   //!< the bundle's (impersonating) client; nullptr = the agent's own
+  std::optional<BundleReport> failure;  //!< set while reverting (atomic): why, reported with the revert's result
+  bool wait_health = false;             //!< timeoutSeconds: park until healthy or past the deadline
 };
 
 Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
@@ -58,9 +62,19 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
                                       .gitrepo = event.gitrepo,
                                       .commit_sequence = event.commit_sequence,
                                       .force = wantsForce(options)},
-                 .current = inventory.value_or(Inventory{.workspace = event.workspace, .bundle = event.bundle})};
-  for (auto step : {&DeployHandler::loadManifest, &DeployHandler::applyStaged, &DeployHandler::releaseLeaving,
-                    &DeployHandler::saveInventory}) {
+                 .current = inventory.value_or(Inventory{.workspace = event.workspace, .bundle = event.bundle}),
+                 .manifest_id = event.manifest_id};
+  return runApply(plan);
+}
+
+Outcome DeployHandler::runApply(ApplyPlan& plan) {
+  auto client = bundleClient(plan.options);
+  if (!client.ok()) {
+    return serviceAccountMissing(plan.event, plan.delivery, client.error());
+  }
+  plan.client = *client;
+  for (auto step : {&DeployHandler::loadManifest, &DeployHandler::applyStaged, &DeployHandler::revertIfAtomic,
+                    &DeployHandler::releaseLeaving, &DeployHandler::saveInventory}) {
     if (auto done = (this->*step)(plan)) {
       return *done;
     }
@@ -71,11 +85,11 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
 //! The manifest from the object store, and the request that applies it.
 std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
   const events::DeployEvent& event = plan.event;
-  auto data = manifests_.get(event.manifest_id);
+  auto data = manifests_.get(plan.manifest_id);
   if (!data.ok()) {
     if (data.error().kind == ErrorKind::kNotFound) {
       return rejectWithReport(event, plan.delivery, kReasonManifestNotFound,
-                              "manifest " + event.manifest_id + " is not in the manifests object store", "invalid");
+                              "manifest " + plan.manifest_id + " is not in the manifests object store", "invalid");
     }
     return transientFailure(event, plan.delivery, "manifest", data.error());
   }
@@ -93,7 +107,9 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
       .namespaces = {.default_namespace = options.default_namespace, .target_namespace = options.target_namespace},
       .force = plan.claimant.force,
       .namespace_labels = options.namespace_labels.value_or(model::Labels{}),
-      .namespace_annotations = options.namespace_annotations.value_or(model::Labels{})};
+      .namespace_annotations = options.namespace_annotations.value_or(model::Labels{}),
+      .owned_namespaces = {plan.current.created_namespaces.begin(), plan.current.created_namespaces.end()},
+      .client = plan.client};
   // The applier calls this before each stage with the refs it is about to create: record intent, so the
   // inventory covers old ∪ new objects before anything new exists in the cluster.
   plan.request.record_intent = [this, &plan](const std::vector<ObjectRef>& planned) -> Status {
@@ -138,7 +154,59 @@ std::optional<Outcome> DeployHandler::applyStaged(ApplyPlan& plan) {
       .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - plan.started).count());
   plan.report = summarize(plan.applied.outcomes);
   plan.kept = plan.applied.objects;
+  if (plan.failure) {  // this was an atomic revert: report why, with what the revert did
+    plan.report = revertReport(*plan.failure, plan.manifest_id, plan.report);
+  }
   return std::nullopt;
+}
+
+std::optional<Outcome> DeployHandler::revertIfAtomic(ApplyPlan& plan) {
+  if (plan.failure || plan.applied.failed == 0 || !plan.options.helm || !plan.options.helm->atomic) {
+    return std::nullopt;
+  }
+  std::string previous = previousManifestOf(plan.current);
+  if (previous.empty()) {
+    appendMessage(plan.report, "atomic: no earlier deployment to revert to");
+    return std::nullopt;
+  }
+  metrics_
+      .counter("atomic_reverts_total", "Atomic reverts to the previous manifest, by trigger", {{"trigger", "apply"}})
+      .Increment();
+  log::warn(
+      "apply failed; reverting to the previous manifest (atomic)",
+      {{"cluster", cluster_}, {"bundle", plan.event.bundle}, {"manifest", previous}, {"error", plan.report.message}});
+  plan.failure = plan.report;
+  plan.manifest_id = std::move(previous);
+  if (auto done = loadManifest(plan)) {
+    return done;
+  }
+  return applyStaged(plan);
+}
+
+Outcome DeployHandler::revertAfterTimeout(const events::DeployEvent& event,
+                                          const model::BundleDeploymentOptions& options, const Inventory& inventory,
+                                          const Delivery& delivery, BundleReport failure) {
+  metrics_
+      .counter("atomic_reverts_total", "Atomic reverts to the previous manifest, by trigger", {{"trigger", "timeout"}})
+      .Increment();
+  log::warn("health wait timed out; reverting to the previous manifest (atomic)",
+            {{"cluster", cluster_}, {"bundle", event.bundle}, {"manifest", inventory.previous_manifest_id}});
+  Inventory failed = inventory;
+  failed.applied = false;  // so the manifest recorded as the last good one stays the previous one
+  failed.wait_until.clear();
+  ApplyPlan plan{.event = event,
+                 .options = options,
+                 .delivery = delivery,
+                 .owner = ownerOf(event.workspace, event.bundle),
+                 .claimant = Claimant{.workspace = event.workspace,
+                                      .bundle = event.bundle,
+                                      .gitrepo = event.gitrepo,
+                                      .commit_sequence = event.commit_sequence,
+                                      .force = wantsForce(options)},
+                 .current = std::move(failed),
+                 .manifest_id = inventory.previous_manifest_id,
+                 .failure = std::move(failure)};
+  return runApply(plan);
 }
 
 //! Releases what left the bundle (handed over, held or deleted), never down to nothing without an explicit delete.
@@ -146,6 +214,9 @@ std::optional<Outcome> DeployHandler::releaseLeaving(ApplyPlan& plan) {
   std::set<std::string> wanted;
   for (const auto& ref : plan.applied.objects) {
     wanted.insert(ref.identity());
+  }
+  for (const auto& ref : plan.applied.unmanaged) {
+    wanted.insert(ref.identity());  // refused, never ours: dropped from the inventory without a release
   }
   for (const auto& ref : plan.current.objects) {
     if (!wanted.contains(ref.identity())) {
@@ -155,11 +226,12 @@ std::optional<Outcome> DeployHandler::releaseLeaving(ApplyPlan& plan) {
   if (plan.leaving.empty()) {
     return std::nullopt;
   }
-  if (plan.applied.objects.empty() && plan.applied.claims.empty()) {
+  if (plan.applied.objects.empty() && plan.applied.claims.empty() && plan.applied.unmanaged.empty()) {
     refusePruneToEmpty(plan);
     return std::nullopt;
   }
-  auto released = release(plan.owner, plan.leaving, plan.options.delete_crd_resources, plan.delivery.progress);
+  auto released =
+      release(plan.owner, plan.leaving, plan.options.delete_crd_resources, plan.delivery.progress, plan.client);
   if (!released.ok()) {
     return transientFailure(plan.event, plan.delivery, "prune", released.error());
   }
@@ -193,16 +265,22 @@ void DeployHandler::refusePruneToEmpty(ApplyPlan& plan) {
 
 //! The inventory now says exactly what the bundle owns.
 std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
+  const bool applied = plan.applied.failed == 0 && plan.prune_ok && !plan.failure;
+  plan.wait_health = applied && waitsForHealth(plan.options) && !healthSettled(plan.applied.outcomes, plan.options);
   plan.current = Inventory{.workspace = plan.event.workspace,
                            .bundle = plan.event.bundle,
                            .deployment_id = plan.event.deployment_id,
                            .generation = plan.event.generation,
-                           .applied = plan.applied.failed == 0 && plan.prune_ok,
+                           .applied = applied,
                            .gitrepo = plan.event.gitrepo,
                            .commit_sequence = plan.event.commit_sequence,
                            .labels = plan.event.labels,
                            .objects = plan.kept,
-                           .claims = plan.applied.claims};
+                           .claims = plan.applied.claims,
+                           .adopted = adoptedAfter(plan.current, plan.applied, plan.kept),
+                           .created_namespaces = createdNamespacesAfter(plan.current, plan.applied),
+                           .previous_manifest_id = previousManifestOf(plan.current),
+                           .wait_until = plan.wait_health ? healthDeadline(plan.options, clock()) : std::string()};
   auto saved = inventories_.save(plan.current);
   if (!saved.ok()) {
     return transientFailure(plan.event, plan.delivery, "inventory", saved.error());
@@ -233,6 +311,9 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
   if (!plan.applied.claims.empty()) {
     return reportConflicts(plan);
   }
+  if (plan.wait_health) {
+    appendMessage(bundle_report, "waiting for health until " + plan.current.wait_until + " (helm.timeoutSeconds)");
+  }
   auto published = report(event, bundle_report, event.deployment_id, plan.current.objects);
   if (!published.ok()) {
     return transientFailure(event, plan.delivery, "report", published.error());
@@ -249,6 +330,9 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
                                {"applied", static_cast<int64_t>(plan.applied.applied)},
                                {"failed", static_cast<int64_t>(plan.applied.failed)},
                                {"pruned", static_cast<int64_t>(plan.leaving.size())}});
+  if (plan.wait_health) {
+    return Outcome::wait(healthPoll(plan.current.wait_until, clock()), "health");
+  }
   return Outcome::ack("applied");
 }
 
@@ -302,8 +386,12 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
   if (options.keep_resources || !inventory) {
     return forgetBundle(event, inventory, delivery);
   }
+  auto client = bundleClient(options);
+  if (!client.ok()) {
+    return serviceAccountMissing(event, delivery, client.error());
+  }
   auto released = release(ownerOf(event.workspace, event.bundle), inventory->objects, options.delete_crd_resources,
-                          delivery.progress);
+                          delivery.progress, *client);
   if (!released.ok()) {
     return transientFailure(event, delivery, "prune", released.error());
   }
@@ -323,6 +411,10 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
     failed.message = describeFailures("failed to delete", released->remaining.size(), released->errors);
     return reportThenAck(event, delivery, failed, "", {}, /*forget=*/true, "error");
   }
+  auto namespaces = deleteCreatedNamespaces(*inventory, options);
+  if (!namespaces.ok()) {
+    return transientFailure(event, delivery, "prune", namespaces.error());
+  }
   auto removed = inventories_.remove(event.workspace, event.bundle);
   if (!removed.ok()) {
     return transientFailure(event, delivery, "inventory", removed.error());
@@ -332,7 +424,7 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
   }
   BundleReport done{.state = model::BundleState::kReady,
                     .reason = std::string(kReasonDeleted),
-                    .message = describeRelease(*released, options_.release_hold)};
+                    .message = describeRelease(*released, options_.release_hold) + *namespaces};
   auto published = report(event, done, "", {}, /*forget=*/true);
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());

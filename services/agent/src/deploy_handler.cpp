@@ -193,8 +193,11 @@ Outcome DeployHandler::dispatch(const events::DeployEvent& event, const Delivery
   if (event.remove) {
     return handleDelete(event, *options, inventory, delivery);
   }
+  if (auto refused = refuseUnsupported(event, *options, delivery)) {
+    return *refused;
+  }
   if (inventory && inventory->deployment_id == event.deployment_id && inventory->applied) {
-    return handleUnchanged(event, *inventory, delivery);
+    return handleUnchanged(event, *options, *inventory, delivery);
   }
   return applyWhenDependenciesMet(event, *options, inventory, delivery);
 }
@@ -216,8 +219,8 @@ std::optional<Outcome> DeployHandler::loadInventory(const events::DeployEvent& e
   return std::nullopt;
 }
 
-Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const Inventory& inventory,
-                                       const Delivery& delivery) {
+Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                                       const Inventory& inventory, const Delivery& delivery) {
   // The same content at a newer commit (or with new labels): the claim rules and selectors read these fields.
   Inventory current = inventory;
   current.generation = event.generation;
@@ -228,6 +231,9 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const I
     if (auto saved = inventories_.save(current); !saved.ok()) {
       return transientFailure(event, delivery, "inventory", saved.error());
     }
+  }
+  if (!current.wait_until.empty()) {
+    return continueHealthWait(event, options, current, delivery);  // helm.timeoutSeconds
   }
   auto health = applier_.checkHealth(inventory.objects);
   if (!health.ok()) {

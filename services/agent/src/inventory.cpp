@@ -98,8 +98,10 @@ Result<model::Labels> decodeLabels(const Json& value) {
 }
 
 Status checkKnownFields(const Json& value) {
-  static constexpr std::string_view kKnown[] = {"workspace", "bundle",         "deploymentID", "generation", "applied",
-                                                "gitrepo",   "commitSequence", "labels",       "objects",    "claims"};
+  static constexpr std::string_view kKnown[] = {
+      "workspace",          "bundle",   "deploymentID", "generation", "applied", "gitrepo",
+      "commitSequence",     "labels",   "objects",      "claims",     "adopted", "createdNamespaces",
+      "previousManifestID", "waitUntil"};
   for (const auto& [key, unused] : value.asObject()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return invalid(key, "unknown field");
@@ -117,7 +119,9 @@ Status decodeStrings(const Json& value, Inventory& inventory) {
   };
   for (const auto& [key, target, required] :
        {Field{"workspace", &inventory.workspace, false}, Field{"bundle", &inventory.bundle, true},
-        Field{"deploymentID", &inventory.deployment_id, false}, Field{"gitrepo", &inventory.gitrepo, false}}) {
+        Field{"deploymentID", &inventory.deployment_id, false}, Field{"gitrepo", &inventory.gitrepo, false},
+        Field{"previousManifestID", &inventory.previous_manifest_id, false},
+        Field{"waitUntil", &inventory.wait_until, false}}) {
     auto field = stringField(value, key, "", required);
     FLOTILLA_TRY(field);
     *target = std::move(field).value();
@@ -145,6 +149,25 @@ Status decodeScalars(const Json& value, Inventory& inventory) {
   return {};
 }
 
+//! createdNamespaces: a list of strings (absent in older inventories).
+Result<std::vector<std::string>> decodeNames(const Json& value, std::string_view key) {
+  std::vector<std::string> names;
+  const Json* field = value.find(key);
+  if (field == nullptr) {
+    return names;
+  }
+  if (!field->isArray()) {
+    return invalid(key, "expected an array");
+  }
+  for (const auto& item : field->asArray()) {
+    if (!item.isString()) {
+      return invalid(key, "expected an array of strings");
+    }
+    names.push_back(item.asString());
+  }
+  return names;
+}
+
 bool listsIn(const std::vector<ObjectRef>& refs, const ObjectRef& ref) {
   const std::string identity = ref.identity();
   return std::any_of(refs.begin(), refs.end(), [&](const ObjectRef& r) { return r.identity() == identity; });
@@ -166,6 +189,7 @@ bool Inventory::drop(const ObjectRef& ref) {
       std::remove_if(objects.begin(), objects.end(), [&](const ObjectRef& r) { return r.identity() == identity; });
   const bool dropped = kept != objects.end();
   objects.erase(kept, objects.end());
+  std::erase_if(adopted, [&](const ObjectRef& r) { return r.identity() == identity; });
   return dropped;
 }
 
@@ -173,6 +197,10 @@ Json encodeInventory(const Inventory& inventory) {
   Json labels = Json::object();
   for (const auto& [key, value] : inventory.labels) {
     labels[key] = value;
+  }
+  Json namespaces = Json::array();
+  for (const auto& name : inventory.created_namespaces) {
+    namespaces.push(name);
   }
   return Json::obj({{"workspace", inventory.workspace},
                     {"bundle", inventory.bundle},
@@ -183,7 +211,11 @@ Json encodeInventory(const Inventory& inventory) {
                     {"commitSequence", inventory.commit_sequence},
                     {"labels", std::move(labels)},
                     {"objects", encodeRefs(inventory.objects)},
-                    {"claims", encodeRefs(inventory.claims)}});
+                    {"claims", encodeRefs(inventory.claims)},
+                    {"adopted", encodeRefs(inventory.adopted)},
+                    {"createdNamespaces", std::move(namespaces)},
+                    {"previousManifestID", inventory.previous_manifest_id},
+                    {"waitUntil", inventory.wait_until}});
 }
 
 Result<Inventory> decodeInventory(const Json& value) {
@@ -203,6 +235,12 @@ Result<Inventory> decodeInventory(const Json& value) {
   auto claims = decodeRefs(value, "claims", false);
   FLOTILLA_TRY(claims);
   inventory.claims = std::move(claims).value();
+  auto adopted = decodeRefs(value, "adopted", false);
+  FLOTILLA_TRY(adopted);
+  inventory.adopted = std::move(adopted).value();
+  auto namespaces = decodeNames(value, "createdNamespaces");
+  FLOTILLA_TRY(namespaces);
+  inventory.created_namespaces = std::move(namespaces).value();
   return inventory;
 }
 

@@ -27,7 +27,8 @@ enum class Reaped { kKeep, kDrop, kDeleted };
 }  // namespace
 
 Result<ReleaseResult> DeployHandler::release(const std::string& owner, const std::vector<ObjectRef>& refs,
-                                             bool delete_crds, const std::function<void()>& progress) {
+                                             bool delete_crds, const std::function<void()>& progress,
+                                             kube::KubeClient* client) {
   ReleaseResult result;
   if (refs.empty()) {
     return result;
@@ -46,8 +47,9 @@ Result<ReleaseResult> DeployHandler::release(const std::string& owner, const std
       return fail(live.error());
     }
     std::string current = live.ok() ? ownerAnnotation(*live) : std::string();
-    if (!live.ok() || (!current.empty() && current != owner)) {
-      to_prune.push_back(ref);  // gone, unreadable or another bundle's: prune reports it and deletes nothing
+    if (!live.ok() || current != owner) {
+      // Gone, unreadable, another bundle's or managed by no bundle: prune reports it and deletes nothing.
+      to_prune.push_back(ref);
       continue;
     }
     if (auto claimant = claimants->find(ref.identity()); claimant != claimants->end()) {
@@ -64,7 +66,7 @@ Result<ReleaseResult> DeployHandler::release(const std::string& owner, const std
     result.held = held.size();
   }
   if (!to_prune.empty()) {
-    auto pruned = applier_.prune(to_prune, owner, delete_crds, progress);
+    auto pruned = applier_.prune(to_prune, owner, delete_crds, progress, client);
     FLOTILLA_TRY(pruned);
     result.deleted = pruned->deleted;
     result.gone = pruned->gone;

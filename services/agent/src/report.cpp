@@ -47,16 +47,29 @@ std::string conflictMessage(const ObjectRef& ref, std::string_view owner, std::s
          " releases it";
 }
 
+std::string unmanagedMessage(const ObjectRef& ref, const std::vector<std::string>& managers) {
+  std::string object = ref.kind + " " + (ref.ns.empty() ? ref.name : ref.ns + "/" + ref.name);
+  std::string who;
+  for (const auto& manager : managers) {
+    who += (who.empty() ? " (field managers: " : ", ") + manager;
+  }
+  return object + " exists and is not managed by Flotilla" + (who.empty() ? "" : who + ")") +
+         "; set helm.takeOwnership to adopt it";
+}
+
 BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   BundleReport report;
   std::vector<std::string> failed;
   std::vector<std::string> not_ready;
   bool only_conflicts = true;
+  bool only_unmanaged = true;
   for (const auto& outcome : outcomes) {
     if (outcome.apply_failed) {
       only_conflicts = only_conflicts && outcome.conflict;
-      failed.push_back(outcome.conflict ? outcome.error
-                                        : outcome.ref.describe() + ": " + truncateMessage(outcome.error));
+      only_unmanaged = only_unmanaged && outcome.unmanaged;
+      failed.push_back(outcome.conflict || outcome.unmanaged
+                           ? outcome.error
+                           : outcome.ref.describe() + ": " + truncateMessage(outcome.error));
       if (report.resources.size() < kMaxReportedResources) {
         report.resources.push_back(objectResult(outcome.ref, model::BundleState::kErrApplied, outcome.error));
       }
@@ -73,6 +86,10 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   if (!failed.empty() && only_conflicts) {
     report.state = model::BundleState::kErrApplied;
     report.reason = std::string(kReasonOwnershipConflict);
+    report.message = listMessage("", failed);
+  } else if (!failed.empty() && only_unmanaged) {
+    report.state = model::BundleState::kErrApplied;
+    report.reason = std::string(kReasonUnmanagedObject);
     report.message = listMessage("", failed);
   } else if (!failed.empty()) {
     report.state = model::BundleState::kErrApplied;

@@ -19,7 +19,11 @@ Inventory sample() {
                    .commit_sequence = 42,
                    .labels = {{"tier", "db"}},
                    .objects = {{"v1", "Namespace", "", "prod"}, {"v1", "ConfigMap", "prod", "settings"}},
-                   .claims = {{"v1", "ConfigMap", "prod", "shared"}}};
+                   .claims = {{"v1", "ConfigMap", "prod", "shared"}},
+                   .adopted = {{"v1", "ConfigMap", "prod", "settings"}},
+                   .created_namespaces = {"prod-extra"},
+                   .previous_manifest_id = "prev",
+                   .wait_until = "2026-01-02T03:04:05Z"};
 }
 
 // Encode then decode gives the same inventory; the document has pipeline.md's fields.
@@ -28,12 +32,14 @@ TEST(InventoryTest, RoundTrip) {
   EXPECT_EQ(encoded.getString("bundle"), "simple-app");
   EXPECT_EQ(encoded.getString("deploymentID"), "abc:def");
   EXPECT_EQ(encoded.at({"objects"})->asArray()[1].getString("namespace"), "prod");
+  EXPECT_EQ(encoded.at({"createdNamespaces"})->dump(), R"(["prod-extra"])");
+  EXPECT_EQ(encoded.getString("previousManifestID"), "prev");
   auto decoded = decodeInventory(encoded);
   ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
   EXPECT_EQ(*decoded, sample());
 }
 
-// An inventory written before gitrepo, commitSequence, labels and claims existed still decodes.
+// An inventory written before gitrepo, commitSequence, labels, claims and the option fields existed still decodes.
 TEST(InventoryTest, OldInventoriesDecode) {
   auto old = Json::parse(R"({"workspace":"ws","bundle":"b","deploymentID":"m:o","generation":3,"applied":true,
     "objects":[{"apiVersion":"v1","kind":"ConfigMap","namespace":"n","name":"c"}]})");
@@ -44,6 +50,10 @@ TEST(InventoryTest, OldInventoriesDecode) {
   EXPECT_EQ(decoded->commit_sequence, 0);
   EXPECT_TRUE(decoded->labels.empty());
   EXPECT_TRUE(decoded->claims.empty());
+  EXPECT_TRUE(decoded->adopted.empty());  // every object of an old inventory counts as created by Flotilla
+  EXPECT_TRUE(decoded->created_namespaces.empty());
+  EXPECT_EQ(decoded->previous_manifest_id, "");
+  EXPECT_EQ(decoded->wait_until, "");
   EXPECT_TRUE(decoded->lists({"v1", "ConfigMap", "n", "c"}));
   EXPECT_TRUE(decoded->lists({"v2", "ConfigMap", "n", "c"}));  // the version is not part of the identity
   EXPECT_FALSE(decoded->lists({"v1", "ConfigMap", "n", "d"}));
@@ -78,6 +88,12 @@ TEST(InventoryTest, DecodeRejectsBadShapes) {
   Json claims_not_array = encodeInventory(sample());
   claims_not_array["claims"] = Json::object();
   EXPECT_FALSE(decodeInventory(claims_not_array).ok());
+  Json bad_namespaces = encodeInventory(sample());
+  bad_namespaces["createdNamespaces"] = Json::parse("[1]").value();
+  EXPECT_NE(decodeInventory(bad_namespaces).error().message.find("inventory.createdNamespaces"), std::string::npos);
+  Json bad_adopted = encodeInventory(sample());
+  bad_adopted["adopted"].asArray()[0].erase("kind");
+  EXPECT_NE(decodeInventory(bad_adopted).error().message.find("adopted[0].kind"), std::string::npos);
 }
 
 // The hold list: round trip, strict decoding (unknown fields, missing fields, a time that is not RFC 3339).

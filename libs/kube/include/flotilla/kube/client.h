@@ -102,6 +102,14 @@ struct KubeClientOptions {
   Metrics* metrics = nullptr;
 };
 
+//! Who a client acts as (Kubernetes user impersonation: Impersonate-User / Impersonate-Group headers). The
+//! caller's own identity must be allowed the `impersonate` verb on that user (for a service account
+//! "system:serviceaccount:<ns>:<name>": on serviceaccounts <name> in <ns>) and on each group.
+struct Impersonation {
+  std::string user;                 //!< "system:serviceaccount:app:deployer"
+  std::vector<std::string> groups;  //!< empty: the API server derives them (for a service account, its groups)
+};
+
 class KubeClient;
 
 //! A watch on one resource collection. Pull-style: next() returns events as they arrive. When the server ends
@@ -155,6 +163,13 @@ class KubeClient {
   ~KubeClient();
   KubeClient(const KubeClient&) = delete;
   KubeClient& operator=(const KubeClient&) = delete;
+
+  //! A client that sends every request as `who`, sharing this client's server, credentials, connection pool and
+  //! metrics (this client must outlive it). A denied request is kPermanent with the API server's message, which names
+  //! the user, verb and resource.
+  [[nodiscard]] std::unique_ptr<KubeClient> impersonating(Impersonation who) const;
+  //! Who this client impersonates (nullopt: itself).
+  [[nodiscard]] const std::optional<Impersonation>& impersonation() const { return impersonation_; }
 
   //! GET /version.
   Result<ServerVersion> serverVersion();
@@ -222,7 +237,8 @@ class KubeClient {
   KubeClientOptions options_;
   std::unique_ptr<Metrics> own_metrics_;
   Metrics* metrics_ = nullptr;
-  std::unique_ptr<HttpClient> http_;
+  std::shared_ptr<HttpClient> http_;  //!< shared with the impersonating clients made from this one
+  std::optional<Impersonation> impersonation_;
 
   std::mutex token_mutex_;
   std::string token_;

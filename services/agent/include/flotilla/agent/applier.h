@@ -51,6 +51,12 @@ struct ApplyRequest {
       [](const ObjectRef&, const std::string&, const std::string&) { return Status(); };
   model::Labels namespace_labels;       //!< for namespaces the agent creates for the bundle
   model::Labels namespace_annotations;  //!< idem
+  //! Namespaces the agent created for this bundle earlier (its inventory's createdNamespaces): without the owner
+  //! annotation, yet the bundle's own, so a Namespace object for one of them is not "unmanaged".
+  std::set<std::string> owned_namespaces;
+  //! The client to apply (and read) the bundle's objects with: an impersonating one for serviceAccount;
+  //! nullptr = the agent's own.
+  kube::KubeClient* client = nullptr;
   //! Called before each stage with the refs of the objects about to be applied (the caller widens its inventory
   //! with them, so a crash mid-apply leaves nothing unaccounted for). A failure aborts the apply.
   std::function<Status(const std::vector<ObjectRef>&)> record_intent = [](const std::vector<ObjectRef>&) {
@@ -65,6 +71,10 @@ struct ApplyResult {
   size_t failed = 0;
   size_t adopted = 0;             //!< objects taken over from another bundle (a claim rule allowed it)
   std::vector<ObjectRef> claims;  //!< objects another bundle owns that no claim rule let this one take
+  //! Objects that exist without an owner annotation (managed by no bundle) and were refused: no takeOwnership.
+  std::vector<ObjectRef> unmanaged;
+  std::vector<ObjectRef> adopted_unmanaged;     //!< such objects adopted because the request has force
+  std::vector<std::string> created_namespaces;  //!< target namespaces created for the bundle by this apply
 };
 
 struct PruneResult {
@@ -85,12 +95,20 @@ class Applier {
   Result<ApplyResult> apply(const ApplyRequest& request, const std::function<void()>& progress);
   //! The health of each object, read live (an object that does not exist is not Ready: "not found").
   //! kTransient when the API server cannot be asked.
-  Result<std::vector<ObjectOutcome>> checkHealth(const std::vector<ObjectRef>& refs);
+  Result<std::vector<ObjectOutcome>> checkHealth(const std::vector<ObjectRef>& refs,
+                                                 kube::KubeClient* client = nullptr);
   //! Deletes `refs` (Background propagation), namespaced objects first. Skips objects whose kBundleAnnotation
   //! names another owner, and CRDs unless `delete_crds` (deleting a CRD deletes every custom resource of it in
   //! the cluster: Fleet's deleteCRDResources). kTransient aborts; other failures are listed in the result.
+  //! An object without any owner annotation was not created by Flotilla nor adopted (it is left in place).
+  //! `client`: the bundle's (impersonating) client, nullptr = the agent's own.
   Result<PruneResult> prune(std::vector<ObjectRef> refs, std::string_view owner, bool delete_crds,
-                            const std::function<void()>& progress);
+                            const std::function<void()>& progress, kube::KubeClient* client = nullptr);
+  //! Deletes the namespaces in `names` (deleteNamespace); kTransient aborts, other failures are returned as
+  //! "namespace x: <message>". A namespace already gone counts as deleted.
+  Result<std::vector<std::string>> deleteNamespaces(const std::vector<std::string>& names, kube::KubeClient* client);
+  //! The agent's own client.
+  [[nodiscard]] kube::KubeClient& client() const { return client_; }
 
  private:
   //! One object: ownership check, then server-side apply and health. `adopted`: it was another bundle's and a
@@ -101,6 +119,13 @@ class Applier {
   //! another bundle's), or nullopt for a conflict (outcome filled in).
   Result<std::optional<std::string>> checkOwner(const PlannedObject& planned, const ApplyRequest& request,
                                                 std::string& previous_owner, ObjectOutcome& outcome);
+  //! An object that exists without an owner annotation: adopted with force ("" and outcome.adopted_unmanaged),
+  //! the bundle's own namespace (""), else refused (nullopt, outcome.unmanaged, Helm's wording).
+  std::optional<std::string> checkUnmanaged(const PlannedObject& planned, const ApplyRequest& request, const Json& live,
+                                            ObjectOutcome& outcome);
+  [[nodiscard]] kube::KubeClient& clientFor(const ApplyRequest& request) const {
+    return request.client != nullptr ? *request.client : client_;
+  }
   //! The stages of apply(), over the objects of one request.
   struct StagedApply;
   void planObjects(StagedApply& staged);
@@ -109,7 +134,8 @@ class Applier {
   Status applyPlanned(StagedApply& staged, const PlannedObject& planned);
   void countApplied(std::string_view result);
   Status waitForCrds(std::vector<std::pair<size_t, std::string>>& crds, std::vector<ObjectOutcome>& outcomes);
-  Status ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request);
+  Status ensureNamespaces(const std::set<std::string>& namespaces, const ApplyRequest& request,
+                          std::vector<std::string>& created);
 
   kube::KubeClient& client_;
   ApplierOptions options_;

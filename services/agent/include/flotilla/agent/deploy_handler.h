@@ -46,6 +46,7 @@
 #include "flotilla/core/clock.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/kube/client.h"
 #include "flotilla/model/options.h"
 #include "flotilla/model/state.h"
 #include "flotilla/service/consumer.h"
@@ -186,7 +187,8 @@ class DeployHandler {
   bool supersededInMemory(const events::DeployEvent& event);
   Outcome handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
                        const std::optional<Inventory>& inventory, const Delivery& delivery);
-  Outcome handleUnchanged(const events::DeployEvent& event, const Inventory& inventory, const Delivery& delivery);
+  Outcome handleUnchanged(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                          const Inventory& inventory, const Delivery& delivery);
   //! Drops the inventory and reports, leaving the objects alone (keepResources, or nothing deployed).
   Outcome forgetBundle(const events::DeployEvent& event, const std::optional<Inventory>& inventory,
                        const Delivery& delivery);
@@ -202,8 +204,15 @@ class DeployHandler {
                       const std::optional<Inventory>& inventory, const Delivery& delivery);
   //! The steps of handleApply (deploy_apply.cpp): each passes the plan on (nullopt) or ends the message.
   struct ApplyPlan;
+  Outcome runApply(ApplyPlan& plan);
   std::optional<Outcome> loadManifest(ApplyPlan& plan);
   std::optional<Outcome> applyStaged(ApplyPlan& plan);
+  //! helm.atomic: an apply with failed objects is followed by an apply of the last good manifest (reported
+  //! together); its objects that the previous manifest lacks are then released.
+  std::optional<Outcome> revertIfAtomic(ApplyPlan& plan);
+  //! helm.atomic after a helm.timeoutSeconds health wait ran out: the last good manifest applied again.
+  Outcome revertAfterTimeout(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                             const Inventory& inventory, const Delivery& delivery, BundleReport failure);
   std::optional<Outcome> releaseLeaving(ApplyPlan& plan);
   void refusePruneToEmpty(ApplyPlan& plan);
   std::optional<Outcome> saveInventory(ApplyPlan& plan);
@@ -235,9 +244,30 @@ class DeployHandler {
   //! Releases `refs` that `owner` no longer wants (release.cpp): objects another bundle owns now are only dropped,
   //! a claimed object is handed over, the rest is held (or deleted at once with release_hold 0).
   Result<ReleaseResult> release(const std::string& owner, const std::vector<ObjectRef>& refs, bool delete_crds,
-                                const std::function<void()>& progress);
+                                const std::function<void()>& progress, kube::KubeClient* client = nullptr);
   //! Lists `held` in flotilla-released (then fault point agent.hold.listed).
   Status holdObjects(const std::string& owner, const std::vector<ObjectRef>& held);
+  // ---- options (deploy_options.cpp) ----
+  //! The options the agent refuses before anything is applied (model::checkSupportedOptions): reported
+  //! ErrApplied/InvalidOptions and terminated; nullopt when the deploy may go on.
+  std::optional<Outcome> refuseUnsupported(const events::DeployEvent& event,
+                                           const model::BundleDeploymentOptions& options, const Delivery& delivery);
+  //! The client that applies, reads and prunes the bundle's objects: one impersonating serviceAccount (looked up
+  //! in the agent namespace, as Fleet does; cached), or nullptr for the agent's own. kNotFound naming the service
+  //! account when it does not exist; kTransient when the cluster cannot be asked.
+  Result<kube::KubeClient*> bundleClient(const model::BundleDeploymentOptions& options);
+  //! A missing service account: ErrApplied/ServiceAccountNotFound once, parked until a wake or the fallback.
+  Outcome serviceAccountMissing(const events::DeployEvent& event, const Delivery& delivery, const Error& error);
+  //! The health wait of helm.timeoutSeconds in progress (inventory waitUntil): settled -> the state is reported
+  //! and the message acked; past the deadline -> ErrApplied/HealthTimeout (reverted first with helm.atomic);
+  //! else parked again (Outcome::wait), reporting only a changed state.
+  Outcome continueHealthWait(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
+                             const Inventory& inventory, const Delivery& delivery);
+  //! deleteNamespace on a bundle delete: the namespaces the agent created for the bundle, except those another
+  //! inventory still lists objects in. Returns the message part ("deleted namespaces a, b"); kTransient aborts.
+  Result<std::string> deleteCreatedNamespaces(const Inventory& inventory,
+                                              const model::BundleDeploymentOptions& options);
+
   //! Whether a report equal to `bundle_report` for `deployment_id` was the last one published for the bundle.
   bool alreadyReported(const std::string& key, std::string_view deployment_id, const BundleReport& bundle_report,
                        bool compare_message) const;
@@ -273,6 +303,9 @@ class DeployHandler {
   bool changed_ = false;
   std::map<std::string, WaitingBundle> waiting_;     //!< parked for dependsOn, by "<workspace>/<bundle>"
   std::map<std::string, int64_t> seen_generations_;  //!< the newest generation handled per bundle
+  std::mutex clients_mutex_;
+  //! Impersonating clients by service account name (serviceAccount), made once.
+  std::map<std::string, std::unique_ptr<kube::KubeClient>> impersonating_;
   mutable std::mutex tracked_mutex_;
   std::map<std::string, TrackedBundle> tracked_;  //!< by "<workspace>/<bundle>"
 };
@@ -282,5 +315,26 @@ std::string ownerOf(std::string_view workspace, std::string_view bundle);
 //! Whether the options ask the agent to take over fields and objects others own (helm.takeOwnership, helm.force
 //! or correctDrift.force in Fleet's schema): apply with force=true.
 bool wantsForce(const model::BundleDeploymentOptions& options);
+
+// ---- what the options ask for (deploy_options.cpp) ----
+
+//! helm.timeoutSeconds > 0: after an apply without errors the agent waits for health up to the timeout.
+bool waitsForHealth(const model::BundleDeploymentOptions& options);
+//! Whether every object is Ready; a Job that is not Complete counts only with helm.waitForJobs (Helm's rule).
+bool healthSettled(const std::vector<ObjectOutcome>& outcomes, const model::BundleDeploymentOptions& options);
+//! now + helm.timeoutSeconds, RFC 3339 (the inventory's waitUntil).
+std::string healthDeadline(const model::BundleDeploymentOptions& options, Clock& clock);
+//! How long a health wait parks before looking again: 1 s, less when the deadline is closer (at least 100 ms).
+std::chrono::milliseconds healthPoll(const std::string& wait_until, Clock& clock);
+//! The last good manifest before `inventory`'s deployment is replaced: its own when it applied without error,
+//! else the one it recorded ("" when there is none).
+std::string previousManifestOf(const Inventory& inventory);
+//! The adopted objects after an apply: those adopted before or now that the bundle still owns.
+std::vector<ObjectRef> adoptedAfter(const Inventory& before, const ApplyResult& applied,
+                                    const std::vector<ObjectRef>& kept);
+//! The namespaces created for the bundle, before and now.
+std::vector<std::string> createdNamespacesAfter(const Inventory& before, const ApplyResult& applied);
+//! An atomic revert's report: the failure (state, reason, objects) with what the revert to `manifest_id` did.
+BundleReport revertReport(const BundleReport& failure, const std::string& manifest_id, const BundleReport& revert);
 
 }  // namespace flotilla::agent

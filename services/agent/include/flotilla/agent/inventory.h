@@ -9,13 +9,19 @@
 //   data       inventory.json = {"bundle", "workspace", "deploymentID", "generation", "applied",
 //                                "gitrepo", "commitSequence", "labels": {k: v},
 //                                "objects": [{"apiVersion", "kind", "namespace", "name"}],
-//                                "claims": [{"apiVersion", "kind", "namespace", "name"}]}
+//                                "claims": [{"apiVersion", "kind", "namespace", "name"}],
+//                                "adopted": [{...}], "createdNamespaces": ["ns"], "previousManifestID",
+//                                "waitUntil"}
 // `workspace`, `generation` and `applied` are additions to pipeline.md's {bundle, deploymentID, objects}:
 // generation lets the agent drop stale deploy events, and applied says whether every object of deploymentID went
 // in (only then is a redelivery of the same deploymentID skipped). `gitrepo`, `commitSequence` and `labels` come
 // from the DeployEvent (the newer-commit claim rule, dependsOn selectors); `claims` lists the objects the bundle
-// wants that another bundle holds (docs/pipeline.md "Ownership handover"). Inventories written before those four
-// fields existed still decode (empty values).
+// wants that another bundle holds (docs/pipeline.md "Ownership handover"). `adopted` lists the objects of `objects`
+// that existed unmanaged and were adopted with takeOwnership (every other object was created by Flotilla or handed
+// over from another bundle); `createdNamespaces` the target namespaces the agent created for the bundle (deleted
+// with it under deleteNamespace); `previousManifestID` the manifest of the last deployment applied without error
+// before this one (what helm.atomic reverts to); `waitUntil` (RFC 3339) the end of a helm.timeoutSeconds health
+// wait in progress. Inventories written before any of these fields existed still decode (empty values).
 #pragma once
 
 #include <cstdint>
@@ -45,7 +51,11 @@ struct Inventory {
   int64_t commit_sequence = 0;  //!< the FLOTILLA_COMMITS sequence of its commit (0: unknown)
   model::Labels labels;         //!< the bundle's labels (dependsOn selectors)
   std::vector<ObjectRef> objects;
-  std::vector<ObjectRef> claims;  //!< objects it wants that another bundle owns (OwnershipConflict)
+  std::vector<ObjectRef> claims;                //!< objects it wants that another bundle owns (OwnershipConflict)
+  std::vector<ObjectRef> adopted;               //!< objects of `objects` adopted unmanaged with takeOwnership
+  std::vector<std::string> created_namespaces;  //!< target namespaces the agent created for the bundle
+  std::string previous_manifest_id;             //!< the last good manifest before deployment_id ("" none)
+  std::string wait_until;                       //!< RFC 3339 end of a timeoutSeconds health wait ("" none)
 
   //! Whether `ref` (by ObjectRef::identity) is in objects / claims.
   [[nodiscard]] bool lists(const ObjectRef& ref) const;

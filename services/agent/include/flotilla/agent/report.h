@@ -40,13 +40,18 @@ inline constexpr std::string_view kReasonDeleted = "Deleted";
 inline constexpr std::string_view kReasonOrphaned = "Orphaned";
 inline constexpr std::string_view kReasonOwnershipConflict = "OwnershipConflict";
 inline constexpr std::string_view kReasonDependencyCycle = "DependencyCycle";
+inline constexpr std::string_view kReasonUnmanagedObject = "UnmanagedObject";
+inline constexpr std::string_view kReasonHealthTimeout = "HealthTimeout";
+inline constexpr std::string_view kReasonServiceAccount = "ServiceAccountNotFound";
 
 //! The result for one object of a bundle.
 struct ObjectOutcome {
   ObjectRef ref;
   bool apply_failed = false;
-  bool conflict = false;  //!< failed because another bundle owns it and no claim rule let this one take it
-  std::string error;      //!< why apply failed (the API server's message, or the conflict message)
+  bool conflict = false;           //!< failed because another bundle owns it and no claim rule let this one take it
+  bool unmanaged = false;          //!< failed because it exists, managed by no bundle, and takeOwnership is off
+  bool adopted_unmanaged = false;  //!< it existed managed by no bundle and was adopted (takeOwnership)
+  std::string error;               //!< why apply failed (the API server's message, or the conflict message)
   bool ready = false;
   std::string message;  //!< why it is not Ready
 };
@@ -66,6 +71,10 @@ BundleReport bundleFailure(model::BundleState state, std::string_view reason, st
 
 //! "ConfigMap app/x is owned by bundle ws/a and also claimed by ws/b; ws/b takes it over when ws/a releases it".
 std::string conflictMessage(const ObjectRef& ref, std::string_view owner, std::string_view claimant);
+
+//! "ConfigMap app/x exists and is not managed by Flotilla (field managers: kubectl); set helm.takeOwnership to adopt
+//! it" (Helm's wording for the same refusal).
+std::string unmanagedMessage(const ObjectRef& ref, const std::vector<std::string>& managers);
 
 //! Caps a message at `limit` bytes (adding "...") without splitting a UTF-8 sequence.
 std::string truncateMessage(std::string text, size_t limit = kMaxObjectMessage);
