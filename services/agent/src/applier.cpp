@@ -81,6 +81,7 @@ Result<std::optional<std::string>> Applier::checkOwner(const PlannedObject& plan
 Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                         bool& foreign) {
   ObjectOutcome outcome{.ref = planned.ref};
+  auto held = request.lock_object ? request.lock_object(planned.ref) : std::unique_lock<std::mutex>();
   std::string previous_owner;
   auto rule = checkOwner(planned, request, previous_owner, outcome);
   FLOTILLA_TRY(rule);
