@@ -378,13 +378,13 @@ void printFigures(const Bench& bench, const Figures& f) {
   std::printf(
       "  create: publish -> %d Ready   flotilla %6.2f s | kubectl per bundle (x%d) %6.2f s (ratio %.2fx) | "
       "one kubectl %6.2f s (ratio %.2fx)\n",
-      bench.bundles, f.create_s, bench.parallel, f.kubectl_bundles_create_s, f.create_s / f.kubectl_bundles_create_s,
-      f.kubectl_all_create_s, f.create_s / f.kubectl_all_create_s);
+      bench.bundles, f.create_s, std::max(1, bench.parallel), f.kubectl_bundles_create_s,
+      f.create_s / f.kubectl_bundles_create_s, f.kubectl_all_create_s, f.create_s / f.kubectl_all_create_s);
   std::printf(
       "  update: publish -> %d Ready   flotilla %6.2f s | kubectl per bundle (x%d) %6.2f s (ratio %.2fx) | "
       "one kubectl %6.2f s (ratio %.2fx)\n",
-      bench.bundles, f.update_s, bench.parallel, f.kubectl_bundles_update_s, f.update_s / f.kubectl_bundles_update_s,
-      f.kubectl_all_update_s, f.update_s / f.kubectl_all_update_s);
+      bench.bundles, f.update_s, std::max(1, bench.parallel), f.kubectl_bundles_update_s,
+      f.update_s / f.kubectl_bundles_update_s, f.kubectl_all_update_s, f.update_s / f.kubectl_all_update_s);
 }
 
 }  // namespace
