@@ -4,13 +4,13 @@
 //
 //   100 bundles, each a Namespace + 10 ConfigMaps (every 10th also a ClusterIP Service): 1,000 ConfigMaps.
 //   Printed: VmRSS idle after registration; VmRSS after the apply settled (idle, watching); VmHWM (peak) while
-//   applying; time from publishing the 100 DeployEvents to the 100th Ready StatusEvent (create round, then an update
-//   round that changes every ConfigMap); and in the same run the same objects in a fresh namespace set with
-//   `kubectl apply --server-side`: one kubectl per bundle at the agent's parallelism, and one kubectl with all the
-//   objects. Both get the same unmeasured warm-up round (10 bundles) first.
+//   applying; time from publishing the 100 DeployEvents to the 100th Ready StatusEvent (a create round, then the
+//   median of update rounds that change every ConfigMap, interleaved with the baselines); and in the same run the
+//   same objects in a fresh namespace set with `kubectl apply --server-side`: one kubectl per bundle at the agent's
+//   parallelism, and one kubectl with all the objects. Both get the same unmeasured warm-up round (10 bundles) first.
 // Not a timed test: it prints figures and ratios and asserts nothing about them.
 //
-//   build/bench/bench_agent [parallel-bundles=4] [bundles=100]
+//   build/bench/bench_agent [parallel-bundles=4] [bundles=100] [update-rounds=3]
 // parallel-bundles 0 starts the agent without the flag (its default) and runs kubectl one bundle at a time;
 // FLOTILLA_BENCH_AGENT_BINARY runs another agent binary (e.g. an older build, for before/after figures).
 #include <algorithm>
@@ -164,6 +164,7 @@ struct Bench {
   std::string kubectl;
   int parallel = 4;
   int bundles = 100;
+  int rounds = 3;  //!< update rounds
   std::map<std::string, int64_t> generations;
 };
 
@@ -315,12 +316,19 @@ Result<double> kubectlAll(const Bench& bench, const std::string& prefix, int cou
 
 struct Figures {
   long idle_rss = 0, settled_rss = 0, peak_before = 0, peak = 0, updated_rss = 0;
-  double create_s = 0, update_s = 0;
-  double kubectl_bundles_create_s = 0, kubectl_bundles_update_s = 0, kubectl_all_create_s = 0, kubectl_all_update_s = 0;
+  double create_s = 0, kubectl_bundles_create_s = 0, kubectl_all_create_s = 0;
+  //! Medians over the update rounds (each round: flotilla, kubectl per bundle, one kubectl, interleaved).
+  double update_s = 0, kubectl_bundles_update_s = 0, kubectl_all_update_s = 0;
 };
 
-//! The agent: warm-up, then the measured create and update rounds, with its memory between them.
-Status measureAgent(Bench& bench, Figures& figures) {
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+//! The agent: idle, warm-up, then the measured create round, with its memory before and after.
+Status measureAgentCreate(Bench& bench, Figures& figures) {
   std::this_thread::sleep_for(seconds(3));  // registered, bound, heartbeating: idle
   const pid_t pid = bench.agent.pid();
   figures.idle_rss = procStatusKiB(pid, "VmRSS");
@@ -333,17 +341,11 @@ Status measureAgent(Bench& bench, Figures& figures) {
   figures.peak = procStatusKiB(pid, "VmHWM");
   std::this_thread::sleep_for(seconds(5));  // settled: idle, watching
   figures.settled_rss = procStatusKiB(pid, "VmRSS");
-  auto updated = deployRound(bench, "bench-f", bench.bundles, 2);
-  FLOTILLA_TRY(updated);
-  figures.update_s = *updated;
-  figures.peak = procStatusKiB(pid, "VmHWM");
-  std::this_thread::sleep_for(seconds(5));
-  figures.updated_rss = procStatusKiB(pid, "VmRSS");
   return {};
 }
 
-//! kubectl on the same objects in fresh namespace sets (per bundle, and all at once), after a warm-up round.
-Status measureKubectl(Bench& bench, Figures& figures) {
+//! kubectl creating the same objects in fresh namespace sets (per bundle, and all at once), after a warm-up round.
+Status measureKubectlCreate(Bench& bench, Figures& figures) {
   FLOTILLA_TRY(kubectlPerBundle(bench, "warm-k", kWarmupBundles, 0));
   auto per_bundle = kubectlPerBundle(bench, "bench-k", bench.bundles, 1);
   FLOTILLA_TRY(per_bundle);
@@ -351,12 +353,31 @@ Status measureKubectl(Bench& bench, Figures& figures) {
   auto all = kubectlAll(bench, "bench-a", bench.bundles, 1);
   FLOTILLA_TRY(all);
   figures.kubectl_all_create_s = *all;
-  per_bundle = kubectlPerBundle(bench, "bench-k", bench.bundles, 2);
-  FLOTILLA_TRY(per_bundle);
-  figures.kubectl_bundles_update_s = *per_bundle;
-  all = kubectlAll(bench, "bench-a", bench.bundles, 2);
-  FLOTILLA_TRY(all);
-  figures.kubectl_all_update_s = *all;
+  return {};
+}
+
+//! `rounds` update rounds (every ConfigMap changes), the three contenders interleaved in each round, so a change
+//! of the machine's load hits all of them; medians.
+Status measureUpdates(Bench& bench, Figures& figures) {
+  std::vector<double> flotilla, per_bundle, all;
+  for (int r = 0; r < bench.rounds; ++r) {
+    const int round = 2 + r;
+    auto updated = deployRound(bench, "bench-f", bench.bundles, round);
+    FLOTILLA_TRY(updated);
+    flotilla.push_back(*updated);
+    auto kubectl_bundles = kubectlPerBundle(bench, "bench-k", bench.bundles, round);
+    FLOTILLA_TRY(kubectl_bundles);
+    per_bundle.push_back(*kubectl_bundles);
+    auto kubectl_all = kubectlAll(bench, "bench-a", bench.bundles, round);
+    FLOTILLA_TRY(kubectl_all);
+    all.push_back(*kubectl_all);
+  }
+  figures.update_s = median(flotilla);
+  figures.kubectl_bundles_update_s = median(per_bundle);
+  figures.kubectl_all_update_s = median(all);
+  figures.peak = procStatusKiB(bench.agent.pid(), "VmHWM");
+  std::this_thread::sleep_for(seconds(5));
+  figures.updated_rss = procStatusKiB(bench.agent.pid(), "VmRSS");
   return {};
 }
 
@@ -372,7 +393,7 @@ void printFigures(const Bench& bench, const Figures& f) {
               bench.bundles * kConfigMapsPerBundle, bench.parallel, bench::machineLoad().c_str());
   std::printf("  VmRSS idle after registration:          %6.1f MiB (goal <= 15)\n", mib(f.idle_rss));
   std::printf("  VmRSS after the create settled (idle):  %6.1f MiB (goal <= 15)\n", mib(f.settled_rss));
-  std::printf("  VmRSS after the update settled (idle):  %6.1f MiB\n", mib(f.updated_rss));
+  std::printf("  VmRSS after the updates settled (idle): %6.1f MiB\n", mib(f.updated_rss));
   std::printf("  VmHWM peak while applying:              %6.1f MiB (goal <= 40; %.1f MiB after the warm-up)\n",
               mib(f.peak), mib(f.peak_before));
   std::printf(
@@ -381,9 +402,9 @@ void printFigures(const Bench& bench, const Figures& f) {
       bench.bundles, f.create_s, std::max(1, bench.parallel), f.kubectl_bundles_create_s,
       f.create_s / f.kubectl_bundles_create_s, f.kubectl_all_create_s, f.create_s / f.kubectl_all_create_s);
   std::printf(
-      "  update: publish -> %d Ready   flotilla %6.2f s | kubectl per bundle (x%d) %6.2f s (ratio %.2fx) | "
+      "  update (median of %d): %d Ready flotilla %6.2f s | kubectl per bundle (x%d) %6.2f s (ratio %.2fx) | "
       "one kubectl %6.2f s (ratio %.2fx)\n",
-      bench.bundles, f.update_s, std::max(1, bench.parallel), f.kubectl_bundles_update_s,
+      bench.rounds, bench.bundles, f.update_s, std::max(1, bench.parallel), f.kubectl_bundles_update_s,
       f.update_s / f.kubectl_bundles_update_s, f.kubectl_all_update_s, f.update_s / f.kubectl_all_update_s);
 }
 
@@ -393,6 +414,7 @@ int main(int argc, char** argv) {
   Bench bench;
   bench.parallel = argc > 1 ? std::atoi(argv[1]) : 4;
   bench.bundles = argc > 2 ? std::atoi(argv[2]) : 100;
+  bench.rounds = std::max(1, argc > 3 ? std::atoi(argv[3]) : 3);
   bench.kubectl = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin") + "/kubectl";
   auto dir = makeTempDir("bench-agent");
   if (!dir.ok()) {
@@ -402,9 +424,9 @@ int main(int argc, char** argv) {
   bench.dir = *dir;
   Figures figures;
   Status done = startServers(bench);
-  for (const auto& step : std::vector<std::function<Status()>>{[&] { return startAgent(bench); },
-                                                               [&] { return measureAgent(bench, figures); },
-                                                               [&] { return measureKubectl(bench, figures); }}) {
+  for (const auto& step : std::vector<std::function<Status()>>{
+           [&] { return startAgent(bench); }, [&] { return measureAgentCreate(bench, figures); },
+           [&] { return measureKubectlCreate(bench, figures); }, [&] { return measureUpdates(bench, figures); }}) {
     if (done.ok()) {
       done = step();
     }
