@@ -4,6 +4,8 @@
 #include <memory>
 #include <utility>
 
+#include <malloc.h>
+
 #include "flotilla/agent/agent.h"
 #include "flotilla/agent/flags.h"
 #include "flotilla/core/log.h"
@@ -83,5 +85,9 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
 }  // namespace
 
 int main(int argc, char** argv) {
+  // glibc gives threads that allocate at once their own arenas (up to 8 per core), and memory freed in one arena is
+  // not reused by the others. The workers, NATS and HTTP threads mostly wait on the network, so two arenas cost no
+  // speed and keep the resident size a little lower (bench_agent: about 0.3 MiB after the updates settled).
+  mallopt(M_ARENA_MAX, 2);  // NOLINT(concurrency-mt-unsafe): called before any thread exists
   return service::runService("agent", agent::agentFlags(), argc, argv, startAgent);
 }

@@ -248,5 +248,20 @@ TEST(AgentChart, KubeconfigSecretManagesAnotherCluster) {
   EXPECT_FALSE(deployment->at({"spec", "template", "spec", "automountServiceAccountToken"})->asBool());
 }
 
+// parallelBundles maps to --parallel-bundles; 0 (the default) leaves the flag out, so the agent's default (4) holds.
+TEST(AgentChart, ParallelBundlesMapsToTheFlag) {
+  auto objects = renderChart("flotilla-agent", with(agentRequired(), {"--set", "parallelBundles=8"}));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
+  ASSERT_NE(deployment, nullptr);
+  EXPECT_THAT(stringList(firstContainer(*deployment)->find("args")), Contains("--parallel-bundles=8"));
+  auto defaults = renderChart("flotilla-agent", agentRequired());
+  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
+  for (const auto& arg :
+       stringList(firstContainer(*findObject(*defaults, "Deployment", "t-flotilla-agent"))->find("args"))) {
+    EXPECT_THAT(arg, ::testing::Not(HasSubstr("--parallel-bundles")));
+  }
+}
+
 }  // namespace
 }  // namespace flotilla::deploy_test

@@ -69,6 +69,19 @@ std::string consumerName(std::string_view cluster) {
   return "agent-" + events::escapeToken(cluster);
 }
 
+std::string deployKey(const bus::Message& message) {
+  // A small JSON document (the manifest itself is in the object store): parsing it twice costs microseconds.
+  auto payload = Json::parse(message.data());
+  if (payload.ok()) {
+    const Json* workspace = payload->find("workspace");
+    const Json* bundle = payload->find("bundle");
+    if (workspace != nullptr && workspace->isString() && bundle != nullptr && bundle->isString()) {
+      return ownerOf(workspace->asString(), bundle->asString());
+    }
+  }
+  return std::string(message.subject());
+}
+
 Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
              std::shared_ptr<kube::KubeClient> kube, Metrics& metrics)
     : options_(std::move(options)),
@@ -237,9 +250,10 @@ service::ConsumerOptions Agent::consumerOptions(const std::string& cluster) {
                                         .ack_wait = options_.ack_wait,
                                         .description = "flotilla agent of cluster " + cluster};
   consumer.max_deliveries = options_.max_deliveries;
-  // One deploy at a time (the handler serialises on the cluster anyway); parked ones hold no slot.
-  consumer.workers = 1;
-  consumer.queue = 1;
+  // Different bundles in parallel, one bundle's deploys in stream order; parked ones hold no slot.
+  consumer.workers = options_.parallel_bundles;
+  consumer.queue = 2;
+  consumer.key = deployKey;
   consumer.fetch_timeout = options_.fetch_timeout;
   consumer.budget = options_.budget;
   consumer.ack_sync = false;

@@ -132,6 +132,7 @@ std::optional<std::string> Applier::checkUnmanaged(const PlannedObject& planned,
 Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                         bool& foreign) {
   ObjectOutcome outcome{.ref = planned.ref};
+  auto held = request.lock_object ? request.lock_object(planned.ref) : std::unique_lock<std::mutex>();
   std::string previous_owner;
   auto rule = checkOwner(planned, request, previous_owner, outcome);
   FLOTILLA_TRY(rule);

@@ -162,15 +162,24 @@ Result<std::vector<std::string>> DeployHandler::unmetDependencies(const events::
 Outcome DeployHandler::waitForDependencies(const events::DeployEvent& event, const std::vector<model::BundleRef>& refs,
                                            const std::vector<std::string>& unmet) {
   const std::string owner = ownerOf(event.workspace, event.bundle);
-  waiting_[owner] = WaitingBundle{.workspace = event.workspace,
-                                  .bundle = event.bundle,
-                                  .deployment_id = event.deployment_id,
-                                  .generation = event.generation,
-                                  .depends_on = refs,
-                                  .labels = event.labels};
+  std::vector<std::string> cycle;
+  std::vector<WaitingBundle> members;  // copied: reported without state_mutex_
+  {
+    std::lock_guard state(state_mutex_);
+    waiting_[owner] = WaitingBundle{.workspace = event.workspace,
+                                    .bundle = event.bundle,
+                                    .deployment_id = event.deployment_id,
+                                    .generation = event.generation,
+                                    .depends_on = refs,
+                                    .labels = event.labels};
+    cycle = findCycle(owner);
+    for (size_t i = 0; i + 1 < cycle.size(); ++i) {
+      members.push_back(waiting_.at(cycle[i]));
+    }
+  }
   metrics_.counter("dependency_waits_total", "Deploys parked because dependsOn is not satisfied").Increment();
-  if (auto cycle = findCycle(owner); !cycle.empty()) {
-    reportCycle(cycle);
+  if (!cycle.empty()) {
+    reportCycle(cycle, members);
     return Outcome::wait(options_.park_fallback, "cycle");
   }
   std::string message = "waiting for dependencies: ";
@@ -238,10 +247,26 @@ std::vector<std::string> DeployHandler::findCycle(const std::string& owner) cons
   return {};
 }
 
-void DeployHandler::reportCycle(const std::vector<std::string>& cycle) {
+bool DeployHandler::stillWaiting(const WaitingBundle& member) const {
+  std::lock_guard state(state_mutex_);
+  auto it = waiting_.find(ownerOf(member.workspace, member.bundle));
+  return it != waiting_.end() && it->second.deployment_id == member.deployment_id &&
+         it->second.generation == member.generation;
+}
+
+void DeployHandler::reportCycle(const std::vector<std::string>& cycle, const std::vector<WaitingBundle>& members) {
   bool reported = false;
-  for (size_t i = 0; i + 1 < cycle.size(); ++i) {
-    const WaitingBundle& member = waiting_.at(cycle[i]);
+  for (size_t i = 0; i < members.size(); ++i) {
+    const WaitingBundle& member = members[i];
+    // cycle[0] is the bundle being handled (its lock is held); another member is reported only while no deploy of
+    // it runs and it still waits with the same deployment, so a newer state it reports itself is never overwritten.
+    std::unique_lock<std::mutex> other;
+    if (i > 0) {
+      other = bundle_locks_.tryLock(cycle[i]);
+      if (!other.owns_lock() || !stillWaiting(member)) {
+        continue;
+      }
+    }
     BundleReport failed =
         bundleFailure(model::BundleState::kErrApplied, kReasonDependencyCycle, cycleMessage(cycle, i));
     if (alreadyReported(cycle[i], member.deployment_id, failed, /*compare_message=*/true)) {

@@ -120,20 +120,21 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
         grew = true;
       }
     }
-    return grew ? inventories_.save(plan.current) : Status();
+    return grew ? writeInventory(plan.current) : Status();
   };
   wireClaims(plan);
   return std::nullopt;
 }
 
 void DeployHandler::wireClaims(ApplyPlan& plan) {
+  plan.request.lock_object = [this](const ObjectRef& ref) { return object_locks_.lock(ref); };
   plan.request.decide_claim = [this, &plan](const ObjectRef& ref, const std::string& owner) {
     return ownership_.decide(plan.claimant, ref, owner);
   };
   plan.request.claimed = [this, &plan](const ObjectRef& ref, const std::string& owner,
                                        const std::string& rule) -> Status {
-    FLOTILLA_TRY(ownership_.completeHandover(plan.claimant, ref, owner, rule));
-    changed_ = true;
+    FLOTILLA_TRY(completeHandover(plan.claimant, ref, owner, rule));
+    noteChanged();
     std::lock_guard lock(tracked_mutex_);
     if (auto it = tracked_.find(owner); it != tracked_.end()) {
       std::erase_if(it->second.objects, [&](const ObjectRef& r) { return r.identity() == ref.identity(); });
@@ -281,7 +282,7 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
                            .created_namespaces = createdNamespacesAfter(plan.current, plan.applied),
                            .previous_manifest_id = previousManifestOf(plan.current),
                            .wait_until = plan.wait_health ? healthDeadline(plan.options, clock()) : std::string()};
-  auto saved = inventories_.save(plan.current);
+  auto saved = writeInventory(plan.current);
   if (!saved.ok()) {
     return transientFailure(plan.event, plan.delivery, "inventory", saved.error());
   }
@@ -294,7 +295,7 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
   if (released.handed_over + released.held + released.deleted > 0) {
     // Only a release that did something wakes the parked deploys: a parked claimant re-running releases the object
     // it claims from its own intent (it stays the owner's), and must not wake the other claimants in a loop.
-    changed_ = true;
+    noteChanged();
   }
   return std::nullopt;
 }
@@ -395,7 +396,7 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
   if (!released.ok()) {
     return transientFailure(event, delivery, "prune", released.error());
   }
-  changed_ = true;
+  noteChanged();
   if (!released->remaining.empty()) {
     // Keep what could not be deleted in the inventory, so a later delete (or apply) can still prune it.
     Inventory left = *inventory;
@@ -403,7 +404,7 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
     left.claims.clear();
     left.generation = event.generation;
     left.applied = false;
-    auto saved = inventories_.save(left);
+    auto saved = writeInventory(left);
     if (!saved.ok()) {
       return transientFailure(event, delivery, "inventory", saved.error());
     }
@@ -415,7 +416,7 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
   if (!namespaces.ok()) {
     return transientFailure(event, delivery, "prune", namespaces.error());
   }
-  auto removed = inventories_.remove(event.workspace, event.bundle);
+  auto removed = removeInventory(event.workspace, event.bundle);
   if (!removed.ok()) {
     return transientFailure(event, delivery, "inventory", removed.error());
   }
@@ -441,11 +442,11 @@ Outcome DeployHandler::handleDelete(const events::DeployEvent& event, const mode
 //! Drops the inventory without touching the objects: keepResources (orphaned), or nothing was deployed.
 Outcome DeployHandler::forgetBundle(const events::DeployEvent& event, const std::optional<Inventory>& inventory,
                                     const Delivery& delivery) {
-  auto removed = inventories_.remove(event.workspace, event.bundle);
+  auto removed = removeInventory(event.workspace, event.bundle);
   if (!removed.ok()) {
     return transientFailure(event, delivery, "inventory", removed.error());
   }
-  changed_ = true;  // a claimant of an orphaned object may take it now (rule stale)
+  noteChanged();  // a claimant of an orphaned object may take it now (rule stale)
   BundleReport done{
       .state = model::BundleState::kReady,
       .reason = std::string(inventory ? kReasonOrphaned : kReasonDeleted),

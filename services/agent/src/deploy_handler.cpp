@@ -4,11 +4,30 @@
 #include "flotilla/agent/deploy_handler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "flotilla/core/log.h"
 #include "flotilla/model/codec.h"
 
 namespace flotilla::agent {
+namespace {
+
+//! The flag of the handling running on this thread (handleEvent), set by noteChanged(); nullptr outside one.
+thread_local bool* t_changed = nullptr;
+
+//! Points t_changed at one handling's flag for its duration.
+class ChangeScope {
+ public:
+  explicit ChangeScope(bool& changed) : previous_(std::exchange(t_changed, &changed)) {}
+  ~ChangeScope() { t_changed = previous_; }
+  ChangeScope(const ChangeScope&) = delete;
+  ChangeScope& operator=(const ChangeScope&) = delete;
+
+ private:
+  bool* previous_;
+};
+
+}  // namespace
 
 std::string ownerOf(std::string_view workspace, std::string_view bundle) {
   return std::string(workspace) + "/" + std::string(bundle);
@@ -96,8 +115,44 @@ Status DeployHandler::report(const events::DeployEvent& event, const BundleRepor
                                   .reason = bundle_report.reason,
                                   .message = bundle_report.message};
   }
-  changed_ = true;  // a new state other bundles may wait for
+  noteChanged();  // a new state other bundles may wait for
   return {};
+}
+
+void DeployHandler::noteChanged() {
+  if (t_changed != nullptr) {
+    *t_changed = true;
+  }
+}
+
+Status DeployHandler::writeInventory(Inventory& inventory) {
+  const std::string owner = ownerOf(inventory.workspace, inventory.bundle);
+  auto locked = inventory_locks_.lock(owner);
+  {
+    std::lock_guard state(state_mutex_);
+    if (auto it = taken_.find(owner); it != taken_.end()) {
+      std::erase_if(inventory.objects, [&](const ObjectRef& ref) { return it->second.contains(ref.identity()); });
+    }
+  }
+  return inventories_.save(inventory);
+}
+
+Status DeployHandler::removeInventory(const std::string& workspace, const std::string& bundle) {
+  auto locked = inventory_locks_.lock(ownerOf(workspace, bundle));
+  return inventories_.remove(workspace, bundle);
+}
+
+Status DeployHandler::completeHandover(const Claimant& claimant, const ObjectRef& ref,
+                                       const std::string& previous_owner, const std::string& rule) {
+  auto locked = inventory_locks_.lock(previous_owner);
+  {
+    std::lock_guard state(state_mutex_);
+    taken_[previous_owner].insert(ref.identity());  // before the edit: the owner's own later writes leave it out
+    if (auto it = taken_.find(claimant.owner()); it != taken_.end()) {
+      it->second.erase(ref.identity());  // the claimant had lost it earlier in its handling and took it back
+    }
+  }
+  return ownership_.completeHandover(claimant, ref, previous_owner, rule);
 }
 
 bool DeployHandler::alreadyReported(const std::string& key, std::string_view deployment_id,
@@ -136,17 +191,21 @@ Outcome DeployHandler::reportThenAck(const events::DeployEvent& event, const Del
 }
 
 Outcome DeployHandler::handleEvent(const events::DeployEvent& event, const Delivery& delivery) {
-  std::lock_guard work(work_mutex_);
-  changed_ = false;
-  Outcome outcome = dispatch(event, delivery);
-  if (changed_ && options_.wake) {
+  bool changed = false;
+  Outcome outcome;
+  {
+    auto bundle = bundle_locks_.lock(ownerOf(event.workspace, event.bundle));
+    ChangeScope scope(changed);
+    outcome = dispatch(event, delivery);
+  }
+  if (changed && options_.wake) {
     options_.wake();  // a release, a handover or a new state may be what a parked deploy waits for
   }
-  changed_ = false;
   return outcome;
 }
 
 bool DeployHandler::supersededInMemory(const events::DeployEvent& event) {
+  std::lock_guard state(state_mutex_);
   int64_t& seen = seen_generations_[ownerOf(event.workspace, event.bundle)];
   if (event.generation < seen) {
     return true;
@@ -186,9 +245,12 @@ Outcome DeployHandler::dispatch(const events::DeployEvent& event, const Delivery
                                                 {"handled_generation", inventory ? inventory->generation : 0}});
     return Outcome::ack("stale");
   }
-  if (auto it = waiting_.find(ownerOf(event.workspace, event.bundle));
-      it != waiting_.end() && it->second.generation <= event.generation) {
-    waiting_.erase(it);  // this deploy decides anew whether the bundle waits
+  {
+    std::lock_guard state(state_mutex_);
+    if (auto it = waiting_.find(ownerOf(event.workspace, event.bundle));
+        it != waiting_.end() && it->second.generation <= event.generation) {
+      waiting_.erase(it);  // this deploy decides anew whether the bundle waits
+    }
   }
   if (event.remove) {
     return handleDelete(event, *options, inventory, delivery);
@@ -204,7 +266,14 @@ Outcome DeployHandler::dispatch(const events::DeployEvent& event, const Delivery
 
 std::optional<Outcome> DeployHandler::loadInventory(const events::DeployEvent& event, const Delivery& delivery,
                                                     std::optional<Inventory>& inventory) {
+  const std::string owner = ownerOf(event.workspace, event.bundle);
+  auto locked = inventory_locks_.lock(owner);  // no handover edits it between forgetting taken_ and the read
+  {
+    std::lock_guard state(state_mutex_);
+    taken_.erase(owner);  // what other bundles took before is no longer listed in the inventory read now
+  }
   auto loaded = inventories_.load(event.workspace, event.bundle);
+  locked.unlock();
   if (loaded.ok()) {
     inventory = std::move(loaded).value();
     return std::nullopt;
@@ -228,7 +297,7 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const m
   current.commit_sequence = event.commit_sequence;
   current.labels = event.labels;
   if (current != inventory) {
-    if (auto saved = inventories_.save(current); !saved.ok()) {
+    if (auto saved = writeInventory(current); !saved.ok()) {
       return transientFailure(event, delivery, "inventory", saved.error());
     }
   }

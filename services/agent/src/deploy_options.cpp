@@ -191,7 +191,7 @@ Outcome DeployHandler::continueHealthWait(const events::DeployEvent& event,
   }
   Inventory done = inventory;
   done.wait_until.clear();
-  if (auto saved = inventories_.save(done); !saved.ok()) {
+  if (auto saved = writeInventory(done); !saved.ok()) {
     return transientFailure(event, delivery, "inventory", saved.error());
   }
   return reportThenAck(event, delivery, state, inventory.deployment_id, inventory.objects, false,

@@ -1,5 +1,7 @@
 #include "flotilla/agent/flags.h"
 
+#include "flotilla/core/util.h"
+
 namespace flotilla::agent {
 
 std::map<std::string, std::string> agentFlags() {
@@ -15,10 +17,27 @@ std::map<std::string, std::string> agentFlags() {
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
       {"max-deliveries", "deliveries of a failing deploy before it is terminated and reported (default 10)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
+      {"parallel-bundles",
+       "how many different bundles are applied at once; one bundle's deploys always run in order (default 4, at "
+       "most 64)"},
       {"release-hold",
        "how long an object a bundle released and no bundle claims is kept before it is deleted, so a bundle that "
        "claims it later adopts it (default 60s; 0 deletes at once)"},
   };
+}
+
+Result<int> parseParallelBundles(std::string_view text) {
+  const std::string value = trim(text);
+  if (value.empty()) {
+    return kDefaultParallelBundles;
+  }
+  const bool digits = value.size() <= 3 && value.find_first_not_of("0123456789") == std::string::npos;
+  const int parsed = digits ? std::stoi(value) : 0;
+  if (parsed < 1 || parsed > kMaxParallelBundles) {
+    return fail(ErrorKind::kInvalid, "--parallel-bundles: expected a whole number from 1 to " +
+                                         std::to_string(kMaxParallelBundles) + ", got \"" + value + "\"");
+  }
+  return parsed;
 }
 
 Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
@@ -38,6 +57,9 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   if (options.max_deliveries < 1) {
     return fail(ErrorKind::kInvalid, "--max-deliveries must be at least 1");
   }
+  auto parallel = parseParallelBundles(config.get("parallel-bundles"));
+  FLOTILLA_TRY(parallel);
+  options.parallel_bundles = *parallel;
   struct IntervalFlag {
     const char* name;
     std::chrono::milliseconds* target;

@@ -6,6 +6,7 @@
 //                                    the reaper after the hold unless a bundle claims it first
 //   --release-hold 0              -> deleted at once (prune)
 // keepResources (delete only) never gets here: the objects are orphaned.
+#include <algorithm>
 #include <set>
 
 #include "flotilla/agent/deploy_handler.h"
@@ -21,9 +22,6 @@ void countRelease(Metrics& metrics, std::string_view result, size_t n = 1) {
       .Increment(static_cast<double>(n));
 }
 
-//! What the reaper does with one expired entry.
-enum class Reaped { kKeep, kDrop, kDeleted };
-
 }  // namespace
 
 Result<ReleaseResult> DeployHandler::release(const std::string& owner, const std::vector<ObjectRef>& refs,
@@ -33,6 +31,9 @@ Result<ReleaseResult> DeployHandler::release(const std::string& owner, const std
   if (refs.empty()) {
     return result;
   }
+  // Each object's fate is decided and carried out under its stripe: a concurrent claim of it by another bundle
+  // either happened before (the annotation names the claimant: left alone) or waits until it is held or deleted.
+  auto stripes = object_locks_.lockAll(refs);
   auto claimants = ownership_.claimants(owner);
   FLOTILLA_TRY(claimants);
   std::vector<ObjectRef> held;
@@ -96,12 +97,12 @@ Status DeployHandler::holdObjects(const std::string& owner, const std::vector<Ob
   return {};
 }
 
-namespace {
-
-//! One expired entry: deleted only while its annotation names the releaser and no inventory lists it.
-Result<Reaped> reapOne(kube::KubeClient& client, Metrics& metrics, const ReleasedObject& entry,
-                       const std::set<std::string>& listed) {
+//! One expired entry: deleted only while its annotation names the releaser and no inventory lists it. Under the
+//! object's stripe, so a bundle claiming it right now either took it already or finds it gone and creates it.
+Result<DeployHandler::Reaped> DeployHandler::reapOne(const ReleasedObject& entry, const std::set<std::string>& listed) {
   const ObjectRef& ref = entry.ref;
+  auto stripe = object_locks_.lock(ref);
+  kube::KubeClient& client = inventories_.client();
   auto live = client.get(ref.api_version, ref.kind, ref.ns, ref.name);
   if (!live.ok()) {
     if (live.error().retryable()) {
@@ -125,26 +126,26 @@ Result<Reaped> reapOne(kube::KubeClient& client, Metrics& metrics, const Release
               {{"object", ref.describe()}, {"error", removed.error().describe()}});
     return Reaped::kKeep;
   }
-  metrics.counter("released_deleted_total", "Held objects deleted after their hold expired").Increment();
+  metrics_.counter("released_deleted_total", "Held objects deleted after their hold expired").Increment();
   log::info("deleted a released object after its hold",
             {{"object", ref.describe()}, {"released_by", entry.released_by}, {"released_at", entry.released_at}});
   return Reaped::kDeleted;
 }
 
-}  // namespace
-
 Result<size_t> DeployHandler::reapReleased() {
-  std::lock_guard work(work_mutex_);
+  // Decided on a snapshot of the list, object by object under each one's stripe; only the entries it settled are
+  // then dropped from the current list (bundles may hold and claim objects meanwhile).
   auto entries = released_.load();
   FLOTILLA_TRY(entries);
   const auto now = clock().now();
-  std::vector<ReleasedObject> keep;
   std::vector<ReleasedObject> expired;
   for (auto& entry : *entries) {
     auto at = parseRfc3339(entry.released_at);  // checked when decoded
-    (at && *at + options_.release_hold > now ? keep : expired).push_back(std::move(entry));
+    if (!at || *at + options_.release_hold <= now) {
+      expired.push_back(std::move(entry));
+    }
   }
-  released_.setGauge(keep.size() + expired.size());
+  released_.setGauge(entries->size());
   if (expired.empty()) {
     return size_t{0};
   }
@@ -158,17 +159,23 @@ Result<size_t> DeployHandler::reapReleased() {
   }
   size_t deleted = 0;
   Status failed;
-  for (auto& entry : expired) {
-    auto reaped = failed.ok() ? reapOne(inventories_.client(), metrics_, entry, listed) : Result<Reaped>(Reaped::kKeep);
+  std::vector<ReleasedObject> settled;  // dropped from the list: deleted, gone, or taken by a bundle
+  for (const auto& entry : expired) {
+    auto reaped = reapOne(entry, listed);
     if (!reaped.ok()) {
       failed = fail(reaped.error());  // keep this entry and the rest for the next round
+      break;
     }
-    if (!reaped.ok() || *reaped == Reaped::kKeep) {
-      keep.push_back(std::move(entry));
+    if (*reaped != Reaped::kKeep) {
+      settled.push_back(entry);
     }
-    deleted += reaped.ok() && *reaped == Reaped::kDeleted ? 1 : 0;
+    deleted += *reaped == Reaped::kDeleted ? 1 : 0;
   }
-  FLOTILLA_TRY(released_.save(keep));
+  FLOTILLA_TRY(released_.update([&](std::vector<ReleasedObject>& current) {
+    std::erase_if(current, [&](const ReleasedObject& entry) {
+      return std::find(settled.begin(), settled.end(), entry) != settled.end();
+    });
+  }));
   FLOTILLA_TRY(failed);
   return deleted;
 }

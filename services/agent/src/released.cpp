@@ -149,15 +149,26 @@ Status ReleasedStore::save(const std::vector<ReleasedObject>& released) {
   return {};
 }
 
-Status ReleasedStore::add(const std::vector<ReleasedObject>& entries) {
+Status ReleasedStore::update(const std::function<void(std::vector<ReleasedObject>&)>& edit) {
+  std::lock_guard lock(edit_mutex_);
   auto released = load();
   FLOTILLA_TRY(released);
-  for (const auto& entry : entries) {
-    const std::string identity = entry.ref.identity();
-    std::erase_if(*released, [&](const ReleasedObject& r) { return r.ref.identity() == identity; });
-    released->push_back(entry);
+  const std::vector<ReleasedObject> before = *released;
+  edit(*released);
+  if (*released == before) {
+    return {};
   }
   return save(*released);
+}
+
+Status ReleasedStore::add(const std::vector<ReleasedObject>& entries) {
+  return update([&](std::vector<ReleasedObject>& released) {
+    for (const auto& entry : entries) {
+      const std::string identity = entry.ref.identity();
+      std::erase_if(released, [&](const ReleasedObject& r) { return r.ref.identity() == identity; });
+      released.push_back(entry);
+    }
+  });
 }
 
 Result<std::optional<ReleasedObject>> ReleasedStore::find(const ObjectRef& ref, std::string_view owner) {
@@ -173,13 +184,10 @@ Result<std::optional<ReleasedObject>> ReleasedStore::find(const ObjectRef& ref, 
 }
 
 Status ReleasedStore::remove(const ObjectRef& ref) {
-  auto released = load();
-  FLOTILLA_TRY(released);
   const std::string identity = ref.identity();
-  if (std::erase_if(*released, [&](const ReleasedObject& r) { return r.ref.identity() == identity; }) == 0) {
-    return {};
-  }
-  return save(*released);
+  return update([&](std::vector<ReleasedObject>& released) {
+    std::erase_if(released, [&](const ReleasedObject& r) { return r.ref.identity() == identity; });
+  });
 }
 
 }  // namespace flotilla::agent

@@ -46,7 +46,10 @@ size_t DeployHandler::resync() {
   }
   size_t published = 0;
   for (const auto& key : candidates) {
-    std::lock_guard work(work_mutex_);
+    auto handling = bundle_locks_.tryLock(key);
+    if (!handling.owns_lock()) {
+      continue;  // a deploy of it is running and reports its state itself; a slow one never stalls the others
+    }
     TrackedBundle bundle;
     {
       std::lock_guard lock(tracked_mutex_);

@@ -112,15 +112,18 @@ class StatusReader {
     }
   }
 
-  //! Waits for a new StatusEvent of `bundle` (after the ones already consumed by earlier waits) matching `pred`.
+  //! Waits for a new StatusEvent of `bundle` (after the ones of `bundle` already consumed by earlier waits)
+  //! matching `pred`. Consumed per bundle: the agent applies bundles in parallel, so the reports of different bundles
+  //! arrive in any order.
   std::optional<events::StatusEvent> waitFor(const std::string& bundle,
                                              const std::function<bool(const events::StatusEvent&)>& pred,
                                              milliseconds timeout = seconds(60)) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
+    size_t& seen = seen_[bundle];
     while (true) {
-      for (; seen_ < statuses_.size(); ++seen_) {
-        if (statuses_[seen_].bundle == bundle && pred(statuses_[seen_])) {
-          return statuses_[seen_++];
+      for (; seen < statuses_.size(); ++seen) {
+        if (statuses_[seen].bundle == bundle && pred(statuses_[seen])) {
+          return statuses_[seen++];
         }
       }
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -158,7 +161,7 @@ class StatusReader {
   bus::PullConsumer consumer_;
   std::vector<events::StatusEvent> statuses_;
   std::vector<std::string> msg_ids_;
-  size_t seen_ = 0;
+  std::map<std::string, size_t> seen_;  //!< per bundle: statuses_ before this index are consumed
   int heartbeats_ = 0;
   std::set<std::string> heartbeat_subjects_;
 };

@@ -156,5 +156,23 @@ TEST(FlagsTest, OptionsFromFlags) {
   EXPECT_EQ(consumerName("c.1"), "agent-c=2E1");
 }
 
+// --parallel-bundles: default 4, 1..64, anything else an error naming the flag (never ignored).
+TEST(FlagsTest, ParallelBundles) {
+  EXPECT_EQ(*parseParallelBundles(""), kDefaultParallelBundles);
+  EXPECT_EQ(*parseParallelBundles("1"), 1);
+  EXPECT_EQ(*parseParallelBundles(" 64 "), 64);
+  for (const char* bad : {"0", "65", "-1", "four", "2.5", "1000000000000"}) {
+    auto parsed = parseParallelBundles(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.error().message.find("--parallel-bundles"), std::string::npos);
+  }
+  const char* argv[] = {"flotilla-agent", "--cluster-name", "c1", "--parallel-bundles", "8"};
+  EXPECT_EQ(agentOptionsFrom(*service::Config::parse(5, argv, agentFlags()))->parallel_bundles, 8);
+  const char* defaults[] = {"flotilla-agent", "--cluster-name", "c1"};
+  EXPECT_EQ(agentOptionsFrom(*service::Config::parse(3, defaults, agentFlags()))->parallel_bundles, 4);
+  const char* wrong[] = {"flotilla-agent", "--cluster-name", "c1", "--parallel-bundles", "many"};
+  EXPECT_FALSE(agentOptionsFrom(*service::Config::parse(5, wrong, agentFlags())).ok());
+}
+
 }  // namespace
 }  // namespace flotilla::agent

@@ -3,7 +3,8 @@
 // The agent process around the DeployHandler: it registers the cluster with the hub (request/reply on
 // flotilla.register, retried with backoff until the scheduler answers), sends a heartbeat every
 // heartbeat_interval, binds the durable consumer agent-<cluster> on FLOTILLA_DEPLOY (filter
-// flotilla.deploy.<cluster>) and feeds its messages to the handler one at a time, and re-checks the health of
+// flotilla.deploy.<cluster>) and feeds its messages to the handler, up to --parallel-bundles bundles at once and one
+// bundle's deploys in order (keyed by bundle, deployKey), and re-checks the health of
 // bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). Three
 // threads: consumer (registration, then the loop), heartbeat, resync. The handler's wake callback runs the
 // consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
@@ -35,6 +36,11 @@
 
 namespace flotilla::agent {
 
+//! Default of --parallel-bundles: how many different bundles the agent applies at once.
+inline constexpr int kDefaultParallelBundles = 4;
+//! Upper bound of --parallel-bundles (each worker is a thread with its own API server requests in flight).
+inline constexpr int kMaxParallelBundles = 64;
+
 struct AgentOptions {
   std::string cluster_name;                 //!< required
   std::string workspace = "fleet-default";  //!< where the hub keeps the Cluster record
@@ -50,6 +56,7 @@ struct AgentOptions {
   std::chrono::milliseconds ack_wait{30000};      //!< redelivery after a crash; in-progress acks cover long applies
   int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries (waits use none)
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
+  int parallel_bundles = kDefaultParallelBundles;              //!< --parallel-bundles: bundles applied at once
   DeployHandlerOptions retry;
   std::string agent_version = std::string(kAgentVersion);
 };
@@ -64,6 +71,9 @@ Result<std::chrono::milliseconds> parseHold(std::string_view text);
 std::string heartbeatSubjectFor(std::string_view cluster);
 //! The durable consumer name of a cluster's agent: "agent-<escaped cluster>".
 std::string consumerName(std::string_view cluster);
+//! The ordering key of a deploy message: "<workspace>/<bundle>" from its payload (one bundle's deploys run in
+//! order, different bundles in parallel); the subject when the payload has neither (the handler rejects it).
+std::string deployKey(const bus::Message& message);
 
 class Agent {
  public:

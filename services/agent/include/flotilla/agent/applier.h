@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,6 +50,10 @@ struct ApplyRequest {
   //! the rest of the handover. A failure aborts the apply (retried; every step is idempotent).
   std::function<Status(const ObjectRef&, const std::string& owner, const std::string& rule)> claimed =
       [](const ObjectRef&, const std::string&, const std::string&) { return Status(); };
+  //! Held while one object's owner is read, decided and the object applied (and the handover completed), so no
+  //! other bundle's claim or release, and not the reaper, acts on the object in between (the handler's
+  //! ObjectLocks stripe). Empty: no lock.
+  std::function<std::unique_lock<std::mutex>(const ObjectRef&)> lock_object;
   model::Labels namespace_labels;       //!< for namespaces the agent creates for the bundle
   model::Labels namespace_annotations;  //!< idem
   //! Namespaces the agent created for this bundle earlier (its inventory's createdNamespaces): without the owner

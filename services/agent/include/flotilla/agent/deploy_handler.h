@@ -22,6 +22,27 @@
 //
 // The handler also remembers the state it last reported per bundle, so the periodic resync can report a
 // change (NotReady -> Ready) without a new DeployEvent, and the bundles parked for dependsOn, to find cycles.
+//
+// Concurrency (--parallel-bundles): handle() runs for different bundles at once (the consumer runtime keys deploys
+// by bundle); one bundle's deploys, and the resync of that bundle, run one at a time. Locks, always taken in this
+// order (a thread holding one never waits for an earlier one; try-locks are exempt, they never wait):
+//   1. bundle_locks_[bundle]     the whole handling of one deploy of that bundle; resync and a cycle report for
+//                                another bundle only try-lock it (a busy bundle is reporting for itself)
+//   2. object_locks_ stripes     who owns an object, decided and acted on as one step: the applier holds the
+//                                stripe of one object from reading its owner annotation to the end of the handover
+//                                (ApplyRequest::lock_object); a release holds the stripes of all its objects
+//                                (ascending) from deciding hand-over/hold/delete to doing it; the reaper holds one
+//                                stripe per expired entry
+//   3. inventory_locks_[bundle]  one write of that bundle's inventory: the bundle's own writes (which drop what other
+//                                bundles took from it meanwhile, `taken_`) and another bundle's handover edit of it
+//   4. ReleasedStore's mutex     one read-modify-write of the hold list flotilla-released
+//   5. state_mutex_, tracked_mutex_   leaves: in-memory maps only, no I/O under them
+// Why the handover stays correct when two bundles claim and release one object at once: the decision and the act
+// happen under the object's stripe, so the object's owner annotation never flips back behind a decision; the
+// previous owner's inventory is edited under its inventory lock, and the object is noted in taken_ first, so the
+// previous owner's own later save (it may still be applying, with the object in its in-memory inventory) leaves it
+// out. Everything else converges through the wake: a release and a claim that miss each other leave the object
+// held (the claimant's re-run takes it, rule released) or deleted (its re-run creates it).
 #pragma once
 
 #include <atomic>
@@ -32,12 +53,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/inventory.h"
+#include "flotilla/agent/locks.h"
 #include "flotilla/agent/ownership.h"
 #include "flotilla/agent/released.h"
 #include "flotilla/agent/report.h"
@@ -181,8 +204,23 @@ class DeployHandler {
   }
 
  private:
-  //! handleEvent's steps after the checks, under work_mutex_.
+  //! handleEvent's steps after the checks, under the bundle's lock.
   Outcome dispatch(const events::DeployEvent& event, const Delivery& delivery);
+  //! This handling changed what other bundles see (a report, a release, a handover): wake the parked deploys after
+  //! it. Per handling (thread-local), so a concurrent handling of another bundle neither sets nor clears it.
+  static void noteChanged();
+  //! Writes `inventory` (its own bundle's) under that bundle's inventory lock, first dropping from it the objects
+  //! other bundles took from the bundle during this handling (taken_).
+  Status writeInventory(Inventory& inventory);
+  //! Deletes the bundle's inventory under its inventory lock (so no handover edit writes it back).
+  Status removeInventory(const std::string& workspace, const std::string& bundle);
+  //! Removes `ref` from `previous_owner`'s inventory after the claimant applied it: under the previous owner's
+  //! inventory lock, noted in taken_ first (Ownership::completeHandover).
+  Status completeHandover(const Claimant& claimant, const ObjectRef& ref, const std::string& previous_owner,
+                          const std::string& rule);
+  //! Reaps one expired hold under the object's stripe.
+  enum class Reaped { kKeep, kDrop, kDeleted };
+  Result<Reaped> reapOne(const ReleasedObject& entry, const std::set<std::string>& listed);
   //! A generation older than one this process has handled for the bundle (a parked deploy superseded).
   bool supersededInMemory(const events::DeployEvent& event);
   Outcome handleDelete(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
@@ -232,12 +270,16 @@ class DeployHandler {
   //! Parks the deploy: reports WaitApplied once per deployment, or DependencyCycle for every bundle of a cycle.
   Outcome waitForDependencies(const events::DeployEvent& event, const std::vector<model::BundleRef>& refs,
                               const std::vector<std::string>& unmet);
-  //! The cycle through `owner` among the waiting bundles: [owner, ..., owner]; empty when there is none.
+  //! The cycle through `owner` among the waiting bundles: [owner, ..., owner]; empty when there is none. Call with
+  //! state_mutex_ held.
   [[nodiscard]] std::vector<std::string> findCycle(const std::string& owner) const;
-  //! The waiting bundles `waiting` depends on.
+  //! The waiting bundles `waiting` depends on (state_mutex_ held).
   [[nodiscard]] std::vector<std::string> waitingDependencies(const WaitingBundle& waiting) const;
-  //! Reports ErrApplied/DependencyCycle for each bundle of `cycle` (once per identical message).
-  void reportCycle(const std::vector<std::string>& cycle);
+  //! Reports ErrApplied/DependencyCycle for each bundle of `cycle` (`members`: their WaitingBundle, in order; once
+  //! per identical message).
+  void reportCycle(const std::vector<std::string>& cycle, const std::vector<WaitingBundle>& members);
+  //! Whether `member` is still parked for dependsOn with the same deployment.
+  [[nodiscard]] bool stillWaiting(const WaitingBundle& member) const;
   //! The state of another bundle of this cluster, from its inventory and live health; nullopt when not deployed.
   Result<std::optional<model::BundleState>> bundleState(std::string_view workspace, std::string_view bundle);
   Result<std::optional<model::BundleState>> inventoryState(const Inventory& inventory);
@@ -297,16 +339,19 @@ class DeployHandler {
   ReleasedStore released_;
   Ownership ownership_;
 
-  //! Serialises the handler, resync and the reaper on the cluster (one bundle operation at a time).
-  std::mutex work_mutex_;
-  //! Set (under work_mutex_) when a handling changed what other bundles see: wake the parked deploys after it.
-  bool changed_ = false;
+  // Locks (the order is in the file comment).
+  KeyedLocks bundle_locks_;                          //!< 1: one handling per bundle
+  ObjectLocks object_locks_;                         //!< 2: one ownership decision per object
+  KeyedLocks inventory_locks_;                       //!< 3: one write per inventory
+  mutable std::mutex state_mutex_;                   //!< 5: guards waiting_, seen_generations_, taken_
   std::map<std::string, WaitingBundle> waiting_;     //!< parked for dependsOn, by "<workspace>/<bundle>"
   std::map<std::string, int64_t> seen_generations_;  //!< the newest generation handled per bundle
   std::mutex clients_mutex_;
   //! Impersonating clients by service account name (serviceAccount), made once.
   std::map<std::string, std::unique_ptr<kube::KubeClient>> impersonating_;
-  mutable std::mutex tracked_mutex_;
+  //! Objects taken from a bundle by other bundles' claims since its handling began, by "<workspace>/<bundle>".
+  std::map<std::string, std::set<std::string>> taken_;
+  mutable std::mutex tracked_mutex_;              //!< 5: guards tracked_
   std::map<std::string, TrackedBundle> tracked_;  //!< by "<workspace>/<bundle>"
 };
 

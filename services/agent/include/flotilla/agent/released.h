@@ -10,6 +10,8 @@
 // cluster, so a hold survives agent restarts.
 #pragma once
 
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +54,9 @@ class ReleasedStore {
   Status save(const std::vector<ReleasedObject>& released);
   //! Adds (or refreshes, by object identity) `entries`.
   Status add(const std::vector<ReleasedObject>& entries);
+  //! Loads the list, lets `edit` change it and saves it when it changed, as one step: add, remove and update are
+  //! serialised in this process (several bundles release and claim at once), so no change of one is lost.
+  Status update(const std::function<void(std::vector<ReleasedObject>&)>& edit);
   //! The entry of `ref` released by `owner`, if held.
   Result<std::optional<ReleasedObject>> find(const ObjectRef& ref, std::string_view owner);
   //! Removes the entry of `ref` (done when it is not held).
@@ -63,6 +68,7 @@ class ReleasedStore {
   kube::KubeClient& client_;
   std::string ns_;
   Metrics& metrics_;
+  std::mutex edit_mutex_;  //!< one read-modify-write of the list at a time (add, remove, update)
 };
 
 }  // namespace flotilla::agent

@@ -1,0 +1,444 @@
+// Benchmark (issue 11): the agent's footprint and apply speed. One real kube-apiserver (tests/harness), a real
+// nats-server and the real flotilla-agent binary (so the memory figures are its process's); the benchmark plays
+// the scheduler (answers the registration, stores manifests, publishes DeployEvents, reads StatusEvents).
+//
+//   100 bundles, each a Namespace + 10 ConfigMaps (every 10th also a ClusterIP Service): 1,000 ConfigMaps.
+//   Printed: VmRSS idle after registration; VmRSS after the apply settled (idle, watching); VmHWM (peak) while
+//   applying; time from publishing the 100 DeployEvents to the 100th Ready StatusEvent (a create round, then the
+//   median of update rounds that change every ConfigMap, interleaved with the baselines); and in the same run the
+//   same objects in a fresh namespace set with `kubectl apply --server-side`: one kubectl per bundle at the agent's
+//   parallelism, and one kubectl with all the objects. Both get the same unmeasured warm-up round (10 bundles) first.
+// Not a timed test: it prints figures and ratios and asserts nothing about them.
+//
+//   build/bench/bench_agent [parallel-bundles=4] [bundles=100] [update-rounds=3]
+// parallel-bundles 0 starts the agent without the flag (its default) and runs kubectl one bundle at a time;
+// FLOTILLA_BENCH_AGENT_BINARY runs another agent binary (e.g. an older build, for before/after figures).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+#include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/object_store.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/process.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/nats_server.h"
+#include "flotilla/model/identity.h"
+#include "flotilla/service/hub.h"
+
+using namespace flotilla;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+namespace {
+
+constexpr int kConfigMapsPerBundle = 10;
+constexpr int kWarmupBundles = 10;
+const std::string kCluster = "bench";
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+//! A field of /proc/<pid>/status in KiB ("VmRSS", "VmHWM"); -1 when unreadable.
+long procStatusKiB(pid_t pid, const std::string& field) {
+  auto text = readFile("/proc/" + std::to_string(pid) + "/status");
+  if (!text.ok()) {
+    return -1;
+  }
+  for (const auto& line : split(*text, '\n')) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::stol(trim(line.substr(field.size() + 1)));
+    }
+  }
+  return -1;
+}
+
+double mib(long kib) {
+  return static_cast<double>(kib) / 1024.0;
+}
+
+//! One bundle's objects: its Namespace, kConfigMapsPerBundle ConfigMaps (data changes with `round`), every 10th
+//! bundle a ClusterIP Service.
+std::vector<Json> bundleObjects(const std::string& ns, int index, int round) {
+  std::vector<Json> objects;
+  objects.push_back(Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", ns}})}}));
+  for (int i = 0; i < kConfigMapsPerBundle; ++i) {
+    objects.push_back(Json::obj({{"apiVersion", "v1"},
+                                 {"kind", "ConfigMap"},
+                                 {"metadata", Json::obj({{"name", "cm-" + std::to_string(i)}, {"namespace", ns}})},
+                                 {"data", Json::obj({{"round", std::to_string(round)},
+                                                     {"value", std::string(200, static_cast<char>('a' + i))}})}}));
+  }
+  if (index % 10 == 0) {
+    Json port = Json::obj({{"port", 80}, {"targetPort", 8080}});
+    objects.push_back(Json::obj(
+        {{"apiVersion", "v1"},
+         {"kind", "Service"},
+         {"metadata", Json::obj({{"name", "svc"}, {"namespace", ns}})},
+         {"spec", Json::obj({{"selector", Json::obj({{"app", "bench"}})}, {"ports", Json(Json::Array{port})}})}}));
+  }
+  return objects;
+}
+
+std::string yamlStream(const std::vector<Json>& objects) {
+  std::string out;
+  for (const auto& object : objects) {
+    out += "---\n" + object.dump() + "\n";  // JSON is YAML
+  }
+  return out;
+}
+
+//! Counts Ready StatusEvents of the expected deployments (a core subscription on the cluster's status subjects).
+class ReadyCounter {
+ public:
+  Status open(bus::Connection& conn) {
+    auto sub = conn.subscribe(events::statusFilter(kCluster), "", [this](bus::Message message) { onStatus(message); });
+    FLOTILLA_TRY(sub);
+    sub_ = std::move(sub).value();
+    return conn.flush();
+  }
+  //! Expects `deployments` (bundle -> deploymentID) to become Ready from now on.
+  void expect(std::map<std::string, std::string> deployments) {
+    std::lock_guard lock(mutex_);
+    expected_ = std::move(deployments);
+    ready_.clear();
+  }
+  //! Waits until every expected bundle reported Ready; false on timeout.
+  bool waitAll(milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [this] { return ready_.size() == expected_.size(); });
+  }
+  size_t ready() {
+    std::lock_guard lock(mutex_);
+    return ready_.size();
+  }
+
+ private:
+  void onStatus(const bus::Message& message) {
+    auto status = events::parsePayload<events::StatusEvent>(message.data());
+    if (!status.ok() || status->state != "Ready") {
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    auto it = expected_.find(status->bundle);
+    if (it != expected_.end() && it->second == status->deployment_id) {
+      ready_.insert(status->bundle);
+      cv_.notify_all();
+    }
+  }
+
+  bus::Subscription sub_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> expected_;
+  std::set<std::string> ready_;
+};
+
+//! Everything the phases share.
+struct Bench {
+  std::unique_ptr<harness::NatsServer> nats;
+  std::unique_ptr<harness::KubeCluster> kube;
+  std::shared_ptr<bus::Connection> conn;
+  std::shared_ptr<bus::JetStream> js;
+  std::shared_ptr<bus::ObjectStore> manifests;
+  bus::Subscription responder;
+  ReadyCounter ready;
+  Process agent;
+  std::string dir;
+  std::string kubectl;
+  int parallel = 4;
+  int bundles = 100;
+  int rounds = 3;  //!< update rounds
+  std::map<std::string, int64_t> generations;
+};
+
+Status startServers(Bench& bench) {
+  auto nats = harness::NatsServer::start();
+  FLOTILLA_TRY(nats);
+  bench.nats = std::move(nats).value();
+  auto kube = harness::KubeCluster::start(harness::KubeClusterOptions{.name = "bench"});
+  FLOTILLA_TRY(kube);
+  bench.kube = std::move(kube).value();
+  auto conn = bus::Connection::connect({.servers = {bench.nats->url()}, .name = "bench-agent"});
+  FLOTILLA_TRY(conn);
+  bench.conn = *conn;
+  auto js = bus::JetStream::create(bench.conn);
+  FLOTILLA_TRY(js);
+  bench.js = *js;
+  FLOTILLA_TRY(service::ensureTopology(*bench.js));
+  auto manifests = bus::ObjectStore::open(bench.js, service::kManifestsObjects, true);
+  FLOTILLA_TRY(manifests);
+  bench.manifests = *manifests;
+  // The scheduler's side of registration: accept the cluster under its own name.
+  auto sub = bench.conn->subscribe(events::kRegisterSubject, "", [&bench](bus::Message message) {
+    events::RegisterReply reply{
+        .id = events::newEventId(), .time = log::nowRfc3339(), .accepted = true, .cluster_id = kCluster};
+    (void)bench.conn->publish(message.reply(), events::encode(reply).dump());
+  });
+  FLOTILLA_TRY(sub);
+  bench.responder = std::move(sub).value();
+  FLOTILLA_TRY(bench.ready.open(*bench.conn));
+  return bench.conn->flush();
+}
+
+Status startAgent(Bench& bench) {
+  std::vector<std::string> argv = {envOr("FLOTILLA_BENCH_AGENT_BINARY", std::string(FLOTILLA_AGENT_BINARY)),
+                                   "--cluster-name",
+                                   kCluster,
+                                   "--kubeconfig",
+                                   bench.kube->kubeconfigPath(),
+                                   "--nats-url",
+                                   bench.nats->url(),
+                                   "--http-addr",
+                                   "127.0.0.1:0",
+                                   "--log-level",
+                                   "info"};
+  if (bench.parallel > 0) {  // 0: the binary's default (also a binary from before the flag existed)
+    argv.insert(argv.end(), {"--parallel-bundles", std::to_string(bench.parallel)});
+  }
+  auto agent = Process::start({.argv = argv, .output_file = bench.dir + "/agent.log"});
+  FLOTILLA_TRY(agent);
+  bench.agent = std::move(agent).value();
+  // Bound once its durable exists (created after the registration).
+  auto deadline = Clock::now() + seconds(60);
+  while (!bench.js->consumerInfo(service::kDeployStream, "agent-" + kCluster).ok()) {
+    if (Clock::now() > deadline || !bench.agent.running()) {
+      return fail(ErrorKind::kTransient,
+                  "the agent did not bind its consumer:\n" + readFile(bench.dir + "/agent.log").valueOr(""));
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return {};
+}
+
+//! Publishes one DeployEvent per bundle ("<prefix>-<i>", objects in namespace "<prefix>-<i>") and waits until all
+//! are Ready. Returns the seconds from the first publish to the last Ready (manifests are stored before).
+Result<double> deployRound(Bench& bench, const std::string& prefix, int count, int round) {
+  std::vector<events::DeployEvent> deploys;
+  std::map<std::string, std::string> expected;
+  for (int i = 0; i < count; ++i) {
+    const std::string name = prefix + "-" + std::to_string(i);
+    Json array = Json::array();
+    for (auto& object : bundleObjects(name, i, round)) {
+      array.push(std::move(object));
+    }
+    const std::string data = array.dump();
+    const std::string manifest_id = model::manifestID(data);
+    auto stored = bench.manifests->put(events::manifestObjectName(manifest_id), data);
+    FLOTILLA_TRY(stored);
+    events::DeployEvent event{.time = log::nowRfc3339(),
+                              .cluster = kCluster,
+                              .workspace = "fleet-default",
+                              .bundle = name,
+                              .deployment_id = model::deploymentID(manifest_id, Json::object()),
+                              .manifest_id = manifest_id,
+                              .options = Json::object(),
+                              .generation = ++bench.generations[name]};
+    event.id = events::deployMsgId(kCluster, name, event.deployment_id, event.generation);
+    expected[name] = event.deployment_id;
+    deploys.push_back(std::move(event));
+  }
+  bench.ready.expect(expected);
+  auto start = Clock::now();
+  for (const auto& event : deploys) {
+    FLOTILLA_TRY(bench.js->publish(events::deploySubject(kCluster), events::encode(event).dump(), event.id));
+  }
+  if (!bench.ready.waitAll(seconds(600))) {
+    return fail(ErrorKind::kTransient, "only " + std::to_string(bench.ready.ready()) + " of " + std::to_string(count) +
+                                           " bundles became Ready");
+  }
+  return secondsSince(start);
+}
+
+Status kubectlApply(const Bench& bench, const std::string& yaml) {
+  auto result = runCommand({.argv = {bench.kubectl, "--kubeconfig", bench.kube->kubeconfigPath(), "apply",
+                                     "--server-side", "--field-manager", "bench", "-f", "-"},
+                            .input = yaml,
+                            .timeout = std::chrono::minutes(10)});
+  FLOTILLA_TRY(result);
+  if (result->exit_code != 0) {
+    return fail(ErrorKind::kPermanent, "kubectl: " + result->err);
+  }
+  return {};
+}
+
+//! One kubectl per bundle, `parallel` at a time; seconds for all.
+Result<double> kubectlPerBundle(const Bench& bench, const std::string& prefix, int count, int round) {
+  std::atomic<int> next{0};
+  std::mutex mutex;
+  Status failed;
+  auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < std::max(1, bench.parallel); ++w) {
+    workers.emplace_back([&] {
+      for (int i = next++; i < count; i = next++) {
+        const std::string name = prefix + "-" + std::to_string(i);
+        if (auto applied = kubectlApply(bench, yamlStream(bundleObjects(name, i, round))); !applied.ok()) {
+          std::lock_guard lock(mutex);
+          failed = applied;
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+  FLOTILLA_TRY(failed);
+  return secondsSince(start);
+}
+
+//! One kubectl with every object of the round; seconds.
+Result<double> kubectlAll(const Bench& bench, const std::string& prefix, int count, int round) {
+  std::string yaml;
+  for (int i = 0; i < count; ++i) {
+    yaml += yamlStream(bundleObjects(prefix + "-" + std::to_string(i), i, round));
+  }
+  auto start = Clock::now();
+  FLOTILLA_TRY(kubectlApply(bench, yaml));
+  return secondsSince(start);
+}
+
+struct Figures {
+  long idle_rss = 0, settled_rss = 0, peak_before = 0, peak = 0, updated_rss = 0;
+  double create_s = 0, kubectl_bundles_create_s = 0, kubectl_all_create_s = 0;
+  //! Medians over the update rounds (each round: flotilla, kubectl per bundle, one kubectl, interleaved).
+  double update_s = 0, kubectl_bundles_update_s = 0, kubectl_all_update_s = 0;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+//! The agent: idle, warm-up, then the measured create round, with its memory before and after.
+Status measureAgentCreate(Bench& bench, Figures& figures) {
+  std::this_thread::sleep_for(seconds(3));  // registered, bound, heartbeating: idle
+  const pid_t pid = bench.agent.pid();
+  figures.idle_rss = procStatusKiB(pid, "VmRSS");
+  auto warm = deployRound(bench, "warm-f", kWarmupBundles, 0);
+  FLOTILLA_TRY(warm);
+  figures.peak_before = procStatusKiB(pid, "VmHWM");
+  auto created = deployRound(bench, "bench-f", bench.bundles, 1);
+  FLOTILLA_TRY(created);
+  figures.create_s = *created;
+  figures.peak = procStatusKiB(pid, "VmHWM");
+  std::this_thread::sleep_for(seconds(5));  // settled: idle, watching
+  figures.settled_rss = procStatusKiB(pid, "VmRSS");
+  return {};
+}
+
+//! kubectl creating the same objects in fresh namespace sets (per bundle, and all at once), after a warm-up round.
+Status measureKubectlCreate(Bench& bench, Figures& figures) {
+  FLOTILLA_TRY(kubectlPerBundle(bench, "warm-k", kWarmupBundles, 0));
+  auto per_bundle = kubectlPerBundle(bench, "bench-k", bench.bundles, 1);
+  FLOTILLA_TRY(per_bundle);
+  figures.kubectl_bundles_create_s = *per_bundle;
+  auto all = kubectlAll(bench, "bench-a", bench.bundles, 1);
+  FLOTILLA_TRY(all);
+  figures.kubectl_all_create_s = *all;
+  return {};
+}
+
+//! `rounds` update rounds (every ConfigMap changes), the three contenders interleaved in each round, so a change
+//! of the machine's load hits all of them; medians.
+Status measureUpdates(Bench& bench, Figures& figures) {
+  std::vector<double> flotilla, per_bundle, all;
+  for (int r = 0; r < bench.rounds; ++r) {
+    const int round = 2 + r;
+    auto updated = deployRound(bench, "bench-f", bench.bundles, round);
+    FLOTILLA_TRY(updated);
+    flotilla.push_back(*updated);
+    auto kubectl_bundles = kubectlPerBundle(bench, "bench-k", bench.bundles, round);
+    FLOTILLA_TRY(kubectl_bundles);
+    per_bundle.push_back(*kubectl_bundles);
+    auto kubectl_all = kubectlAll(bench, "bench-a", bench.bundles, round);
+    FLOTILLA_TRY(kubectl_all);
+    all.push_back(*kubectl_all);
+  }
+  figures.update_s = median(flotilla);
+  figures.kubectl_bundles_update_s = median(per_bundle);
+  figures.kubectl_all_update_s = median(all);
+  figures.peak = procStatusKiB(bench.agent.pid(), "VmHWM");
+  std::this_thread::sleep_for(seconds(5));
+  figures.updated_rss = procStatusKiB(bench.agent.pid(), "VmRSS");
+  return {};
+}
+
+//! Drift-detection latency (edit of a managed object by another field manager -> Modified reported), median and
+//! max: measured here once the agent reports Modified; until then this phase only says so.
+void measureDrift(Bench& /*bench*/) {
+  std::printf("  drift detection (edit -> Modified): not measured (the agent does not report Modified yet)\n");
+}
+
+void printFigures(const Bench& bench, const Figures& f) {
+  const int objects = bench.bundles * (kConfigMapsPerBundle + 1) + bench.bundles / 10;
+  std::printf("agent: %d bundles, %d objects (%d ConfigMaps), --parallel-bundles %d; %s\n", bench.bundles, objects,
+              bench.bundles * kConfigMapsPerBundle, bench.parallel, bench::machineLoad().c_str());
+  std::printf("  VmRSS idle after registration:          %6.1f MiB (goal <= 15)\n", mib(f.idle_rss));
+  std::printf("  VmRSS after the create settled (idle):  %6.1f MiB (goal <= 15)\n", mib(f.settled_rss));
+  std::printf("  VmRSS after the updates settled (idle): %6.1f MiB\n", mib(f.updated_rss));
+  std::printf("  VmHWM peak while applying:              %6.1f MiB (goal <= 40; %.1f MiB after the warm-up)\n",
+              mib(f.peak), mib(f.peak_before));
+  std::printf(
+      "  create: publish -> %d Ready   flotilla %6.2f s | kubectl per bundle (x%d) %6.2f s (ratio %.2fx) | "
+      "one kubectl %6.2f s (ratio %.2fx)\n",
+      bench.bundles, f.create_s, std::max(1, bench.parallel), f.kubectl_bundles_create_s,
+      f.create_s / f.kubectl_bundles_create_s, f.kubectl_all_create_s, f.create_s / f.kubectl_all_create_s);
+  std::printf(
+      "  update (median of %d): %d Ready flotilla %6.2f s | kubectl per bundle (x%d) %6.2f s (ratio %.2fx) | "
+      "one kubectl %6.2f s (ratio %.2fx)\n",
+      bench.rounds, bench.bundles, f.update_s, std::max(1, bench.parallel), f.kubectl_bundles_update_s,
+      f.update_s / f.kubectl_bundles_update_s, f.kubectl_all_update_s, f.update_s / f.kubectl_all_update_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Bench bench;
+  bench.parallel = argc > 1 ? std::atoi(argv[1]) : 4;
+  bench.bundles = argc > 2 ? std::atoi(argv[2]) : 100;
+  bench.rounds = std::max(1, argc > 3 ? std::atoi(argv[3]) : 3);
+  bench.kubectl = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin") + "/kubectl";
+  auto dir = makeTempDir("bench-agent");
+  if (!dir.ok()) {
+    std::cerr << "bench: " << dir.error().describe() << std::endl;
+    return 1;
+  }
+  bench.dir = *dir;
+  Figures figures;
+  Status done = startServers(bench);
+  for (const auto& step : std::vector<std::function<Status()>>{
+           [&] { return startAgent(bench); }, [&] { return measureAgentCreate(bench, figures); },
+           [&] { return measureKubectlCreate(bench, figures); }, [&] { return measureUpdates(bench, figures); }}) {
+    if (done.ok()) {
+      done = step();
+    }
+  }
+  if (!done.ok()) {
+    std::cerr << "bench: " << done.error().describe() << "\n"
+              << readFile(bench.dir + "/agent.log").valueOr("") << std::endl;
+    return 1;
+  }
+  printFigures(bench, figures);
+  measureDrift(bench);
+  bench.agent.stop(seconds(10));
+  removeAll(bench.dir);
+  return 0;
+}

@@ -1,0 +1,258 @@
+// Parallel bundles (--parallel-bundles, docs/pipeline.md stage 5) against a real nats-server and kube-apiserver:
+// different bundles are applied at once and one bundle's deploys in order; a slow bundle (a CRD that never gets
+// Established) or one waiting for a dependency never holds up another; and bundles that claim and release the same
+// objects at the same moment (two handler calls racing, no consumer in between) end with one owner per object, listed
+// in that owner's inventory only (the lock order is in deploy_handler.h).
+#include <latch>
+
+#include "agent_fixture.h"
+#include "flotilla/agent/released.h"
+
+namespace flotilla::agent {
+namespace {
+
+using namespace flotilla::agent::testing;  // NOLINT(google-build-using-namespace): the fixture's helpers
+
+//! A DeployHandler of its own, called directly from several threads at once.
+struct Rig {
+  Rig(const std::shared_ptr<kube::KubeClient>& kube, const std::shared_ptr<bus::JetStream>& js,
+      const std::shared_ptr<bus::ObjectStore>& store, const std::string& cluster, const std::string& agent_namespace,
+      std::chrono::milliseconds hold)
+      : applier(*kube, ApplierOptions{}, metrics, [] { return false; }),
+        inventories(*kube, agent_namespace),
+        manifests(js, store),
+        publisher(js, cluster, metrics) {
+    handler = std::make_unique<DeployHandler>(cluster, applier, inventories, manifests, publisher, metrics,
+                                              DeployHandlerOptions{.release_hold = hold});
+  }
+  //! Handles `events` on one thread each, all started together; the outcomes in the same order.
+  std::vector<Outcome> race(const std::vector<events::DeployEvent>& events) {
+    std::vector<Outcome> outcomes(events.size());
+    std::latch start(static_cast<std::ptrdiff_t>(events.size()));
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < events.size(); ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        outcomes[i] = handler->handleEvent(events[i], Delivery{});
+      });
+    }
+    for (auto& thread : threads) {
+      thread.join();
+    }
+    return outcomes;
+  }
+
+  Metrics metrics{"agent"};
+  Applier applier;
+  InventoryStore inventories;
+  ManifestSource manifests;
+  StatusPublisher publisher;
+  std::unique_ptr<DeployHandler> handler;
+};
+
+class ParallelTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    AgentTest::SetUp();
+    ns_ = unique("par");
+    options_ = Json::obj({{"defaultNamespace", ns_}});
+  }
+
+  static Json cm(const std::string& name, const std::string& value = "v") {
+    return configMap(name, "", {{"k", value}});
+  }
+  static std::vector<Json> cms(const std::string& prefix, int n) {
+    std::vector<Json> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(cm(prefix + std::to_string(i)));
+    }
+    return out;
+  }
+  static Json crd(const std::string& group, const std::string& plural, const std::string& kind) {
+    return Json::obj(
+        {{"apiVersion", "apiextensions.k8s.io/v1"},
+         {"kind", "CustomResourceDefinition"},
+         {"metadata", Json::obj({{"name", plural + "." + group}})},
+         {"spec",
+          Json::obj({{"group", group},
+                     {"scope", "Cluster"},
+                     {"names", Json::obj({{"plural", plural}, {"kind", kind}})},
+                     {"versions",
+                      Json(Json::Array{Json::obj(
+                          {{"name", "v1"},
+                           {"served", true},
+                           {"storage", true},
+                           {"schema", Json::obj({{"openAPIV3Schema", Json::obj({{"type", "object"},
+                                                                                {"x-kubernetes-preserve-unknown-fields",
+                                                                                 true}})}})}})})}})}});
+  }
+  std::unique_ptr<Rig> rig(milliseconds hold) {
+    return std::make_unique<Rig>(kube_, js_, manifests_, cluster_name_, agent_namespace_, hold);
+  }
+  std::string owner(const std::string& name) { return ownerOfLive("v1", "ConfigMap", ns_, name); }
+  std::string bundleOwner(const std::string& bundle) { return workspace_ + "/" + bundle; }
+  ObjectRef ref(const std::string& name) { return ObjectRef{"v1", "ConfigMap", ns_, name}; }
+  std::vector<ReleasedObject> held() {
+    Metrics metrics("agent");
+    auto loaded = ReleasedStore(*kube_, agent_namespace_, metrics).load();
+    EXPECT_TRUE(loaded.ok()) << loaded.error().describe();
+    return loaded.ok() ? *loaded : std::vector<ReleasedObject>();
+  }
+
+  std::string ns_;
+  Json options_;
+};
+
+// A bundle stuck in its CRD wait (a CRD that never gets Established, --crd-timeout 120s) does not hold up another
+// bundle: the other is applied and Ready while the slow one has reported nothing yet.
+TEST_F(ParallelTest, ASlowBundleDoesNotHoldUpAnother) {
+  startResponder();
+  AgentOptions options = agentOptions();
+  options.crd_timeout = seconds(120);
+  startAgent(nullptr, true, false, options);
+  const std::string group = randomHex(4) + ".example.com";
+  ASSERT_TRUE(kube_->apply(crd(group, "widgets", "Widget"), kube::ApplyOptions{.field_manager = "test"}).ok());
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto live = get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group);
+        return live.ok() && evaluateHealth(*live).ready;
+      },
+      seconds(20)));
+  const std::string slow = unique("slow");
+  const std::string fast = unique("fast");
+  // Same kind under another plural: the API server never accepts its names, so it is never Established.
+  Json gizmo = Json::obj({{"apiVersion", group + "/v1"}, {"kind", "Gizmo"}, {"metadata", Json::obj({{"name", "g"}})}});
+  deploy(slow, putManifest({crd(group, "gizmos", "Widget"), gizmo}), Json::object());
+  ASSERT_TRUE(
+      eventually([&] { return exists("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gizmos." + group); },
+                 seconds(30)));  // stage 1 applied: the slow deploy now waits
+  deploy(fast, putManifest({cm("a")}), options_);
+  auto ready = status_.waitForState(fast, "Ready", seconds(60));
+  ASSERT_TRUE(ready);
+  EXPECT_TRUE(status_.all(slow).empty()) << "the slow bundle was handled before the fast one";
+  stopAgent();  // ends the CRD wait
+  for (const char* plural : {"widgets", "gizmos"}) {
+    (void)kube_->remove("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", std::string(plural) + "." + group);
+  }
+}
+
+// A bundle parked for dependsOn holds no worker: another bundle is applied meanwhile, and the parked one is applied
+// when its dependency becomes Ready.
+TEST_F(ParallelTest, ABundleWaitingForADependencyDoesNotHoldUpAnother) {
+  startRegisteredAgent();
+  const std::string waits = unique("waits");
+  const std::string other = unique("other");
+  const std::string dep = unique("dep");
+  auto event = makeEvent(waits, putManifest({cm("w")}), options_);
+  event.depends_on = Json(Json::Array{Json::obj({{"name", dep}})});
+  publish(event);
+  ASSERT_TRUE(status_.waitForState(waits, "WaitApplied"));
+  deploy(other, putManifest({cm("o")}), options_);
+  EXPECT_TRUE(status_.waitForState(other, "Ready"));
+  EXPECT_FALSE(exists("v1", "ConfigMap", ns_, "w"));
+  deploy(dep, putManifest({cm("d")}), options_);
+  EXPECT_TRUE(status_.waitForState(dep, "Ready"));
+  EXPECT_TRUE(status_.waitForState(waits, "Ready"));
+  EXPECT_TRUE(exists("v1", "ConfigMap", ns_, "w"));
+}
+
+// One bundle's deploys run in stream order while other bundles run beside them: its reports come in generation
+// order and the last deployment is what stays applied.
+TEST_F(ParallelTest, OneBundlesDeploysRunInOrder) {
+  startRegisteredAgent();
+  const std::string bundle = unique("ordered");
+  std::vector<std::string> others;
+  for (int generation = 1; generation <= 6; ++generation) {
+    deploy(bundle, putManifest({cm("x", "g" + std::to_string(generation))}), options_);
+    others.push_back(unique("other"));
+    deploy(others.back(), putManifest({cm(others.back())}), options_);
+  }
+  ASSERT_TRUE(status_.waitFor(bundle, [](const events::StatusEvent& s) { return s.generation == 6; }));
+  for (const auto& other : others) {
+    EXPECT_TRUE(status_.waitForState(other, "Ready")) << other;
+  }
+  int64_t last = 0;
+  for (const auto& status : status_.all(bundle)) {
+    EXPECT_GE(status.generation, last) << "reports out of order";
+    last = status.generation;
+  }
+  EXPECT_EQ(get("v1", "ConfigMap", ns_, "x")->at({"data", "k"})->asString(), "g6");
+  EXPECT_EQ(inventory(bundle)->generation, 6);
+}
+
+// Two bundles that want the same 12 objects, handled at the same instant: every object ends with exactly one owner
+// (its annotation), listed in that bundle's inventory and claimed by the other; when one bundle is deleted, the
+// other takes every object over.
+TEST_F(ParallelTest, TwoBundlesClaimingTheSameObjectsAtOnceEndWithOneOwnerEach) {
+  auto r = rig(milliseconds(0));
+  const std::string x = unique("x");
+  const std::string y = unique("y");
+  const auto objects = cms("o", 12);
+  auto x_event = makeEvent(x, putManifest(objects), options_);
+  auto y_event = makeEvent(y, putManifest(objects), options_);
+  r->race({x_event, y_event});
+  auto x_inventory = inventory(x);
+  auto y_inventory = inventory(y);
+  ASSERT_TRUE(x_inventory && y_inventory);
+  for (int i = 0; i < 12; ++i) {
+    const std::string name = "o" + std::to_string(i);
+    const std::string live_owner = owner(name);
+    ASSERT_TRUE(live_owner == bundleOwner(x) || live_owner == bundleOwner(y)) << name << ": " << live_owner;
+    const bool x_owns = live_owner == bundleOwner(x);
+    const Inventory& holder = x_owns ? *x_inventory : *y_inventory;
+    const Inventory& claimant = x_owns ? *y_inventory : *x_inventory;
+    EXPECT_TRUE(holder.lists(ref(name))) << name;
+    EXPECT_FALSE(claimant.lists(ref(name))) << name;
+    EXPECT_TRUE(std::any_of(claimant.claims.begin(), claimant.claims.end(), [&](const ObjectRef& c) {
+      return c.identity() == ref(name).identity();
+    })) << name;
+  }
+  // x goes: what it held is handed over to y, whose re-run (the wake) takes everything.
+  r->race({makeEvent(x, "", Json::object(), /*remove=*/true)});
+  r->race({y_event});
+  y_inventory = inventory(y);
+  ASSERT_TRUE(y_inventory);
+  EXPECT_TRUE(y_inventory->claims.empty());
+  EXPECT_EQ(y_inventory->objects.size(), 12u);
+  EXPECT_FALSE(inventory(x));
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(owner("o" + std::to_string(i)), bundleOwner(y));
+  }
+}
+
+// A release and a claim of the same objects at the same instant (a's new deployment drops them while b's takes
+// them), with and without a hold: after b's re-run (the wake) every object exists, is b's and listed by b alone,
+// a keeps only what it still wants, and nothing is left in the hold list.
+TEST_F(ParallelTest, ARaceBetweenReleaseAndClaimConverges) {
+  for (auto hold : {milliseconds(0), milliseconds(60000)}) {
+    SCOPED_TRACE("hold " + std::to_string(hold.count()) + " ms");
+    auto r = rig(hold);
+    const std::string a = unique("a");
+    const std::string b = unique("b");
+    const std::string prefix = "m" + randomHex(2) + "-";
+    auto moved = cms(prefix, 8);
+    auto first = moved;
+    first.push_back(cm(prefix + "keep"));
+    ASSERT_EQ(r->race({makeEvent(a, putManifest(first), options_)})[0].result, "applied");
+    auto b_event = makeEvent(b, putManifest(moved), options_);
+    r->race({makeEvent(a, putManifest({cm(prefix + "keep")}), options_), b_event});
+    r->race({b_event});
+    auto a_inventory = inventory(a);
+    auto b_inventory = inventory(b);
+    ASSERT_TRUE(a_inventory && b_inventory);
+    EXPECT_EQ(a_inventory->objects.size(), 1u);
+    EXPECT_EQ(b_inventory->objects.size(), 8u);
+    EXPECT_TRUE(b_inventory->claims.empty());
+    for (int i = 0; i < 8; ++i) {
+      const std::string name = prefix + std::to_string(i);
+      EXPECT_EQ(owner(name), bundleOwner(b)) << name;
+      EXPECT_FALSE(a_inventory->lists(ref(name))) << name;
+    }
+    for (const auto& entry : held()) {
+      EXPECT_NE(entry.ref.name.rfind(prefix, 0), 0u) << "still held: " << entry.ref.describe();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::agent
