@@ -6,6 +6,7 @@
 #include <set>
 
 #include "flotilla/agent/deploy_handler.h"
+#include "flotilla/agent/watcher.h"
 #include "flotilla/core/fault.h"
 #include "flotilla/core/log.h"
 
@@ -45,6 +46,8 @@ struct DeployHandler::ApplyPlan {
   BundleReport report;
   std::vector<ObjectRef> kept;  //!< what the bundle owns after prune: the new inventory
   bool prune_ok = true;
+  DriftSettings drift;                 //!< correctDrift, diff.comparePatches, ignore.conditions
+  std::vector<WatchedObject> watched;  //!< what the apply wrote, for the drift watch
 };
 
 Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
@@ -106,6 +109,10 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
     }
     return grew ? inventories_.save(plan.current) : Status();
   };
+  plan.drift = driftSettings(options);
+  plan.request.applied_object = [&plan](const ObjectRef& ref, const Json& sent, const Json& live) {
+    plan.watched.push_back(WatchedObject{.ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json()});
+  };
   wireClaims(plan);
   return std::nullopt;
 }
@@ -127,6 +134,9 @@ void DeployHandler::wireClaims(ApplyPlan& plan) {
 }
 
 std::optional<Outcome> DeployHandler::applyStaged(ApplyPlan& plan) {
+  if (options_.drift != nullptr) {
+    options_.drift->beginApply(plan.owner);  // no drift correction of this bundle races its deploy
+  }
   auto applied = applier_.apply(plan.request, plan.delivery.progress);
   if (!applied.ok()) {
     return transientFailure(plan.event, plan.delivery, "apply", applied.error());
@@ -224,6 +234,7 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
 Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
   const events::DeployEvent& event = plan.event;
   BundleReport& bundle_report = plan.report;
+  watchApplied(plan);
   if (plan.request.force) {
     appendMessage(bundle_report, "applied with force (takeOwnership)" +
                                      (plan.applied.adopted > 0 ? ": took " + std::to_string(plan.applied.adopted) +
@@ -250,6 +261,20 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
                                {"failed", static_cast<int64_t>(plan.applied.failed)},
                                {"pruned", static_cast<int64_t>(plan.leaving.size())}});
   return Outcome::ack("applied");
+}
+
+void DeployHandler::watchApplied(ApplyPlan& plan) {
+  if (options_.drift == nullptr) {
+    return;
+  }
+  options_.drift->registerBundle(plan.owner, plan.drift, std::move(plan.watched));
+  const auto state = plan.report.state;
+  if (state != model::BundleState::kReady && state != model::BundleState::kNotReady) {
+    return;  // an apply or prune problem is what the report is about
+  }
+  if (auto watched = options_.drift->bundleReport(plan.owner)) {
+    plan.report = std::move(*watched);  // the same live objects, with ignore.conditions honoured
+  }
 }
 
 //! An ownership conflict: reported once per identical result, then parked until a release wakes it.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "flotilla/agent/watcher.h"
 #include "flotilla/core/log.h"
 #include "flotilla/model/codec.h"
 
@@ -86,6 +87,9 @@ Status DeployHandler::report(const events::DeployEvent& event, const BundleRepor
   std::string key = ownerOf(event.workspace, event.bundle);
   if (forget) {
     tracked_.erase(key);
+    if (options_.drift != nullptr) {
+      options_.drift->unregisterBundle(key);  // deleted, or failed as a whole: nothing of it to watch
+    }
   } else {
     tracked_[key] = TrackedBundle{.workspace = event.workspace,
                                   .bundle = event.bundle,
@@ -174,6 +178,9 @@ Outcome DeployHandler::dispatch(const events::DeployEvent& event, const Delivery
   if (!options.ok()) {
     return rejectWithReport(event, delivery, kReasonInvalidOptions, options.error().describe(), "invalid");
   }
+  if (auto checked = checkDriftOptions(*options); !checked.ok()) {
+    return rejectWithReport(event, delivery, kReasonInvalidOptions, checked.error().describe(), "invalid");
+  }
   std::optional<Inventory> inventory;
   if (auto failed = loadInventory(event, delivery, inventory)) {
     return *failed;
@@ -229,11 +236,11 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const I
       return transientFailure(event, delivery, "inventory", saved.error());
     }
   }
-  auto health = applier_.checkHealth(inventory.objects);
-  if (!health.ok()) {
-    return transientFailure(event, delivery, "health", health.error());
+  auto current = currentReport(ownerOf(event.workspace, event.bundle), inventory.objects);
+  if (!current.ok()) {
+    return transientFailure(event, delivery, "health", current.error());
   }
-  auto published = report(event, summarize(*health), inventory.deployment_id, inventory.objects);
+  auto published = report(event, *current, inventory.deployment_id, inventory.objects);
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());
   }

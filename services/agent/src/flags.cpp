@@ -15,6 +15,10 @@ std::map<std::string, std::string> agentFlags() {
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
       {"max-deliveries", "deliveries of a failing deploy before it is terminated and reported (default 10)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
+      {"fight-corrections",
+       "drift corrections of one object within --fight-window after which another writer is taken to fight the "
+       "agent: correcting it stops and DriftFight is reported (default 3)"},
+      {"fight-window", "the window of --fight-corrections, and how long the other writer must stay quiet (default 1m)"},
       {"release-hold",
        "how long an object a bundle released and no bundle claims is kept before it is deleted, so a bundle that "
        "claims it later adopts it (default 60s; 0 deletes at once)"},
@@ -38,13 +42,20 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   if (options.max_deliveries < 1) {
     return fail(ErrorKind::kInvalid, "--max-deliveries must be at least 1");
   }
+  const int64_t fight_corrections =
+      config.getInt("fight-corrections", static_cast<int64_t>(kDefaultFightCorrections));
+  if (fight_corrections < 1) {
+    return fail(ErrorKind::kInvalid, "--fight-corrections must be at least 1");
+  }
+  options.fight_corrections = static_cast<size_t>(fight_corrections);
   struct IntervalFlag {
     const char* name;
     std::chrono::milliseconds* target;
   };
   for (auto [name, target] :
        {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
-        IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout}}) {
+        IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout},
+        IntervalFlag{"fight-window", &options.fight_window}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

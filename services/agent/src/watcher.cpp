@@ -48,6 +48,38 @@ DriftSettings driftSettings(const model::BundleDeploymentOptions& options) {
   return settings;
 }
 
+Status checkDriftOptions(const model::BundleDeploymentOptions& options) {
+  if (!options.diff) {
+    return okStatus();
+  }
+  const auto& patches = options.diff->compare_patches;
+  for (size_t i = 0; i < patches.size(); ++i) {
+    const std::string at = "diff.comparePatches[" + std::to_string(i) + "]";
+    for (size_t j = 0; j < patches[i].operations.size(); ++j) {
+      const auto& operation = patches[i].operations[j];
+      const std::string op_at = at + ".operations[" + std::to_string(j) + "]";
+      if (operation.op != "remove" && operation.op != "ignore") {
+        return fail(ErrorKind::kInvalid, op_at + ".op: \"" + operation.op +
+                                             "\" is not supported: the agent only hides fields from drift (remove, "
+                                             "ignore)");
+      }
+      if (!operation.value.empty()) {
+        return fail(ErrorKind::kInvalid, op_at + ".value: not used by " + operation.op + " operations");
+      }
+      if (!operation.path.starts_with("/")) {
+        return fail(ErrorKind::kInvalid, op_at + ".path: expected a JSON pointer starting with /");
+      }
+    }
+    for (size_t j = 0; j < patches[i].json_pointers.size(); ++j) {
+      if (!patches[i].json_pointers[j].starts_with("/")) {
+        return fail(ErrorKind::kInvalid, at + ".jsonPointers[" + std::to_string(j) +
+                                             "]: expected a JSON pointer starting with /");
+      }
+    }
+  }
+  return okStatus();
+}
+
 DriftWatcher::DriftWatcher(kube::KubeClient& client, Metrics& metrics, WatcherOptions options)
     : client_(client), metrics_(metrics), options_(std::move(options)) {}
 

@@ -25,6 +25,7 @@
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/inventory.h"
+#include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/metrics.h"
@@ -51,6 +52,9 @@ struct AgentOptions {
   int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries (waits use none)
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
   DeployHandlerOptions retry;
+  //! Fight detection (watcher.h): --fight-corrections corrections of one object within --fight-window.
+  size_t fight_corrections = kDefaultFightCorrections;
+  std::chrono::milliseconds fight_window = kDefaultFightWindow;
   std::string agent_version = std::string(kAgentVersion);
 };
 
@@ -89,6 +93,7 @@ class Agent {
   [[nodiscard]] DeployHandler& handler() { return *handler_; }
   [[nodiscard]] Applier& applier() { return *applier_; }
   [[nodiscard]] InventoryStore& inventories() { return *inventories_; }
+  [[nodiscard]] DriftWatcher& drift() { return *drift_; }
 
  private:
   Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
@@ -107,6 +112,8 @@ class Agent {
   void consumerLoop();
   //! The handler's wake callback: the consumer's parked deploys run again (nothing before it is bound).
   void wakeParked();
+  //! Seeds the handler and the watch from the cluster's inventories, once.
+  void seedOnce(bool& seeded);
   //! One round of the resync thread: seed (once), re-check health, reap expired holds.
   void resyncOnce(bool& seeded);
   void heartbeatLoop();
@@ -118,6 +125,7 @@ class Agent {
   std::shared_ptr<kube::KubeClient> kube_;
   Metrics& metrics_;
 
+  std::unique_ptr<DriftWatcher> drift_;
   std::unique_ptr<Applier> applier_;
   std::unique_ptr<InventoryStore> inventories_;
   std::unique_ptr<StatusPublisher> publisher_;

@@ -49,6 +49,10 @@ struct ApplyRequest {
   //! the rest of the handover. A failure aborts the apply (retried; every step is idempotent).
   std::function<Status(const ObjectRef&, const std::string& owner, const std::string& rule)> claimed =
       [](const ObjectRef&, const std::string&, const std::string&) { return Status(); };
+  //! Called after each object was applied, with the object as sent and as the API server answered (the drift
+  //! watch takes the field set server-side apply gave manager flotilla from it).
+  std::function<void(const ObjectRef&, const Json& sent, const Json& live)> applied_object =
+      [](const ObjectRef&, const Json&, const Json&) {};
   model::Labels namespace_labels;       //!< for namespaces the agent creates for the bundle
   model::Labels namespace_annotations;  //!< idem
   //! Called before each stage with the refs of the objects about to be applied (the caller widens its inventory

@@ -52,6 +52,8 @@
 
 namespace flotilla::agent {
 
+class DriftWatcher;
+
 //! The agent's version, reported at registration, in heartbeats and in status events.
 inline constexpr std::string_view kAgentVersion = "0.1.0";
 //! Reason of the WaitApplied state while dependsOn is not satisfied.
@@ -113,6 +115,9 @@ struct DeployHandlerOptions {
   std::function<void()> wake;
   //! The hold's clock; nullptr = systemClock().
   Clock* clock = nullptr;
+  //! The shared watch (watcher.h): applied objects are registered with it, and it reports drift and health
+  //! changes through reportFromWatch. nullptr: no watch (health is read by resync only).
+  DriftWatcher* drift = nullptr;
 };
 
 //! The nak delay for the n-th delivery: retry_base * 2^(n-1), capped at retry_max.
@@ -167,6 +172,10 @@ class DeployHandler {
   //! Re-evaluates the health of tracked bundles that are not Ready (or not reported since start) and publishes a
   //! StatusEvent for each whose state changed. Returns how many were published.
   size_t resync();
+  //! The watch saw the drift or health of the bundle's objects change: publishes the bundle's state when it differs
+  //! from the last report (never over ErrApplied or WaitApplied: only a deploy changes those), then wakes the
+  //! parked deploys.
+  void reportFromWatch(const std::string& owner);
   //! A snapshot of the tracked bundles.
   [[nodiscard]] std::vector<TrackedBundle> tracked() const;
   //! Deletes held objects whose hold expired, unless their owner annotation no longer names the releaser or an
@@ -208,6 +217,10 @@ class DeployHandler {
   void refusePruneToEmpty(ApplyPlan& plan);
   std::optional<Outcome> saveInventory(ApplyPlan& plan);
   Outcome reportApplied(ApplyPlan& plan);
+  //! Registers what the apply wrote with the watch and takes the state it sees (ignore.conditions, drift).
+  void watchApplied(ApplyPlan& plan);
+  //! The bundle's state: from the watch when it covers the bundle, else read live (checkHealth).
+  Result<BundleReport> currentReport(const std::string& owner, const std::vector<ObjectRef>& objects);
   //! The claim rules and the handover's bookkeeping, wired into the plan's ApplyRequest.
   void wireClaims(ApplyPlan& plan);
   //! Publishes the report (once per identical result while parked for a conflict) and acks, or parks.

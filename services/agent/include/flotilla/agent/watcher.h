@@ -65,6 +65,9 @@ struct DriftSettings {
   std::vector<model::Labels> ignore_conditions;
 };
 DriftSettings driftSettings(const model::BundleDeploymentOptions& options);
+//! kInvalid naming the field when diff.comparePatches asks for something the agent does not do: an operation other
+//! than remove/ignore, a value, or a path that is not a JSON pointer.
+Status checkDriftOptions(const model::BundleDeploymentOptions& options);
 
 //! One object of a bundle as the agent applied it.
 struct WatchedObject {
