@@ -212,7 +212,8 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
                            .commit_sequence = plan.event.commit_sequence,
                            .labels = plan.event.labels,
                            .objects = plan.kept,
-                           .claims = plan.applied.claims};
+                           .claims = plan.applied.claims,
+                           .options = watchOptionsOf(plan.event.options)};
   auto saved = inventories_.save(plan.current);
   if (!saved.ok()) {
     return transientFailure(plan.event, plan.delivery, "inventory", saved.error());

@@ -231,6 +231,7 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const I
   current.gitrepo = event.gitrepo;
   current.commit_sequence = event.commit_sequence;
   current.labels = event.labels;
+  current.options = watchOptionsOf(event.options);
   if (current != inventory) {
     if (auto saved = inventories_.save(current); !saved.ok()) {
       return transientFailure(event, delivery, "inventory", saved.error());

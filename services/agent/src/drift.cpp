@@ -12,24 +12,52 @@ namespace {
 
 constexpr char kSeparator = '\t';
 
-void collectFields(const Json& node, const std::string& prefix, FieldSet& out) {
+//! Every path of a fieldsV1 tree, true for nodes marked "." (the node itself is managed), false for leaves.
+void collectFields(const Json& node, const std::string& prefix, std::map<FieldPath, bool>& out) {
   if (!node.isObject()) {
     return;
   }
   for (const auto& [key, child] : node.asObject()) {
     if (key == ".") {
       if (!prefix.empty()) {
-        out.insert(prefix);  // the node itself (a map or list item) is managed
+        out.emplace(prefix, true);
       }
       continue;
     }
     std::string path = prefix.empty() ? key : prefix + kSeparator + key;
     if (!child.isObject() || child.asObject().empty()) {
-      out.insert(path);
+      out.emplace(path, false);
       continue;
     }
     collectFields(child, path, out);
   }
+}
+
+//! The fields of the managedFields entries of `manager` (and `operation`, "" = any), nodes marked true.
+std::map<FieldPath, bool> entryFields(const Json& live, std::string_view manager, std::string_view operation) {
+  std::map<FieldPath, bool> out;
+  const Json* entries = live.at({"metadata", "managedFields"});
+  if (entries == nullptr || !entries->isArray()) {
+    return out;
+  }
+  for (const auto& entry : entries->asArray()) {
+    if (entry.getString("manager") != manager || (!operation.empty() && entry.getString("operation") != operation)) {
+      continue;
+    }
+    if (const Json* fields = entry.find("fieldsV1")) {
+      collectFields(*fields, "", out);
+    }
+  }
+  return out;
+}
+
+//! FNV-1a of a value's canonical form (never kNodeHash).
+uint64_t valueHash(const Json& value) {
+  uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : value.dump()) {
+    hash = (hash ^ c) * 1099511628211ULL;
+  }
+  return hash == kNodeHash ? 1 : hash;
 }
 
 std::vector<std::string> splitPath(const FieldPath& path) {
@@ -133,20 +161,52 @@ std::string displaySegment(std::string_view segment) {
 
 FieldSet managedFieldSet(const Json& live, std::string_view manager, std::string_view operation) {
   FieldSet out;
-  const Json* entries = live.at({"metadata", "managedFields"});
-  if (entries == nullptr || !entries->isArray()) {
-    return out;
-  }
-  for (const auto& entry : entries->asArray()) {
-    if (entry.getString("manager") != manager || (!operation.empty() && entry.getString("operation") != operation)) {
-      continue;
-    }
-    if (const Json* fields = entry.find("fieldsV1")) {
-      collectFields(*fields, "", out);
-    }
+  for (const auto& [path, node] : entryFields(live, manager, operation)) {
+    out.insert(path);
   }
   return out;
 }
+
+FieldValues appliedFieldValues(const Json& applied) {
+  FieldValues out;
+  for (const auto& [path, node] : entryFields(applied, kFieldManager, "Apply")) {
+    const Json* value = node ? nullptr : valueAt(applied, path);
+    out.emplace(path, value != nullptr ? valueHash(*value) : kNodeHash);
+  }
+  return out;
+}
+
+const Json* valueAt(const Json& live, const FieldPath& path) {
+  const Json* node = &live;
+  for (const auto& segment : splitPath(path)) {
+    if (node == nullptr) {
+      return nullptr;
+    }
+    if (segment.starts_with("f:")) {
+      node = node->find(std::string_view(segment).substr(2));
+    } else if (segment.starts_with("i:")) {
+      size_t index = std::strtoull(segment.c_str() + 2, nullptr, 10);
+      node = node->isArray() && index < node->asArray().size() ? &node->asArray()[index] : nullptr;
+    } else {
+      int64_t index = itemIndex(*node, segment);
+      node = index >= 0 ? &node->asArray()[static_cast<size_t>(index)] : nullptr;
+    }
+  }
+  return node;
+}
+
+namespace {
+
+//! Whether a field flotilla no longer holds still has the applied value (an edit that was undone).
+bool stillApplied(const FieldPath& path, uint64_t hash, const Json& live) {
+  const Json* value = valueAt(live, path);
+  if (value == nullptr) {
+    return false;
+  }
+  return hash == kNodeHash || valueHash(*value) == hash;
+}
+
+}  // namespace
 
 std::vector<std::string> ignoredPointers(const model::DiffOptions& diff, const ObjectRef& ref) {
   std::vector<std::string> pointers;
@@ -167,7 +227,7 @@ std::vector<std::string> ignoredPointers(const model::DiffOptions& diff, const O
   return pointers;
 }
 
-ObjectDrift computeDrift(const FieldSet& applied, const Json& live, const std::vector<std::string>& ignored) {
+ObjectDrift computeDrift(const FieldValues& applied, const Json& live, const std::vector<std::string>& ignored) {
   const FieldSet held = managedFieldSet(live, kFieldManager, "Apply");
   std::vector<std::vector<std::string>> pointers;
   pointers.reserve(ignored.size());
@@ -175,8 +235,8 @@ ObjectDrift computeDrift(const FieldSet& applied, const Json& live, const std::v
     pointers.push_back(parsePointer(pointer));
   }
   std::vector<FieldPath> lost;
-  for (const auto& path : applied) {
-    if (!held.contains(path) && !isIgnored(path, live, pointers)) {
+  for (const auto& [path, hash] : applied) {
+    if (!held.contains(path) && !stillApplied(path, hash, live) && !isIgnored(path, live, pointers)) {
       lost.push_back(path);
     }
   }
@@ -188,9 +248,13 @@ ObjectDrift computeDrift(const FieldSet& applied, const Json& live, const std::v
       if (manager == kFieldManager && entry.getString("operation") == "Apply") {
         continue;
       }
-      FieldSet fields;
+      std::map<FieldPath, bool> paths;
       if (const Json* v1 = entry.find("fieldsV1")) {
-        collectFields(*v1, "", fields);
+        collectFields(*v1, "", paths);
+      }
+      FieldSet fields;
+      for (const auto& [path, node] : paths) {
+        fields.insert(path);
       }
       others.emplace_back(std::move(manager), std::move(fields));
     }

@@ -99,7 +99,8 @@ Result<model::Labels> decodeLabels(const Json& value) {
 
 Status checkKnownFields(const Json& value) {
   static constexpr std::string_view kKnown[] = {"workspace", "bundle",         "deploymentID", "generation", "applied",
-                                                "gitrepo",   "commitSequence", "labels",       "objects",    "claims"};
+                                                "gitrepo",   "commitSequence", "labels",       "objects",    "claims",
+                                                "options"};
   for (const auto& [key, unused] : value.asObject()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return invalid(key, "unknown field");
@@ -174,16 +175,20 @@ Json encodeInventory(const Inventory& inventory) {
   for (const auto& [key, value] : inventory.labels) {
     labels[key] = value;
   }
-  return Json::obj({{"workspace", inventory.workspace},
-                    {"bundle", inventory.bundle},
-                    {"deploymentID", inventory.deployment_id},
-                    {"generation", inventory.generation},
-                    {"applied", inventory.applied},
-                    {"gitrepo", inventory.gitrepo},
-                    {"commitSequence", inventory.commit_sequence},
-                    {"labels", std::move(labels)},
-                    {"objects", encodeRefs(inventory.objects)},
-                    {"claims", encodeRefs(inventory.claims)}});
+  Json encoded = Json::obj({{"workspace", inventory.workspace},
+                            {"bundle", inventory.bundle},
+                            {"deploymentID", inventory.deployment_id},
+                            {"generation", inventory.generation},
+                            {"applied", inventory.applied},
+                            {"gitrepo", inventory.gitrepo},
+                            {"commitSequence", inventory.commit_sequence},
+                            {"labels", std::move(labels)},
+                            {"objects", encodeRefs(inventory.objects)},
+                            {"claims", encodeRefs(inventory.claims)}});
+  if (!inventory.options.isNull()) {
+    encoded["options"] = inventory.options;
+  }
+  return encoded;
 }
 
 Result<Inventory> decodeInventory(const Json& value) {
@@ -203,6 +208,12 @@ Result<Inventory> decodeInventory(const Json& value) {
   auto claims = decodeRefs(value, "claims", false);
   FLOTILLA_TRY(claims);
   inventory.claims = std::move(claims).value();
+  if (const Json* options = value.find("options")) {
+    if (!options->isObject()) {
+      return invalid("options", "expected an object");
+    }
+    inventory.options = *options;
+  }
   return inventory;
 }
 

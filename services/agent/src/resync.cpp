@@ -10,24 +10,98 @@ namespace flotilla::agent {
 Status DeployHandler::seedFromCluster() {
   auto inventories = inventories_.list();
   FLOTILLA_TRY(inventories);
-  std::lock_guard lock(tracked_mutex_);
-  for (const auto& inventory : *inventories) {
-    if (!inventory.applied) {
-      continue;  // its last apply failed: only a new deploy event can change that
-    }
-    std::string key = ownerOf(inventory.workspace, inventory.bundle);
-    if (options_.drift != nullptr) {
-      options_.drift->adoptBundle(key, DriftSettings{}, inventory.objects);
-    }
-    if (!tracked_.contains(key)) {
-      tracked_[key] = TrackedBundle{.workspace = inventory.workspace,
-                                    .bundle = inventory.bundle,
-                                    .deployment_id = inventory.deployment_id,
-                                    .generation = inventory.generation,
-                                    .objects = inventory.objects};
+  std::vector<const Inventory*> seeded;
+  {
+    std::lock_guard lock(tracked_mutex_);
+    for (const auto& inventory : *inventories) {
+      if (!inventory.applied) {
+        continue;  // its last apply failed: only a new deploy event can change that
+      }
+      std::string key = ownerOf(inventory.workspace, inventory.bundle);
+      if (!tracked_.contains(key)) {
+        tracked_[key] = TrackedBundle{.workspace = inventory.workspace,
+                                      .bundle = inventory.bundle,
+                                      .deployment_id = inventory.deployment_id,
+                                      .generation = inventory.generation,
+                                      .objects = inventory.objects};
+        seeded.push_back(&inventory);
+      }
     }
   }
+  for (const Inventory* inventory : seeded) {
+    watchSeeded(*inventory);
+  }
   return {};
+}
+
+void DeployHandler::watchSeeded(const Inventory& inventory) {
+  if (options_.drift == nullptr) {
+    return;
+  }
+  std::lock_guard work(work_mutex_);  // a deploy of the bundle registers what it applied: that one is newer
+  const std::string owner = ownerOf(inventory.workspace, inventory.bundle);
+  if (options_.drift->registered(owner)) {
+    return;
+  }
+  auto restored = restoreWatched(inventory);
+  if (restored.ok()) {
+    options_.drift->registerBundle(owner, restored->first, std::move(restored->second));
+    return;
+  }
+  metrics_.counter("watch_restore_failures_total", "Bundles whose desired state could not be rebuilt after a restart")
+      .Increment();
+  log::warn("cannot rebuild the desired state after a restart: until the next deploy only deleted objects count as "
+            "drift and nothing is corrected",
+            {{"cluster", cluster_}, {"bundle", inventory.bundle}, {"error", restored.error().describe()}});
+  options_.drift->adoptBundle(owner, DriftSettings{}, inventory.objects);
+}
+
+Result<std::pair<DriftSettings, std::vector<WatchedObject>>> DeployHandler::restoreWatched(const Inventory& inventory) {
+  if (inventory.options.isNull()) {
+    return fail(ErrorKind::kNotFound, "the inventory has no options (written by an older agent)");
+  }
+  auto options = model::decodeOptions(inventory.options);
+  FLOTILLA_TRY(options);
+  auto data = manifests_.get(inventory.deployment_id.substr(0, inventory.deployment_id.find(':')));
+  FLOTILLA_TRY(data);
+  auto manifest = parseManifest(*data);
+  FLOTILLA_TRY(manifest);
+  const std::string owner = ownerOf(inventory.workspace, inventory.bundle);
+  const NamespacePolicy policy{.default_namespace = options->default_namespace,
+                               .target_namespace = options->target_namespace};
+  DriftSettings settings = driftSettings(*options);
+  kube::KubeClient& client = inventories_.client();
+  std::vector<WatchedObject> watched;
+  for (const auto& object : *manifest) {
+    auto ref = objectRefOf(object);
+    if (!ref.ok()) {
+      continue;  // the apply reported it; nothing of it to watch
+    }
+    auto mapping = client.mapping(ref->api_version, ref->kind);
+    if (!mapping.ok()) {
+      continue;
+    }
+    Json placed = placeObject(object, mapping->namespaced, policy, owner);
+    auto placed_ref = objectRefOf(placed);
+    if (!placed_ref.ok() || !inventory.lists(*placed_ref)) {
+      continue;  // not the bundle's (another bundle's object, or never applied)
+    }
+    // What the agent's apply would leave to manager flotilla: the baseline the live object is compared with.
+    auto answer = client.apply(placed, kube::ApplyOptions{.field_manager = std::string(kFieldManager),
+                                                          .force = true,
+                                                          .dry_run = true});
+    if (!answer.ok()) {
+      if (answer.error().kind == ErrorKind::kTransient) {
+        return fail(answer.error());
+      }
+      continue;
+    }
+    watched.push_back(WatchedObject{.ref = std::move(placed_ref).value(),
+                                    .live = std::move(answer).value(),
+                                    .desired = settings.correct ? std::move(placed) : Json(),
+                                    .dry_run = true});
+  }
+  return std::make_pair(std::move(settings), std::move(watched));
 }
 
 std::vector<TrackedBundle> DeployHandler::tracked() const {

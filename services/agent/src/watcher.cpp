@@ -48,6 +48,16 @@ DriftSettings driftSettings(const model::BundleDeploymentOptions& options) {
   return settings;
 }
 
+Json watchOptionsOf(const Json& options) {
+  Json kept = Json::object();
+  for (const char* key : {"defaultNamespace", "namespace", "correctDrift", "diff", "ignore"}) {
+    if (const Json* value = options.find(key)) {
+      kept[key] = *value;
+    }
+  }
+  return kept;
+}
+
 Status checkDriftOptions(const model::BundleDeploymentOptions& options) {
   if (!options.diff) {
     return okStatus();
@@ -107,7 +117,7 @@ void DriftWatcher::stop() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     for (auto& [key, loop] : watches_) {
-      *loop.stop = true;
+      *loop.flags.stop = true;
       threads.push_back(std::move(loop.thread));
     }
     watches_.clear();
@@ -153,11 +163,13 @@ void DriftWatcher::registerBundle(const std::string& owner, const DriftSettings&
   std::vector<Entry> entries;
   entries.reserve(objects.size());
   for (auto& object : objects) {
-    Entry entry{.owner = owner, .ref = object.ref, .applied = managedFieldSet(object.live, kFieldManager, "Apply")};
+    Entry entry{.owner = owner, .ref = object.ref, .applied = appliedFieldValues(object.live)};
     if (settings.correct) {
       entry.desired = std::move(object.desired);
     }
-    updateEntryLocked(entry, &object.live);  // the first drift and health, from the apply's answer
+    if (!object.dry_run) {
+      updateEntryLocked(entry, &object.live);  // the first drift and health, from the apply's answer
+    }
     entries.push_back(std::move(entry));
   }
   addEntriesLocked(owner, std::move(entries));
@@ -191,7 +203,7 @@ void DriftWatcher::addEntriesLocked(const std::string& owner, std::vector<Entry>
       std::erase(bundles_[it->second.owner].ids, id);
       releaseWatchLocked(keyOf(it->second.ref));
     }
-    retainWatchLocked(keyOf(entry.ref));
+    retainWatchLocked(keyOf(entry.ref), !entry.known);
     bundles_[owner].ids.push_back(id);
     entries_[id] = std::move(entry);
   }
@@ -238,16 +250,19 @@ size_t DriftWatcher::watchCount() const {
   return watches_.size();
 }
 
-void DriftWatcher::retainWatchLocked(const WatchKey& key) {
+void DriftWatcher::retainWatchLocked(const WatchKey& key, bool relist) {
   WatchLoop& loop = watches_[key];
   if (loop.users++ > 0 || stopping_) {
+    if (relist) {
+      *loop.flags.relist = true;
+    }
     return;
   }
   metrics_.gauge("watches", "Watches the agent runs (one per apiVersion, kind and namespace)")
       .Set(static_cast<double>(watches_.size()));
-  loop.thread = std::thread([this, key, stop = loop.stop, done = loop.done] {
-    runWatch(key, stop);
-    *done = true;
+  loop.thread = std::thread([this, key, flags = loop.flags] {
+    runWatch(key, flags);
+    *flags.done = true;
   });
 }
 
@@ -256,10 +271,10 @@ void DriftWatcher::releaseWatchLocked(const WatchKey& key) {
   if (it == watches_.end() || --it->second.users > 0) {
     return;
   }
-  *it->second.stop = true;
+  *it->second.flags.stop = true;
   if (it->second.thread.joinable()) {
     // Joined by the worker once it returned: a deploy never waits for a watch to end.
-    retired_.push_back(RetiredWatch{.thread = std::move(it->second.thread), .done = it->second.done});
+    retired_.push_back(RetiredWatch{.thread = std::move(it->second.thread), .done = it->second.flags.done});
   }
   watches_.erase(it);
   metrics_.gauge("watches", "Watches the agent runs (one per apiVersion, kind and namespace)")
@@ -269,14 +284,14 @@ void DriftWatcher::releaseWatchLocked(const WatchKey& key) {
 
 // ---- watch threads --------------------------------------------------------------------------------------------
 
-void DriftWatcher::runWatch(const WatchKey& key, const std::shared_ptr<std::atomic<bool>>& stop) {
+void DriftWatcher::runWatch(const WatchKey& key, const WatchFlags& loop) {
   std::chrono::milliseconds delay = options_.retry_min;
-  while (!*stop && !stopping_) {
-    if (watchFromList(key, stop)) {
-      delay = options_.retry_min;  // it ran until a 410 Gone: re-list at once
+  while (!*loop.stop && !stopping_) {
+    if (watchFromList(key, loop)) {
+      delay = options_.retry_min;  // it ran until a 410 Gone or a relist request: re-list at once
       continue;
     }
-    if (!pause(delay, stop)) {
+    if (!pause(delay, loop.stop)) {
       return;
     }
     delay = std::min(delay * 2, options_.retry_max);
@@ -289,8 +304,11 @@ bool DriftWatcher::pause(std::chrono::milliseconds duration, const std::shared_p
   return !*stop && !stopping_;
 }
 
-//! One list + watch cycle. True when it ended for a 410 Gone or a stop (re-list at once), false after an error.
-bool DriftWatcher::watchFromList(const WatchKey& key, const std::shared_ptr<std::atomic<bool>>& stop) {
+//! One list + watch cycle. True when it ended for a 410 Gone, a relist request or a stop (re-list at once), false
+//! after an error.
+bool DriftWatcher::watchFromList(const WatchKey& key, const WatchFlags& loop) {
+  const auto& stop = loop.stop;
+  *loop.relist = false;  // this list covers every object registered so far
   const std::string what = key.kind + (key.ns.empty() ? "" : " in " + key.ns);
   auto count_error = [&](std::string_view step, const Error& error) {
     metrics_.counter("watch_errors_total", "Watch list or read failures (re-listed after a backoff)",
@@ -311,7 +329,7 @@ bool DriftWatcher::watchFromList(const WatchKey& key, const std::shared_ptr<std:
     count_error("watch", watch.error());
     return false;
   }
-  while (!*stop && !stopping_) {
+  while (!*stop && !stopping_ && !*loop.relist) {
     auto event = (*watch)->next(options_.poll);
     if (!event.ok()) {
       if (kube::isGone(event.error())) {
@@ -385,7 +403,7 @@ bool DriftWatcher::updateEntryLocked(Entry& entry, const Json* live) {
   } else {
     entry.min_version = resourceVersionOf(*live);
     if (entry.adopt) {
-      entry.applied = managedFieldSet(*live, kFieldManager, "Apply");
+      entry.applied = appliedFieldValues(*live);
       entry.adopt = false;
     }
     auto settings = bundles_.find(entry.owner);

@@ -55,16 +55,28 @@ TEST(DriftTest, ManagedFieldSetHasLeavesAndMarkedNodes) {
 
 TEST(DriftTest, UnchangedObjectHasNoDrift) {
   Json applied = parse(kApplied);
-  ObjectDrift drift = computeDrift(managedFieldSet(applied, "flotilla"), applied, {});
+  ObjectDrift drift = computeDrift(appliedFieldValues(applied), applied, {});
   EXPECT_FALSE(drift.drifted());
   EXPECT_EQ(describeDrift(drift), "");
 }
 
 TEST(DriftTest, ChangedFieldsNameTheOtherManager) {
-  ObjectDrift drift = computeDrift(managedFieldSet(parse(kApplied), "flotilla"), parse(kEdited), {});
+  ObjectDrift drift = computeDrift(appliedFieldValues(parse(kApplied)), parse(kEdited), {});
   ASSERT_EQ(drift.changes.size(), 2U);
   EXPECT_EQ(drift.changes[0].manager, "kubectl-edit");
   EXPECT_EQ(describeDrift(drift), "changed by kubectl-edit: .spec.replicas, .spec.template.spec.containers[name=web].image");
+}
+
+TEST(DriftTest, AnEditThatWasUndoneIsNoDrift) {
+  // kubectl-edit holds the fields, but their values are the applied ones again.
+  Json undone = parse(kEdited);
+  undone["spec"]["replicas"] = 2;
+  undone["spec"]["template"]["spec"]["containers"].asArray()[0]["image"] = "nginx:1";
+  ObjectDrift drift = computeDrift(appliedFieldValues(parse(kApplied)), undone, {});
+  EXPECT_FALSE(drift.drifted()) << describeDrift(drift);
+  undone["spec"]["replicas"] = 3;
+  EXPECT_EQ(describeDrift(computeDrift(appliedFieldValues(parse(kApplied)), undone, {})),
+            "changed by kubectl-edit: .spec.replicas");
 }
 
 TEST(DriftTest, RemovedFieldHasNoManagerAndOnlyTheOutermostPathIsListed) {
@@ -73,7 +85,7 @@ TEST(DriftTest, RemovedFieldHasNoManagerAndOnlyTheOutermostPathIsListed) {
     {"manager": "flotilla", "operation": "Apply", "fieldsV1": {
       "f:metadata": {"f:annotations": {"f:flotilla.io/bundle": {}}}, "f:spec": {"f:replicas": {}}}}]},
     "spec": {"replicas": 2, "template": {"spec": {"containers": []}}}})");
-  ObjectDrift drift = computeDrift(managedFieldSet(parse(kApplied), "flotilla"), live, {});
+  ObjectDrift drift = computeDrift(appliedFieldValues(parse(kApplied)), live, {});
   ASSERT_EQ(drift.changes.size(), 1U);
   EXPECT_EQ(drift.changes[0].manager, "");
   EXPECT_EQ(describeDrift(drift), "removed: .spec.template.spec.containers[name=web]");
@@ -97,13 +109,13 @@ TEST(DriftTest, ComparePatchesHideFieldsOfTheObjectsTheyName) {
                               model::ComparePatch{.kind = "Deployment", .name = "other", .json_pointers = {"/spec"}}}};
   auto pointers = ignoredPointers(diff, web);
   EXPECT_EQ(pointers, (std::vector<std::string>{"/spec/template/spec/containers/0/image", "/spec/replicas"}));
-  ObjectDrift drift = computeDrift(managedFieldSet(parse(kApplied), "flotilla"), parse(kEdited), pointers);
+  ObjectDrift drift = computeDrift(appliedFieldValues(parse(kApplied)), parse(kEdited), pointers);
   EXPECT_FALSE(drift.drifted()) << describeDrift(drift);
   // Only the replicas hidden: the image still shows.
-  drift = computeDrift(managedFieldSet(parse(kApplied), "flotilla"), parse(kEdited), {"/spec/replicas"});
+  drift = computeDrift(appliedFieldValues(parse(kApplied)), parse(kEdited), {"/spec/replicas"});
   EXPECT_EQ(describeDrift(drift), "changed by kubectl-edit: .spec.template.spec.containers[name=web].image");
   // A pointer above the field hides everything under it.
-  drift = computeDrift(managedFieldSet(parse(kApplied), "flotilla"), parse(kEdited), {"/spec"});
+  drift = computeDrift(appliedFieldValues(parse(kApplied)), parse(kEdited), {"/spec"});
   EXPECT_FALSE(drift.drifted());
 }
 

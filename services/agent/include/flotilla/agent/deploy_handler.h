@@ -41,6 +41,7 @@
 #include "flotilla/agent/ownership.h"
 #include "flotilla/agent/released.h"
 #include "flotilla/agent/report.h"
+#include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/clock.h"
@@ -51,8 +52,6 @@
 #include "flotilla/service/consumer.h"
 
 namespace flotilla::agent {
-
-class DriftWatcher;
 
 //! The agent's version, reported at registration, in heartbeats and in status events.
 inline constexpr std::string_view kAgentVersion = "0.1.0";
@@ -217,6 +216,11 @@ class DeployHandler {
   void refusePruneToEmpty(ApplyPlan& plan);
   std::optional<Outcome> saveInventory(ApplyPlan& plan);
   Outcome reportApplied(ApplyPlan& plan);
+  //! After a restart: registers a seeded bundle with the watch, its desired objects rebuilt from the manifest and
+  //! the inventory's options (a dry-run apply gives their field set), so drift made while the agent was down is
+  //! found; else (older inventory, manifest gone) adopts the live objects as they are.
+  void watchSeeded(const Inventory& inventory);
+  Result<std::pair<DriftSettings, std::vector<WatchedObject>>> restoreWatched(const Inventory& inventory);
   //! Registers what the apply wrote with the watch and takes the state it sees (ignore.conditions, drift).
   void watchApplied(ApplyPlan& plan);
   //! The bundle's state: from the watch when it covers the bundle, else read live (checkHealth).

@@ -46,6 +46,9 @@ struct Inventory {
   model::Labels labels;         //!< the bundle's labels (dependsOn selectors)
   std::vector<ObjectRef> objects;
   std::vector<ObjectRef> claims;  //!< objects it wants that another bundle owns (OwnershipConflict)
+  //! What the drift watch needs of the DeployEvent's options (watchOptionsOf; null in inventories of older agents):
+  //! after a restart it rebuilds the desired objects from them and the manifest.
+  Json options;
 
   //! Whether `ref` (by ObjectRef::identity) is in objects / claims.
   [[nodiscard]] bool lists(const ObjectRef& ref) const;

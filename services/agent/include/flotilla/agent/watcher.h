@@ -65,6 +65,9 @@ struct DriftSettings {
   std::vector<model::Labels> ignore_conditions;
 };
 DriftSettings driftSettings(const model::BundleDeploymentOptions& options);
+//! The options the watch needs after a restart (defaultNamespace, namespace, correctDrift, diff, ignore), kept in
+//! the inventory; never helm values, which may hold secrets.
+Json watchOptionsOf(const Json& options);
 //! kInvalid naming the field when diff.comparePatches asks for something the agent does not do: an operation other
 //! than remove/ignore, a value, or a path that is not a JSON pointer.
 Status checkDriftOptions(const model::BundleDeploymentOptions& options);
@@ -74,6 +77,8 @@ struct WatchedObject {
   ObjectRef ref;
   Json live;     //!< as the apply returned it: the applied field set and the first health
   Json desired;  //!< as it was sent; kept only when the bundle corrects drift (else null)
+  //! `live` is a dry-run answer (a restart): only its field set counts, the live state comes from a fresh list.
+  bool dry_run = false;
 };
 
 struct WatcherOptions {
@@ -137,7 +142,7 @@ class DriftWatcher {
   struct Entry {
     std::string owner;
     ObjectRef ref;
-    FieldSet applied;
+    FieldValues applied;
     bool adopt = false;  //!< take `applied` from the first live state
     Json desired;
     bool known = false;  //!< a live state (or its absence) has been seen
@@ -158,9 +163,15 @@ class DriftWatcher {
     uint64_t registered = 0;  //!< the epoch registerBundle saw: corrections run only while equal
     std::shared_ptr<std::mutex> apply_mutex = std::make_shared<std::mutex>();
   };
-  struct WatchLoop {
+  //! What a watch thread and its owner share.
+  struct WatchFlags {
     std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
     std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);  //!< its thread returned
+    //! Set when an object whose live state is not known yet joins a running watch: it lists again.
+    std::shared_ptr<std::atomic<bool>> relist = std::make_shared<std::atomic<bool>>(false);
+  };
+  struct WatchLoop {
+    WatchFlags flags;
     std::thread thread;
     size_t users = 0;
   };
@@ -180,12 +191,13 @@ class DriftWatcher {
   void addEntriesLocked(const std::string& owner, std::vector<Entry> entries);
   //! Removes the bundle's entries; returns their watch keys (the caller releases them).
   std::vector<WatchKey> dropEntriesLocked(const std::string& owner);
-  void retainWatchLocked(const WatchKey& key);
+  //! Counts one more object on the key's watch (started when new; `relist`: the object needs a fresh list).
+  void retainWatchLocked(const WatchKey& key, bool relist);
   void releaseWatchLocked(const WatchKey& key);
 
   // The watch threads (watcher.cpp).
-  void runWatch(const WatchKey& key, const std::shared_ptr<std::atomic<bool>>& stop);
-  bool watchFromList(const WatchKey& key, const std::shared_ptr<std::atomic<bool>>& stop);
+  void runWatch(const WatchKey& key, const WatchFlags& flags);
+  bool watchFromList(const WatchKey& key, const WatchFlags& flags);
   bool pause(std::chrono::milliseconds duration, const std::shared_ptr<std::atomic<bool>>& stop);
   void applySnapshot(const WatchKey& key, const std::vector<Json>& items);
   void applyEvent(const kube::WatchEvent& event);
