@@ -5,7 +5,8 @@
 // heartbeat_interval, binds the durable consumer agent-<cluster> on FLOTILLA_DEPLOY (filter
 // flotilla.deploy.<cluster>) and feeds its messages to the handler one at a time, and re-checks the health of
 // bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). Three
-// threads: consumer (registration, then the loop), heartbeat, resync. The handler's wake callback runs the
+// threads: consumer (registration, then the loop), heartbeat, resync; plus the drift watch's worker and one thread
+// per watch (watcher.h), whose changes reach the handler's reportFromWatch. The handler's wake callback runs the
 // consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
 // abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
