@@ -237,11 +237,11 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const I
       return transientFailure(event, delivery, "inventory", saved.error());
     }
   }
-  auto current = currentReport(ownerOf(event.workspace, event.bundle), inventory.objects);
-  if (!current.ok()) {
-    return transientFailure(event, delivery, "health", current.error());
+  auto state = currentReport(ownerOf(event.workspace, event.bundle), inventory.objects);
+  if (!state.ok()) {
+    return transientFailure(event, delivery, "health", state.error());
   }
-  auto published = report(event, *current, inventory.deployment_id, inventory.objects);
+  auto published = report(event, *state, inventory.deployment_id, inventory.objects);
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());
   }

@@ -52,7 +52,7 @@ void DriftWatcher::workerLoop() {
         }
       } catch (const std::exception& e) {
         metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
-        log::error("drift worker threw", {{"cluster", options_.cluster}, {"bundle", owner}, {"error", e.what()}});
+        log::error("drift worker threw", {{"cluster", options_.cluster}, {"bundle", owner}, {"error", std::string(e.what())}});
       }
     }
   }

@@ -4,6 +4,7 @@
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/watcher.h"
 #include "flotilla/core/log.h"
+#include "flotilla/model/codec.h"
 
 namespace flotilla::agent {
 

@@ -14,20 +14,22 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-//! metadata.resourceVersion as a number (etcd revisions are); 0 when it is not one, which orders before anything.
-uint64_t resourceVersionOf(const Json& live) {
-  const Json* version = live.at({"metadata", "resourceVersion"});
-  if (version == nullptr || !version->isString()) {
-    return 0;
-  }
+//! A resourceVersion as a number (etcd revisions are); 0 when it is not one, which orders before anything.
+uint64_t versionNumber(const std::string& version) {
   uint64_t value = 0;
-  for (char c : version->asString()) {
+  for (char c : version) {
     if (c < '0' || c > '9') {
       return 0;
     }
     value = value * 10 + static_cast<uint64_t>(c - '0');
   }
   return value;
+}
+
+//! metadata.resourceVersion of an object as a number (versionNumber).
+uint64_t resourceVersionOf(const Json& live) {
+  const Json* version = live.at({"metadata", "resourceVersion"});
+  return version != nullptr && version->isString() ? versionNumber(version->asString()) : 0;
 }
 
 }  // namespace
@@ -323,7 +325,7 @@ bool DriftWatcher::watchFromList(const WatchKey& key, const WatchFlags& loop) {
     return false;
   }
   metrics_.counter("watch_lists_total", "Lists that (re)started a watch").Increment();
-  applySnapshot(key, listed->items);
+  applySnapshot(key, listed->items, listed->resource_version);
   auto watch = client_.watch(key.api_version, key.kind, key.ns, {.resource_version = listed->resource_version});
   if (!watch.ok()) {
     count_error("watch", watch.error());
@@ -348,7 +350,9 @@ bool DriftWatcher::watchFromList(const WatchKey& key, const WatchFlags& loop) {
   return true;
 }
 
-void DriftWatcher::applySnapshot(const WatchKey& key, const std::vector<Json>& items) {
+void DriftWatcher::applySnapshot(const WatchKey& key, const std::vector<Json>& items,
+                                 const std::string& list_version) {
+  const uint64_t listed_at = versionNumber(list_version);
   std::lock_guard lock(mutex_);
   std::set<std::string> listed;
   for (const auto& item : items) {
@@ -366,7 +370,9 @@ void DriftWatcher::applySnapshot(const WatchKey& key, const std::vector<Json>& i
     }
   }
   for (auto& [id, entry] : entries_) {
-    if (keyOf(entry.ref) == key && !listed.contains(id) && updateEntryLocked(entry, nullptr)) {
+    // An object applied after the list was taken is not missing: the watch brings it.
+    const bool newer = listed_at != 0 && entry.min_version > listed_at;
+    if (keyOf(entry.ref) == key && !listed.contains(id) && !newer && updateEntryLocked(entry, nullptr)) {
       markDirtyLocked(entry.owner);
     }
   }

@@ -199,7 +199,7 @@ class DriftWatcher {
   void runWatch(const WatchKey& key, const WatchFlags& flags);
   bool watchFromList(const WatchKey& key, const WatchFlags& flags);
   bool pause(std::chrono::milliseconds duration, const std::shared_ptr<std::atomic<bool>>& stop);
-  void applySnapshot(const WatchKey& key, const std::vector<Json>& items);
+  void applySnapshot(const WatchKey& key, const std::vector<Json>& items, const std::string& list_version);
   void applyEvent(const kube::WatchEvent& event);
   //! Updates an entry from a live object (nullptr: deleted); true when its drift or health changed.
   bool updateEntryLocked(Entry& entry, const Json* live);
