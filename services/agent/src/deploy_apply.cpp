@@ -111,7 +111,8 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
   };
   plan.drift = driftSettings(options);
   plan.request.applied_object = [&plan](const ObjectRef& ref, const Json& sent, const Json& live) {
-    plan.watched.push_back(WatchedObject{.ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json()});
+    plan.watched.push_back(WatchedObject{
+        .ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json(), .relist = isCrd(ref)});
   };
   wireClaims(plan);
   return std::nullopt;
@@ -268,13 +269,14 @@ void DeployHandler::watchApplied(ApplyPlan& plan) {
   if (options_.drift == nullptr) {
     return;
   }
+  const bool ignores_conditions = !plan.drift.ignore_conditions.empty();
   options_.drift->registerBundle(plan.owner, plan.drift, std::move(plan.watched));
   const auto state = plan.report.state;
-  if (state != model::BundleState::kReady && state != model::BundleState::kNotReady) {
-    return;  // an apply or prune problem is what the report is about
+  if (!ignores_conditions || state != model::BundleState::kNotReady) {
+    return;  // an apply or prune problem is what the report is about; the apply's health is the newest (CRDs)
   }
   if (auto watched = options_.drift->bundleReport(plan.owner)) {
-    plan.report = std::move(*watched);  // the same live objects, with ignore.conditions honoured
+    plan.report = std::move(*watched);  // the same answers of the apply, with ignore.conditions honoured
   }
 }
 

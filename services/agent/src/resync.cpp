@@ -100,7 +100,7 @@ Result<std::pair<DriftSettings, std::vector<WatchedObject>>> DeployHandler::rest
     watched.push_back(WatchedObject{.ref = std::move(placed_ref).value(),
                                     .live = std::move(answer).value(),
                                     .desired = settings.correct ? std::move(placed) : Json(),
-                                    .dry_run = true});
+                                    .relist = true});
   }
   return std::make_pair(std::move(settings), std::move(watched));
 }

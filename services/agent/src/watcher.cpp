@@ -169,7 +169,7 @@ void DriftWatcher::registerBundle(const std::string& owner, const DriftSettings&
     if (settings.correct) {
       entry.desired = std::move(object.desired);
     }
-    if (!object.dry_run) {
+    if (!object.relist) {
       updateEntryLocked(entry, &object.live);  // the first drift and health, from the apply's answer
     }
     entries.push_back(std::move(entry));

@@ -77,8 +77,9 @@ struct WatchedObject {
   ObjectRef ref;
   Json live;     //!< as the apply returned it: the applied field set and the first health
   Json desired;  //!< as it was sent; kept only when the bundle corrects drift (else null)
-  //! `live` is a dry-run answer (a restart): only its field set counts, the live state comes from a fresh list.
-  bool dry_run = false;
+  //! `live` gives only the field set; the current state comes from a fresh list: a dry-run answer after a
+  //! restart, or a CRD whose Established condition came after the apply's answer.
+  bool relist = false;
 };
 
 struct WatcherOptions {
