@@ -111,8 +111,8 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
   };
   plan.drift = driftSettings(options);
   plan.request.applied_object = [&plan](const ObjectRef& ref, const Json& sent, const Json& live) {
-    plan.watched.push_back(WatchedObject{
-        .ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json(), .relist = isCrd(ref)});
+    plan.watched.push_back(
+        WatchedObject{.ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json(), .relist = isCrd(ref)});
   };
   wireClaims(plan);
   return std::nullopt;

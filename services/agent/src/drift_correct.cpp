@@ -52,7 +52,8 @@ void DriftWatcher::workerLoop() {
         }
       } catch (const std::exception& e) {
         metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
-        log::error("drift worker threw", {{"cluster", options_.cluster}, {"bundle", owner}, {"error", std::string(e.what())}});
+        log::error("drift worker threw",
+                   {{"cluster", options_.cluster}, {"bundle", owner}, {"error", std::string(e.what())}});
       }
     }
   }
@@ -63,9 +64,9 @@ void DriftWatcher::resumeQuietFightsLocked() {
   for (auto& [id, entry] : entries_) {
     if (entry.fight && now - entry.last_write >= entry.fight->quiet) {
       log::info("the other writer stayed quiet: correcting drift again", {{"cluster", options_.cluster},
-                                                                           {"bundle", entry.owner},
-                                                                           {"object", entry.ref.describe()},
-                                                                           {"manager", entry.fight->manager}});
+                                                                          {"bundle", entry.owner},
+                                                                          {"object", entry.ref.describe()},
+                                                                          {"manager", entry.fight->manager}});
       entry.fight.reset();
       entry.corrections.clear();
       markDirtyLocked(entry.owner);
@@ -116,8 +117,7 @@ void DriftWatcher::correctBundle(const std::string& owner) {
   }
 }
 
-std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(
-    const std::string& owner, Notes& fight_notes) {
+std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const std::string& owner, Notes& fight_notes) {
   std::vector<Correction> due;
   const auto now = SteadyClock::now();
   for (const auto& id : bundles_[owner].ids) {
@@ -187,8 +187,9 @@ void DriftWatcher::recordCorrection(const Correction& correction, const Status& 
     log::info("drift corrected", {{"cluster", options_.cluster}, {"object", correction.ref.describe()}});
     return;
   }
-  log::warn("drift correction failed",
-            {{"cluster", options_.cluster}, {"object", correction.ref.describe()}, {"error", result.error().describe()}});
+  log::warn(
+      "drift correction failed",
+      {{"cluster", options_.cluster}, {"object", correction.ref.describe()}, {"error", result.error().describe()}});
   if (settings.keep_fail_history && !message.empty()) {
     writeEvent(correction.ref, "DriftCorrectionFailed", message);
   }
@@ -201,10 +202,8 @@ void DriftWatcher::writeEvent(const ObjectRef& ref, std::string_view reason, con
       {{"apiVersion", "v1"},
        {"kind", "Event"},
        {"metadata", Json::obj({{"name", ref.name + "." + randomHex(8)}, {"namespace", ns}})},
-       {"involvedObject", Json::obj({{"apiVersion", ref.api_version},
-                                     {"kind", ref.kind},
-                                     {"name", ref.name},
-                                     {"namespace", ref.ns}})},
+       {"involvedObject",
+        Json::obj({{"apiVersion", ref.api_version}, {"kind", ref.kind}, {"name", ref.name}, {"namespace", ref.ns}})},
        {"reason", std::string(reason)},
        {"message", message},
        {"type", "Warning"},

@@ -42,8 +42,7 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   if (options.max_deliveries < 1) {
     return fail(ErrorKind::kInvalid, "--max-deliveries must be at least 1");
   }
-  const int64_t fight_corrections =
-      config.getInt("fight-corrections", static_cast<int64_t>(kDefaultFightCorrections));
+  const int64_t fight_corrections = config.getInt("fight-corrections", static_cast<int64_t>(kDefaultFightCorrections));
   if (fight_corrections < 1) {
     return fail(ErrorKind::kInvalid, "--fight-corrections must be at least 1");
   }

@@ -98,9 +98,9 @@ Result<model::Labels> decodeLabels(const Json& value) {
 }
 
 Status checkKnownFields(const Json& value) {
-  static constexpr std::string_view kKnown[] = {"workspace", "bundle",         "deploymentID", "generation", "applied",
-                                                "gitrepo",   "commitSequence", "labels",       "objects",    "claims",
-                                                "options"};
+  static constexpr std::string_view kKnown[] = {"workspace", "bundle",  "deploymentID",   "generation",
+                                                "applied",   "gitrepo", "commitSequence", "labels",
+                                                "objects",   "claims",  "options"};
   for (const auto& [key, unused] : value.asObject()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return invalid(key, "unknown field");

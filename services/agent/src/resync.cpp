@@ -51,9 +51,10 @@ void DeployHandler::watchSeeded(const Inventory& inventory) {
   }
   metrics_.counter("watch_restore_failures_total", "Bundles whose desired state could not be rebuilt after a restart")
       .Increment();
-  log::warn("cannot rebuild the desired state after a restart: until the next deploy only deleted objects count as "
-            "drift and nothing is corrected",
-            {{"cluster", cluster_}, {"bundle", inventory.bundle}, {"error", restored.error().describe()}});
+  log::warn(
+      "cannot rebuild the desired state after a restart: until the next deploy only deleted objects count as "
+      "drift and nothing is corrected",
+      {{"cluster", cluster_}, {"bundle", inventory.bundle}, {"error", restored.error().describe()}});
   options_.drift->adoptBundle(owner, DriftSettings{}, inventory.objects);
 }
 
@@ -88,9 +89,8 @@ Result<std::pair<DriftSettings, std::vector<WatchedObject>>> DeployHandler::rest
       continue;  // not the bundle's (another bundle's object, or never applied)
     }
     // What the agent's apply would leave to manager flotilla: the baseline the live object is compared with.
-    auto answer = client.apply(placed, kube::ApplyOptions{.field_manager = std::string(kFieldManager),
-                                                          .force = true,
-                                                          .dry_run = true});
+    auto answer = client.apply(
+        placed, kube::ApplyOptions{.field_manager = std::string(kFieldManager), .force = true, .dry_run = true});
     if (!answer.ok()) {
       if (answer.error().kind == ErrorKind::kTransient) {
         return fail(answer.error());
@@ -194,9 +194,9 @@ void DeployHandler::reportFromWatch(const std::string& owner) {
     }
     bundle = it->second;
   }
-  if (bundle.state && (*bundle.state == model::BundleState::kErrApplied ||
-                       *bundle.state == model::BundleState::kWaitApplied || alreadyReported(owner, bundle.deployment_id,
-                                                                                            *watched, true))) {
+  if (bundle.state &&
+      (*bundle.state == model::BundleState::kErrApplied || *bundle.state == model::BundleState::kWaitApplied ||
+       alreadyReported(owner, bundle.deployment_id, *watched, true))) {
     return;  // only a deploy changes ErrApplied/WaitApplied; nothing new otherwise
   }
   events::DeployEvent origin{

@@ -84,8 +84,8 @@ Status checkDriftOptions(const model::BundleDeploymentOptions& options) {
     }
     for (size_t j = 0; j < patches[i].json_pointers.size(); ++j) {
       if (!patches[i].json_pointers[j].starts_with("/")) {
-        return fail(ErrorKind::kInvalid, at + ".jsonPointers[" + std::to_string(j) +
-                                             "]: expected a JSON pointer starting with /");
+        return fail(ErrorKind::kInvalid,
+                    at + ".jsonPointers[" + std::to_string(j) + "]: expected a JSON pointer starting with /");
       }
     }
   }
@@ -313,11 +313,13 @@ bool DriftWatcher::watchFromList(const WatchKey& key, const WatchFlags& loop) {
   *loop.relist = false;  // this list covers every object registered so far
   const std::string what = key.kind + (key.ns.empty() ? "" : " in " + key.ns);
   auto count_error = [&](std::string_view step, const Error& error) {
-    metrics_.counter("watch_errors_total", "Watch list or read failures (re-listed after a backoff)",
-                     {{"step", std::string(step)}})
+    metrics_
+        .counter("watch_errors_total", "Watch list or read failures (re-listed after a backoff)",
+                 {{"step", std::string(step)}})
         .Increment();
-    log::warn("watch failed, re-listing after a pause",
-              {{"cluster", options_.cluster}, {"watch", what}, {"step", std::string(step)}, {"error", error.describe()}});
+    log::warn(
+        "watch failed, re-listing after a pause",
+        {{"cluster", options_.cluster}, {"watch", what}, {"step", std::string(step)}, {"error", error.describe()}});
   };
   auto listed = client_.list(key.api_version, key.kind, key.ns);
   if (!listed.ok()) {
@@ -350,8 +352,7 @@ bool DriftWatcher::watchFromList(const WatchKey& key, const WatchFlags& loop) {
   return true;
 }
 
-void DriftWatcher::applySnapshot(const WatchKey& key, const std::vector<Json>& items,
-                                 const std::string& list_version) {
+void DriftWatcher::applySnapshot(const WatchKey& key, const std::vector<Json>& items, const std::string& list_version) {
   const uint64_t listed_at = versionNumber(list_version);
   std::lock_guard lock(mutex_);
   std::set<std::string> listed;

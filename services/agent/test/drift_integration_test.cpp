@@ -15,8 +15,7 @@ using namespace flotilla::agent::testing;  // NOLINT(google-build-using-namespac
 class DriftTest : public AgentTest {
  protected:
   //! The agent with a resync that never runs during a test, and fight detection at `corrections` in `window`.
-  void startWatchingAgent(size_t corrections = kDefaultFightCorrections,
-                          milliseconds window = kDefaultFightWindow) {
+  void startWatchingAgent(size_t corrections = kDefaultFightCorrections, milliseconds window = kDefaultFightWindow) {
     AgentOptions options = agentOptions();
     options.resync_interval = std::chrono::hours(1);
     options.fight_corrections = corrections;
@@ -32,9 +31,9 @@ class DriftTest : public AgentTest {
   Status editData(const std::string& manager, const std::string& ns, const std::string& name, const std::string& key,
                   const Json& value) {
     Json patch = Json::obj({{"data", Json::obj({{key, value}})}});
-    auto patched = kube_->request("PATCH",
-                                  "/api/v1/namespaces/" + ns + "/configmaps/" + name + "?fieldManager=" + manager,
-                                  patch.dump(), "application/merge-patch+json");
+    auto patched =
+        kube_->request("PATCH", "/api/v1/namespaces/" + ns + "/configmaps/" + name + "?fieldManager=" + manager,
+                       patch.dump(), "application/merge-patch+json");
     FLOTILLA_TRY(patched);
     return {};
   }
@@ -104,9 +103,10 @@ TEST_F(DriftTest, EditAndDeleteAreModifiedUntilUndone) {
   }
   ASSERT_FALSE(latencies.empty());
   auto [median, max] = medianMax(latencies);
-  std::printf("[figures] drift detection latency (edit -> Modified published) over %zu edits: median %.0f ms, max %.0f "
-              "ms\n",
-              latencies.size(), median, max);
+  std::printf(
+      "[figures] drift detection latency (edit -> Modified published) over %zu edits: median %.0f ms, max %.0f "
+      "ms\n",
+      latencies.size(), median, max);
 
   ASSERT_TRUE(kube_->remove("v1", "ConfigMap", ns, "b").ok());
   auto missing = status_.waitForState(bundle, "Modified", seconds(30));
@@ -127,8 +127,8 @@ TEST_F(DriftTest, CorrectDriftHealsEditsAndRecreatesDeletedObjects) {
   deploy(forced, putManifest({configMap("a", "", {{"k", "v"}}), configMap("b", "", {{"k", "v"}})}),
          Json::obj({{"defaultNamespace", ns}, {"correctDrift", Json::obj({{"enabled", true}, {"force", true}})}}));
   deploy(gentle, putManifest({configMap("c", "", {{"k", "v"}}), configMap("d", "", {{"k", "v"}})}),
-         Json::obj({{"defaultNamespace", ns},
-                    {"correctDrift", Json::obj({{"enabled", true}, {"keepFailHistory", true}})}}));
+         Json::obj(
+             {{"defaultNamespace", ns}, {"correctDrift", Json::obj({{"enabled", true}, {"keepFailHistory", true}})}}));
   ASSERT_TRUE(status_.waitForState(forced, "Ready"));
   ASSERT_TRUE(status_.waitForState(gentle, "Ready"));
 
@@ -164,8 +164,8 @@ TEST_F(DriftTest, ComparePatchesHideAnIgnoredField) {
                           {"kind", "ConfigMap"},
                           {"name", "a"},
                           {"jsonPointers", Json(Json::Array{"/data/ignored"})}});
-  Json options = Json::obj({{"defaultNamespace", ns},
-                            {"diff", Json::obj({{"comparePatches", Json(Json::Array{patch})}})}});
+  Json options =
+      Json::obj({{"defaultNamespace", ns}, {"diff", Json::obj({{"comparePatches", Json(Json::Array{patch})}})}});
   deploy(bundle, putManifest({configMap("a", "", {{"ignored", "x"}, {"watched", "y"}})}), options);
   ASSERT_TRUE(status_.waitForState(bundle, "Ready"));
   ASSERT_TRUE(editData("other-tool", ns, "a", "ignored", "changed").ok());

@@ -64,7 +64,8 @@ TEST(DriftTest, ChangedFieldsNameTheOtherManager) {
   ObjectDrift drift = computeDrift(appliedFieldValues(parse(kApplied)), parse(kEdited), {});
   ASSERT_EQ(drift.changes.size(), 2U);
   EXPECT_EQ(drift.changes[0].manager, "kubectl-edit");
-  EXPECT_EQ(describeDrift(drift), "changed by kubectl-edit: .spec.replicas, .spec.template.spec.containers[name=web].image");
+  EXPECT_EQ(describeDrift(drift),
+            "changed by kubectl-edit: .spec.replicas, .spec.template.spec.containers[name=web].image");
 }
 
 TEST(DriftTest, AnEditThatWasUndoneIsNoDrift) {
@@ -98,15 +99,15 @@ TEST(DriftTest, MissingObject) {
 
 TEST(DriftTest, ComparePatchesHideFieldsOfTheObjectsTheyName) {
   ObjectRef web{.api_version = "apps/v1", .kind = "Deployment", .ns = "app", .name = "web"};
-  model::DiffOptions diff{.compare_patches = {
-                              model::ComparePatch{.kind = "Deployment",
-                                                  .api_version = "apps/v1",
-                                                  .ns = "app",
-                                                  .name = "web",
-                                                  .operations = {{.op = "remove", .path = "/spec/replicas"},
-                                                                 {.op = "add", .path = "/metadata"}},
-                                                  .json_pointers = {"/spec/template/spec/containers/0/image"}},
-                              model::ComparePatch{.kind = "Deployment", .name = "other", .json_pointers = {"/spec"}}}};
+  model::DiffOptions diff{
+      .compare_patches = {model::ComparePatch{.kind = "Deployment",
+                                              .api_version = "apps/v1",
+                                              .ns = "app",
+                                              .name = "web",
+                                              .operations = {{.op = "remove", .path = "/spec/replicas"},
+                                                             {.op = "add", .path = "/metadata"}},
+                                              .json_pointers = {"/spec/template/spec/containers/0/image"}},
+                          model::ComparePatch{.kind = "Deployment", .name = "other", .json_pointers = {"/spec"}}}};
   auto pointers = ignoredPointers(diff, web);
   EXPECT_EQ(pointers, (std::vector<std::string>{"/spec/template/spec/containers/0/image", "/spec/replicas"}));
   ObjectDrift drift = computeDrift(appliedFieldValues(parse(kApplied)), parse(kEdited), pointers);
@@ -163,9 +164,9 @@ TEST(DriftTest, SettingsFromOptions) {
 TEST(DriftTest, ComparePatchOperationsTheAgentDoesNotDoAreRefused) {
   model::BundleDeploymentOptions options;
   EXPECT_TRUE(checkDriftOptions(options).ok());
-  options.diff = model::DiffOptions{
-      .compare_patches = {model::ComparePatch{.operations = {{.op = "remove", .path = "/spec/replicas"}},
-                                              .json_pointers = {"/data"}}}};
+  options.diff =
+      model::DiffOptions{.compare_patches = {model::ComparePatch{
+                             .operations = {{.op = "remove", .path = "/spec/replicas"}}, .json_pointers = {"/data"}}}};
   EXPECT_TRUE(checkDriftOptions(options).ok());
   options.diff->compare_patches[0].operations.push_back({.op = "replace", .path = "/spec", .value = "1"});
   auto refused = checkDriftOptions(options);
