@@ -24,7 +24,11 @@ void collectFields(const Json& node, const std::string& prefix, std::map<FieldPa
       }
       continue;
     }
-    std::string path = prefix.empty() ? key : prefix + kSeparator + key;
+    std::string path = prefix;
+    if (!path.empty()) {
+      path += kSeparator;
+    }
+    path += key;
     if (!child.isObject() || child.asObject().empty()) {
       out.emplace(path, false);
       continue;

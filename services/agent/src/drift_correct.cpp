@@ -254,8 +254,11 @@ std::optional<BundleReport> DriftWatcher::bundleReport(const std::string& owner)
     std::string text = describeDrift(entry.drift);
     if (entry.fight) {
       modified.reason = std::string(kReasonDriftFight);
-      text = "fight with field manager " + entry.fight->manager + " over " + entry.fight->path +
-             ": not corrected until it stays quiet for " + secondsText(entry.fight->quiet) + " (" + text + ")";
+      std::string fight = "fight with field manager " + entry.fight->manager;
+      fight += " over " + entry.fight->path;
+      fight += ": not corrected until it stays quiet for " + secondsText(entry.fight->quiet);
+      fight += " (" + text + ")";
+      text = std::move(fight);
     } else if (!entry.correction_error.empty()) {
       text += "; correction failed: " + entry.correction_error;
     }

@@ -131,7 +131,7 @@ class DriftWatcher {
     std::string api_version;
     std::string kind;
     std::string ns;
-    auto operator<=>(const WatchKey&) const = default;
+    auto operator<=>(const WatchKey&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy misreads it
   };
   struct Fight {
     std::string manager;
