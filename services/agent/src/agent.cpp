@@ -90,6 +90,12 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
       kube_(std::move(kube)),
       metrics_(metrics) {
   options_.retry.wake = [this] { wakeParked(); };
+  drift_ = std::make_unique<DriftWatcher>(*kube_, metrics_,
+                                          WatcherOptions{.fight_corrections = options_.fight_corrections,
+                                                         .fight_window = options_.fight_window,
+                                                         .cluster = options_.cluster_name});
+  drift_->setOnChange([this](const std::string& owner) { handler_->reportFromWatch(owner); });
+  options_.retry.drift = drift_.get();
   applier_ = std::make_unique<Applier>(*kube_, ApplierOptions{.crd_timeout = options_.crd_timeout}, metrics_,
                                        [this] { return stopping_.load(); });
   inventories_ = std::make_unique<InventoryStore>(*kube_, options_.agent_namespace);
@@ -121,6 +127,7 @@ void Agent::start() {
     return;
   }
   started_ = true;
+  drift_->start();
   consumer_thread_ = std::thread([this] { consumerLoop(); });
   heartbeat_thread_ = std::thread([this] { heartbeatLoop(); });
   resync_thread_ = std::thread([this] { resyncLoop(); });
@@ -132,6 +139,7 @@ void Agent::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
+  drift_->stop();  // its worker calls into the handler: it ends first
   for (auto* thread : {&consumer_thread_, &heartbeat_thread_, &resync_thread_}) {
     if (thread->joinable()) {
       thread->join();
@@ -347,6 +355,7 @@ void Agent::resyncLoop() {
     wake_.wait(lock, [this] { return stopping_.load() || registered_.load(); });
   }
   bool seeded = false;
+  seedOnce(seeded);  // at once, not after the first interval: the watch then re-lists what the bundles hold
   while (sleepFor(options_.resync_interval)) {
     try {
       resyncOnce(seeded);
@@ -357,17 +366,22 @@ void Agent::resyncLoop() {
   }
 }
 
-void Agent::resyncOnce(bool& seeded) {
-  if (!seeded) {
-    // Bundles applied before this process started: re-report them once, then watch them like the others.
-    auto loaded = handler_->seedFromCluster();
-    if (loaded.ok()) {
-      seeded = true;
-    } else {
-      metrics_.counter("resync_errors_total", "Health re-checks that could not read the cluster").Increment();
-      log::warn("cannot list inventories", {{"cluster", clusterId()}, {"error", loaded.error().describe()}});
-    }
+void Agent::seedOnce(bool& seeded) {
+  if (seeded) {
+    return;
   }
+  // Bundles applied before this process started: re-report them once, then watch them like the others.
+  auto loaded = handler_->seedFromCluster();
+  if (loaded.ok()) {
+    seeded = true;
+  } else {
+    metrics_.counter("resync_errors_total", "Health re-checks that could not read the cluster").Increment();
+    log::warn("cannot list inventories", {{"cluster", clusterId()}, {"error", loaded.error().describe()}});
+  }
+}
+
+void Agent::resyncOnce(bool& seeded) {
+  seedOnce(seeded);
   handler_->resync();
   auto reaped = handler_->reapReleased();
   if (!reaped.ok()) {

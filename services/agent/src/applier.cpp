@@ -159,6 +159,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
   outcome.ready = health.ready;
   outcome.message = health.message;
   countApplied("ok");
+  request.applied_object(planned.ref, planned.object, *applied);
   if (adopted) {
     metrics_.counter("objects_adopted_total", "Objects taken over from another bundle (a claim rule)").Increment();
     FLOTILLA_TRY(request.claimed(planned.ref, previous_owner, **rule));

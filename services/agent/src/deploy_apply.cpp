@@ -6,6 +6,7 @@
 #include <set>
 
 #include "flotilla/agent/deploy_handler.h"
+#include "flotilla/agent/watcher.h"
 #include "flotilla/core/fault.h"
 #include "flotilla/core/log.h"
 
@@ -49,6 +50,8 @@ struct DeployHandler::ApplyPlan {
   kube::KubeClient* client = nullptr;   //!< the bundle's (impersonating) client; nullptr = the agent's own
   std::optional<BundleReport> failure;  //!< set while reverting (atomic): why, reported with the revert's result
   bool wait_health = false;             //!< timeoutSeconds: park until healthy or past the deadline
+  DriftSettings drift;                  //!< correctDrift, diff.comparePatches, ignore.conditions
+  std::vector<WatchedObject> watched;   //!< what the apply wrote, for the drift watch
 };
 
 Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model::BundleDeploymentOptions& options,
@@ -122,6 +125,11 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
     }
     return grew ? writeInventory(plan.current) : Status();
   };
+  plan.drift = driftSettings(options);
+  plan.request.applied_object = [&plan](const ObjectRef& ref, const Json& sent, const Json& live) {
+    plan.watched.push_back(
+        WatchedObject{.ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json(), .relist = isCrd(ref)});
+  };
   wireClaims(plan);
   return std::nullopt;
 }
@@ -144,6 +152,9 @@ void DeployHandler::wireClaims(ApplyPlan& plan) {
 }
 
 std::optional<Outcome> DeployHandler::applyStaged(ApplyPlan& plan) {
+  if (options_.drift != nullptr) {
+    options_.drift->beginApply(plan.owner);  // no drift correction of this bundle races its deploy
+  }
   auto applied = applier_.apply(plan.request, plan.delivery.progress);
   if (!applied.ok()) {
     return transientFailure(plan.event, plan.delivery, "apply", applied.error());
@@ -281,7 +292,8 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
                            .adopted = adoptedAfter(plan.current, plan.applied, plan.kept),
                            .created_namespaces = createdNamespacesAfter(plan.current, plan.applied),
                            .previous_manifest_id = previousManifestOf(plan.current),
-                           .wait_until = plan.wait_health ? healthDeadline(plan.options, clock()) : std::string()};
+                           .wait_until = plan.wait_health ? healthDeadline(plan.options, clock()) : std::string(),
+                           .options = watchOptionsOf(plan.event.options)};
   auto saved = writeInventory(plan.current);
   if (!saved.ok()) {
     return transientFailure(plan.event, plan.delivery, "inventory", saved.error());
@@ -303,6 +315,7 @@ std::optional<Outcome> DeployHandler::saveInventory(ApplyPlan& plan) {
 Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
   const events::DeployEvent& event = plan.event;
   BundleReport& bundle_report = plan.report;
+  watchApplied(plan);
   if (plan.request.force) {
     appendMessage(bundle_report, "applied with force (takeOwnership)" +
                                      (plan.applied.adopted > 0 ? ": took " + std::to_string(plan.applied.adopted) +
@@ -335,6 +348,21 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
     return Outcome::wait(healthPoll(plan.current.wait_until, clock()), "health");
   }
   return Outcome::ack("applied");
+}
+
+void DeployHandler::watchApplied(ApplyPlan& plan) {
+  if (options_.drift == nullptr) {
+    return;
+  }
+  const bool ignores_conditions = !plan.drift.ignore_conditions.empty();
+  options_.drift->registerBundle(plan.owner, plan.drift, std::move(plan.watched));
+  const auto state = plan.report.state;
+  if (!ignores_conditions || state != model::BundleState::kNotReady) {
+    return;  // an apply or prune problem is what the report is about; the apply's health is the newest (CRDs)
+  }
+  if (auto watched = options_.drift->bundleReport(plan.owner)) {
+    plan.report = std::move(*watched);  // the same answers of the apply, with ignore.conditions honoured
+  }
 }
 
 //! An ownership conflict: reported once per identical result, then parked until a release wakes it.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "flotilla/agent/watcher.h"
 #include "flotilla/core/log.h"
 #include "flotilla/model/codec.h"
 
@@ -105,6 +106,9 @@ Status DeployHandler::report(const events::DeployEvent& event, const BundleRepor
   std::string key = ownerOf(event.workspace, event.bundle);
   if (forget) {
     tracked_.erase(key);
+    if (options_.drift != nullptr) {
+      options_.drift->unregisterBundle(key);  // deleted, or failed as a whole: nothing of it to watch
+    }
   } else {
     tracked_[key] = TrackedBundle{.workspace = event.workspace,
                                   .bundle = event.bundle,
@@ -233,6 +237,9 @@ Outcome DeployHandler::dispatch(const events::DeployEvent& event, const Delivery
   if (!options.ok()) {
     return rejectWithReport(event, delivery, kReasonInvalidOptions, options.error().describe(), "invalid");
   }
+  if (auto checked = checkDriftOptions(*options); !checked.ok()) {
+    return rejectWithReport(event, delivery, kReasonInvalidOptions, checked.error().describe(), "invalid");
+  }
   std::optional<Inventory> inventory;
   if (auto failed = loadInventory(event, delivery, inventory)) {
     return *failed;
@@ -296,6 +303,7 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const m
   current.gitrepo = event.gitrepo;
   current.commit_sequence = event.commit_sequence;
   current.labels = event.labels;
+  current.options = watchOptionsOf(event.options);
   if (current != inventory) {
     if (auto saved = writeInventory(current); !saved.ok()) {
       return transientFailure(event, delivery, "inventory", saved.error());
@@ -304,11 +312,11 @@ Outcome DeployHandler::handleUnchanged(const events::DeployEvent& event, const m
   if (!current.wait_until.empty()) {
     return continueHealthWait(event, options, current, delivery);  // helm.timeoutSeconds
   }
-  auto health = applier_.checkHealth(inventory.objects);
-  if (!health.ok()) {
-    return transientFailure(event, delivery, "health", health.error());
+  auto state = currentReport(ownerOf(event.workspace, event.bundle), inventory.objects);
+  if (!state.ok()) {
+    return transientFailure(event, delivery, "health", state.error());
   }
-  auto published = report(event, summarize(*health), inventory.deployment_id, inventory.objects);
+  auto published = report(event, *state, inventory.deployment_id, inventory.objects);
   if (!published.ok()) {
     return transientFailure(event, delivery, "report", published.error());
   }

@@ -20,6 +20,10 @@ std::map<std::string, std::string> agentFlags() {
       {"parallel-bundles",
        "how many different bundles are applied at once; one bundle's deploys always run in order (default 4, at "
        "most 64)"},
+      {"fight-corrections",
+       "drift corrections of one object within --fight-window after which another writer is taken to fight the "
+       "agent: correcting it stops and DriftFight is reported (default 3)"},
+      {"fight-window", "the window of --fight-corrections, and how long the other writer must stay quiet (default 1m)"},
       {"release-hold",
        "how long an object a bundle released and no bundle claims is kept before it is deleted, so a bundle that "
        "claims it later adopts it (default 60s; 0 deletes at once)"},
@@ -60,13 +64,19 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   auto parallel = parseParallelBundles(config.get("parallel-bundles"));
   FLOTILLA_TRY(parallel);
   options.parallel_bundles = *parallel;
+  const int64_t fight_corrections = config.getInt("fight-corrections", static_cast<int64_t>(kDefaultFightCorrections));
+  if (fight_corrections < 1) {
+    return fail(ErrorKind::kInvalid, "--fight-corrections must be at least 1");
+  }
+  options.fight_corrections = static_cast<size_t>(fight_corrections);
   struct IntervalFlag {
     const char* name;
     std::chrono::milliseconds* target;
   };
   for (auto [name, target] :
        {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
-        IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout}}) {
+        IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout},
+        IntervalFlag{"fight-window", &options.fight_window}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

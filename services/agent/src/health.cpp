@@ -1,5 +1,6 @@
 #include "flotilla/agent/health.h"
 
+#include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <optional>
@@ -274,6 +275,35 @@ Health evaluateHealth(const Json& live) {
     return jobHealth(live);
   }
   return genericHealth(live);
+}
+
+Health evaluateHealth(const Json& live, const std::vector<model::Labels>& ignored_conditions) {
+  if (ignored_conditions.empty()) {
+    return evaluateHealth(live);
+  }
+  return evaluateHealth(withoutIgnoredConditions(live, ignored_conditions));
+}
+
+bool conditionIgnored(const Json& condition, const std::vector<model::Labels>& ignored) {
+  return std::any_of(ignored.begin(), ignored.end(), [&](const model::Labels& match) {
+    return !match.empty() && std::all_of(match.begin(), match.end(), [&](const auto& key_value) {
+      const Json* value = condition.find(key_value.first);
+      return value != nullptr && value->isString() && value->asString() == key_value.second;
+    });
+  });
+}
+
+Json withoutIgnoredConditions(Json live, const std::vector<model::Labels>& ignored) {
+  if (ignored.empty()) {
+    return live;
+  }
+  Json* status = live.find("status");
+  Json* conditions = status != nullptr ? status->find("conditions") : nullptr;
+  if (conditions == nullptr || !conditions->isArray()) {
+    return live;
+  }
+  std::erase_if(conditions->asArray(), [&](const Json& condition) { return conditionIgnored(condition, ignored); });
+  return live;
 }
 
 }  // namespace flotilla::agent

@@ -99,9 +99,9 @@ Result<model::Labels> decodeLabels(const Json& value) {
 
 Status checkKnownFields(const Json& value) {
   static constexpr std::string_view kKnown[] = {
-      "workspace",          "bundle",   "deploymentID", "generation", "applied", "gitrepo",
-      "commitSequence",     "labels",   "objects",      "claims",     "adopted", "createdNamespaces",
-      "previousManifestID", "waitUntil"};
+      "workspace",          "bundle",    "deploymentID", "generation", "applied", "gitrepo",
+      "commitSequence",     "labels",    "objects",      "claims",     "adopted", "createdNamespaces",
+      "previousManifestID", "waitUntil", "options"};
   for (const auto& [key, unused] : value.asObject()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return invalid(key, "unknown field");
@@ -202,20 +202,24 @@ Json encodeInventory(const Inventory& inventory) {
   for (const auto& name : inventory.created_namespaces) {
     namespaces.push(name);
   }
-  return Json::obj({{"workspace", inventory.workspace},
-                    {"bundle", inventory.bundle},
-                    {"deploymentID", inventory.deployment_id},
-                    {"generation", inventory.generation},
-                    {"applied", inventory.applied},
-                    {"gitrepo", inventory.gitrepo},
-                    {"commitSequence", inventory.commit_sequence},
-                    {"labels", std::move(labels)},
-                    {"objects", encodeRefs(inventory.objects)},
-                    {"claims", encodeRefs(inventory.claims)},
-                    {"adopted", encodeRefs(inventory.adopted)},
-                    {"createdNamespaces", std::move(namespaces)},
-                    {"previousManifestID", inventory.previous_manifest_id},
-                    {"waitUntil", inventory.wait_until}});
+  Json encoded = Json::obj({{"workspace", inventory.workspace},
+                            {"bundle", inventory.bundle},
+                            {"deploymentID", inventory.deployment_id},
+                            {"generation", inventory.generation},
+                            {"applied", inventory.applied},
+                            {"gitrepo", inventory.gitrepo},
+                            {"commitSequence", inventory.commit_sequence},
+                            {"labels", std::move(labels)},
+                            {"objects", encodeRefs(inventory.objects)},
+                            {"claims", encodeRefs(inventory.claims)},
+                            {"adopted", encodeRefs(inventory.adopted)},
+                            {"createdNamespaces", std::move(namespaces)},
+                            {"previousManifestID", inventory.previous_manifest_id},
+                            {"waitUntil", inventory.wait_until}});
+  if (!inventory.options.isNull()) {
+    encoded["options"] = inventory.options;
+  }
+  return encoded;
 }
 
 Result<Inventory> decodeInventory(const Json& value) {
@@ -241,6 +245,12 @@ Result<Inventory> decodeInventory(const Json& value) {
   auto namespaces = decodeNames(value, "createdNamespaces");
   FLOTILLA_TRY(namespaces);
   inventory.created_namespaces = std::move(namespaces).value();
+  if (const Json* options = value.find("options")) {
+    if (!options->isObject()) {
+      return invalid("options", "expected an object");
+    }
+    inventory.options = *options;
+  }
   return inventory;
 }
 

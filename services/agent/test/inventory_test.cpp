@@ -5,6 +5,7 @@
 
 #include "flotilla/agent/ownership.h"
 #include "flotilla/agent/released.h"
+#include "flotilla/agent/watcher.h"
 
 namespace flotilla::agent {
 namespace {
@@ -37,6 +38,26 @@ TEST(InventoryTest, RoundTrip) {
   auto decoded = decodeInventory(encoded);
   ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
   EXPECT_EQ(*decoded, sample());
+}
+
+// The watch's part of the options is kept (never helm values, which may hold secrets) and round-trips.
+TEST(InventoryTest, WatchOptionsRoundTrip) {
+  auto options = Json::parse(R"({"defaultNamespace":"app","correctDrift":{"enabled":true},
+    "diff":{"comparePatches":[{"kind":"ConfigMap","jsonPointers":["/data/x"]}]},"ignore":{"conditions":[]},
+    "helm":{"values":{"password":"hunter2"}},"keepResources":true})");
+  ASSERT_TRUE(options.ok());
+  Inventory inventory = sample();
+  inventory.options = watchOptionsOf(*options);
+  EXPECT_EQ(inventory.options.find("helm"), nullptr);
+  EXPECT_EQ(inventory.options.find("keepResources"), nullptr);
+  EXPECT_EQ(inventory.options.getString("defaultNamespace"), "app");
+  ASSERT_NE(inventory.options.find("diff"), nullptr);
+  auto decoded = decodeInventory(encodeInventory(inventory));
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(*decoded, inventory);
+  Json bad = encodeInventory(inventory);
+  bad["options"] = "x";
+  EXPECT_FALSE(decodeInventory(bad).ok());
 }
 
 // An inventory written before gitrepo, commitSequence, labels, claims and the option fields existed still decodes.

@@ -16,7 +16,7 @@ enum class Decision {
   kRender,    //!< acted on by the bundler when it renders (libs/render); the agent gets the rendered objects
   kAgent,     //!< acted on by the agent
   kHub,       //!< acted on by the poller/scheduler (never changes what the agent does beyond the deploymentID)
-  kDrift,     //!< the agent's drift detection (resync/watch work, owned by another change of issue 11)
+  kDrift,     //!< the agent's drift watch (watcher.cpp, drift.cpp, drift_correct.cpp; docs/pipeline.md "Drift")
   kRejected,  //!< refused with an error naming the field
 };
 
@@ -62,18 +62,18 @@ const Entry kTable[] = {
      "poller re-publishes the commit; a new value is a new deploymentID, so the agent applies again"},
     {"yaml.overlays", R"({"yaml":{"overlays":["o"]}})", Decision::kRender, "render.cpp overlays"},
     {"diff.comparePatches", R"({"diff":{"comparePatches":[{"kind":"ConfigMap","jsonPointers":["/data"]}]}})",
-     Decision::kDrift, "drift detection"},
+     Decision::kDrift, "drift.cpp hidden paths"},
     {"keepResources", R"({"keepResources":true})", Decision::kAgent, "deploy_apply.cpp handleDelete"},
     {"deleteCRDResources", R"({"deleteCRDResources":true})", Decision::kAgent, "applier.cpp prune"},
     {"deleteNamespace", R"({"deleteNamespace":true})", Decision::kAgent, "deploy_options.cpp deleteCreatedNamespaces"},
     {"createNamespace", R"({"createNamespace":true})", Decision::kAgent,
      "applier.cpp ensureNamespaces: missing target namespaces are always created (Fleet's behaviour)"},
-    {"ignore.conditions", R"({"ignore":{"conditions":[{"type":"Active"}]}})", Decision::kDrift, "health (drift)"},
-    {"correctDrift.enabled", R"({"correctDrift":{"enabled":true}})", Decision::kDrift, "drift correction"},
+    {"ignore.conditions", R"({"ignore":{"conditions":[{"type":"Active"}]}})", Decision::kDrift, "health.cpp ignored conditions"},
+    {"correctDrift.enabled", R"({"correctDrift":{"enabled":true}})", Decision::kDrift, "drift_correct.cpp correctBundle"},
     {"correctDrift.force", R"({"correctDrift":{"force":true}})", Decision::kAgent,
      "deploy_handler.cpp wantsForce (apply force)"},
     {"correctDrift.keepFailHistory", R"({"correctDrift":{"keepFailHistory":true}})", Decision::kDrift,
-     "drift correction"},
+     "drift_correct.cpp DriftCorrectionFailed Event"},
     {"namespaceLabels", R"({"namespaceLabels":{"a":"b"}})", Decision::kAgent, "applier.cpp ensureNamespaces"},
     {"namespaceAnnotations", R"({"namespaceAnnotations":{"a":"b"}})", Decision::kAgent, "applier.cpp ensureNamespaces"},
     {"downstreamResources", R"({"downstreamResources":[{"kind":"Secret","name":"db"}]})", Decision::kRejected,

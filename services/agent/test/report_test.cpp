@@ -152,6 +152,16 @@ TEST(FlagsTest, OptionsFromFlags) {
   auto bad = agentOptionsFrom(*service::Config::parse(5, bad_hold, agentFlags()));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("--release-hold"), std::string::npos);
+  EXPECT_EQ(agentOptionsFrom(*service::Config::parse(3, defaults, agentFlags()))->fight_window, kDefaultFightWindow);
+  const char* fights[] = {"flotilla-agent", "--cluster-name", "c1", "--fight-corrections", "5", "--fight-window", "2m"};
+  auto fight = agentOptionsFrom(*service::Config::parse(7, fights, agentFlags()));
+  ASSERT_TRUE(fight.ok()) << fight.error().describe();
+  EXPECT_EQ(fight->fight_corrections, 5U);
+  EXPECT_EQ(fight->fight_window.count(), 120000);
+  const char* no_fights[] = {"flotilla-agent", "--cluster-name", "c1", "--fight-corrections", "0"};
+  auto refused = agentOptionsFrom(*service::Config::parse(5, no_fights, agentFlags()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--fight-corrections"), std::string::npos);
   EXPECT_EQ(heartbeatSubjectFor("c.1"), "flotilla.status.c=2E1.=");
   EXPECT_EQ(consumerName("c.1"), "agent-c=2E1");
 }

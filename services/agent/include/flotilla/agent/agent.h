@@ -6,7 +6,8 @@
 // flotilla.deploy.<cluster>) and feeds its messages to the handler, up to --parallel-bundles bundles at once and one
 // bundle's deploys in order (keyed by bundle, deployKey), and re-checks the health of
 // bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). Three
-// threads: consumer (registration, then the loop), heartbeat, resync. The handler's wake callback runs the
+// threads: consumer (registration, then the loop), heartbeat, resync; plus the drift watch's worker and one thread
+// per watch (watcher.h), whose changes reach the handler's reportFromWatch. The handler's wake callback runs the
 // consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
 // abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
@@ -26,6 +27,7 @@
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/inventory.h"
+#include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/metrics.h"
@@ -58,6 +60,9 @@ struct AgentOptions {
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
   int parallel_bundles = kDefaultParallelBundles;              //!< --parallel-bundles: bundles applied at once
   DeployHandlerOptions retry;
+  //! Fight detection (watcher.h): --fight-corrections corrections of one object within --fight-window.
+  size_t fight_corrections = kDefaultFightCorrections;
+  std::chrono::milliseconds fight_window = kDefaultFightWindow;
   std::string agent_version = std::string(kAgentVersion);
 };
 
@@ -99,6 +104,7 @@ class Agent {
   [[nodiscard]] DeployHandler& handler() { return *handler_; }
   [[nodiscard]] Applier& applier() { return *applier_; }
   [[nodiscard]] InventoryStore& inventories() { return *inventories_; }
+  [[nodiscard]] DriftWatcher& drift() { return *drift_; }
 
  private:
   Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
@@ -117,6 +123,8 @@ class Agent {
   void consumerLoop();
   //! The handler's wake callback: the consumer's parked deploys run again (nothing before it is bound).
   void wakeParked();
+  //! Seeds the handler and the watch from the cluster's inventories, once.
+  void seedOnce(bool& seeded);
   //! One round of the resync thread: seed (once), re-check health, reap expired holds.
   void resyncOnce(bool& seeded);
   void heartbeatLoop();
@@ -128,6 +136,7 @@ class Agent {
   std::shared_ptr<kube::KubeClient> kube_;
   Metrics& metrics_;
 
+  std::unique_ptr<DriftWatcher> drift_;
   std::unique_ptr<Applier> applier_;
   std::unique_ptr<InventoryStore> inventories_;
   std::unique_ptr<StatusPublisher> publisher_;

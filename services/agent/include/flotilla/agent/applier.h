@@ -54,6 +54,10 @@ struct ApplyRequest {
   //! other bundle's claim or release, and not the reaper, acts on the object in between (the handler's
   //! ObjectLocks stripe). Empty: no lock.
   std::function<std::unique_lock<std::mutex>(const ObjectRef&)> lock_object;
+  //! Called after each object was applied, with the object as sent and as the API server answered (the drift
+  //! watch takes the field set server-side apply gave manager flotilla from it).
+  std::function<void(const ObjectRef&, const Json& sent, const Json& live)> applied_object =
+      [](const ObjectRef&, const Json&, const Json&) {};
   model::Labels namespace_labels;       //!< for namespaces the agent creates for the bundle
   model::Labels namespace_annotations;  //!< idem
   //! Namespaces the agent created for this bundle earlier (its inventory's createdNamespaces): without the owner

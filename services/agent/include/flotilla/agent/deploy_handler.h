@@ -64,6 +64,7 @@
 #include "flotilla/agent/ownership.h"
 #include "flotilla/agent/released.h"
 #include "flotilla/agent/report.h"
+#include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/clock.h"
@@ -137,6 +138,9 @@ struct DeployHandlerOptions {
   std::function<void()> wake;
   //! The hold's clock; nullptr = systemClock().
   Clock* clock = nullptr;
+  //! The shared watch (watcher.h): applied objects are registered with it, and it reports drift and health
+  //! changes through reportFromWatch. nullptr: no watch (health is read by resync only).
+  DriftWatcher* drift = nullptr;
 };
 
 //! The nak delay for the n-th delivery: retry_base * 2^(n-1), capped at retry_max.
@@ -191,6 +195,10 @@ class DeployHandler {
   //! Re-evaluates the health of tracked bundles that are not Ready (or not reported since start) and publishes a
   //! StatusEvent for each whose state changed. Returns how many were published.
   size_t resync();
+  //! The watch saw the drift or health of the bundle's objects change: publishes the bundle's state when it differs
+  //! from the last report (never over ErrApplied or WaitApplied: only a deploy changes those), then wakes the
+  //! parked deploys.
+  void reportFromWatch(const std::string& owner);
   //! A snapshot of the tracked bundles.
   [[nodiscard]] std::vector<TrackedBundle> tracked() const;
   //! Deletes held objects whose hold expired, unless their owner annotation no longer names the releaser or an
@@ -255,6 +263,15 @@ class DeployHandler {
   void refusePruneToEmpty(ApplyPlan& plan);
   std::optional<Outcome> saveInventory(ApplyPlan& plan);
   Outcome reportApplied(ApplyPlan& plan);
+  //! After a restart: registers a seeded bundle with the watch, its desired objects rebuilt from the manifest and
+  //! the inventory's options (a dry-run apply gives their field set), so drift made while the agent was down is
+  //! found; else (older inventory, manifest gone) adopts the live objects as they are.
+  void watchSeeded(const Inventory& inventory);
+  Result<std::pair<DriftSettings, std::vector<WatchedObject>>> restoreWatched(const Inventory& inventory);
+  //! Registers what the apply wrote with the watch and takes the state it sees (ignore.conditions, drift).
+  void watchApplied(ApplyPlan& plan);
+  //! The bundle's state: from the watch when it covers the bundle, else read live (checkHealth).
+  Result<BundleReport> currentReport(const std::string& owner, const std::vector<ObjectRef>& objects);
   //! The claim rules and the handover's bookkeeping, wired into the plan's ApplyRequest.
   void wireClaims(ApplyPlan& plan);
   //! Publishes the report (once per identical result while parked for a conflict) and acks, or parks.

@@ -56,6 +56,9 @@ struct Inventory {
   std::vector<std::string> created_namespaces;  //!< target namespaces the agent created for the bundle
   std::string previous_manifest_id;             //!< the last good manifest before deployment_id ("" none)
   std::string wait_until;                       //!< RFC 3339 end of a timeoutSeconds health wait ("" none)
+  //! What the drift watch needs of the DeployEvent's options (watchOptionsOf; null in inventories of older agents):
+  //! after a restart it rebuilds the desired objects from them and the manifest.
+  Json options;
 
   //! Whether `ref` (by ObjectRef::identity) is in objects / claims.
   [[nodiscard]] bool lists(const ObjectRef& ref) const;
