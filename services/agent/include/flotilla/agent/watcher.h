@@ -1,13 +1,13 @@
 // flotilla/agent/watcher.h
 //
-// The agent's shared watch cache (docs/pipeline.md stage 5, "Drift"). One resumable watch per (apiVersion, kind,
-// namespace) that the registered bundles hold, shared by every bundle, started when the first object of that key
-// is registered and stopped when the last one goes. Each watch lists first (the snapshot: an object that is not
-// in it is missing), then watches from the list's resourceVersion; a 410 Gone or any error re-lists (after a
-// backoff for errors), so nothing that happened in between is lost. Events of objects no bundle registered are
-// dropped at once: per managed object the cache keeps only the field set the agent's apply left to manager
-// `flotilla`, the last drift and health summaries, and — only for bundles with correctDrift.enabled — the object
-// as the agent sent it, never whole live objects.
+// The agent's shared watch cache (docs/pipeline.md stage 5, "Drift"). One resumable watch per (apiVersion, kind)
+// across all namespaces (per namespace for Secrets: see keyOf) that the registered bundles hold, shared by every
+// bundle, started when the first object of that key is registered and stopped when the last one goes. Each watch lists
+// first (the snapshot: an object that is not in it is missing), then watches from the list's resourceVersion; a 410
+// Gone or any error re-lists (after a backoff for errors), so nothing that happened in between is lost. Events of
+// objects no bundle registered are dropped at once: per managed object the cache keeps only the field set the agent's
+// apply left to manager `flotilla`, the last drift and health summaries, and — only for bundles with
+// correctDrift.enabled — the object as the agent sent it, never whole live objects.
 //
 // Every change of an object's drift or health marks its bundle; a worker thread then corrects the drift
 // (correctDrift: server-side apply of the object as sent, force per correctDrift.force; a deleted object is
@@ -123,7 +123,7 @@ class DriftWatcher {
   //! The bundle's state from the watch: Modified (Drifted or DriftFight) when an object drifted, else NotReady or
   //! Ready from the objects' health. nullopt when the bundle is not registered or an object was not seen yet.
   [[nodiscard]] std::optional<BundleReport> bundleReport(const std::string& owner) const;
-  //! How many watches run (one per apiVersion, kind and namespace).
+  //! How many watches run (one per apiVersion and kind; per namespace for Secrets).
   [[nodiscard]] size_t watchCount() const;
 
  private:
