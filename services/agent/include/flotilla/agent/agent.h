@@ -4,8 +4,9 @@
 // flotilla.register, retried with backoff until the scheduler answers), sends a heartbeat every
 // heartbeat_interval, binds the durable consumer agent-<cluster> on FLOTILLA_DEPLOY (filter
 // flotilla.deploy.<cluster>) and feeds its messages to the handler one at a time, and re-checks the health of
-// bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). Three
-// threads: consumer (registration, then the loop), heartbeat, resync. The handler's wake callback runs the
+// bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). It reports
+// the cluster's API versions at registration and registers again when they change (api_versions.h). Four
+// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD watch). The handler's wake callback runs the
 // consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
 // abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
@@ -22,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "flotilla/agent/api_versions.h"
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/inventory.h"
@@ -51,6 +53,7 @@ struct AgentOptions {
   int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries (waits use none)
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
   DeployHandlerOptions retry;
+  ApiVersionsOptions api_versions;  //!< the CRD watch that re-registers when the served API versions change
   std::string agent_version = std::string(kAgentVersion);
 };
 
@@ -98,7 +101,11 @@ class Agent {
   bool sleepFor(std::chrono::milliseconds duration);
   //! Registration with retries; false when stopped first.
   bool registerWithHub();
-  Result<events::RegisterReply> registerOnce();
+  Result<events::RegisterReply> registerOnce(const std::vector<std::string>& api_versions);
+  //! Registers again with a changed API-version set (api_versions.h); true when the hub accepted it.
+  bool reregister(const std::vector<std::string>& api_versions);
+  //! The API-version thread: after the registration, the CRD watch (ApiVersionsTracker::run).
+  void apiVersionsLoop();
   //! The runtime's settings for the agent-<cluster> durable.
   service::ConsumerOptions consumerOptions(const std::string& cluster);
   //! Creates the durable and starts the consumer runtime, retried; false when stopped first.
@@ -122,6 +129,7 @@ class Agent {
   std::unique_ptr<InventoryStore> inventories_;
   std::unique_ptr<StatusPublisher> publisher_;
   std::unique_ptr<DeployHandler> handler_;
+  std::unique_ptr<ApiVersionsTracker> api_versions_;
   mutable std::mutex consumer_mutex_;  //!< guards the pointer consumer_ (the resync thread wakes through it)
   std::shared_ptr<service::Consumer> consumer_;
 
@@ -134,6 +142,7 @@ class Agent {
   std::thread consumer_thread_;
   std::thread heartbeat_thread_;
   std::thread resync_thread_;
+  std::thread api_versions_thread_;
   bool started_ = false;
 };
 
