@@ -32,10 +32,10 @@ std::map<std::string, std::string> capabilitiesChart(const std::string& ns, cons
   return {
       {"caps/fleet.yaml", "defaultNamespace: " + ns + "\nhelm:\n  releaseName: caps\n"},
       {"caps/Chart.yaml", "apiVersion: v2\nname: caps\nversion: 0.1.0\n"},
-      {"caps/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n  value: {{ " +
-                                     has + " | quote }}\n"},
-      {"caps/templates/widget.yaml", "{{- if " + has + " }}\napiVersion: " + group +
-                                         "/v1\nkind: Widget\nmetadata:\n  name: w\n{{- end }}\n"},
+      {"caps/templates/cm.yaml",
+       "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n  value: {{ " + has + " | quote }}\n"},
+      {"caps/templates/widget.yaml",
+       "{{- if " + has + " }}\napiVersion: " + group + "/v1\nkind: Widget\nmetadata:\n  name: w\n{{- end }}\n"},
   };
 }
 
@@ -97,13 +97,13 @@ TEST_F(ApiVersionsTest, ACrdInstalledByAnyoneReachesTheChartThroughTheRegistrati
   ASSERT_TRUE(hub().kube(0).apply(*crd, {.field_manager = "someone-else"}).ok());
   ASSERT_TRUE(Hub::waitFor([&] { return widgetExists(hub(), 0, group, ns); }, kLands))
       << "the Widget never reached cluster 0; registered: " << registered(hub(), hub().clusterName(0), widget_kind);
-  std::cout << "CRD installed -> Widget applied: "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - installed)
-                   .count()
-            << " ms\n";
+  std::cout
+      << "CRD installed -> Widget applied: "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - installed).count()
+      << " ms\n";
   EXPECT_TRUE(registered(hub(), hub().clusterName(0), widget_kind));
-  EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), hub().clusterName(0), name, bundleId(name, "caps"), "Ready"); },
-                           kLands));
+  EXPECT_TRUE(Hub::waitFor(
+      [&] { return bundleState(hub(), hub().clusterName(0), name, bundleId(name, "caps"), "Ready"); }, kLands));
   EXPECT_EQ(configMapValue(hub(), 0, ns, "caps", "value"), "true");
   // Cluster 1 does not serve the kind: same render, no redeploy.
   EXPECT_FALSE(registered(hub(), hub().clusterName(1), widget_kind));
@@ -114,8 +114,8 @@ TEST_F(ApiVersionsTest, ACrdInstalledByAnyoneReachesTheChartThroughTheRegistrati
   ASSERT_TRUE(hub().kube(0).remove("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group).ok());
   EXPECT_TRUE(Hub::waitFor([&] { return !registered(hub(), hub().clusterName(0), widget_kind); }, kLands));
   EXPECT_TRUE(Hub::waitFor([&] { return configMapValue(hub(), 0, ns, "caps", "value") == "false"; }, kLands));
-  EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), hub().clusterName(0), name, bundleId(name, "caps"), "Ready"); },
-                           kLands));
+  EXPECT_TRUE(Hub::waitFor(
+      [&] { return bundleState(hub(), hub().clusterName(0), name, bundleId(name, "caps"), "Ready"); }, kLands));
 }
 
 }  // namespace

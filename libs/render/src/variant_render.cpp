@@ -117,8 +117,7 @@ std::vector<const ClusterFacts*> workspaceClusters(const RenderContext& context)
 //! The cluster's part of the render input: its Kubernetes and API versions (capabilitiesKey), only for charts that
 //! read .Capabilities (clusters on different versions share the manifest otherwise).
 std::string kubeInput(VariantRun& run, const ClusterFacts& cluster, const model::BundleDeploymentOptions& options) {
-  std::string key = capabilitiesKey(cluster);
-  if (run.out.renderer != "helm" || key.empty()) {
+  if (run.out.renderer != "helm" || (cluster.kubernetes_version.empty() && cluster.api_versions.empty())) {
     return {};
   }
   const auto& helm = options.helm;
@@ -128,7 +127,7 @@ std::string kubeInput(VariantRun& run, const ClusterFacts& cluster, const model:
   if (known == run.kube_dependent.end()) {
     known = run.kube_dependent.emplace(chart_dir, chartReadsCapabilities(chart_dir)).first;
   }
-  return known->second ? key : std::string();
+  return known->second ? capabilitiesKey(cluster) : std::string();
 }
 
 //! The manifestID for a render input: rendered earlier in this run, cached from an earlier run, or rendered now.

@@ -247,7 +247,8 @@ std::string capabilitiesKey(const ClusterFacts& cluster) {
     joined += api;
     joined += '\n';
   }
-  return "kube=" + cluster.kubernetes_version + ";apis=" + (apis.empty() ? std::string() : sha256Hex(joined).substr(0, 16));
+  return "kube=" + cluster.kubernetes_version +
+         ";apis=" + (apis.empty() ? std::string() : sha256Hex(joined).substr(0, 16));
 }
 
 bool chartReadsCapabilities(const std::string& chart_dir) {

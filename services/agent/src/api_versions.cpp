@@ -91,7 +91,8 @@ void ApiVersionsTracker::countFailure(const char* what, const Error& error) {
     metrics_.counter("api_discovery_errors_total", "Reads of the cluster's discovery that failed (retried)")
         .Increment();
   } else {
-    metrics_.counter("crd_watch_errors_total", "CRD list/watch failures (listed again after a backoff)", {{"step", what}})
+    metrics_
+        .counter("crd_watch_errors_total", "CRD list/watch failures (listed again after a backoff)", {{"step", what}})
         .Increment();
   }
   log::warn("cannot follow the cluster's API versions; retrying",
@@ -109,8 +110,7 @@ Result<std::string> ApiVersionsTracker::listResourceVersion() {
   return version->asString();
 }
 
-void ApiVersionsTracker::run(const std::function<bool()>& stopping, const Sleep& sleep,
-                             const Reregister& reregister) {
+void ApiVersionsTracker::run(const std::function<bool()>& stopping, const Sleep& sleep, const Reregister& reregister) {
   milliseconds backoff = options_.backoff_min;
   while (!stopping()) {
     auto version = listResourceVersion();

@@ -118,10 +118,16 @@ TEST_F(ApiVersionsAgentTest, RefusedReRegistrationIsRetried) {
   groups_.push_back(group);
   ASSERT_TRUE(kube_->apply(widgetCrd(group), {.field_manager = "someone-else"}).ok());
   ASSERT_TRUE(eventually(
-      [&] { return metric("api_versions_reregistrations_total", {{"result", "failed"}}) >= 2; }, seconds(60)));
+      [&] {
+        return metric("api_versions_reregistrations_total", {{"result", "failed"}}) >= 2;
+      },
+      seconds(60)));
   refuse = false;
   EXPECT_TRUE(eventually(
-      [&] { return metric("api_versions_reregistrations_total", {{"result", "accepted"}}) >= 1; }, seconds(60)));
+      [&] {
+        return metric("api_versions_reregistrations_total", {{"result", "accepted"}}) >= 1;
+      },
+      seconds(60)));
   EXPECT_TRUE(has(requests().back(), group + "/v1/Widget"));
 }
 

@@ -1,8 +1,9 @@
 // The API-version tracker's pure parts: the digest of a set and what a CRD event makes the agent expect in
 // discovery; and the --ack-wait flag.
+#include "flotilla/agent/api_versions.h"
+
 #include <gtest/gtest.h>
 
-#include "flotilla/agent/api_versions.h"
 #include "flotilla/agent/flags.h"
 
 namespace flotilla::agent {

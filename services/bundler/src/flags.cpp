@@ -129,9 +129,9 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
     const char* name;
     std::chrono::milliseconds* target;
   };
-  for (auto [name, target] : {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
-                              IntervalFlag{"retry-max", &options.handler.retry_max},
-                              IntervalFlag{"ack-wait", &options.ack_wait}}) {
+  for (auto [name, target] :
+       {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
+        IntervalFlag{"retry-max", &options.handler.retry_max}, IntervalFlag{"ack-wait", &options.ack_wait}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

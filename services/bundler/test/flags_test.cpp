@@ -1,7 +1,7 @@
 // The bundler's flags: --ack-wait (how soon a commit a killed bundler held is redelivered).
-#include <gtest/gtest.h>
-
 #include "flotilla/bundler/flags.h"
+
+#include <gtest/gtest.h>
 
 namespace flotilla::bundler {
 namespace {

@@ -299,8 +299,8 @@ TEST_F(VariantsIntegrationTest, ChangesWhileTheBundlerWasDownAreRenderedAtStart)
 // with a new set (a CRD installed) re-renders and redeploys only that cluster.
 TEST_F(VariantsIntegrationTest, ApiVersionSetsAreARenderInputAndANewSetRedeploys) {
   const std::vector<std::string> plain = {"apps/v1", "apps/v1/Deployment", "v1", "v1/ConfigMap"};
-  const std::vector<std::string> widgets = {"apps/v1",        "apps/v1/Deployment", "example.com/v1",
-                                            "example.com/v1/Widget", "v1",          "v1/ConfigMap"};
+  const std::vector<std::string> widgets = {"apps/v1", "apps/v1/Deployment", "example.com/v1", "example.com/v1/Widget",
+                                            "v1",      "v1/ConfigMap"};
   registerCluster("caps-a", {}, plain);
   registerCluster("caps-b", {}, plain);
   registerCluster("caps-c", {}, widgets);

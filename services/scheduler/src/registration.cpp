@@ -110,8 +110,8 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
     reply.message = "the hub cannot store the registration right now: " + stored.error().describe();
     return reply;
   }
-  count(stored->created             ? "new"
-        : stored->targeting_changed  ? "updated"
+  count(stored->created                ? "new"
+        : stored->targeting_changed    ? "updated"
         : stored->api_versions_changed ? "api-versions"
                                        : "unchanged");
   announceRegistration(request, workspace, *stored);

@@ -167,7 +167,8 @@ struct StatusEvent {
   bool operator==(const StatusEvent&) const = default;
 };
 
-//! The most API versions a RegisterRequest may carry (a large cluster serves a few thousand kinds; the request stays well under NATS' 1 MiB payload limit).
+//! The most API versions a RegisterRequest may carry (a large cluster serves a few thousand kinds; the request stays
+//! well under NATS' 1 MiB payload limit).
 inline constexpr size_t kMaxApiVersions = 10000;
 
 //! Why `entry` cannot be an apiVersions entry ("" when it can): one to three '/'-separated non-empty parts of

@@ -6,9 +6,9 @@
 // flotilla.deploy.<cluster>) and feeds its messages to the handler one at a time, and re-checks the health of
 // bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). It reports
 // the cluster's API versions at registration and registers again when they change (api_versions.h). Four
-// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD watch). The handler's wake callback runs the
-// consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
-// abandoned unacked, to be redelivered, if it was waiting on the cluster).
+// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD watch). The handler's wake
+// callback runs the consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled
+// is finished (or abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
 // Heartbeats go to flotilla.status.<cluster>.= (events::statusSubject(cluster, "")): DESIGN.md lets an agent
 // publish only under flotilla.status.<its cluster>.>, and "=" is the token of the empty bundle name, which no
