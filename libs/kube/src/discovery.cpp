@@ -30,13 +30,13 @@ void KubeClient::addLegacyResourcesLocked(const Json& resource_list, const std::
   if (resources == nullptr || !resources->isArray()) {
     return;
   }
-  const std::string gv = groupVersion(group, version);
-  served_.insert(gv);
+  const std::string gv_prefix = groupVersion(group, version) + "/";
+  served_.insert(groupVersion(group, version));
   for (const auto& r : resources->asArray()) {
     std::string name = r.getString("name");
     std::string kind = r.getString("kind");
     if (!kind.empty()) {
-      served_.insert(gv + "/" + kind);  // subresources too ("deployments/scale" -> apps/v1/Scale), as Helm lists them
+      served_.insert(gv_prefix + kind);  // subresources too ("deployments/scale" -> apps/v1/Scale), as Helm lists them
     }
     if (name.empty() || kind.empty() || name.find('/') != std::string::npos) {
       continue;  // subresources ("deployments/status") share the kind of their parent
