@@ -58,7 +58,9 @@ std::map<std::string, bool> crdExpectations(const Json& crd, bool deleted) {
     }
     const bool served = version.getBool("served");
     if (deleted || !served || live) {
-      out[group + "/" + name + "/" + kind] = live && served;
+      std::string entry = group;
+      entry.append("/").append(name).append("/").append(kind);
+      out[entry] = live && served;
     }
   }
   return out;
