@@ -2,8 +2,8 @@
 // through the fault points of libs/core fault.h: a service started with FLOTILLA_FAULT_POINTS=<point> dies with
 // SIGKILL when it reaches that step; the test restarts it without the variable and checks the same end state as
 // without a crash — the objects handed over with their UIDs, nothing pruned that a live bundle wants, never stuck.
-// The agents hold released objects for 5 minutes (longer than any redelivery here); the scheduler's messages come
-// back 10 s after it died (--ack-wait), the bundler's and agents' after their 30 s ack wait.
+// The agents hold released objects for 5 minutes (longer than any redelivery here); a message a killed service held
+// comes back 10 s after it died (--ack-wait 10s on the bundler, the scheduler and the agents; 30 s by default).
 #include <csignal>
 
 #include "handover_checks.h"
@@ -15,8 +15,9 @@ namespace {
 class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
  public:
   static HubOptions hubOptions() {
-    return {
-        .services = {{"agent", {.flags = {"--release-hold", "5m"}}}, {"scheduler", {.flags = {"--ack-wait", "10"}}}}};
+    return {.services = {{"agent", {.flags = {"--release-hold", "5m", "--ack-wait", "10s"}}},
+                         {"scheduler", baseSettings("scheduler")},
+                         {"bundler", baseSettings("bundler")}}};
   }
 
  protected:
@@ -38,8 +39,15 @@ class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
     ASSERT_TRUE(hub().startService(service).ok());
   }
 
+  //! A service's own flags (for agents: the "agent-<i>" entry; their common ones are in the "agent" entry).
   static ServiceSettings baseSettings(const std::string& service) {
-    return service == "scheduler" ? ServiceSettings{.flags = {"--ack-wait", "10"}} : ServiceSettings{};
+    if (service == "scheduler") {
+      return ServiceSettings{.flags = {"--ack-wait", "10"}};
+    }
+    if (service == "bundler") {
+      return ServiceSettings{.flags = {"--ack-wait", "10s"}};
+    }
+    return ServiceSettings{};
   }
 
   //! GitRepo `name` with bundle app/one (a Namespace and two ConfigMaps) and app/keep (a ConfigMap, untouched by

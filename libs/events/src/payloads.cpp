@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "flotilla/core/util.h"
+#include "flotilla/core/yaml.h"
 #include "record_codec.h"
 
 namespace flotilla::events {
@@ -55,6 +56,29 @@ bool isRfc3339(std::string_view s) {
   }
   return zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && digitsAt(zone, 1, 2) && zone[3] == ':' &&
          digitsAt(zone, 4, 2);
+}
+
+std::string apiVersionEntryProblem(std::string_view entry) {
+  size_t parts = 1;
+  char previous = '/';
+  for (char c : entry) {
+    if (c == '/') {
+      if (previous == '/') {
+        return "\"" + std::string(entry) + "\" has an empty part";
+      }
+      ++parts;
+    } else if (c == ',' || std::isgraph(static_cast<unsigned char>(c)) == 0) {
+      return "\"" + std::string(entry) + "\" contains a comma, a space or a control character";
+    }
+    previous = c;
+  }
+  if (previous == '/') {
+    return entry.empty() ? std::string("empty entry") : "\"" + std::string(entry) + "\" has an empty part";
+  }
+  if (parts > 3) {
+    return "\"" + std::string(entry) + "\" is not group/version or group/version/Kind";
+  }
+  return {};
 }
 
 namespace {
@@ -149,6 +173,25 @@ constexpr auto kRegisterRequestFields = [](auto& v, auto& s) {
   v.stringMap("labels", s.labels);
   v.str("kubernetesVersion", s.kubernetes_version);
   v.str("agentVersion", s.agent_version);
+  v.strings("apiVersions", s.api_versions);
+  v.validate([&](Reader& in) {
+    if (s.api_versions.size() > kMaxApiVersions) {
+      in.fail(in.pathOf("apiVersions"), "more than " + std::to_string(kMaxApiVersions) + " entries");
+      return;
+    }
+    for (size_t i = 0; i < s.api_versions.size(); ++i) {
+      const std::string path = yamlIndexPath(in.pathOf("apiVersions"), i);
+      if (std::string problem = apiVersionEntryProblem(s.api_versions[i]); !problem.empty()) {
+        in.fail(path, problem);
+        return;
+      }
+      if (i > 0 && s.api_versions[i - 1] >= s.api_versions[i]) {
+        in.fail(path, "entries must be sorted and unique (\"" + s.api_versions[i] + "\" after \"" +
+                          s.api_versions[i - 1] + "\")");
+        return;
+      }
+    }
+  });
 };
 
 constexpr auto kRegisterReplyFields = [](auto& v, auto& s) {

@@ -130,7 +130,8 @@ TEST(PayloadsTest, EveryKindRoundTrips) {
                                   .workspace = "ws",
                                   .labels = {{"env", "prod"}},
                                   .kubernetes_version = "v1.31.2",
-                                  .agent_version = "0.1.0"});
+                                  .agent_version = "0.1.0",
+                                  .api_versions = {"apps/v1", "apps/v1/Deployment", "v1", "v1/ConfigMap"}});
   expectRoundTrip(RegisterReply{.id = "r2", .time = kTime, .accepted = true, .cluster_id = "eu-1"});
   expectRoundTrip(RegisterReply{.id = "r3", .time = kTime, .accepted = false, .message = "unknown cluster"});
   expectRoundTrip(Heartbeat{.id = "h1", .time = kTime, .cluster = "eu-1", .agent_version = "0.1.0"});
@@ -207,6 +208,39 @@ TEST(PayloadsTest, KindSpecificRules) {
   labels["labels"] = Json::obj({{"env", 1}});
   test::expectProblem(decodePayload<RegisterRequest>(labels),
                       "RegisterRequest.labels.env: expected a string, got a number");
+}
+
+// apiVersions: Helm's .Capabilities.APIVersions entries, sorted and unique, so equal sets encode equally.
+TEST(PayloadsTest, RegisterRequestApiVersionsAreCheckedEntries) {
+  RegisterRequest request{.id = "r", .time = kTime, .cluster = "c"};
+  EXPECT_EQ(encode(request).at({"apiVersions"})->dump(), "[]") << "an empty set is encoded (not reported)";
+  auto decoded = decodePayload<RegisterRequest>(encode(request));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(decoded->api_versions.empty());
+
+  request.api_versions = {"example.com/v1", "example.com/v1/Widget", "v1", "v1/Pod"};
+  EXPECT_TRUE(decodePayload<RegisterRequest>(encode(request)).ok());
+
+  request.api_versions = {"v1/Pod", "v1"};
+  test::expectProblem(decodePayload<RegisterRequest>(encode(request)),
+                      "RegisterRequest.apiVersions[1]: entries must be sorted and unique");
+  request.api_versions = {"v1", "v1"};
+  test::expectProblem(decodePayload<RegisterRequest>(encode(request)),
+                      "RegisterRequest.apiVersions[1]: entries must be sorted and unique");
+  request.api_versions = {"apps/v1,example.com/v1"};
+  test::expectProblem(decodePayload<RegisterRequest>(encode(request)),
+                      "RegisterRequest.apiVersions[0]: \"apps/v1,example.com/v1\" contains a comma");
+  request.api_versions = {"a/b/c/d"};
+  test::expectProblem(decodePayload<RegisterRequest>(encode(request)),
+                      "RegisterRequest.apiVersions[0]: \"a/b/c/d\" is not group/version or group/version/Kind");
+  for (const char* bad : {"", "/v1", "apps//Deployment", "apps/v1/", "v1 Pod"}) {
+    request.api_versions = {bad};
+    EXPECT_FALSE(decodePayload<RegisterRequest>(encode(request)).ok()) << bad;
+  }
+  Json wrong_type = encode(RegisterRequest{.id = "r", .time = kTime, .cluster = "c"});
+  wrong_type["apiVersions"] = Json(Json::Array{Json(1)});
+  test::expectProblem(decodePayload<RegisterRequest>(wrong_type),
+                      "RegisterRequest.apiVersions[0]: expected a string, got a number");
 }
 
 TEST(PayloadsTest, RandomIds) {

@@ -17,6 +17,11 @@ std::string mappingKey(std::string_view group, std::string_view version, std::st
   return std::string(group) + "/" + std::string(version) + "/" + std::string(kind);
 }
 
+//! "v1" for the core group, "group/version" otherwise (Helm's .Capabilities.APIVersions spelling).
+std::string groupVersion(const std::string& group, const std::string& version) {
+  return group.empty() ? version : group + "/" + version;
+}
+
 }  // namespace
 
 void KubeClient::addLegacyResourcesLocked(const Json& resource_list, const std::string& group,
@@ -25,9 +30,14 @@ void KubeClient::addLegacyResourcesLocked(const Json& resource_list, const std::
   if (resources == nullptr || !resources->isArray()) {
     return;
   }
+  const std::string gv_prefix = groupVersion(group, version) + "/";
+  served_.insert(groupVersion(group, version));
   for (const auto& r : resources->asArray()) {
     std::string name = r.getString("name");
     std::string kind = r.getString("kind");
+    if (!kind.empty()) {
+      served_.insert(gv_prefix + kind);  // subresources too ("deployments/scale" -> apps/v1/Scale), as Helm lists them
+    }
     if (name.empty() || kind.empty() || name.find('/') != std::string::npos) {
       continue;  // subresources ("deployments/status") share the kind of their parent
     }
@@ -35,6 +45,23 @@ void KubeClient::addLegacyResourcesLocked(const Json& resource_list, const std::
         mappingKey(group, version, kind),
         ResourceMapping{
             .group = group, .version = version, .resource = name, .kind = kind, .namespaced = r.getBool("namespaced")});
+  }
+}
+
+void KubeClient::addServedLocked(const std::string& group_version, const Json& resources) {
+  served_.insert(group_version);
+  auto add_kind = [&](const Json& entry) {
+    const Json* kind = entry.at({"responseKind", "kind"});
+    if (kind != nullptr && kind->isString() && !kind->asString().empty()) {
+      served_.insert(group_version + "/" + kind->asString());
+    }
+  };
+  for (const auto& r : resources.asArray()) {
+    add_kind(r);
+    const Json* subresources = r.find("subresources");
+    for (size_t i = 0; subresources != nullptr && subresources->isArray() && i < subresources->size(); ++i) {
+      add_kind(subresources->asArray()[i]);
+    }
   }
 }
 
@@ -56,6 +83,7 @@ void KubeClient::addAggregatedLocked(const Json& discovery_list) {
       if (version.empty() || resources == nullptr || !resources->isArray()) {
         continue;
       }
+      addServedLocked(groupVersion(group, version), *resources);
       for (const auto& r : resources->asArray()) {
         const Json* kind = r.at({"responseKind", "kind"});
         std::string resource = r.getString("resource");
@@ -82,6 +110,7 @@ Status KubeClient::loadGroupVersionLocked(const std::string& group, const std::s
 
 Status KubeClient::loadDiscoveryLocked() {
   mappings_.clear();
+  served_.clear();
   for (const char* root : {"/api", "/apis"}) {
     auto json = sendForJson(HttpRequest{.target = config_.base_path + root, .headers = {{"Accept", kDiscoveryAccept}}});
     FLOTILLA_TRY(json);
@@ -114,6 +143,13 @@ Status KubeClient::refreshDiscovery() {
   std::lock_guard lock(discovery_mutex_);
   discovery_loaded_ = false;
   return loadDiscoveryLocked();
+}
+
+Result<std::vector<std::string>> KubeClient::servedApiVersions() {
+  std::lock_guard lock(discovery_mutex_);
+  discovery_loaded_ = false;
+  FLOTILLA_TRY(loadDiscoveryLocked());
+  return std::vector<std::string>(served_.begin(), served_.end());
 }
 
 Result<ResourceMapping> KubeClient::mapping(std::string_view api_version, std::string_view kind) {

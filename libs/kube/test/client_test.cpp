@@ -2,7 +2,9 @@
 // validation errors, list, delete with propagation, identities (impersonation too) and independence of clusters.
 #include "flotilla/kube/client.h"
 
+#include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -68,6 +70,21 @@ TEST_F(KubeClientTest, MapperKnowsBuiltInKinds) {
   EXPECT_EQ(bad.error().kind, ErrorKind::kInvalid);
 }
 
+// Helm's .Capabilities.APIVersions spelling: "v1", "group/version" and "<group-version>/Kind" (subresource kinds
+// too), sorted and unique.
+TEST_F(KubeClientTest, ServedApiVersionsListGroupVersionsAndKinds) {
+  auto served = client_->servedApiVersions();
+  ASSERT_TRUE(served.ok()) << served.error().describe();
+  std::set<std::string> entries(served->begin(), served->end());
+  EXPECT_EQ(entries.size(), served->size()) << "no duplicates";
+  EXPECT_TRUE(std::is_sorted(served->begin(), served->end()));
+  for (const char* expected : {"v1", "v1/ConfigMap", "v1/Namespace", "apps/v1", "apps/v1/Deployment", "apps/v1/Scale",
+                               "apiextensions.k8s.io/v1/CustomResourceDefinition"}) {
+    EXPECT_TRUE(entries.contains(expected)) << expected;
+  }
+  EXPECT_FALSE(entries.contains("/v1"));
+}
+
 // The mapper loaded discovery before the CRD existed; after the CRD is Established it must find the new kind.
 TEST_F(KubeClientTest, CrdThenCustomResource) {
   std::string group = uniqueName("g") + ".flotilla.test";
@@ -126,6 +143,15 @@ TEST_F(KubeClientTest, CrdThenCustomResource) {
   ASSERT_TRUE(live.ok()) << live.error().describe();
   EXPECT_EQ(live->at({"spec", "size"})->asInt(), 3);
   EXPECT_EQ(live->at({"spec", "color"})->asString(), "blue");
+
+  // servedApiVersions loads discovery afresh: the new group-version and kind are listed.
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto served = client_->servedApiVersions();
+        return served.ok() && std::binary_search(served->begin(), served->end(), group + "/v1") &&
+               std::binary_search(served->begin(), served->end(), group + "/v1/Widget");
+      },
+      std::chrono::seconds(30)));
 
   // Strict field validation: a field the schema does not have is an error, not silently pruned.
   widget["spec"]["shape"] = "round";

@@ -270,6 +270,7 @@ void fields(V& v, S& s) {
     a.str("lastSeen", o.last_seen);
     a.str("version", o.version);
     a.str("kubernetesVersion", o.kubernetes_version);
+    a.strings("apiVersions", o.api_versions);
   });
   v.objects("conditions", s.conditions, kCondition);
 }

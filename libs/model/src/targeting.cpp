@@ -18,6 +18,7 @@ ClusterFacts clusterFactsOf(const Cluster& cluster) {
     facts.template_values = *cluster.spec.template_values;
   }
   facts.kubernetes_version = cluster.status.agent.kubernetes_version;
+  facts.api_versions = cluster.status.agent.api_versions;
   return facts;
 }
 

@@ -114,10 +114,10 @@ std::vector<const ClusterFacts*> workspaceClusters(const RenderContext& context)
   return clusters;
 }
 
-//! The cluster's part of the render input: its Kubernetes and API versions, only for charts that read
-//! .Capabilities (clusters on different versions share the manifest otherwise).
+//! The cluster's part of the render input: its Kubernetes and API versions (capabilitiesKey), only for charts that
+//! read .Capabilities (clusters on different versions share the manifest otherwise).
 std::string kubeInput(VariantRun& run, const ClusterFacts& cluster, const model::BundleDeploymentOptions& options) {
-  if (run.out.renderer != "helm" || cluster.kubernetes_version.empty()) {
+  if (run.out.renderer != "helm" || (cluster.kubernetes_version.empty() && cluster.api_versions.empty())) {
     return {};
   }
   const auto& helm = options.helm;
@@ -127,14 +127,7 @@ std::string kubeInput(VariantRun& run, const ClusterFacts& cluster, const model:
   if (known == run.kube_dependent.end()) {
     known = run.kube_dependent.emplace(chart_dir, chartReadsCapabilities(chart_dir)).first;
   }
-  if (!known->second) {
-    return {};
-  }
-  std::string kube = cluster.kubernetes_version;
-  for (const auto& api : cluster.api_versions) {
-    kube += "," + api;
-  }
-  return kube;
+  return known->second ? capabilitiesKey(cluster) : std::string();
 }
 
 //! The manifestID for a render input: rendered earlier in this run, cached from an earlier run, or rendered now.

@@ -1,5 +1,6 @@
 #include "flotilla/render/variants.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -232,6 +233,22 @@ Status preprocessValues(model::BundleDeploymentOptions& options, const ClusterFa
     helm.values = std::move(values);
   }
   return {};
+}
+
+std::string capabilitiesKey(const ClusterFacts& cluster) {
+  if (cluster.kubernetes_version.empty() && cluster.api_versions.empty()) {
+    return {};
+  }
+  std::vector<std::string> apis = cluster.api_versions;
+  std::sort(apis.begin(), apis.end());
+  apis.erase(std::unique(apis.begin(), apis.end()), apis.end());
+  std::string joined;
+  for (const auto& api : apis) {
+    joined += api;
+    joined += '\n';
+  }
+  return "kube=" + cluster.kubernetes_version +
+         ";apis=" + (apis.empty() ? std::string() : sha256Hex(joined).substr(0, 16));
 }
 
 bool chartReadsCapabilities(const std::string& chart_dir) {

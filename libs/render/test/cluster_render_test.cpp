@@ -220,6 +220,32 @@ TEST(PreprocessValues, ErrorsNameFilePathClusterAndFunction) {
   EXPECT_NE(status.error().message.find(R"(helm.values["a.b"])"), std::string::npos) << status.error().message;
 }
 
+// The per-cluster render key's .Capabilities part: equal versions and API-version sets (in any order) share it.
+TEST(CapabilitiesKey, VersionAndApiVersionSetMakeTheKey) {
+  ClusterFacts none;
+  EXPECT_EQ(capabilitiesKey(none), "") << "nothing reported: renders as without a cluster";
+  ClusterFacts a;
+  a.kubernetes_version = "v1.31.2";
+  a.api_versions = {"apps/v1", "example.com/v1", "example.com/v1/Widget", "v1"};
+  ClusterFacts b = a;
+  b.name = "other";
+  b.api_versions = {"v1", "example.com/v1/Widget", "apps/v1", "example.com/v1", "v1"};
+  EXPECT_EQ(capabilitiesKey(a), capabilitiesKey(b)) << "order and duplicates do not matter";
+  EXPECT_TRUE(capabilitiesKey(a).starts_with("kube=v1.31.2;apis=")) << capabilitiesKey(a);
+  ClusterFacts fewer = a;
+  fewer.api_versions = {"apps/v1", "v1"};
+  EXPECT_NE(capabilitiesKey(a), capabilitiesKey(fewer));
+  ClusterFacts unreported = a;
+  unreported.api_versions.clear();
+  EXPECT_EQ(capabilitiesKey(unreported), "kube=v1.31.2;apis=");
+  ClusterFacts newer = a;
+  newer.kubernetes_version = "v1.32.0";
+  EXPECT_NE(capabilitiesKey(a), capabilitiesKey(newer));
+  ClusterFacts only_apis;
+  only_apis.api_versions = {"v1"};
+  EXPECT_NE(capabilitiesKey(only_apis), "") << "a set without a version still keys the render";
+}
+
 TEST(BundleVariants, CodecRoundTripAndStrictness) {
   events::BundleVariants table{.workspace = "ws", .bundle = "b", .commit = "c"};
   table.variants.push_back(

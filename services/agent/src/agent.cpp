@@ -102,6 +102,7 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
   publisher_ = std::make_unique<StatusPublisher>(js_, options_.cluster_name, metrics_, options_.agent_version);
   handler_ = std::make_unique<DeployHandler>(options_.cluster_name, *applier_, *inventories_, *manifests_, *publisher_,
                                              metrics_, options_.retry);
+  api_versions_ = std::make_unique<ApiVersionsTracker>(*kube_, metrics_, options_.cluster_name, options_.api_versions);
 }
 
 Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::shared_ptr<bus::JetStream> js,
@@ -131,6 +132,7 @@ void Agent::start() {
   consumer_thread_ = std::thread([this] { consumerLoop(); });
   heartbeat_thread_ = std::thread([this] { heartbeatLoop(); });
   resync_thread_ = std::thread([this] { resyncLoop(); });
+  api_versions_thread_ = std::thread([this] { apiVersionsLoop(); });
 }
 
 void Agent::stop() {
@@ -140,7 +142,7 @@ void Agent::stop() {
   }
   wake_.notify_all();
   drift_->stop();  // its worker calls into the handler: it ends first
-  for (auto* thread : {&consumer_thread_, &heartbeat_thread_, &resync_thread_}) {
+  for (auto* thread : {&consumer_thread_, &heartbeat_thread_, &resync_thread_, &api_versions_thread_}) {
     if (thread->joinable()) {
       thread->join();
     }
@@ -184,13 +186,14 @@ bool Agent::sleepFor(milliseconds duration) {
 
 // ---- registration ---------------------------------------------------------------------------------------------
 
-Result<events::RegisterReply> Agent::registerOnce() {
+Result<events::RegisterReply> Agent::registerOnce(const std::vector<std::string>& api_versions) {
   events::RegisterRequest request{.id = events::newEventId(),
                                   .time = log::nowRfc3339(),
                                   .cluster = options_.cluster_name,
                                   .workspace = options_.workspace,
                                   .labels = options_.labels,
-                                  .agent_version = options_.agent_version};
+                                  .agent_version = options_.agent_version,
+                                  .api_versions = api_versions};
   auto version = kube_->serverVersion();
   if (version.ok()) {
     request.kubernetes_version = version->git_version;
@@ -209,7 +212,8 @@ Result<events::RegisterReply> Agent::registerOnce() {
 bool Agent::registerWithHub() {
   milliseconds delay = options_.register_backoff_min;
   for (int attempt = 1; !stopping_; ++attempt) {
-    auto reply = registerOnce();
+    const std::vector<std::string> api_versions = api_versions_->discover();
+    auto reply = registerOnce(api_versions);
     std::string problem;
     if (!reply.ok()) {
       problem = reply.error().describe();
@@ -228,9 +232,11 @@ bool Agent::registerWithHub() {
         std::lock_guard lock(mutex_);
         cluster_id_ = id;
       }
+      api_versions_->reported(api_versions);
       registered_ = true;
       wake_.notify_all();
-      log::info("registered with the hub", {{"cluster", id}, {"attempts", attempt}});
+      log::info("registered with the hub",
+                {{"cluster", id}, {"attempts", attempt}, {"api_versions", static_cast<int64_t>(api_versions.size())}});
       return true;
     }
     metrics_.counter("register_retries_total", "Failed registration attempts (retried with backoff)").Increment();
@@ -244,6 +250,31 @@ bool Agent::registerWithHub() {
     delay = std::min(delay * 2, options_.register_backoff_max);
   }
   return false;
+}
+
+bool Agent::reregister(const std::vector<std::string>& api_versions) {
+  auto reply = registerOnce(api_versions);
+  std::string problem = !reply.ok() ? reply.error().describe() : (!reply->accepted ? reply->message : std::string());
+  if (problem.empty() && !reply->cluster_id.empty() && reply->cluster_id != clusterId()) {
+    // The subjects in use cannot change under a running consumer; the next start registers afresh.
+    problem = "the hub answered with another cluster id (" + reply->cluster_id + ")";
+  }
+  if (!problem.empty()) {
+    log::warn("registering the new API versions failed, retrying", {{"cluster", clusterId()}, {"error", problem}});
+    return false;
+  }
+  log::info("registered again with the cluster's new API versions",
+            {{"cluster", clusterId()}, {"api_versions", static_cast<int64_t>(api_versions.size())}});
+  return true;
+}
+
+void Agent::apiVersionsLoop() {
+  {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [this] { return stopping_.load() || registered_.load(); });
+  }
+  api_versions_->run([this] { return stopping_.load(); }, [this](milliseconds delay) { return sleepFor(delay); },
+                     [this](const std::vector<std::string>& api_versions) { return reregister(api_versions); });
 }
 
 // ---- consumer -------------------------------------------------------------------------------------------------

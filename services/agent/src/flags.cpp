@@ -15,6 +15,9 @@ std::map<std::string, std::string> agentFlags() {
       {"heartbeat-interval", "how often to send a heartbeat (default 30s)"},
       {"resync-interval", "how often to re-check the health of bundles that are not Ready (default 30s)"},
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
+      {"ack-wait",
+       "how long JetStream waits before redelivering a deploy the agent did not acknowledge, i.e. after the agent "
+       "died holding it (default 30s; in-progress acks cover long applies)"},
       {"max-deliveries", "deliveries of a failing deploy before it is terminated and reported (default 10)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
       {"parallel-bundles",
@@ -76,7 +79,7 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   for (auto [name, target] :
        {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
         IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout},
-        IntervalFlag{"fight-window", &options.fight_window}}) {
+        IntervalFlag{"fight-window", &options.fight_window}, IntervalFlag{"ack-wait", &options.ack_wait}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

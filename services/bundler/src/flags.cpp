@@ -39,6 +39,9 @@ std::map<std::string, std::string> bundlerFlags() {
       {"kustomize-binary",
        "kustomize executable for kustomize bundles (default: kustomize on PATH; \"none\" disables kustomize)"},
       {"retry-max", "longest delay before a failed commit is retried (default 60s)"},
+      {"ack-wait",
+       "how long JetStream waits before redelivering a commit the bundler did not acknowledge, i.e. after the "
+       "bundler died holding it (default 30s; in-progress acks cover long renders)"},
       {"max-deliveries", "deliveries of a failing commit before it is terminated and reported (default 10)"},
       {"chart-cache-dir",
        "where Helm charts pulled from repositories are cached (default <work-dir>/chart-cache; \"none\" disables)"},
@@ -126,8 +129,9 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
     const char* name;
     std::chrono::milliseconds* target;
   };
-  for (auto [name, target] : {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
-                              IntervalFlag{"retry-max", &options.handler.retry_max}}) {
+  for (auto [name, target] :
+       {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
+        IntervalFlag{"retry-max", &options.handler.retry_max}, IntervalFlag{"ack-wait", &options.ack_wait}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

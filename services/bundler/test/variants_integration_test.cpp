@@ -2,7 +2,8 @@
 // its clusters watcher) renders a Helm bundle whose values are templated from cluster labels, the scheduler (in
 // process) registers clusters and sends DeployEvents. Two clusters with the same labels share one manifest, a
 // cluster with other labels gets another; a label change re-renders and redeploys only that cluster; a cluster
-// registered later gets its own render.
+// registered later gets its own render; a chart reading .Capabilities.APIVersions renders once per reported
+// API-version set, and a re-registration with a new set re-renders and redeploys that cluster.
 #include <functional>
 #include <thread>
 
@@ -44,6 +45,18 @@ const std::map<std::string, std::string> kFiles = {
      "helm:\n  releaseName: web\n  values:\n    env: ${ .ClusterLabels.env }\n"
      "    tier: global.fleet.clusterLabels.tier\n"},
     {"plain/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata:\n  k: v\n"},
+};
+
+// A chart that renders a Widget only where the cluster serves example.com/v1 (reported at registration).
+const std::map<std::string, std::string> kCapabilitiesFiles = {
+    {"caps/Chart.yaml", "apiVersion: v2\nname: caps\nversion: 0.1.0\n"},
+    {"caps/templates/cm.yaml",
+     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n"
+     "  widgets: {{ .Capabilities.APIVersions.Has \"example.com/v1\" | quote }}\n"},
+    {"caps/templates/widget.yaml",
+     "{{- if .Capabilities.APIVersions.Has \"example.com/v1/Widget\" }}\n"
+     "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n{{- end }}\n"},
+    {"caps/fleet.yaml", "helm:\n  releaseName: caps\n"},
 };
 
 class VariantsIntegrationTest : public harness::HubTest {
@@ -100,17 +113,17 @@ class VariantsIntegrationTest : public harness::HubTest {
     ASSERT_TRUE(started.ok()) << started.error().describe();
   }
 
-  void registerCluster(const std::string& name, events::StringMap labels) {
-    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
+  void registerCluster(const std::string& name, events::StringMap labels, std::vector<std::string> api_versions = {}) {
+    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels), std::move(api_versions));
     ASSERT_TRUE(reply.ok()) << reply.error().describe();
     auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
     ASSERT_TRUE(decoded.ok() && decoded->accepted) << reply->data();
   }
 
-  void publishCommit(const std::string& commit) {
+  void publishCommit(const std::string& commit, const std::map<std::string, std::string>& files = kFiles) {
     source::Archive archive;
     archive.commit = commit;
-    for (const auto& [path, content] : kFiles) {
+    for (const auto& [path, content] : files) {
       archive.files.push_back(source::File{path, "100644", content});
     }
     const std::string encoded = source::encode(archive);
@@ -279,6 +292,56 @@ TEST_F(VariantsIntegrationTest, ChangesWhileTheBundlerWasDownAreRenderedAtStart)
   auto again = deploys(a, web, 1);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_NE(manifestText(again[0].manifest_id).find(R"("env":"dev")"), std::string::npos);
+}
+
+// The API versions an agent reports reach helm as --api-versions: clusters with the same set share one render,
+// a cluster with another set gets its own, one without a set renders with helm's defaults, and a re-registration
+// with a new set (a CRD installed) re-renders and redeploys only that cluster.
+TEST_F(VariantsIntegrationTest, ApiVersionSetsAreARenderInputAndANewSetRedeploys) {
+  const std::vector<std::string> plain = {"apps/v1", "apps/v1/Deployment", "v1", "v1/ConfigMap"};
+  const std::vector<std::string> widgets = {"apps/v1", "apps/v1/Deployment", "example.com/v1", "example.com/v1/Widget",
+                                            "v1",      "v1/ConfigMap"};
+  registerCluster("caps-a", {}, plain);
+  registerCluster("caps-b", {}, plain);
+  registerCluster("caps-c", {}, widgets);
+  registerCluster("caps-d", {});  // no set reported
+  auto a = agent("caps-a");
+  auto b = agent("caps-b");
+  auto c = agent("caps-c");
+  auto d = agent("caps-d");
+  startBundler();
+  publishCommit("4444444444444444444444444444444444444444", kCapabilitiesFiles);
+  const std::string caps = "apps-caps";
+
+  auto deploy_a = deploys(a, caps, 1);
+  auto deploy_b = deploys(b, caps, 1);
+  auto deploy_c = deploys(c, caps, 1);
+  auto deploy_d = deploys(d, caps, 1);
+  ASSERT_EQ(deploy_a.size(), 1u);
+  ASSERT_EQ(deploy_b.size(), 1u);
+  ASSERT_EQ(deploy_c.size(), 1u);
+  ASSERT_EQ(deploy_d.size(), 1u);
+  EXPECT_EQ(deploy_a[0].manifest_id, deploy_b[0].manifest_id) << "the same set shares one render";
+  EXPECT_NE(deploy_a[0].manifest_id, deploy_c[0].manifest_id);
+  const std::string without = manifestText(deploy_a[0].manifest_id);
+  const std::string with = manifestText(deploy_c[0].manifest_id);
+  EXPECT_NE(without.find(R"("widgets":"false")"), std::string::npos) << without;
+  EXPECT_EQ(without.find(R"("kind":"Widget")"), std::string::npos) << without;
+  EXPECT_NE(with.find(R"("widgets":"true")"), std::string::npos) << with;
+  EXPECT_NE(with.find(R"("kind":"Widget")"), std::string::npos) << with;
+  EXPECT_NE(manifestText(deploy_d[0].manifest_id).find(R"("widgets":"false")"), std::string::npos);
+  // a+b, c, d: three render inputs (d differs from a and b by its set, even though the output is the same).
+  EXPECT_EQ(bundler_metrics_.value("variant_renders_total"), 3);
+
+  // caps-a now serves example.com/v1 (a CRD was installed): its agent registers again with the new set.
+  registerCluster("caps-a", {}, widgets);
+  auto redeploy_a = deploys(a, caps, 1);
+  ASSERT_EQ(redeploy_a.size(), 1u);
+  EXPECT_EQ(redeploy_a[0].manifest_id, deploy_c[0].manifest_id) << "caps-a now shares caps-c's render";
+  EXPECT_GT(redeploy_a[0].generation, deploy_a[0].generation);
+  EXPECT_EQ(bundler_metrics_.value("variant_renders_total"), 3) << "no new render: caps-c's input was cached";
+  EXPECT_TRUE(deploys(b, caps, 1, 1500ms).empty()) << "caps-b must not be redeployed";
+  EXPECT_TRUE(deploys(c, caps, 1, 500ms).empty()) << "caps-c must not be redeployed";
 }
 
 }  // namespace

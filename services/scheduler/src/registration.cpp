@@ -31,8 +31,10 @@ void applyRegistration(model::Cluster& cluster, const events::RegisterRequest& r
                        const std::string& now) {
   cluster.metadata.ns = workspace;
   cluster.metadata.labels = request.labels;
-  cluster.status.agent = model::AgentStatus{
-      .last_seen = now, .version = request.agent_version, .kubernetes_version = request.kubernetes_version};
+  cluster.status.agent = model::AgentStatus{.last_seen = now,
+                                            .version = request.agent_version,
+                                            .kubernetes_version = request.kubernetes_version,
+                                            .api_versions = request.api_versions};
   model::Condition registered{.type = "Registered",
                               .status = "True",
                               .reason = "AgentRegistered",
@@ -108,7 +110,10 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
     reply.message = "the hub cannot store the registration right now: " + stored.error().describe();
     return reply;
   }
-  count(stored->created ? "new" : (stored->targeting_changed ? "updated" : "unchanged"));
+  count(stored->created                ? "new"
+        : stored->targeting_changed    ? "updated"
+        : stored->api_versions_changed ? "api-versions"
+                                       : "unchanged");
   announceRegistration(request, workspace, *stored);
   // Always: a re-registration refreshes the cluster summary (versions, last seen) even when nothing moves.
   enqueueReconcile(request.cluster);
@@ -127,6 +132,7 @@ Result<Scheduler::Registration> Scheduler::storeRegistration(const events::Regis
   auto existing = registrations_.find(request.cluster);
   if (existing != registrations_.end()) {
     out.cluster = existing->second;
+    out.api_versions_changed = existing->second.status.agent.api_versions != request.api_versions;
   } else {
     out.created = true;
     out.cluster.metadata.name = request.cluster;
@@ -147,8 +153,10 @@ void Scheduler::announceRegistration(const events::RegisterRequest& request, con
              {"workspace", workspace},
              {"labels", model::formatSelector(model::LabelSelector{.match_labels = request.labels})},
              {"kubernetes_version", request.kubernetes_version},
+             {"api_versions", static_cast<int64_t>(request.api_versions.size())},
+             {"api_versions_changed", registration.api_versions_changed},
              {"agent_version", request.agent_version}});
-  if (!registration.created && !registration.targeting_changed) {
+  if (!registration.created && !registration.targeting_changed && !registration.api_versions_changed) {
     return;
   }
   publishPublic(

@@ -193,6 +193,23 @@ TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
   EXPECT_FALSE(kv(*hub_.clusters, events::clusterKey("prod-2")).has_value());
   EXPECT_EQ(metric("registrations_total", {{"result", "rejected"}}), 2);
   EXPECT_EQ(metric("registrations_total", {{"result", "new"}}), 1);
+
+  // A re-registration with another API-version set (a CRD installed) is stored in status.agent.apiVersions;
+  // an unsorted set is not a valid request.
+  const std::vector<std::string> served = {"example.com/v1", "example.com/v1/Widget", "v1", "v1/ConfigMap"};
+  auto again = harness::requestRegistration(hub_, "prod-1", kWs, {{"env", "prod"}}, served);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(events::parsePayload<events::RegisterReply>(again->data())->accepted) << again->data();
+  auto updated = model::decodeCluster(*kv(*hub_.clusters, events::clusterKey("prod-1")));
+  ASSERT_TRUE(updated.ok()) << updated.error().describe();
+  EXPECT_EQ(updated->status.agent.api_versions, served);
+  EXPECT_EQ(metric("registrations_total", {{"result", "api-versions"}}), 1);
+  auto unsorted = harness::requestRegistration(hub_, "prod-1", kWs, {{"env", "prod"}}, {"v1/ConfigMap", "v1"});
+  ASSERT_TRUE(unsorted.ok());
+  auto refused = events::parsePayload<events::RegisterReply>(unsorted->data());
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->accepted);
+  EXPECT_NE(refused->message.find("apiVersions[1]"), std::string::npos) << refused->message;
 }
 
 // Targeting by clusterSelector: one DeployEvent, to the matching cluster only, and the BD record; the same

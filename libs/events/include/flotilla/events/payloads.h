@@ -167,7 +167,16 @@ struct StatusEvent {
   bool operator==(const StatusEvent&) const = default;
 };
 
-//! agent -> scheduler (request/reply on kRegisterSubject): a cluster's agent introduces itself.
+//! The most API versions a RegisterRequest may carry (a large cluster serves a few thousand kinds; the request stays
+//! well under NATS' 1 MiB payload limit).
+inline constexpr size_t kMaxApiVersions = 10000;
+
+//! Why `entry` cannot be an apiVersions entry ("" when it can): one to three '/'-separated non-empty parts of
+//! printable characters without spaces or commas (helm splits --api-versions values at commas).
+std::string apiVersionEntryProblem(std::string_view entry);
+
+//! agent -> scheduler (request/reply on kRegisterSubject): a cluster's agent introduces itself; it sends it again
+//! (re-registration) when the API versions it serves changed.
 struct RegisterRequest {
   static constexpr std::string_view kKind = "RegisterRequest";
   std::string id;
@@ -177,6 +186,10 @@ struct RegisterRequest {
   StringMap labels;
   std::string kubernetes_version;
   std::string agent_version;
+  //! What the cluster serves, as Helm's .Capabilities.APIVersions sees it on a live cluster: every served
+  //! "group/version" ("v1" for the core group) and "group/version/Kind", sorted, no duplicates (at most
+  //! kMaxApiVersions). Empty: not reported (the hub renders with Helm's defaults).
+  std::vector<std::string> api_versions;
 
   bool operator==(const RegisterRequest&) const = default;
 };

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -180,6 +181,11 @@ class KubeClient {
   Result<ResourceMapping> mapping(std::string_view api_version, std::string_view kind);
   //! Drops the discovery cache and loads it again.
   Status refreshDiscovery();
+  //! What the server serves, as Helm's .Capabilities.APIVersions lists it for a live cluster: every
+  //! "group/version" ("v1" for the core group) and "group/version/Kind" (subresource kinds included, as Helm's
+  //! discovery does), sorted and unique. Loads discovery afresh (refreshDiscovery), so a CRD established a
+  //! moment ago is in it.
+  Result<std::vector<std::string>> servedApiVersions();
 
   //! One object. An empty namespace means the kubeconfig's namespace (for namespaced kinds).
   Result<Json> get(std::string_view api_version, std::string_view kind, std::string_view ns, std::string_view name);
@@ -229,6 +235,7 @@ class KubeClient {
   Status loadGroupVersionLocked(const std::string& group, const std::string& version);
   void addLegacyResourcesLocked(const Json& resource_list, const std::string& group, const std::string& version);
   void addAggregatedLocked(const Json& discovery_list);
+  void addServedLocked(const std::string& group_version, const Json& resources);
   Result<std::string> objectPath(std::string_view api_version, std::string_view kind, std::string_view ns,
                                  std::string_view name);
   std::string collectionPath(const ResourceMapping& mapping, std::string_view ns) const;
@@ -247,6 +254,7 @@ class KubeClient {
   std::mutex discovery_mutex_;
   bool discovery_loaded_ = false;
   std::map<std::string, ResourceMapping, std::less<>> mappings_;  // "group/version/Kind"
+  std::set<std::string> served_;  // servedApiVersions(): "group/version" and "group/version/Kind" entries
 };
 
 //! Splits "group/version" (or "v1") into group and version; kInvalid when malformed.

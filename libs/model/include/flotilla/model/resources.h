@@ -194,6 +194,9 @@ struct AgentStatus {
   std::string last_seen;  //!< RFC 3339
   std::string version;
   std::string kubernetes_version;
+  //! The cluster's served "group/version" and "group/version/Kind" entries, sorted (the agent's discovery, for
+  //! Helm's .Capabilities.APIVersions); empty when the agent reported none. A Flotilla addition to Fleet's schema.
+  std::vector<std::string> api_versions;
 
   bool operator==(const AgentStatus&) const = default;
 };

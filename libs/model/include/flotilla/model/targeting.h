@@ -59,7 +59,7 @@ struct ClusterFacts {
   std::vector<GroupInfo> groups;
   bool implicit_default_group = true;
   std::string kubernetes_version;         //!< "v1.30.2" or "" when unknown (then helm's default is used)
-  std::vector<std::string> api_versions;  //!< extra `helm --api-versions` entries (empty = none)
+  std::vector<std::string> api_versions;  //!< `helm --api-versions` entries: what the agent reported (empty = none)
 
   bool operator==(const ClusterFacts&) const = default;
 };
@@ -67,7 +67,7 @@ struct ClusterFacts {
 //! A ClusterGroup record as targeting sees it.
 GroupInfo groupInfoOf(const ClusterGroup& group);
 
-//! A Cluster record's facts (name, workspace, labels, annotations, templateValues, Kubernetes version); groups
+//! A Cluster record's facts (name, workspace, labels, annotations, templateValues, Kubernetes and API versions); groups
 //! are not resolved (see resolveGroups).
 ClusterFacts clusterFactsOf(const Cluster& cluster);
 

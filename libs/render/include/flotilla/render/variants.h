@@ -7,12 +7,13 @@
 //     reference, or helm.templateValues is set;
 //   - targetCustomizationMode AllMatches with two or more customizations (the merged combination depends on which
 //     match);
-//   - a Helm chart that reads .Capabilities (its output depends on the cluster's Kubernetes version).
+//   - a Helm chart that reads .Capabilities (its output depends on the cluster's Kubernetes and API versions).
 // Otherwise a bundle renders once per distinct customization (no per-cluster work).
 //
 // In variant mode every cluster of the workspace is placed (placeBundle), its options pre-processed
-// (preprocessValues) and rendered once per distinct render input (renderKey of the processed options, plus the
-// Kubernetes version and API versions when the chart reads .Capabilities); equal outputs share one manifestID.
+// (preprocessValues) and rendered once per distinct render input (renderKey of the processed options, plus
+// capabilitiesKey — Kubernetes version and API-version set — when the chart reads .Capabilities); equal outputs
+// share one manifestID.
 // The result, an events::BundleVariants table (libs/events variants.h), is stored content-addressed in the
 // `manifests` object store and named by BundleEvent.variantsObject; the scheduler deploys each cluster's variant
 // and holds clusters missing from it.
@@ -80,6 +81,11 @@ Status preprocessValues(model::BundleDeploymentOptions& options, const ClusterFa
 //! True when the Helm chart at `chart_dir` (absolute) reads .Capabilities in a template or has a packaged
 //! sub-chart (not inspected, so assumed to).
 bool chartReadsCapabilities(const std::string& chart_dir);
+
+//! The part of a cluster's render input that Helm's .Capabilities sees: "kube=<kubernetesVersion>;apis=<16 hex
+//! digits of sha256 over the sorted, de-duplicated API versions>" ("" when the cluster reported neither), so
+//! clusters with the same version and the same served APIs share one render of a chart that reads .Capabilities.
+std::string capabilitiesKey(const ClusterFacts& cluster);
 
 //! Manifests rendered for earlier variants, so re-rendering a bundle after one cluster changed runs the renderer
 //! only for the render inputs not seen before. Keys name the bundle, commit and render input; values are manifestIDs

@@ -5,11 +5,12 @@
 // heartbeat_interval, binds the durable consumer agent-<cluster> on FLOTILLA_DEPLOY (filter
 // flotilla.deploy.<cluster>) and feeds its messages to the handler, up to --parallel-bundles bundles at once and one
 // bundle's deploys in order (keyed by bundle, deployKey), and re-checks the health of
-// bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). Three
-// threads: consumer (registration, then the loop), heartbeat, resync; plus the drift watch's worker and one thread
-// per watch (watcher.h), whose changes reach the handler's reportFromWatch. The handler's wake callback runs the
-// consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a message being handled is finished (or
-// abandoned unacked, to be redelivered, if it was waiting on the cluster).
+// bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). It reports
+// the cluster's API versions at registration and registers again when they change (api_versions.h). Four
+// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD watch); plus the drift
+// watch's worker and one thread per watch (watcher.h), whose changes reach the handler's reportFromWatch. The
+// handler's wake callback runs the consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a
+// message being handled is finished (or abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
 // Heartbeats go to flotilla.status.<cluster>.= (events::statusSubject(cluster, "")): DESIGN.md lets an agent
 // publish only under flotilla.status.<its cluster>.>, and "=" is the token of the empty bundle name, which no
@@ -24,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "flotilla/agent/api_versions.h"
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/inventory.h"
@@ -63,6 +65,7 @@ struct AgentOptions {
   //! Fight detection (watcher.h): --fight-corrections corrections of one object within --fight-window.
   size_t fight_corrections = kDefaultFightCorrections;
   std::chrono::milliseconds fight_window = kDefaultFightWindow;
+  ApiVersionsOptions api_versions;  //!< the CRD watch that re-registers when the served API versions change
   std::string agent_version = std::string(kAgentVersion);
 };
 
@@ -114,7 +117,11 @@ class Agent {
   bool sleepFor(std::chrono::milliseconds duration);
   //! Registration with retries; false when stopped first.
   bool registerWithHub();
-  Result<events::RegisterReply> registerOnce();
+  Result<events::RegisterReply> registerOnce(const std::vector<std::string>& api_versions);
+  //! Registers again with a changed API-version set (api_versions.h); true when the hub accepted it.
+  bool reregister(const std::vector<std::string>& api_versions);
+  //! The API-version thread: after the registration, the CRD watch (ApiVersionsTracker::run).
+  void apiVersionsLoop();
   //! The runtime's settings for the agent-<cluster> durable.
   service::ConsumerOptions consumerOptions(const std::string& cluster);
   //! Creates the durable and starts the consumer runtime, retried; false when stopped first.
@@ -141,6 +148,7 @@ class Agent {
   std::unique_ptr<InventoryStore> inventories_;
   std::unique_ptr<StatusPublisher> publisher_;
   std::unique_ptr<DeployHandler> handler_;
+  std::unique_ptr<ApiVersionsTracker> api_versions_;
   mutable std::mutex consumer_mutex_;  //!< guards the pointer consumer_ (the resync thread wakes through it)
   std::shared_ptr<service::Consumer> consumer_;
 
@@ -153,6 +161,7 @@ class Agent {
   std::thread consumer_thread_;
   std::thread heartbeat_thread_;
   std::thread resync_thread_;
+  std::thread api_versions_thread_;
   bool started_ = false;
 };
 

@@ -172,6 +172,7 @@ class Scheduler {
     model::Cluster cluster;
     bool created = false;
     bool targeting_changed = false;
+    bool api_versions_changed = false;  //!< the cluster serves other API versions than at its last registration
   };
 
   Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options);

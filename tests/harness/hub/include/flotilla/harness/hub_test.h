@@ -52,16 +52,19 @@ class HubTest : public ::testing::Test {
   service::Hub hub_;
 };
 
-//! Sends the registration an agent of `cluster` would send to the scheduler; the reply message.
+//! Sends the registration an agent of `cluster` would send to the scheduler (with `api_versions`, sorted, as its
+//! discovery found them); the reply message.
 inline Result<bus::Message> requestRegistration(const service::Hub& hub, const std::string& cluster,
-                                                const std::string& workspace, events::StringMap labels) {
+                                                const std::string& workspace, events::StringMap labels,
+                                                std::vector<std::string> api_versions = {}) {
   events::RegisterRequest request{.id = events::newEventId(),
                                   .time = log::nowRfc3339(),
                                   .cluster = cluster,
                                   .workspace = workspace,
                                   .labels = std::move(labels),
                                   .kubernetes_version = "v1.31.2",
-                                  .agent_version = "0.1.0"};
+                                  .agent_version = "0.1.0",
+                                  .api_versions = std::move(api_versions)};
   return hub.connection->request(events::kRegisterSubject, events::encode(request).dump(), std::chrono::seconds(5));
 }
 
