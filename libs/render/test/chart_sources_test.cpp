@@ -420,7 +420,7 @@ TEST(ChartSources, RenderBundleNotesTheChartVersionAndPassesApplyTimeOptions) {
   checkout.add("app/fleet.yaml", "defaultNamespace: web\nhelm:\n  repo: " + repo.url() +
                                      "\n  chart: demo\n  version: \">=1.0.0 <2.0.0\"\n  releaseName: web\n"
                                      "  takeOwnership: true\n  atomic: true\n  force: true\n  timeoutSeconds: 120\n"
-                                     "  waitForJobs: true\n  maxHistory: 3\n");
+                                     "  waitForJobs: true\n");  // maxHistory is refused by name (option_support.h)
   events::CommitEvent commit;
   commit.workspace = "fleet-default";
   commit.gitrepo = "repo";
@@ -446,7 +446,6 @@ TEST(ChartSources, RenderBundleNotesTheChartVersionAndPassesApplyTimeOptions) {
   EXPECT_TRUE(helm_options->getBool("force"));
   EXPECT_TRUE(helm_options->getBool("waitForJobs"));
   EXPECT_EQ(helm_options->getInt("timeoutSeconds"), 120);
-  EXPECT_EQ(helm_options->getInt("maxHistory"), 3);
   const auto& manifest = rendered->manifests.at(rendered->event.manifest_id);
   EXPECT_NE(manifest.text.find("\"1.4.2\""), std::string::npos);
 }
