@@ -107,6 +107,12 @@ std::optional<std::string> Applier::checkUnmanaged(const PlannedObject& planned,
   if (isNamespace(planned.ref) && request.owned_namespaces.contains(planned.ref.name)) {
     return std::string();  // created by the agent for this bundle earlier (namespaces carry no annotation)
   }
+  // A target namespace the agent created for another bundle, or for this one by an apply that crashed before its
+  // inventory was written, carries no annotation either, but its field manager is the agent's own.
+  const auto managers = fieldManagers(live);
+  if (std::find(managers.begin(), managers.end(), kFieldManager) != managers.end()) {
+    return std::string();
+  }
   auto count = [&](std::string_view result) {
     metrics_
         .counter("unmanaged_objects_total", "Existing objects no bundle manages, by decision",
@@ -123,7 +129,7 @@ std::optional<std::string> Applier::checkUnmanaged(const PlannedObject& planned,
   count("refused");
   outcome.apply_failed = true;
   outcome.unmanaged = true;
-  outcome.error = unmanagedMessage(planned.ref, fieldManagers(live));
+  outcome.error = unmanagedMessage(planned.ref, managers);
   log::warn("refusing to adopt an object no bundle manages",
             {{"object", planned.ref.describe()}, {"owner", request.owner}, {"error", outcome.error}});
   return std::nullopt;
