@@ -27,6 +27,15 @@ std::string describeFailures(const std::string& what, size_t count, const std::v
   return text;
 }
 
+//! The bundle of a DeployEvent as it claims objects (the claim rules read these fields).
+Claimant claimantOf(const events::DeployEvent& event, const model::BundleDeploymentOptions& options) {
+  return Claimant{.workspace = event.workspace,
+                  .bundle = event.bundle,
+                  .gitrepo = event.gitrepo,
+                  .commit_sequence = event.commit_sequence,
+                  .force = wantsForce(options)};
+}
+
 }  // namespace
 
 //! One apply on its way through the steps of handleApply.
@@ -60,11 +69,7 @@ Outcome DeployHandler::handleApply(const events::DeployEvent& event, const model
                  .options = options,
                  .delivery = delivery,
                  .owner = ownerOf(event.workspace, event.bundle),
-                 .claimant = Claimant{.workspace = event.workspace,
-                                      .bundle = event.bundle,
-                                      .gitrepo = event.gitrepo,
-                                      .commit_sequence = event.commit_sequence,
-                                      .force = wantsForce(options)},
+                 .claimant = claimantOf(event, options),
                  .current = inventory.value_or(Inventory{.workspace = event.workspace, .bundle = event.bundle}),
                  .manifest_id = event.manifest_id};
   return runApply(plan);
@@ -210,11 +215,7 @@ Outcome DeployHandler::revertAfterTimeout(const events::DeployEvent& event,
                  .options = options,
                  .delivery = delivery,
                  .owner = ownerOf(event.workspace, event.bundle),
-                 .claimant = Claimant{.workspace = event.workspace,
-                                      .bundle = event.bundle,
-                                      .gitrepo = event.gitrepo,
-                                      .commit_sequence = event.commit_sequence,
-                                      .force = wantsForce(options)},
+                 .claimant = claimantOf(event, options),
                  .current = std::move(failed),
                  .manifest_id = inventory.previous_manifest_id,
                  .failure = std::move(failure)};

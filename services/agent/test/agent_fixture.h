@@ -27,6 +27,7 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
 #include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/local_port.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/identity.h"
 #include "flotilla/service/hub.h"
@@ -253,6 +254,20 @@ class AgentTest : public ::testing::Test {
     options.retry = DeployHandlerOptions{
         .retry_base = milliseconds(200), .retry_max = milliseconds(2000), .release_hold = milliseconds(0)};
     return options;
+  }
+
+  //! A client with this cluster's credentials pointed at a free local port where nothing listens (an API server
+  //! that cannot be reached), with short timeouts. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+  void makeUnreachableKubeClient(std::shared_ptr<kube::KubeClient>& out) {
+    auto port = harness::freeTcpPort();
+    ASSERT_TRUE(port.ok());
+    kube::Kubeconfig config = kube::Kubeconfig::load(cluster_->kubeconfigPath()).value();
+    config.server = "https://127.0.0.1:" + std::to_string(*port);
+    config.port = std::to_string(*port);
+    auto client = kube::KubeClient::create(
+        config, kube::KubeClientOptions{.request_timeout = milliseconds(2000), .connect_timeout = milliseconds(500)});
+    ASSERT_TRUE(client.ok());
+    out = std::shared_ptr<kube::KubeClient>(std::move(client).value());
   }
 
   void startAgent(std::shared_ptr<kube::KubeClient> kube = nullptr, bool wait_ready = true, bool lazy_manifests = false,

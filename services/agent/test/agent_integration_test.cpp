@@ -593,15 +593,9 @@ TEST_F(AgentTest, StaleGenerationIsIgnored) {
 // with in-progress acks, so it uses no delivery (it is never terminated for it), and no status is invented.
 TEST_F(AgentTest, UnreachableApiServerWaitsWithoutUsingDeliveries) {
   startResponder();
-  auto port = harness::freeTcpPort();
-  ASSERT_TRUE(port.ok());
-  kube::Kubeconfig config = kube::Kubeconfig::load(cluster_->kubeconfigPath()).value();
-  config.server = "https://127.0.0.1:" + std::to_string(*port);
-  config.port = std::to_string(*port);
-  auto client = kube::KubeClient::create(
-      config, kube::KubeClientOptions{.request_timeout = milliseconds(2000), .connect_timeout = milliseconds(500)});
-  ASSERT_TRUE(client.ok());
-  startAgent(std::shared_ptr<kube::KubeClient>(std::move(client).value()));
+  std::shared_ptr<kube::KubeClient> unreachable;
+  ASSERT_NO_FATAL_FAILURE(makeUnreachableKubeClient(unreachable));
+  startAgent(unreachable);
   std::string bundle = unique("bundle");
   deploy(bundle, putManifest({configMap("a", "default", {})}), Json::object());
   ASSERT_TRUE(eventually(

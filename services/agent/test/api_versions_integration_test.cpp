@@ -135,15 +135,9 @@ TEST_F(ApiVersionsAgentTest, RefusedReRegistrationIsRetried) {
 // renders with Helm's defaults), and counts the failures.
 TEST_F(ApiVersionsAgentTest, UnreadableDiscoveryRegistersWithoutApiVersions) {
   startResponder();
-  auto port = harness::freeTcpPort();
-  ASSERT_TRUE(port.ok());
-  kube::Kubeconfig config = kube::Kubeconfig::load(cluster_->kubeconfigPath()).value();
-  config.server = "https://127.0.0.1:" + std::to_string(*port);
-  config.port = std::to_string(*port);
-  auto client = kube::KubeClient::create(
-      config, kube::KubeClientOptions{.request_timeout = milliseconds(2000), .connect_timeout = milliseconds(500)});
-  ASSERT_TRUE(client.ok());
-  startAgent(std::shared_ptr<kube::KubeClient>(std::move(client).value()));
+  std::shared_ptr<kube::KubeClient> unreachable;
+  ASSERT_NO_FATAL_FAILURE(makeUnreachableKubeClient(unreachable));
+  startAgent(unreachable);
   auto all = requests();
   ASSERT_FALSE(all.empty());
   EXPECT_TRUE(all.front().api_versions.empty());
