@@ -72,12 +72,14 @@ inline bool bundleState(Hub& hub, const std::string& cluster, const std::string&
   return false;
 }
 
-//! True when every bundle of `gitrepo` is Ready at `commit` on each of `clusters` (and each has at least one).
+//! True when every bundle of `gitrepo` is Ready at `commit` on each of `clusters` (and each has at least one, or
+//! exactly `bundles` when given: a bundle the bundler has not published yet is not on the list at all, so a test
+//! that counts events per bundle must say how many it waits for).
 inline bool readyEverywhere(Hub& hub, const std::string& gitrepo, const std::string& commit,
-                            const std::vector<std::string>& clusters) {
+                            const std::vector<std::string>& clusters, size_t bundles = 0) {
   for (const auto& cluster : clusters) {
     auto items = bundlesOn(hub, cluster, gitrepo);
-    if (items.empty()) {
+    if (items.empty() || (bundles != 0 && items.size() != bundles)) {
       return false;
     }
     for (const auto& item : items) {

@@ -209,7 +209,8 @@ TEST(PipelineCrashTest, KillNineOfBundlerAndAgentMidCommitLandsExactlyOnce) {
                                      "first");
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(hub.apply(gitRepoYaml(name, repo->http, {"app", "chart"})).ok());
-  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *first, both); }, kLands)) << hub.allLogs();
+  // Both bundles (the raw one and the Helm one): the events are counted per bundle below.
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *first, both, 2); }, kLands)) << hub.allLogs();
 
   auto js = hub.js();
   ASSERT_TRUE(js.ok());

@@ -108,9 +108,11 @@ std::optional<std::string> Applier::checkUnmanaged(const PlannedObject& planned,
     return std::string();  // created by the agent for this bundle earlier (namespaces carry no annotation)
   }
   // A target namespace the agent created for another bundle, or for this one by an apply that crashed before its
-  // inventory was written, carries no annotation either, but its field manager is the agent's own.
+  // inventory was written, carries kCreatedForAnnotation (older agents left only their field manager, and only
+  // when they set labels or annotations on it).
   const auto managers = fieldManagers(live);
-  if (std::find(managers.begin(), managers.end(), kFieldManager) != managers.end()) {
+  if (isNamespace(planned.ref) && (live.at({"metadata", "annotations", kCreatedForAnnotation}) != nullptr ||
+                                   std::find(managers.begin(), managers.end(), kFieldManager) != managers.end())) {
     return std::string();
   }
   auto count = [&](std::string_view result) {
@@ -226,16 +228,23 @@ Status Applier::ensureNamespaces(const std::set<std::string>& namespaces, const 
     }
     // Fleet creates a bundle's target namespace when it is missing; it is not part of the bundle's inventory.
     Json object = Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", ns}})}});
+    object["metadata"]["annotations"][std::string(kCreatedForAnnotation)] = request.owner;
     for (const auto& [key, value] : request.namespace_labels) {
       object["metadata"]["labels"][key] = value;
     }
     for (const auto& [key, value] : request.namespace_annotations) {
       object["metadata"]["annotations"][key] = value;
     }
-    auto applied = client.apply(object, kube::ApplyOptions{.field_manager = std::string(kFieldManager)});
+    // A create, not a server-side apply: a bundle that lists this Namespace may apply it between the get and here,
+    // and an apply with the agent's field manager would strip that bundle's fields (its owner annotation) again.
+    auto applied = client.requestJson("POST", "/api/v1/namespaces?fieldManager=" + std::string(kFieldManager),
+                                      object.dump(), "application/json");
     if (!applied.ok()) {
       if (transient(applied.error())) {
         return fail(applied.error());
+      }
+      if (applied.error().kind == ErrorKind::kConflict) {
+        continue;  // AlreadyExists: created in the meantime by someone else, so not by us
       }
       log::warn("could not create a namespace for the bundle",
                 {{"namespace", ns}, {"owner", request.owner}, {"error", applied.error().describe()}});

@@ -205,13 +205,13 @@ Result<std::string> DeployHandler::deleteCreatedNamespaces(const Inventory& inve
   }
   auto inventories = inventories_.list();
   FLOTILLA_TRY(inventories);
-  std::set<std::string> in_use;  // namespaces other bundles still have objects in
+  std::set<std::string> in_use;  // namespaces other bundles still have objects in, or list themselves
   for (const auto& other : *inventories) {
     if (other.workspace == inventory.workspace && other.bundle == inventory.bundle) {
       continue;
     }
     for (const auto& ref : other.objects) {
-      in_use.insert(ref.ns);
+      in_use.insert(isNamespace(ref) ? ref.name : ref.ns);
     }
   }
   std::vector<std::string> doomed;
@@ -228,7 +228,7 @@ Result<std::string> DeployHandler::deleteCreatedNamespaces(const Inventory& inve
     text += "; deleted " + std::to_string(doomed.size() - errors->size()) + " namespaces (deleteNamespace)";
   }
   for (const auto& name : kept) {
-    text += "; kept namespace " + name + " (another bundle has objects in it)";
+    text += "; kept namespace " + name + " (another bundle has objects in it or lists it)";
   }
   for (const auto& error : *errors) {
     text += "; " + error;

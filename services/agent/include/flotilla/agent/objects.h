@@ -25,6 +25,13 @@ namespace flotilla::agent {
 //! prune from deleting an object another bundle has since adopted.
 inline constexpr std::string_view kBundleAnnotation = "flotilla.io/bundle";
 
+//! The annotation on a target namespace the agent created because a bundle's objects needed it (Fleet creates a
+//! missing defaultNamespace/namespace): "<workspace>/<bundle>" of that bundle. Such a namespace is not part of the
+//! bundle's objects and carries no kBundleAnnotation, yet it is the agent's own, not an unmanaged object: another
+//! bundle that lists the Namespace explicitly takes it over without takeOwnership. (A field-manager entry cannot
+//! tell: the API server keeps none for an apply that sets nothing but the name.)
+inline constexpr std::string_view kCreatedForAnnotation = "flotilla.io/created-for";
+
 //! The kBundleAnnotation of a live object ("" when it has none).
 std::string ownerAnnotation(const Json& live);
 
