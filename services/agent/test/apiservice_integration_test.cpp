@@ -57,7 +57,7 @@ class ApiServiceAgentTest : public AgentTest {
 
   //! A namespace for the test's Services.
   std::string testNamespace(const std::string& prefix) {
-    const std::string ns = unique(prefix);
+    std::string ns = unique(prefix);
     namespaces_.push_back(ns);
     EXPECT_TRUE(
         kube_->apply(Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", ns}})}}))

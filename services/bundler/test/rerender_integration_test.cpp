@@ -8,9 +8,12 @@
 namespace flotilla::bundler {
 namespace {
 
-const std::vector<std::string> kPlain = {"apps/v1", "apps/v1/Deployment", "v1", "v1/ConfigMap"};
-const std::vector<std::string> kWidgets = {"apps/v1", "apps/v1/Deployment", "example.com/v1", "example.com/v1/Widget",
-                                           "v1",      "v1/ConfigMap"};
+std::vector<std::string> plainSet() {
+  return {"apps/v1", "apps/v1/Deployment", "v1", "v1/ConfigMap"};
+}
+std::vector<std::string> widgetsSet() {
+  return {"apps/v1", "apps/v1/Deployment", "example.com/v1", "example.com/v1/Widget", "v1", "v1/ConfigMap"};
+}
 
 //! The BundleEvent the record of `bundle` holds as its last good render.
 events::BundleEvent lastGood(bus::KeyValue& bundles, const std::string& bundle) {
@@ -22,7 +25,7 @@ events::BundleEvent lastGood(bus::KeyValue& bundles, const std::string& bundle) 
 }
 
 TEST_F(VariantsIntegrationTest, ApiVersionSetReturningToAnEarlierOneRedeploys) {
-  registerCluster("flip-a", {}, kPlain);
+  registerCluster("flip-a", {}, plainSet());
   auto a = agent("flip-a");
   startBundler();
   publishCommit("5555555555555555555555555555555555555555", kCapabilitiesFiles);
@@ -34,7 +37,7 @@ TEST_F(VariantsIntegrationTest, ApiVersionSetReturningToAnEarlierOneRedeploys) {
   const events::BundleEvent set_a = lastGood(*hub_.bundles, caps);
 
   // B: the cluster serves example.com/v1 now.
-  registerCluster("flip-a", {}, kWidgets);
+  registerCluster("flip-a", {}, widgetsSet());
   auto second = deploys(a, caps, 1);
   ASSERT_EQ(second.size(), 1u);
   EXPECT_NE(second[0].manifest_id, first[0].manifest_id);
@@ -42,7 +45,7 @@ TEST_F(VariantsIntegrationTest, ApiVersionSetReturningToAnEarlierOneRedeploys) {
   const events::BundleEvent set_b = lastGood(*hub_.bundles, caps);
 
   // Back to A: the same table as the commit's own render, published again and deployed again.
-  registerCluster("flip-a", {}, kPlain);
+  registerCluster("flip-a", {}, plainSet());
   auto third = deploys(a, caps, 1);
   ASSERT_EQ(third.size(), 1u) << "the A -> B -> A re-render was dropped as a duplicate";
   EXPECT_EQ(third[0].manifest_id, first[0].manifest_id);
@@ -56,11 +59,11 @@ TEST_F(VariantsIntegrationTest, ApiVersionSetReturningToAnEarlierOneRedeploys) {
   EXPECT_GE(bundler_metrics_.value("rerenders_total", {{"result", "published"}}), 2);
 
   // B again, then A again: every flip publishes (the revision moves on with each record written).
-  registerCluster("flip-a", {}, kWidgets);
+  registerCluster("flip-a", {}, widgetsSet());
   auto fourth = deploys(a, caps, 1);
   ASSERT_EQ(fourth.size(), 1u);
   EXPECT_EQ(fourth[0].manifest_id, second[0].manifest_id);
-  registerCluster("flip-a", {}, kPlain);
+  registerCluster("flip-a", {}, plainSet());
   auto fifth = deploys(a, caps, 1);
   ASSERT_EQ(fifth.size(), 1u);
   EXPECT_EQ(fifth[0].manifest_id, first[0].manifest_id);
