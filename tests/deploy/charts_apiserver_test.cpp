@@ -1,6 +1,7 @@
 // Integration tests of the charts against a real kube-apiserver (tests/harness/kube): every rendered object is
 // accepted by server-side dry run (schema, defaulting, admission), and the agent's RBAC, applied for real, grants
-// what values.yaml says — cluster-admin by default, only the listed rules plus CRDs and inventories otherwise.
+// what values.yaml says — cluster-admin only on request, only the listed rules plus CRDs and inventories with
+// rbac.mode=rules (the default mode and impersonation: agent_chart_rbac_apiserver_test.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -76,7 +77,10 @@ TEST_F(ChartsOnApiserver, AgentVariantsPassServerDryRun) {
     return more;
   };
   expectDryRunAccepts("flotilla-agent", with({"--set-string", "nats.credentials.content=creds"}), "agent-a");
-  expectDryRunAccepts("flotilla-agent", with({"--set", "rbac.clusterAdmin=false"}), "agent-b");
+  expectDryRunAccepts("flotilla-agent", with({"--set", "rbac.mode=rules"}), "agent-b");
+  expectDryRunAccepts("flotilla-agent",
+                      with({"--set", "rbac.mode=clusterAdmin", "--set", "impersonation.serviceAccounts={deployer}"}),
+                      "agent-d");
   expectDryRunAccepts("flotilla-agent",
                       with({"--set", "kubeconfig.secretName=edge", "--set", "metrics.service.enabled=false"}),
                       "agent-c");
@@ -85,7 +89,7 @@ TEST_F(ChartsOnApiserver, AgentVariantsPassServerDryRun) {
 TEST_F(ChartsOnApiserver, AgentRbacGrantsWhatValuesSay) {
   const std::vector<std::string> required{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222"};
   for (const auto& [release, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"admin", {}}, {"restricted", {"--set", "rbac.clusterAdmin=false"}}}) {
+           {"admin", {"--set", "rbac.mode=clusterAdmin"}}, {"restricted", {"--set", "rbac.mode=rules"}}}) {
     auto args = required;
     args.insert(args.end(), extra.begin(), extra.end());
     auto text = renderChartText("flotilla-agent", args, release);
@@ -96,17 +100,23 @@ TEST_F(ChartsOnApiserver, AgentRbacGrantsWhatValuesSay) {
   const std::string admin = "system:serviceaccount:flotilla-system:admin-flotilla-agent";
   EXPECT_EQ(canI(admin, {"*", "*"}), "yes");
   EXPECT_EQ(canI(admin, {"create", "clusterroles"}), "yes");
+  EXPECT_EQ(canI(admin, {"impersonate", "users/alice"}), "yes") << "cluster-admin includes impersonate";
 
   const std::string restricted = "system:serviceaccount:flotilla-system:restricted-flotilla-agent";
   EXPECT_EQ(canI(restricted, {"create", "deployments.apps", "-n", "default"}), "yes");
   EXPECT_EQ(canI(restricted, {"watch", "customresourcedefinitions.apiextensions.k8s.io"}), "yes");
+  EXPECT_EQ(canI(restricted, {"watch", "apiservices.apiregistration.k8s.io"}), "yes");
+  EXPECT_EQ(canI(restricted, {"impersonate", "serviceaccounts/deployer", "-n", "flotilla-system"}), "no");
   EXPECT_EQ(canI(restricted, {"create", "configmaps", "-n", "flotilla-system"}), "yes");
   EXPECT_EQ(canI(restricted, {"create", "customresourcedefinitions.apiextensions.k8s.io"}), "no");
   EXPECT_EQ(canI(restricted, {"create", "clusterroles.rbac.authorization.k8s.io"}), "no");
 
   // Clean up for reruns against the same shared cluster.
-  for (const std::string release : {"admin", "restricted"}) {
-    auto text = renderChartText("flotilla-agent", required, release);
+  for (const auto& [release, mode] : std::vector<std::pair<std::string, std::string>>{
+           {"admin", "rbac.mode=clusterAdmin"}, {"restricted", "rbac.mode=rules"}}) {
+    auto args = required;
+    args.insert(args.end(), {"--set", mode});
+    auto text = renderChartText("flotilla-agent", args, release);
     ASSERT_TRUE(text.ok());
     kubectl({"delete", "--ignore-not-found", "--wait=false", "-f", "-"}, *text);
   }

@@ -148,7 +148,8 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
 }
 
 TEST(AgentChart, LintIsClean) {
-  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.clusterAdmin=false"}),
+  expectLintClean("flotilla-agent", {agentRequired(), with(agentRequired(), {"--set", "rbac.mode=rules"}),
+                                     with(agentRequired(), {"--set", "rbac.mode=clusterAdmin"}),
                                      with(agentRequired(), {"--set", "impersonation.serviceAccounts={deployer}"})});
 }
 
@@ -161,17 +162,23 @@ TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {
   EXPECT_THAT(no_url.error().message, HasSubstr("nats.url is required"));
 }
 
-TEST(AgentChart, DefaultsBindClusterAdmin) {
+// The default binds the chart's generated ClusterRole (rbac.mode=applyAll), never cluster-admin; its rules are
+// checked in agent_chart_rbac_test.cpp.
+TEST(AgentChart, DefaultsBindTheGeneratedClusterRole) {
   auto objects = renderChart(
       "flotilla-agent", with(agentRequired(), {"--set", "clusterLabels.env=prod", "--set", "clusterLabels.region=eu",
                                                "--set-string", "nats.credentials.content=-----BEGIN NATS-----"}));
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  EXPECT_EQ(kindCounts(*objects),
-            (std::map<std::string, int>{
-                {"ClusterRoleBinding", 1}, {"Deployment", 1}, {"Secret", 1}, {"Service", 1}, {"ServiceAccount", 1}}));
+  EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ClusterRole", 1},
+                                                              {"ClusterRoleBinding", 1},
+                                                              {"Deployment", 1},
+                                                              {"Secret", 1},
+                                                              {"Service", 1},
+                                                              {"ServiceAccount", 1}}));
   const Json* binding = findObject(*objects, "ClusterRoleBinding", "t-flotilla-agent-flotilla-system");
   ASSERT_NE(binding, nullptr);
-  EXPECT_EQ(stringAt(*binding, {"roleRef", "name"}), "cluster-admin");
+  EXPECT_EQ(stringAt(*binding, {"roleRef", "name"}), "t-flotilla-agent-flotilla-system");
+  EXPECT_NE(findObject(*objects, "ClusterRole", "t-flotilla-agent-flotilla-system"), nullptr);
   const Json* subject = &binding->find("subjects")->asArray().front();
   EXPECT_EQ(subject->getString("name"), "t-flotilla-agent");
   EXPECT_EQ(subject->getString("namespace"), "flotilla-system");
@@ -192,8 +199,8 @@ TEST(AgentChart, DefaultsBindClusterAdmin) {
 }
 
 TEST(AgentChart, RestrictedRbacGrantsRulesCrdsAndInventory) {
-  auto objects = renderChart(
-      "flotilla-agent", with(agentRequired(), {"--set", "rbac.clusterAdmin=false", "--set", "agentNamespace=inv"}));
+  auto objects =
+      renderChart("flotilla-agent", with(agentRequired(), {"--set", "rbac.mode=rules", "--set", "agentNamespace=inv"}));
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const auto counts = kindCounts(*objects);
   EXPECT_EQ(counts.at("ClusterRole"), 1);
@@ -205,6 +212,7 @@ TEST(AgentChart, RestrictedRbacGrantsRulesCrdsAndInventory) {
   const Json* role = findObject(*objects, "ClusterRole", "t-flotilla-agent-flotilla-system");
   ASSERT_NE(role, nullptr);
   EXPECT_THAT(role->find("rules")->dump(), HasSubstr("customresourcedefinitions"));
+  EXPECT_THAT(role->find("rules")->dump(), HasSubstr("apiservices"));
   const Json* inventory = findObject(*objects, "Role", "t-flotilla-agent-inventory");
   ASSERT_NE(inventory, nullptr);
   EXPECT_EQ(stringAt(*inventory, {"metadata", "namespace"}), "inv");
@@ -214,14 +222,16 @@ TEST(AgentChart, RestrictedRbacGrantsRulesCrdsAndInventory) {
 
 // impersonate is granted only for the service accounts listed in impersonation.serviceAccounts, on those names.
 TEST(AgentChart, ImpersonationOnlyForListedServiceAccounts) {
-  auto plain = renderChart("flotilla-agent", with(agentRequired(), {"--set", "rbac.clusterAdmin=false"}));
-  ASSERT_TRUE(plain.ok()) << plain.error().describe();
-  for (const auto& object : *plain) {
-    EXPECT_THAT(object.dump(), ::testing::Not(HasSubstr("impersonate"))) << object.dump();
+  for (const std::string mode : {"applyAll", "rules"}) {
+    auto plain = renderChart("flotilla-agent", with(agentRequired(), {"--set", "rbac.mode=" + mode}));
+    ASSERT_TRUE(plain.ok()) << plain.error().describe();
+    for (const auto& object : *plain) {
+      EXPECT_THAT(object.dump(), ::testing::Not(HasSubstr("impersonate"))) << mode << ": " << object.dump();
+    }
   }
-  auto listed = renderChart("flotilla-agent", with(agentRequired(), {"--set", "rbac.clusterAdmin=false", "--set",
-                                                                     "impersonation.serviceAccounts={deployer,viewer}",
-                                                                     "--set", "agentNamespace=inv"}));
+  auto listed =
+      renderChart("flotilla-agent", with(agentRequired(), {"--set", "impersonation.serviceAccounts={deployer,viewer}",
+                                                           "--set", "agentNamespace=inv"}));
   ASSERT_TRUE(listed.ok()) << listed.error().describe();
   const Json* role = findObject(*listed, "Role", "t-flotilla-agent-impersonate");
   ASSERT_NE(role, nullptr);

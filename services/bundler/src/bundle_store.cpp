@@ -186,10 +186,9 @@ Status CommitHandler::storeManifest(const render::CanonicalManifest& manifest) {
   return {};
 }
 
-Status CommitHandler::publish(events::BundleEvent& event) {
-  stampEvent(event);
-  auto ack = bus_.js->publish(events::bundleSubject(event.workspace, event.bundle), events::encode(event).dump(),
-                              bundleMsgId(event));
+Status CommitHandler::publish(const events::BundleEvent& event) {
+  auto ack =
+      bus_.js->publish(events::bundleSubject(event.workspace, event.bundle), events::encode(event).dump(), event.id);
   if (!ack.ok()) {
     return fail(ack.error());
   }
@@ -205,7 +204,7 @@ Status CommitHandler::publish(events::BundleEvent& event) {
 }
 
 Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional<BundleRecord>& previous,
-                                   uint64_t sequence) {
+                                   uint64_t sequence, std::optional<uint64_t> replaced_revision) {
   auto& event = rendered.event;
   event.commit_sequence = static_cast<int64_t>(sequence);
   BundleRecord record;
@@ -215,6 +214,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   RenderStatus status;
   copyBundleSource(status, event);
   status.time = log::nowRfc3339();
+  stampEvent(event, replaced_revision);
   if (rendered.error) {
     record.last_good = previous ? previous->last_good : std::nullopt;
     record.release_name = previous ? previous->release_name : std::string();
@@ -223,9 +223,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
     status.last_good_manifest_id = !record.last_good                       ? std::string()
                                    : record.last_good->manifest_id.empty() ? record.last_good->variants_object
                                                                            : record.last_good->manifest_id;
-    stampEvent(event);
   } else {
-    stampEvent(event);
     record.last_good = event;
     record.release_name = helmReleaseOf(event, rendered.renderer).name;
     // A bundle rendered per cluster has no single manifest: its status names the variants table.
@@ -235,6 +233,9 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
     status.chart_version = rendered.notes.chart_version;
     status.chart_digest = rendered.notes.chart_digest;
   }
+  if (replaced_revision) {
+    FLOTILLA_TRY(publish(event));  // a re-render: before the record (see commitBundle in the header)
+  }
   auto put = bus_.bundles->put(events::bundleKey(event.workspace, event.bundle), encode(record).dump());
   if (!put.ok()) {
     return fail(put.error());
@@ -243,7 +244,9 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   if (!status_put.ok()) {
     return fail(status_put.error());
   }
-  FLOTILLA_TRY(publish(event));
+  if (!replaced_revision) {
+    FLOTILLA_TRY(publish(event));
+  }
   if (rendered.error) {
     metrics_.bundle("error");
     log::warn("bundle failed to render; the last good deployment stays",
@@ -284,6 +287,7 @@ Status CommitHandler::deleteBundle(const BundleRecord& record, const events::Com
   deleted.force_sync_generation = event.force_sync_generation;
   deleted.commit_sequence = static_cast<int64_t>(sequence);
   deleted.deleted = true;
+  stampEvent(deleted);
   FLOTILLA_TRY(publish(deleted));
   if (auto removed = bus_.bundles->remove(events::bundleKey(record.workspace, record.bundle));
       !removed.ok() && removed.error().kind != ErrorKind::kNotFound) {

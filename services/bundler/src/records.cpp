@@ -31,8 +31,12 @@ std::string bundleMsgId(const events::BundleEvent& event) {
   return events::bundleMsgId(event.workspace, event.bundle, event.commit, eventState(event)) + "/" + eventDigest(event);
 }
 
-void stampEvent(events::BundleEvent& event) {
-  event.id = bundleMsgId(event);
+std::string rerenderMsgId(const events::BundleEvent& event, uint64_t replaced_revision) {
+  return bundleMsgId(event) + "/rerender-" + std::to_string(replaced_revision);
+}
+
+void stampEvent(events::BundleEvent& event, std::optional<uint64_t> replaced_revision) {
+  event.id = replaced_revision ? rerenderMsgId(event, *replaced_revision) : bundleMsgId(event);
   event.time = log::nowRfc3339();
 }
 

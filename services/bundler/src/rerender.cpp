@@ -82,14 +82,14 @@ Status CommitHandler::rerenderBundle(std::string_view workspace, std::string_vie
   if (!record.ok() || !record->has_value()) {
     return record.ok() ? Status{} : Status(fail(record.error()));
   }
-  auto prepared = rerenderCheckout(**record);
+  auto prepared = rerenderCheckout((*record)->record);
   if (!prepared.ok() || !prepared->has_value()) {
     return prepared.ok() ? Status{} : Status(fail(prepared.error()));
   }
   Rerender& run = **prepared;
-  const std::map<std::string, std::string> previous_ids = {{run.dir.path, (*record)->bundle}};
+  const std::map<std::string, std::string> previous_ids = {{run.dir.path, (*record)->record.bundle}};
   const std::vector<ClusterFacts> workspace_clusters =
-      clusters_ ? clusters_->snapshot((*record)->workspace) : std::vector<ClusterFacts>{};
+      clusters_ ? clusters_->snapshot((*record)->record.workspace) : std::vector<ClusterFacts>{};
   RenderContext context{run.root, run.commit, run.gitrepo, *renderers_, options_.limits, previous_ids};
   context.clusters = &workspace_clusters;
   context.cache = &variant_cache_;
@@ -100,19 +100,20 @@ Status CommitHandler::rerenderBundle(std::string_view workspace, std::string_vie
   return publishRerender(**record, *rendered, changed);
 }
 
-Result<std::optional<BundleRecord>> CommitHandler::rerenderRecord(std::string_view workspace, std::string_view bundle) {
+Result<std::optional<CommitHandler::RecordAt>> CommitHandler::rerenderRecord(std::string_view workspace,
+                                                                             std::string_view bundle) {
+  using Found = std::optional<RecordAt>;
   // Read again under the lock: a commit may have rendered the bundle meanwhile.
   auto entry = bus_.bundles->get(events::bundleKey(workspace, bundle));
   if (!entry.ok()) {
-    return entry.error().kind == ErrorKind::kNotFound ? Result<std::optional<BundleRecord>>(std::nullopt)
-                                                      : fail(entry.error());
+    return entry.error().kind == ErrorKind::kNotFound ? Result<Found>(std::nullopt) : fail(entry.error());
   }
   auto record = parseBundleRecord(entry->value);
   // A record whose latest render failed is re-rendered too: the change may be what fixes it (a label a template
   // needs); the same error again publishes nothing.
   if (!record.ok() || !record->last_good || record->last_good->variants_object.empty()) {
     metrics_.rerender("skipped");
-    return std::optional<BundleRecord>();
+    return Found();
   }
   if (record->source_object.empty()) {
     metrics_.rerender("skipped");
@@ -120,9 +121,9 @@ Result<std::optional<BundleRecord>> CommitHandler::rerenderRecord(std::string_vi
         "cannot re-render a per-cluster bundle: its record names no source archive (rendered before this "
         "version); the next commit will",
         {{"workspace", record->workspace}, {"bundle", record->bundle}});
-    return std::optional<BundleRecord>();
+    return Found();
   }
-  return std::optional<BundleRecord>(std::move(record).value());
+  return Found(RecordAt{.record = std::move(record).value(), .revision = entry->revision});
 }
 
 render::BundleDir bundleDirAt(const std::string& root, const std::string& path) {
@@ -177,7 +178,8 @@ Result<std::optional<CommitHandler::Rerender>> CommitHandler::rerenderCheckout(c
   return Prepared(std::move(run));
 }
 
-Status CommitHandler::publishRerender(const BundleRecord& record, RenderedBundle& rendered, bool& changed) {
+Status CommitHandler::publishRerender(const RecordAt& current, RenderedBundle& rendered, bool& changed) {
+  const BundleRecord& record = current.record;
   metrics_.renderDuration(rendered.renderer, rendered.seconds);
   if (rendered.bundle != record.bundle) {
     metrics_.rerender("skipped");
@@ -192,13 +194,16 @@ Status CommitHandler::publishRerender(const BundleRecord& record, RenderedBundle
     return {};
   }
   FLOTILLA_TRY(storeAll(rendered));
-  FLOTILLA_TRY(commitBundle(rendered, record, record.commit_sequence));
+  // The revision makes the Msg-Id new for every genuine change, also when the table returns to one published
+  // earlier for this commit (A -> B -> A); records.h.
+  FLOTILLA_TRY(commitBundle(rendered, record, record.commit_sequence, current.revision));
   metrics_.rerender(rendered.error ? "error" : "published");
   log::info("bundle re-rendered for changed clusters",
             {{"workspace", record.workspace},
              {"bundle", record.bundle},
              {"commit", record.commit},
              {"variants_object", rendered.event.variants_object},
+             {"msg_id", rendered.event.id},
              {"renders", static_cast<int64_t>(rendered.variant_renders)},
              {"cache_hits", static_cast<int64_t>(rendered.variant_cache_hits)}});
   changed = true;

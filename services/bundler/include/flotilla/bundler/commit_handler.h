@@ -114,8 +114,12 @@ class CommitHandler {
   //! Stores a bundle's BundleVariants table (per-cluster rendering) unless present (content-addressed); call after
   //! its manifests are stored (the variant cache then learns them).
   Status storeVariants(const render::RenderedBundle& rendered);
-  //! Writes the record and status of a rendered (or failed) bundle and publishes its event.
-  Status commitBundle(render::RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence);
+  //! Writes the record and status of a rendered (or failed) bundle and publishes its event. `replaced_revision`
+  //! (re-renders only): the KV revision of the record being replaced; the event gets rerenderMsgId and is published
+  //! before the record is written, so a retry after a failed write repeats the same id (a duplicate JetStream
+  //! drops) instead of finding the table unchanged and publishing nothing.
+  Status commitBundle(render::RenderedBundle& rendered, const std::optional<BundleRecord>& previous, uint64_t sequence,
+                      std::optional<uint64_t> replaced_revision = std::nullopt);
   //! Publishes deleted=true for a bundle the commit no longer has (or of a deleted GitRepo), then drops its record
   //! and status. `sequence`: the FLOTILLA_COMMITS sequence of the commit (the event's commitSequence).
   Status deleteBundle(const BundleRecord& record, const events::CommitEvent& event, uint64_t sequence);
@@ -151,7 +155,8 @@ class CommitHandler {
   struct CommitRun;
   Outcome rejectOrRetry(const CommitRun& run, std::string_view step, const Error& error, bool reject, log::Level level,
                         std::string_view message, log::Fields fields);
-  Status publish(events::BundleEvent& event);
+  //! Publishes an event stamped before (stampEvent) with its id as the Nats-Msg-Id.
+  Status publish(const events::BundleEvent& event);
 
   //! The steps of one commit under its GitRepo's lock (handleEvent then renders freed names without it).
   Outcome runSteps(CommitRun& run);
@@ -178,12 +183,17 @@ class CommitHandler {
 
   // The steps of rerenderBundle.
   struct Rerender;
+  //! A record to re-render and the KV revision it was read at (the re-render's Msg-Id names it).
+  struct RecordAt {
+    BundleRecord record;
+    uint64_t revision = 0;
+  };
   //! The record to re-render (read under the GitRepo's lock); nullopt: nothing to do.
-  Result<std::optional<BundleRecord>> rerenderRecord(std::string_view workspace, std::string_view bundle);
+  Result<std::optional<RecordAt>> rerenderRecord(std::string_view workspace, std::string_view bundle);
   //! The record's commit checked out again, with its GitRepo; nullopt: skipped (logged).
   Result<std::optional<Rerender>> rerenderCheckout(const BundleRecord& record);
   //! Stores and publishes a re-render whose table or error changed; `changed` tells whether it did.
-  Status publishRerender(const BundleRecord& record, render::RenderedBundle& rendered, bool& changed);
+  Status publishRerender(const RecordAt& current, render::RenderedBundle& rendered, bool& changed);
 
   // The steps of rendering a claim whose name was freed (claims.cpp).
   Result<std::vector<events::BundleClaim>> claimsIn(std::string_view filter);

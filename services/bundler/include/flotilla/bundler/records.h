@@ -14,8 +14,16 @@
 // a force-sync or a GitRepo target change (same commit, same manifest, new options or targets) published within
 // the 10-minute duplicate window would be dropped as a duplicate. A redelivered commit renders the same event, so
 // it still gets the same id and JetStream drops the copy.
+//
+// A re-render (a cluster changed, the commit did not) appends "/rerender-<revision>": the KV revision of the
+// BundleRecord it replaces. Its event can equal one published earlier for the same commit (cluster facts A -> B ->
+// A, e.g. a CRD installed and deleted again), which the digest alone would repeat and JetStream would drop; the
+// revision changes with every record written, so each genuine change publishes, while a retry of the same
+// re-render (the record not written yet) repeats the id and is dropped as a duplicate.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,9 +64,12 @@ std::string eventState(const events::BundleEvent& event);
 
 //! events::bundleMsgId(ws, bundle, commit, state) + "/" + eventDigest(event).
 std::string bundleMsgId(const events::BundleEvent& event);
+//! A re-render's id: bundleMsgId(event) + "/rerender-" + the KV revision of the BundleRecord it replaces.
+std::string rerenderMsgId(const events::BundleEvent& event, uint64_t replaced_revision);
 
-//! Fills event.id (= its Nats-Msg-Id, as docs/events asks) and event.time.
-void stampEvent(events::BundleEvent& event);
+//! Fills event.id (= its Nats-Msg-Id, as docs/events asks: rerenderMsgId when `replaced_revision` is set, else
+//! bundleMsgId) and event.time.
+void stampEvent(events::BundleEvent& event, std::optional<uint64_t> replaced_revision = std::nullopt);
 
 //! The Helm release a render of `renderer` used: fleet.yaml's helm.releaseName (`pinned`), else the bundle ID (as
 //! the Helm renderer does); "" when the bundle is not a Helm chart.
