@@ -7,10 +7,11 @@
 // bundle's deploys in order (keyed by bundle, deployKey), and re-checks the health of
 // bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). It reports
 // the cluster's API versions at registration and registers again when they change (api_versions.h). Four
-// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD watch); plus the drift
-// watch's worker and one thread per watch (watcher.h), whose changes reach the handler's reportFromWatch. The
-// handler's wake callback runs the consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a
-// message being handled is finished (or abandoned unacked, to be redelivered, if it was waiting on the cluster).
+// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD and APIService watches);
+// plus the drift watch's worker and one thread per watch (watcher.h), whose changes reach the handler's
+// reportFromWatch. The handler's wake callback runs the consumer's parked deploys again (Consumer::wakeParked). stop()
+// ends them; a message being handled is finished (or abandoned unacked, to be redelivered, if it was waiting on the
+// cluster).
 //
 // Heartbeats go to flotilla.status.<cluster>.= (events::statusSubject(cluster, "")): DESIGN.md lets an agent
 // publish only under flotilla.status.<its cluster>.>, and "=" is the token of the empty bundle name, which no
@@ -65,7 +66,8 @@ struct AgentOptions {
   //! Fight detection (watcher.h): --fight-corrections corrections of one object within --fight-window.
   size_t fight_corrections = kDefaultFightCorrections;
   std::chrono::milliseconds fight_window = kDefaultFightWindow;
-  ApiVersionsOptions api_versions;  //!< the CRD watch that re-registers when the served API versions change
+  ApiVersionsOptions
+      api_versions;  //!< the CRD and APIService watches that re-register when the served API versions change
   std::string agent_version = std::string(kAgentVersion);
 };
 
@@ -120,7 +122,7 @@ class Agent {
   Result<events::RegisterReply> registerOnce(const std::vector<std::string>& api_versions);
   //! Registers again with a changed API-version set (api_versions.h); true when the hub accepted it.
   bool reregister(const std::vector<std::string>& api_versions);
-  //! The API-version thread: after the registration, the CRD watch (ApiVersionsTracker::run).
+  //! The API-version thread: after the registration, the CRD and APIService watches (ApiVersionsTracker::run).
   void apiVersionsLoop();
   //! The runtime's settings for the agent-<cluster> durable.
   service::ConsumerOptions consumerOptions(const std::string& cluster);
