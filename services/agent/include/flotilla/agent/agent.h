@@ -66,8 +66,8 @@ struct AgentOptions {
   //! Fight detection (watcher.h): --fight-corrections corrections of one object within --fight-window.
   size_t fight_corrections = kDefaultFightCorrections;
   std::chrono::milliseconds fight_window = kDefaultFightWindow;
-  ApiVersionsOptions
-      api_versions;  //!< the CRD and APIService watches that re-register when the served API versions change
+  //! The CRD and APIService watches that re-register when the served API versions change.
+  ApiVersionsOptions api_versions;
   std::string agent_version = std::string(kAgentVersion);
 };
 
