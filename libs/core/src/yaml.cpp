@@ -101,17 +101,42 @@ Json resolvePlainScalar(const std::string& text) {
 
 class Converter {
  public:
-  //! `lines` (optional) receives path -> line for every key and sequence item converted.
-  Converter(std::string_view source, const YamlLimits& limits) : source_(source), limits_(limits) {}
+  //! `lines` (optional, in convert) receives path -> line for every key and sequence item converted.
+  Converter(std::string_view source, const YamlLimits& limits, size_t input_bytes)
+      : source_(source), limits_(limits), max_bytes_(std::max(limits.max_expanded_bytes, input_bytes)) {}
 
   Result<Json> convert(const YAML::Node& node, const std::string& path = {},
                        std::map<std::string, int, std::less<>>* lines = nullptr) {
+    FLOTILLA_TRY(charge(node));
+    ++depth_;
+    auto converted = convertNode(node, path, lines);
+    --depth_;
+    return converted;
+  }
+
+ private:
+  //! Counts one node (and its scalar text) against the limits; the error names the file and line.
+  Status charge(const YAML::Node& node) {
+    bytes_ += 1 + (node.Type() == YAML::NodeType::Scalar ? node.Scalar().size() : 0);
+    std::string exceeded;
     if (++nodes_ > limits_.max_nodes) {
-      return fail(
-          ErrorKind::kInvalid,
-          "document expands to more than " + std::to_string(limits_.max_nodes) + " nodes (aliases nested too deeply?)",
-          location(source_, node.Mark()));
+      exceeded = "more than " + std::to_string(limits_.max_nodes) + " nodes";
+    } else if (bytes_ > max_bytes_) {
+      exceeded = "more than " + std::to_string(max_bytes_) + " bytes";
+    } else if (depth_ >= limits_.max_depth) {
+      return fail(ErrorKind::kInvalid,
+                  "YAML nests deeper than " + std::to_string(limits_.max_depth) +
+                      " levels (an anchor that contains its own alias?)",
+                  location(source_, node.Mark()));
+    } else {
+      return {};
     }
+    return fail(ErrorKind::kInvalid, "YAML document expands to " + exceeded + " (aliases repeat large parts)",
+                location(source_, node.Mark()));
+  }
+
+  Result<Json> convertNode(const YAML::Node& node, const std::string& path,
+                           std::map<std::string, int, std::less<>>* lines) {
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -147,6 +172,7 @@ class Converter {
             return fail(ErrorKind::kInvalid, "mapping keys must be scalars", location(source_, entry.first.Mark()));
           }
           const std::string& key = entry.first.Scalar();
+          bytes_ += key.size();
           if (key == "<<") {
             // Merge keys: copy the merged map's entries that are not set explicitly. Their lines point at the
             // anchor and never replace the line of a key written here, before or after the merge key.
@@ -185,10 +211,12 @@ class Converter {
     return Json();
   }
 
- private:
   std::string_view source_;
   const YamlLimits& limits_;
+  size_t max_bytes_;
   size_t nodes_ = 0;
+  size_t bytes_ = 0;
+  size_t depth_ = 0;
 };
 
 Result<std::vector<YAML::Node>> loadAll(std::string_view text, std::string_view source, const YamlLimits& limits) {
@@ -214,7 +242,7 @@ Result<std::vector<YamlDocument>> parseYamlDocuments(std::string_view text, std:
     return fail(nodes.error());
   }
   std::vector<YamlDocument> documents;
-  Converter converter(source, limits);
+  Converter converter(source, limits, text.size());
   for (const auto& node : *nodes) {
     if (node.IsNull() || !node.IsDefined()) {
       continue;  // an empty or comment-only document between --- markers

@@ -2,13 +2,22 @@
 
 #include <mutex>
 
+#include "deadline_stream.h"
+#include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 
 namespace flotilla::git::detail {
 
 void ensureInit() {
   static std::once_flag once;
-  std::call_once(once, [] { git_libgit2_init(); });
+  std::call_once(once, [] {
+    git_libgit2_init();
+    // Every TCP connection gets the operation's deadline (libgit2 1.5 has no server timeouts of its own).
+    if (registerDeadlineStream() < 0) {
+      log::error("cannot register the git socket stream with deadlines; a silent server can block a git call",
+                 {{"error", lastFailure(-1, "git_stream_register").message}});
+    }
+  });
 }
 
 GitFailure lastFailure(int code, std::string_view function) {

@@ -47,6 +47,7 @@ Result<std::unique_ptr<RemoteSession>> RemoteSession::create(const std::string& 
   session->timeout_ = timeout;
   if (timeout.count() > 0) {
     session->deadline_ = std::chrono::steady_clock::now() + timeout;
+    session->network_deadline_.emplace(*session->deadline_);
   }
   if (session->url_.scheme == "ssh" && !credentials.insecure_ignore_host_key) {
     if (trim(credentials.known_hosts).empty()) {
@@ -87,6 +88,12 @@ Error RemoteSession::failure(int code, const char* function) const {
   failure.network = true;
   failure.verdict = verdict_;
   failure.detail = detail_;
+  if (verdict_ == CallbackVerdict::kNone && deadline_ &&
+      ((network_deadline_ && network_deadline_->cut()) || std::chrono::steady_clock::now() >= *deadline_)) {
+    // The connection was cut at the deadline (or the call returned just after it): a timeout, not an outage.
+    failure.verdict = CallbackVerdict::kTimedOut;
+    failure.detail = "no answer within " + std::to_string(timeout_.count()) + " ms";
+  }
   Error error = toError(failure);
   error.message = scrubSecrets(std::move(error.message), credentials_.secrets());
   return error;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "deadline_stream.h"
 #include "flotilla/git/credentials.h"
 #include "flotilla/git/known_hosts.h"
 #include "flotilla/git/remote.h"
@@ -52,6 +53,8 @@ class RemoteSession {
   std::vector<KnownHost> known_hosts_;
   std::optional<TrustStore> trust_;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
+  //! The deadline of every connection this operation opens (deadline_stream.h); set when there is a timeout.
+  std::optional<NetworkDeadline> network_deadline_;
   std::chrono::milliseconds timeout_{0};
   int auth_attempts_ = 0;
   CallbackVerdict verdict_ = CallbackVerdict::kNone;

@@ -5,8 +5,8 @@
 // fields(v, s) in this namespace are what detail::kFields passes to nested objects and lists.
 #pragma once
 
-#include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "decoder.h"
@@ -40,9 +40,22 @@ void fields(V& v, S& s) {
   });
 }
 
-inline bool isHelmReleaseName(const std::string& name) {
-  static const std::regex kPattern(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$)");
-  return std::regex_match(name, kPattern);
+//! Helm's release name rule, ^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$, scanned by hand
+//! (std::regex backtracks recursively over user input): dot-separated segments of [a-z0-9-], each non-empty and
+//! starting and ending with [a-z0-9].
+inline bool isHelmReleaseName(std::string_view name) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (name.empty()) {
+    return false;
+  }
+  char previous = '.';
+  for (char c : name) {
+    if (c == '.' ? !alnum(previous) : !(alnum(c) || (c == '-' && previous != '.'))) {
+      return false;
+    }
+    previous = c;
+  }
+  return alnum(previous);
 }
 
 inline constexpr auto kKeySelector = [](auto& v, auto& s) {

@@ -1,12 +1,12 @@
 // Helm: `helm template` of a bundle's chart (sources in helm_sources.cpp), its output split into objects by
 // template file, and Fleet's kustomize post-render when the bundle has a kustomization.
 #include <optional>
-#include <regex>
 
 #include <sys/stat.h>
 
 #include "flotilla/render/discovery.h"
 #include "flotilla/source/archive.h"
+#include "text_scan.h"
 #include "tool_run.h"
 
 namespace flotilla::render {
@@ -33,12 +33,10 @@ std::string mapSource(const std::string& source, const std::string& chart_dir) {
 
 //! helm's error text names "<chart>/templates/x.yaml:12:3"; point the error at that file of the repository.
 Error helmError(const std::string& stderr_text, const std::string& chart_dir) {
-  static const std::regex kLocation(R"(([A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+\.(?:yaml|yml|tpl|txt|json)):(\d+))");
-  std::smatch match;
   std::string message = "helm template failed: " + lastLines(stderr_text);
   std::string where = joinRelative(chart_dir, "Chart.yaml");
-  if (std::regex_search(stderr_text, match, kLocation)) {
-    where = mapSource(match[1].str(), chart_dir) + ":" + match[2].str();
+  if (auto location = detail::findSourceLocation(stderr_text)) {
+    where = mapSource(location->path, chart_dir) + ":" + location->line;
   }
   return makeError(ErrorKind::kInvalid, where + ": " + message, where);
 }

@@ -1,14 +1,15 @@
 // Helm chart sources: repository charts (resolved, digest-checked, cached), chart URLs and oci:// references, and
 // local charts whose dependencies need `helm dependency build`. Fetch steps may use the network; rendering never.
 #include <filesystem>
-#include <regex>
 #include <set>
 
 #include "flotilla/core/json.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/secrets/secret_store.h"
+#include "text_scan.h"
 #include "tool_run.h"
+#include "url_pattern.h"
 
 namespace flotilla::render::detail {
 namespace fs = std::filesystem;
@@ -43,13 +44,12 @@ Result<RepoAuth> authFor(const std::string& url, const HelmRepoAccess& access, c
     return auth;
   }
   if (!access.repo_url_regex.empty()) {
-    try {
-      if (!std::regex_search(url, std::regex(access.repo_url_regex))) {
-        return auth;
-      }
-    } catch (const std::regex_error&) {
-      return fail(ErrorKind::kInvalid,
-                  fleet_yaml + ": the GitRepo's helmRepoURLRegex is not a valid regular expression", fleet_yaml);
+    auto matches = urlPatternMatches(access.repo_url_regex, url);
+    if (!matches.ok()) {
+      return fail(ErrorKind::kInvalid, fleet_yaml + ": " + matches.error().message, fleet_yaml);
+    }
+    if (!*matches) {
+      return auth;
     }
   }
   const std::string what = "helmSecretName \"" + access.secret_name + "\"";
@@ -265,8 +265,7 @@ std::string indexDigest(const std::string& scratch, const RenderRequest& request
 
 //! helm.repo and helm.chart must name a repository URL and a chart in it.
 Status checkRepoChart(const model::HelmOptions& helm, const std::string& fleet_yaml) {
-  static const std::regex kChartName("[A-Za-z0-9_][A-Za-z0-9_.\\-]*");
-  if (!std::regex_match(helm.chart, kChartName)) {
+  if (!isChartName(helm.chart)) {
     return fail(ErrorKind::kInvalid,
                 fleet_yaml + ": helm.chart \"" + helm.chart + "\" must be a chart name when helm.repo is set",
                 fleet_yaml);

@@ -2,6 +2,7 @@
 #include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
+#include "flotilla/template/template.h"
 #include "template_internal.h"
 
 namespace flotilla::templating::detail {
@@ -193,7 +194,20 @@ Result<Json> replaceAll(const Args& a) {
   if (from->empty()) {
     return Json(*text);
   }
+  // The size is known before building: a replacement longer than what it replaces multiplies the input, and a
+  // few nested calls would otherwise build gigabytes.
+  size_t hits = 0;
+  for (size_t hit = text->find(*from); hit != std::string::npos; hit = text->find(*from, hit + from->size())) {
+    ++hits;
+  }
+  if (to->size() > from->size() && hits > 0) {
+    const size_t room = maxValueBytes() > text->size() ? maxValueBytes() - text->size() : 0;
+    if (to->size() - from->size() > room / hits) {
+      return fail(valueTooLarge("replace"));
+    }
+  }
   std::string out;
+  out.reserve(text->size() + (hits * to->size()));
   size_t at = 0;
   for (size_t hit; (hit = text->find(*from, at)) != std::string::npos; at = hit + from->size()) {
     out += text->substr(at, hit - at) + *to;
@@ -238,7 +252,26 @@ void addStrings(FunctionTable& t) {
                  }};
 }
 
+thread_local size_t t_max_value_bytes = Limits{}.max_output_bytes;
+
 }  // namespace
+
+size_t maxValueBytes() {
+  return t_max_value_bytes;
+}
+
+ValueLimitScope::ValueLimitScope(size_t max_bytes) : previous_(t_max_value_bytes) {
+  t_max_value_bytes = max_bytes;
+}
+
+ValueLimitScope::~ValueLimitScope() {
+  t_max_value_bytes = previous_;
+}
+
+Error valueTooLarge(const std::string& function) {
+  return argError(function,
+                  "the result exceeds the template output limit of " + std::to_string(maxValueBytes()) + " bytes");
+}
 
 const FunctionTable& functions() {
   static const FunctionTable table = [] {

@@ -1,5 +1,6 @@
 #include "flotilla/template/template.h"
 
+#include <chrono>
 #include <optional>
 
 #include "flotilla/core/yaml.h"
@@ -10,9 +11,19 @@ namespace {
 
 using namespace detail;  // NOLINT(google-build-using-namespace): the library's own internals
 
+//! The size of a value a function returned, as far as it can grow a result: a string's bytes (maps and lists come
+//! from the context or from parsing a bounded string).
+size_t builtBytes(const Json& value) {
+  return value.isString() ? value.asString().size() : 0;
+}
+
 class Executor {
  public:
-  explicit Executor(const Json& context) : root_(context) {}
+  Executor(const Json& context, const Limits& limits)
+      : root_(context),
+        limits_(limits),
+        value_limit_(limits.max_output_bytes),
+        deadline_(std::chrono::steady_clock::now() + limits.max_time) {}
 
   Status run(const NodeList& nodes, std::string& out) {
     for (const auto& node : nodes) {
@@ -46,6 +57,10 @@ class Executor {
           }
           break;
         }
+      }
+      if (out.size() > limits_.max_output_bytes) {
+        return fail(ErrorKind::kInvalid,
+                    "template output exceeds the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
       }
     }
     return {};
@@ -87,7 +102,21 @@ class Executor {
     return *current;
   }
 
+  //! Counts one evaluation step and checks the step and time limits; the error names the column and the limit.
+  Status step(size_t column) {
+    if (++steps_ > limits_.max_steps) {
+      return fail(syntaxError(
+          column, "template exceeds the limit of " + std::to_string(limits_.max_steps) + " evaluation steps"));
+    }
+    if (std::chrono::steady_clock::now() > deadline_) {
+      return fail(syntaxError(
+          column, "template evaluation exceeds the time limit of " + std::to_string(limits_.max_time.count()) + " ms"));
+    }
+    return {};
+  }
+
   Result<Json> operand(const Operand& op) {
+    FLOTILLA_TRY(step(op.column));
     switch (op.kind) {
       case Operand::Kind::kField:
       case Operand::Kind::kDollar:  // without range/with, "." is always the root, like "$"
@@ -164,14 +193,22 @@ class Executor {
     if (piped) {
       args.push_back(*piped);
     }
+    FLOTILLA_TRY(step(head.column));
     auto result = spec.call(args);
     if (!result.ok()) {
       return fail(located(head, result.error()));
+    }
+    if (builtBytes(*result) > limits_.max_output_bytes) {
+      return fail(located(head, valueTooLarge(head.name)));
     }
     return result;
   }
 
   const Json& root_;
+  const Limits& limits_;
+  ValueLimitScope value_limit_;
+  std::chrono::steady_clock::time_point deadline_;
+  size_t steps_ = 0;
 };
 
 //! The one action of a template that is exactly one action with only white space around it; null otherwise.
@@ -216,21 +253,21 @@ bool hasTemplate(std::string_view text) {
   return text.find(kOpen) != std::string_view::npos;
 }
 
-Result<std::string> render(std::string_view text, const Json& context) {
+Result<std::string> render(std::string_view text, const Json& context, const Limits& limits) {
   auto nodes = parseTemplate(text);
   if (!nodes.ok()) {
     return fail(nodes.error());
   }
   std::string out;
-  Executor executor(context);
+  Executor executor(context, limits);
   FLOTILLA_TRY(executor.run(*nodes, out));
   return out;
 }
 
-Result<Json> evaluateValue(std::string_view text, const Json& context) {
+Result<Json> evaluateValue(std::string_view text, const Json& context, const Limits& limits) {
   auto nodes = parseTemplate(text);
   FLOTILLA_TRY(nodes);
-  Executor executor(context);
+  Executor executor(context, limits);
   if (const Node* single = singleAction(*nodes); single != nullptr) {
     return typedValue(executor, *single);
   }

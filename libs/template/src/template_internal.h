@@ -115,4 +115,21 @@ using FunctionTable = std::map<std::string, FunctionSpec, std::less<>>;
 
 const FunctionTable& functions();
 
+//! The largest string a function may build in the evaluation running on this thread (Limits::max_output_bytes;
+//! the executor sets it, functions read it before building a result whose size they can compute first).
+size_t maxValueBytes();
+//! Sets maxValueBytes() for the evaluations on this thread while it lives.
+class ValueLimitScope {
+ public:
+  explicit ValueLimitScope(size_t max_bytes);
+  ~ValueLimitScope();
+  ValueLimitScope(const ValueLimitScope&) = delete;
+  ValueLimitScope& operator=(const ValueLimitScope&) = delete;
+
+ private:
+  size_t previous_;
+};
+//! kInvalid "error calling <function>: the result exceeds the template output limit of N bytes".
+Error valueTooLarge(const std::string& function);
+
 }  // namespace flotilla::templating::detail

@@ -1,6 +1,7 @@
 #include "flotilla/bundler/commit_handler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "flotilla/core/fault.h"
@@ -22,6 +23,9 @@ namespace {
 std::string gitrepoName(const events::CommitEvent& event) {
   return event.workspace + "/" + event.gitrepo;
 }
+
+//! Error::where of the error that says the commit's time budget ran out before a bundle.
+constexpr std::string_view kCommitBudgetWhere = "commit_budget";
 
 }  // namespace
 
@@ -73,6 +77,8 @@ struct CommitHandler::CommitRun {
   std::map<std::string, std::string> new_helm;
   bool freed = false;             //!< bundles were deleted: names other GitRepos wait for may be free
   std::optional<Outcome> failed;  //!< set by the store step that failed
+  Clock::SteadyTime started;      //!< HandlerOptions::commit_budget counts from here
+  std::atomic<size_t> stored{0};  //!< bundles rendered and stored so far (read by render threads)
 };
 
 Outcome CommitHandler::rejectOrRetry(const CommitRun& run, std::string_view step, const Error& error, bool reject,
@@ -97,6 +103,7 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
     return Outcome::reject("invalid");
   }
   CommitRun run{.event = event, .delivery = delivery};
+  run.started = clock().steadyNow();
   Outcome outcome = runSteps(run);
   if (outcome.action != Outcome::Action::kAck || (!run.freed && delivery.delivery_count <= 1)) {
     return outcome;
@@ -232,7 +239,10 @@ std::optional<Outcome> CommitHandler::renderStep(CommitRun& run) {
   context.cache = &variant_cache_;
   auto rendered_all = render::renderInOrder(
       run.dirs.size(), render::RenderPoolOptions{.parallelism = options_.render_parallelism},
-      [&](size_t index) { return render::renderBundle(context, run.dirs[index]); },
+      [&](size_t index) -> Result<RenderedBundle> {
+        FLOTILLA_TRY(withinBudget(run, run.dirs[index]));
+        return render::renderBundle(context, run.dirs[index]);
+      },
       [&](size_t index, Result<RenderedBundle>& rendered) { return storeRendered(run, run.dirs[index], rendered); },
       [&] { run.delivery.progress(); });
   if (!rendered_all.ok()) {
@@ -247,9 +257,20 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
     run.failed = transient(event, run.delivery, step, error);
     return fail(error);
   };
+  if (!rendered.ok() && rendered.error().where == kCommitBudgetWhere) {
+    log::error("commit used up its time budget; rejecting it, the bundles not rendered keep their last version",
+               {{"gitrepo", gitrepoName(event)},
+                {"commit", event.commit},
+                {"bundle_path", dir.path},
+                {"bundles_rendered", static_cast<int64_t>(run.stored.load())},
+                {"error", rendered.error().message}});
+    run.failed = Outcome::reject("time_budget");
+    return fail(rendered.error());
+  }
   if (!rendered.ok()) {
     return failWith("render", rendered.error());
   }
+  ++run.stored;
   metrics_.renderDuration(rendered->renderer, rendered->seconds);
   metrics_.variants(rendered->variant_renders, rendered->variant_cache_hits);
   if (!rendered->notes.chart_source.empty()) {
@@ -281,6 +302,22 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
     run.new_helm[rendered->bundle] = release.name;
   }
   return {};
+}
+
+Status CommitHandler::withinBudget(const CommitRun& run, const BundleDir& dir) {
+  const auto budget = options_.commit_budget;
+  if (budget.count() <= 0 || clock().steadyNow() - run.started <= budget) {
+    return {};
+  }
+  return fail(ErrorKind::kInvalid,
+              "bundle " + dir.path + " of commit " + run.event.commit + " (GitRepo " + gitrepoName(run.event) +
+                  ") was not rendered: the commit used up its time budget of " + std::to_string(budget.count() / 1000) +
+                  " s after " + std::to_string(run.stored.load()) + " bundles",
+              std::string(kCommitBudgetWhere));
+}
+
+Clock& CommitHandler::clock() const {
+  return options_.clock != nullptr ? *options_.clock : systemClock();
 }
 
 Status CommitHandler::claimName(CommitRun& run, const RenderedBundle& rendered, const std::string& owner) {

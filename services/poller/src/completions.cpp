@@ -1,5 +1,6 @@
 // What the scheduler does with finished syncs (each GitRepo's result into its status and next poll time) and its
-// watchdog, which leaves a git call that outlives its timeout behind (libgit2 1.5 cannot time out a silent server).
+// watchdog, which leaves a git call that outlives its timeout behind (a backstop: libs/git already ends calls to a
+// silent server at the socket; a hanging name lookup is not covered there).
 #include <algorithm>
 
 #include "flotilla/core/log.h"

@@ -223,8 +223,9 @@ TEST_F(PollerIntegrationTest, RestartDoesNotPublishADuplicate) {
   ASSERT_TRUE(waitFor([&] { return status("app") && status("app")->commit == *head; }));
 }
 
-// A server that accepts and then never answers blocks only its own mirror: with a single worker the watchdog
-// abandons the stuck call, reports it, and the other GitRepo still publishes.
+// A server that accepts and then never answers blocks only its own mirror, and not even that for long: with a
+// single worker the call ends at git_timeout at the socket (libs/git), the GitRepo reports the timeout, and the
+// other GitRepo still publishes. The watchdog (grace 500 ms after the timeout) stays a backstop.
 TEST_F(PollerIntegrationTest, StuckServerDoesNotBlockOtherMirrors) {
   SilentServer silent;
   ASSERT_GT(silent.port(), 0);
@@ -239,13 +240,15 @@ TEST_F(PollerIntegrationTest, StuckServerDoesNotBlockOtherMirrors) {
 
   ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
   EXPECT_EQ(commitEvent(1).first.gitrepo, "app");
-  EXPECT_GE(metric("git_operations_abandoned_total"), 1);
   ASSERT_TRUE(waitFor([&] { return status("stuck") && status("stuck")->failures >= 1; }));
-  EXPECT_NE(status("stuck")->last_error.find("did not finish within"), std::string::npos)
-      << status("stuck")->last_error;
-  EXPECT_GE(metric("errors_total", {{"stage", "timeout"}, {"kind", "Transient"}}), 1);
+  // Timed out at the socket, or (on a machine too loaded to run the call's last steps within the grace) by the
+  // watchdog: either way a Transient timeout with backoff.
+  const std::string error = status("stuck")->last_error;
+  EXPECT_TRUE(error.find("timed out talking to") != std::string::npos ||
+              error.find("did not finish within") != std::string::npos)
+      << error;
 
-  silent.close();  // the stuck call returns; its mirror becomes usable again
+  silent.close();
   ASSERT_TRUE(waitFor([&] { return metric("git_operations_stuck") == 0; }));
 }
 

@@ -16,9 +16,19 @@
 
 namespace flotilla {
 
+//! Bounds on what one YAML text may cost. Aliases let a small text stand for a huge tree ("billion laughs": a
+//! 1 MB file of nested aliases expanded to ~1 GB), so the conversion counts what it builds, aliases included.
 struct YamlLimits {
   size_t max_input_bytes = 64u << 20;  //!< a larger document is rejected before parsing
-  size_t max_nodes = 2'000'000;        //!< bounds alias expansion ("billion laughs")
+  size_t max_nodes = 2'000'000;        //!< nodes built, every alias expanded ("billion laughs" of short scalars)
+  //! Bytes built (scalar and key text plus one per node), every alias expanded. The effective limit is this or
+  //! the input's own size, whichever is larger: a text without aliases never builds more bytes than it holds, so
+  //! only alias expansion can exceed it. 16 MiB is far above any fleet.yaml, values file or chart manifest
+  //! that uses anchors (they share a few blocks) and bounds a bomb to tens of MB of memory instead of gigabytes.
+  size_t max_expanded_bytes = 16u << 20;
+  //! Nesting of maps and sequences. Kubernetes objects stay under ~30 levels; a self-referencing anchor
+  //! (`&a [*a]`) would otherwise recurse until the stack overflows.
+  size_t max_depth = 256;
   //! Also fill YamlDocument::lines. Off by default: it costs a map entry per node, which matters for large
   //! rendered manifests but not for the config files (GitRepo, fleet.yaml) whose errors must name a line.
   bool record_lines = false;

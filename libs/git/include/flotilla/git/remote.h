@@ -40,9 +40,11 @@ struct RemoteHeads {
 
 //! Options shared by every network operation.
 struct RemoteOptions {
-  //! Wall-clock limit. libgit2 1.5 has no socket timeouts, so this is checked in its callbacks (credentials,
-  //! certificate, progress): it stops slow transfers, but a server that accepts the connection and then sends
-  //! nothing at all blocks until the OS gives up. Zero disables the limit.
+  //! Wall-clock limit of the whole operation, connecting included. libgit2 1.5 has no socket timeouts, so the
+  //! library gives every connection it opens this deadline itself (src/deadline_stream.h): connect() waits at
+  //! most until then, and at the deadline the socket is shut down, so a server that accepts and then stays
+  //! silent, or answers too slowly, fails the call with kTransient "timed out talking to <url>". Zero disables
+  //! the limit (and the call may then block as long as the server keeps the connection open).
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
   //! Allow file:// URLs and local paths (tests and demos only).
   bool allow_local = false;

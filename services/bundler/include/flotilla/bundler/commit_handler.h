@@ -45,6 +45,7 @@
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
+#include "flotilla/core/clock.h"
 #include "flotilla/core/log.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/variants.h"
@@ -73,6 +74,15 @@ struct HandlerOptions {
   //! Bundles of one commit rendered at the same time (--render-parallelism). Results are still stored and
   //! published one by one in discovery order, so events and errors come out in the same order as with 1.
   int render_parallelism = 4;
+  //! Wall-clock time one commit may spend, from its start to the start of its last bundle's render. Every
+  //! Delivery::progress() call renews the consumer's own budget, so without this a commit with many slow bundles
+  //! (each bounded by limits.timeout) could hold a worker for hours. A bundle that would start after it is not
+  //! rendered: the commit is rejected ("time_budget") with an error naming that bundle, and bundles rendered
+  //! before it stay published. 20 minutes is far above a real commit (seconds; minutes for hundreds of charts).
+  //! 0 = no budget.
+  std::chrono::milliseconds commit_budget{std::chrono::minutes(20)};
+  //! The clock the commit budget is measured with; null = systemClock() (tests step their own).
+  Clock* clock = nullptr;
 };
 
 //! Creates `work_dir` if needed, checks that it is writable, and removes checkouts a killed process left behind
@@ -176,6 +186,9 @@ class CommitHandler {
   Status storeRendered(CommitRun& run, const render::BundleDir& dir, Result<render::RenderedBundle>& rendered);
   //! A bundle whose name `owner` (another GitRepo) holds: skipped, and a BundleClaim recorded.
   Status claimName(CommitRun& run, const render::RenderedBundle& rendered, const std::string& owner);
+  //! kInvalid (where "commit_budget") naming `dir` when the commit has used up HandlerOptions::commit_budget.
+  Status withinBudget(const CommitRun& run, const render::BundleDir& dir);
+  [[nodiscard]] Clock& clock() const;
   //! The other GitRepo of the workspace whose record owns `bundle` ("" = none).
   Result<std::string> otherOwner(const events::CommitEvent& event, const std::string& bundle);
   //! Stores a bundle's manifests, then its variants table.

@@ -10,8 +10,9 @@
 //
 // Threads: a KV watcher (specs in), a scheduler (decides what is due and dispatches), at most `workers` sync
 // threads (one per busy mirror; never two on one mirror), and a status writer (coalesces and retries KV
-// writes). The scheduler's watchdog abandons a git call that outlives git_timeout + watchdog_grace — libgit2 1.5
-// cannot time out a server that accepts and then stays silent — so a stuck server only stalls its own mirror:
+// writes). libs/git ends every git call at git_timeout at the socket (a silent or trickling server included); as a
+// backstop for what that does not cover (a hanging name lookup), the scheduler's watchdog abandons a git call that
+// outlives git_timeout + watchdog_grace, so a stuck call only stalls its own mirror:
 // its GitRepos get a "timed out" error with backoff, and a fresh worker takes the slot. The stuck thread is
 // detached and exits when the call finally returns (it then touches nothing but its own job).
 #pragma once

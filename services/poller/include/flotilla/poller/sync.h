@@ -10,8 +10,9 @@
 //   5. per GitRepo  — resolve, build the source archive of its paths, store it in `sources` (unless present),
 //                     publish the CommitEvent with its Nats-Msg-Id and wait for JetStream's ack
 // A failure affects only the GitRepos it concerns (a fetch failure: those that needed the fetch). Network git
-// calls run under a GitOpGuard so the poller's watchdog can leave a stuck call behind (libgit2 1.5 has no socket
-// timeouts); after an abandoned call the sync returns at once without touching anything shared.
+// calls end at git_timeout at the socket (libs/git) and also run under a GitOpGuard, so the poller's watchdog can
+// leave behind a call stuck where no socket is involved; after an abandoned call the sync returns at once without
+// touching anything shared.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@ namespace flotilla::poller {
 struct SyncSettings {
   std::string credentials_dir;
   std::string scratch_dir;      //!< for symlink exports
-  Millis git_timeout{120'000};  //!< per ls-remote / fetch (enforced by libgit2 callbacks and the watchdog)
+  Millis git_timeout{120'000};  //!< per ls-remote / fetch (enforced at the socket by libs/git; watchdog backstop)
   uint64_t max_source_bytes = 256ull << 20;
   bool allow_local = false;  //!< file:// and local paths (tests, demos)
 };
