@@ -30,7 +30,7 @@
 using namespace flotilla;
 using namespace flotilla::bundler;
 using namespace flotilla::render;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 namespace {
@@ -38,7 +38,7 @@ namespace {
 constexpr int kRawBundles = 100;
 constexpr int kHelmBundles = 20;
 
-double seconds(Clock::duration d) {
+double seconds(SteadyClock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
@@ -149,14 +149,14 @@ int main(int argc, char** argv) {
           "o=out/$(printf %s \"$1\" | tr / _).yaml; case \"$1\" in raw/*) { cat \"$1\"*.yaml; echo ---; } > \"$o\";; "
           "*) \"$0\" template \"r$(basename \"$1\")\" \"$1\" > \"$o\";; esac' \"$2\"\n"
           "  cat out/*.yaml > out.yaml\nfi\n";
-      auto start = Clock::now();
+      auto start = SteadyClock::now();
       auto shell = runCommand({.argv = {"/bin/sh", "-c", script, "sh", dir, helm, std::to_string(parallelism)},
                                .env = {{"HOME", dir},
                                        {"HELM_CACHE_HOME", dir + "/.c"},
                                        {"HELM_CONFIG_HOME", dir + "/.g"},
                                        {"HELM_DATA_HOME", dir + "/.d"}},
                                .timeout = std::chrono::minutes(10)});
-      const double baseline_s = seconds(Clock::now() - start);
+      const double baseline_s = seconds(SteadyClock::now() - start);
       if (!shell.ok() || shell->exit_code != 0) {
         std::fprintf(stderr, "baseline failed: %s\n", shell.ok() ? shell->err.c_str() : "cannot run sh");
         return 1;
@@ -184,9 +184,9 @@ int main(int argc, char** argv) {
       options.work_dir = *work + "/handler";
       options.render_parallelism = parallelism;
       CommitHandler handler(bus, renderers, bundler_metrics, options);
-      start = Clock::now();
+      start = SteadyClock::now();
       auto outcome = handler.handleEvent(event, Delivery{.stream_sequence = ++sequence});
-      const double flotilla_s = seconds(Clock::now() - start);
+      const double flotilla_s = seconds(SteadyClock::now() - start);
       if (outcome.result != "rendered") {
         std::fprintf(stderr, "the handler did not render the commit: %s\n", outcome.result.c_str());
         return 1;
