@@ -60,7 +60,7 @@ DriftSettings driftSettings(const model::BundleDeploymentOptions& options, std::
 
 Json watchOptionsOf(const Json& options) {
   Json kept = Json::object();
-  for (const char* key : {"defaultNamespace", "namespace", "correctDrift", "diff", "ignore"}) {
+  for (const char* key : {"defaultNamespace", "namespace", "correctDrift", "diff", "ignore", "serviceAccount"}) {
     if (const Json* value = options.find(key)) {
       kept[key] = *value;
     }

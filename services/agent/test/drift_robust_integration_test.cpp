@@ -38,7 +38,10 @@ class DriftRobustTest : public AgentTest {
     AgentOptions options = agentOptions();
     options.resync_interval = std::chrono::hours(1);
     options.crd_timeout = crd_timeout;
-    startResponder();
+    if (!responding_) {
+      startResponder();
+      responding_ = true;
+    }
     startAgent(nullptr, /*wait_ready=*/true, /*lazy_manifests=*/false, options);
   }
 
@@ -112,6 +115,7 @@ class DriftRobustTest : public AgentTest {
   }
 
   std::unique_ptr<kube::KubeClient> as_account_;
+  bool responding_ = false;
 };
 
 // serviceAccount bounds corrections as it bounds deploys: drift the account may correct is healed (an edit, and a
@@ -162,6 +166,37 @@ TEST_F(DriftRobustTest, CorrectionsActAsTheServiceAccountAndRetryUntilAllowed) {
   EXPECT_TRUE(eventually([&] { return dataOf(revoked, "b", "k") == "v"; }, seconds(60)))
       << "the refused correction was not retried once allowed";
   EXPECT_TRUE(status_.waitForState(bundle, "Ready", seconds(30)));
+}
+
+// After a restart the agent rebuilds a serviceAccount bundle's desired state from its inventory, and still corrects
+// it as the account: drift the account may not correct stays refused, not healed with the agent's own rights.
+TEST_F(DriftRobustTest, CorrectionsAfterARestartStillActAsTheServiceAccount) {
+  startWatchingAgent();
+  const std::string ns = preexistingNamespace("sa-restart");
+  ASSERT_NO_FATAL_FAILURE(createServiceAccount("corrector"));
+  ASSERT_NO_FATAL_FAILURE(grantConfigMaps("corrector", ns));
+  ASSERT_TRUE(eventually([&] { return accountMayPatch(ns); }, seconds(10)));
+  const std::string bundle = unique("bundle");
+  deploy(bundle, putManifest({configMap("a", "", {{"k", "v"}})}),
+         Json::obj({{"defaultNamespace", ns},
+                    {"serviceAccount", "corrector"},
+                    {"correctDrift", Json::obj({{"enabled", true}, {"force", true}})}}));
+  ASSERT_TRUE(status_.waitForState(bundle, "Ready"));
+  auto kept = inventory(bundle);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->options.getString("serviceAccount"), "corrector");
+  stopAgent();
+
+  ASSERT_TRUE(kube_->remove("rbac.authorization.k8s.io/v1", "RoleBinding", ns, "cm").ok());
+  ASSERT_TRUE(eventually([&] { return !accountMayPatch(ns); }, seconds(10)));
+  ASSERT_TRUE(editData("kubectl-edit", ns, "a", "k", "edited").ok());
+  startWatchingAgent();
+  auto refused = status_.waitFor(
+      bundle, [](const events::StatusEvent& s) { return contains(s.message, "correction failed"); }, seconds(30));
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(contains(refused->message, "cannot patch resource \"configmaps\"")) << refused->message;
+  EXPECT_EQ(dataOf(ns, "a", "k"), "edited");
+  EXPECT_EQ(metric("watch_restore_failures_total"), 0);
 }
 
 // A bundle whose deploy is stuck in its CRD wait (a CRD that is never Established, --crd-timeout 120s) while the

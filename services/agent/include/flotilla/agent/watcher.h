@@ -82,8 +82,8 @@ struct DriftSettings {
 DriftSettings driftSettings(const model::BundleDeploymentOptions& options, std::string_view agent_namespace);
 //! "system:serviceaccount:<agent_namespace>:<service_account>": the user a bundle with serviceAccount acts as.
 std::string serviceAccountUser(std::string_view agent_namespace, std::string_view service_account);
-//! The options the watch needs after a restart (defaultNamespace, namespace, correctDrift, diff, ignore), kept in
-//! the inventory; never helm values, which may hold secrets.
+//! The options the watch needs after a restart (defaultNamespace, namespace, correctDrift, diff, ignore, and
+//! serviceAccount: whom corrections act as), kept in the inventory; never helm values, which may hold secrets.
 Json watchOptionsOf(const Json& options);
 //! kInvalid naming the field when diff.comparePatches asks for something the agent does not do: an operation other
 //! than remove/ignore, a value, or a path that is not a JSON pointer.
