@@ -94,7 +94,7 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
                                           WatcherOptions{.fight_corrections = options_.fight_corrections,
                                                          .fight_window = options_.fight_window,
                                                          .cluster = options_.cluster_name});
-  drift_->setOnChange([this](const std::string& owner) { handler_->reportFromWatch(owner); });
+  drift_->setOnChange([this](const std::string& owner) { return handler_->reportFromWatch(owner); });
   options_.retry.drift = drift_.get();
   applier_ = std::make_unique<Applier>(*kube_, ApplierOptions{.crd_timeout = options_.crd_timeout}, metrics_,
                                        [this] { return stopping_.load(); });

@@ -130,7 +130,7 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
     }
     return grew ? writeInventory(plan.current) : Status();
   };
-  plan.drift = driftSettings(options);
+  plan.drift = driftSettings(options, inventories_.ns());
   plan.request.applied_object = [&plan](const ObjectRef& ref, const Json& sent, const Json& live) {
     plan.watched.push_back(
         WatchedObject{.ref = ref, .live = live, .desired = plan.drift.correct ? sent : Json(), .relist = isCrd(ref)});

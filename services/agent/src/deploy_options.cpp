@@ -130,8 +130,8 @@ Result<kube::KubeClient*> DeployHandler::bundleClient(const model::BundleDeploym
   if (!client) {
     // Only the user: the API server derives a service account's groups itself, so the agent needs `impersonate`
     // on serviceaccounts and nothing on groups.
-    client = applier_.client().impersonating(kube::Impersonation{
-        .user = "system:serviceaccount:" + inventories_.ns() + ":" + options.service_account, .groups = {}});
+    client = applier_.client().impersonating(
+        kube::Impersonation{.user = serviceAccountUser(inventories_.ns(), options.service_account), .groups = {}});
   }
   return client.get();
 }

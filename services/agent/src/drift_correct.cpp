@@ -1,5 +1,6 @@
-// The watch cache's worker (watcher.h): corrections (correctDrift), fight detection, Kubernetes Events, and the
-// bundle state the watch sees.
+// The watch cache's worker (watcher.h): corrections (correctDrift, as the bundle's serviceAccount, failed ones
+// retried with backoff), per-field fight detection, busy bundles deferred, Kubernetes Events, and the bundle state
+// the watch sees.
 #include <algorithm>
 
 #include "flotilla/agent/applier.h"
@@ -26,16 +27,17 @@ void DriftWatcher::workerLoop() {
   const auto tick = std::min<std::chrono::milliseconds>(options_.poll, std::chrono::milliseconds(1000));
   while (!stopping_) {
     std::set<std::string> owners;
+    std::set<std::string> deferred_due;
     std::vector<RetiredWatch> finished;
     ChangeCallback on_change;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, tick, [&] { return stopping_.load() || !dirty_.empty(); });
+      wake_.wait_until(lock, nextWakeLocked(tick), [&] { return stopping_.load() || !dirty_.empty(); });
       if (stopping_) {
         return;
       }
-      resumeQuietFightsLocked();
-      owners.swap(dirty_);
+      wakeDueEntriesLocked();
+      owners = takeWorkLocked(deferred_due);
       auto done = std::partition(retired_.begin(), retired_.end(), [](const RetiredWatch& r) { return !*r.done; });
       std::move(done, retired_.end(), std::back_inserter(finished));
       retired_.erase(done, retired_.end());
@@ -47,8 +49,8 @@ void DriftWatcher::workerLoop() {
     for (const auto& owner : owners) {
       try {
         correctBundle(owner);
-        if (on_change) {
-          on_change(owner);
+        if (on_change && !on_change(owner)) {
+          deferBundle(owner, deferred_due.contains(owner));
         }
       } catch (const std::exception& e) {
         metrics_.counter("handler_exceptions_total", "Exceptions caught around the deploy handler").Increment();
@@ -59,7 +61,48 @@ void DriftWatcher::workerLoop() {
   }
 }
 
-void DriftWatcher::resumeQuietFightsLocked() {
+std::set<std::string> DriftWatcher::takeWorkLocked(std::set<std::string>& deferred_due) {
+  std::set<std::string> owners;
+  owners.swap(dirty_);
+  const auto now = SteadyClock::now();
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->second > now) {
+      ++it;
+      continue;
+    }
+    owners.insert(it->first);
+    deferred_due.insert(it->first);
+    it = deferred_.erase(it);
+  }
+  return owners;
+}
+
+SteadyClock::time_point DriftWatcher::nextWakeLocked(std::chrono::milliseconds tick) const {
+  auto wake = SteadyClock::now() + tick;
+  for (const auto& [owner, due] : deferred_) {
+    wake = std::min(wake, due);
+  }
+  return wake;
+}
+
+void DriftWatcher::deferBundle(const std::string& owner, bool again) {
+  std::lock_guard lock(mutex_);
+  if (!bundles_.contains(owner)) {
+    return;  // unregistered meanwhile
+  }
+  auto [it, first] = deferred_.insert_or_assign(owner, SteadyClock::now() + kDeferredReportDelay);
+  if (again || !first) {
+    return;  // the same busy spell: counted and logged once
+  }
+  metrics_.counter("watch_reports_deferred_total", "Watch reports deferred because a deploy of the bundle was running")
+      .Increment();
+  log::info("a deploy of the bundle is running: its watch report is deferred, other bundles go on",
+            {{"cluster", options_.cluster},
+             {"bundle", owner},
+             {"retry_in_ms", static_cast<int64_t>(kDeferredReportDelay.count())}});
+}
+
+void DriftWatcher::wakeDueEntriesLocked() {
   const auto now = SteadyClock::now();
   for (auto& [id, entry] : entries_) {
     if (entry.fight && now - entry.last_write >= entry.fight->quiet) {
@@ -71,7 +114,23 @@ void DriftWatcher::resumeQuietFightsLocked() {
       entry.corrections.clear();
       markDirtyLocked(entry.owner);
     }
+    if (entry.failed_corrections > 0 && entry.retry_at <= now && entry.drift.drifted()) {
+      markDirtyLocked(entry.owner);  // a failed correction's retry is due
+    }
   }
+}
+
+kube::KubeClient& DriftWatcher::correctionClient(const std::string& user) {
+  if (user.empty()) {
+    return client_;
+  }
+  std::lock_guard lock(mutex_);
+  auto& client = correction_clients_[user];
+  if (!client) {
+    // Only the user: the API server derives a service account's groups itself (as the deploy's client does).
+    client = client_.impersonating(kube::Impersonation{.user = user, .groups = {}});
+  }
+  return *client;
 }
 
 void DriftWatcher::correctBundle(const std::string& owner) {
@@ -98,6 +157,7 @@ void DriftWatcher::correctBundle(const std::string& owner) {
   if (due.empty()) {
     return;
   }
+  kube::KubeClient& client = correctionClient(settings.service_account_user);
   std::lock_guard applying(*apply_mutex);
   {
     std::lock_guard lock(mutex_);
@@ -108,14 +168,26 @@ void DriftWatcher::correctBundle(const std::string& owner) {
   }
   for (const auto& correction : due) {
     kube::ApplyOptions apply{.field_manager = std::string(kFieldManager), .force = settings.force};
-    auto applied = client_.apply(correction.desired, apply);
-    Status result = okStatus();
-    if (!applied.ok()) {
-      result = fail(applied.error());
-    }
-    recordCorrection(correction, result, settings);
+    recordCorrection(correction, client.apply(correction.desired, apply), settings);
   }
 }
+
+namespace {
+
+//! The fields a correction of `drift` corrects: its changed paths, or "" (the whole object) when it is missing.
+std::vector<FieldPath> driftedFields(const ObjectDrift& drift) {
+  if (drift.missing) {
+    return {FieldPath()};
+  }
+  std::vector<FieldPath> fields;
+  fields.reserve(drift.changes.size());
+  for (const auto& change : drift.changes) {
+    fields.push_back(change.path);
+  }
+  return fields;
+}
+
+}  // namespace
 
 std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const std::string& owner, Notes& fight_notes) {
   std::vector<Correction> due;
@@ -129,31 +201,60 @@ std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const s
     if (!entry.drift.drifted() || entry.fight || entry.desired.isNull()) {
       continue;
     }
-    while (!entry.corrections.empty() && now - entry.corrections.front() > options_.fight_window) {
-      entry.corrections.pop_front();
+    if (entry.failed_corrections > 0 && now < entry.retry_at) {
+      continue;  // backing off after a failed correction; the worker comes back when the retry is due
     }
-    if (entry.corrections.size() >= options_.fight_corrections) {
-      startFightLocked(entry, fight_notes);
+    std::vector<FieldPath> fields = driftedFields(entry.drift);
+    if (auto fought = foughtFieldLocked(entry, fields)) {
+      startFightLocked(entry, *fought, fight_notes);
       continue;
     }
-    due.push_back(Correction{.id = id, .ref = entry.ref, .desired = entry.desired});
+    if (entry.failed_corrections > 0) {
+      metrics_.counter("drift_correction_retries_total", "Failed drift corrections tried again after a backoff")
+          .Increment();
+      log::info("retrying a failed drift correction", {{"cluster", options_.cluster},
+                                                       {"bundle", owner},
+                                                       {"object", entry.ref.describe()},
+                                                       {"attempt", static_cast<int64_t>(entry.failed_corrections) + 1},
+                                                       {"last_error", entry.correction_error}});
+    }
+    due.push_back(Correction{.id = id, .ref = entry.ref, .desired = entry.desired, .fields = std::move(fields)});
   }
   return due;
 }
 
-void DriftWatcher::startFightLocked(Entry& entry, Notes& fight_notes) {
-  const FieldChange* change = entry.drift.changes.empty() ? nullptr : &entry.drift.changes.front();
+std::optional<FieldPath> DriftWatcher::foughtFieldLocked(Entry& entry, const std::vector<FieldPath>& fields) {
+  const auto now = SteadyClock::now();
+  std::erase_if(entry.corrections,
+                [&](const FieldCorrection& correction) { return now - correction.at > options_.fight_window; });
+  for (const auto& field : fields) {
+    const auto times = std::count_if(entry.corrections.begin(), entry.corrections.end(),
+                                     [&](const FieldCorrection& correction) { return correction.path == field; });
+    if (static_cast<size_t>(times) >= options_.fight_corrections) {
+      return field;
+    }
+  }
+  return std::nullopt;
+}
+
+void DriftWatcher::startFightLocked(Entry& entry, const FieldPath& field, Notes& fight_notes) {
+  const auto change = std::find_if(entry.drift.changes.begin(), entry.drift.changes.end(),
+                                   [&](const FieldChange& c) { return c.path == field; });
+  const bool named = change != entry.drift.changes.end() && !change->manager.empty();
+  const auto corrected = std::count_if(entry.corrections.begin(), entry.corrections.end(),
+                                       [&](const FieldCorrection& correction) { return correction.path == field; });
   auto quiet = options_.fight_window * (1 << std::min(entry.fights_in_a_row, kMaxQuietDoublings));
-  entry.fight = Fight{.manager = change != nullptr && !change->manager.empty() ? change->manager : "another writer",
-                      .path = change != nullptr ? displayPath(change->path) : std::string("(the whole object)"),
+  entry.fight = Fight{.manager = named ? change->manager : "another writer",
+                      .path = field.empty() ? std::string("(the whole object)") : displayPath(field),
                       .since = SteadyClock::now(),
                       .quiet = quiet};
   ++entry.fights_in_a_row;
+  resetRetry(entry);  // not corrected during the fight: no retry pending either
   metrics_.counter("drift_fights_total", "Objects whose drift correction was stopped: another writer kept changing it")
       .Increment();
   std::string message = "field manager " + entry.fight->manager + " keeps changing " + entry.fight->path + " of " +
-                        entry.ref.describe() + ": corrected " + std::to_string(entry.corrections.size()) +
-                        " times within " + secondsText(options_.fight_window) +
+                        entry.ref.describe() + ": corrected " + std::to_string(corrected) + " times within " +
+                        secondsText(options_.fight_window) +
                         "; flotilla stops correcting it until that writer stays quiet for " + secondsText(quiet);
   log::warn("drift fight: correction stopped", {{"cluster", options_.cluster},
                                                 {"bundle", entry.owner},
@@ -164,22 +265,37 @@ void DriftWatcher::startFightLocked(Entry& entry, Notes& fight_notes) {
   fight_notes.emplace_back(entry.ref, std::move(message));
 }
 
-void DriftWatcher::recordCorrection(const Correction& correction, const Status& result, const DriftSettings& settings) {
+void DriftWatcher::recordCorrection(const Correction& correction, const Result<Json>& result,
+                                    const DriftSettings& settings) {
   metrics_
       .counter("drift_corrections_total", "Drifted objects re-applied (correctDrift), by result",
                {{"result", result.ok() ? "ok" : "failed"}})
       .Increment();
   std::string message;
+  std::chrono::milliseconds retry_in{0};
   {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(correction.id);
     if (it != entries_.end()) {
+      Entry& entry = it->second;
       if (result.ok()) {
-        it->second.corrections.push_back(SteadyClock::now());
-        it->second.correction_error.clear();
+        const auto now = SteadyClock::now();
+        for (const auto& field : correction.fields) {
+          entry.corrections.push_back(FieldCorrection{.path = field, .at = now});
+        }
+        resetRetry(entry);
+        // The answer is the corrected object: the entry is clean now, not only once the watch brings the change,
+        // so the worker never corrects it twice (nor counts two corrections towards a fight) in between.
+        updateEntryLocked(entry, &*result);
       } else {
-        it->second.correction_error = truncateMessage(result.error().message);
-        message = "correcting drift of " + correction.ref.describe() + " failed: " + it->second.correction_error;
+        ++entry.failed_corrections;
+        entry.retry_delay = entry.failed_corrections == 1
+                                ? options_.correction_retry_min
+                                : std::min(entry.retry_delay * 2, options_.correction_retry_max);
+        entry.retry_at = SteadyClock::now() + entry.retry_delay;
+        retry_in = entry.retry_delay;
+        entry.correction_error = truncateMessage(result.error().message);
+        message = "correcting drift of " + correction.ref.describe() + " failed: " + entry.correction_error;
       }
     }
   }
@@ -187,9 +303,11 @@ void DriftWatcher::recordCorrection(const Correction& correction, const Status& 
     log::info("drift corrected", {{"cluster", options_.cluster}, {"object", correction.ref.describe()}});
     return;
   }
-  log::warn(
-      "drift correction failed",
-      {{"cluster", options_.cluster}, {"object", correction.ref.describe()}, {"error", result.error().describe()}});
+  log::warn("drift correction failed, retried after a backoff",
+            {{"cluster", options_.cluster},
+             {"object", correction.ref.describe()},
+             {"retry_in_ms", static_cast<int64_t>(retry_in.count())},
+             {"error", result.error().describe()}});
   if (settings.keep_fail_history && !message.empty()) {
     writeEvent(correction.ref, "DriftCorrectionFailed", message);
   }
@@ -260,7 +378,7 @@ std::optional<BundleReport> DriftWatcher::bundleReport(const std::string& owner)
       fight += " (" + text + ")";
       text = std::move(fight);
     } else if (!entry.correction_error.empty()) {
-      text += "; correction failed: " + entry.correction_error;
+      text += "; correction failed (retried with backoff): " + entry.correction_error;
     }
     if (drifted < kMaxMessageItems) {
       modified.message += (drifted == 0 ? "" : "; ") + entry.ref.describe() + ": " + text;

@@ -71,7 +71,7 @@ Result<std::pair<DriftSettings, std::vector<WatchedObject>>> DeployHandler::rest
   const std::string owner = ownerOf(inventory.workspace, inventory.bundle);
   const NamespacePolicy policy{.default_namespace = options->default_namespace,
                                .target_namespace = options->target_namespace};
-  DriftSettings settings = driftSettings(*options);
+  DriftSettings settings = driftSettings(*options, inventories_.ns());
   kube::KubeClient& client = inventories_.client();
   std::vector<WatchedObject> watched;
   for (const auto& object : *manifest) {
@@ -179,34 +179,38 @@ Result<BundleReport> DeployHandler::currentReport(const std::string& owner, cons
   return summarize(*health);
 }
 
-void DeployHandler::reportFromWatch(const std::string& owner) {
+bool DeployHandler::reportFromWatch(const std::string& owner) {
   if (options_.drift == nullptr) {
-    return;
+    return true;
   }
-  // A deploy of the bundle in progress reports its own result: wait for it, then report what the watch sees.
-  auto handling = bundle_locks_.lock(owner);
+  // A deploy of the bundle in progress (a long CRD wait) reports its own result: the watch comes back after it
+  // instead of waiting, so the other bundles' reports go on meanwhile.
+  auto handling = bundle_locks_.tryLock(owner);
+  if (!handling.owns_lock()) {
+    return false;
+  }
   auto watched = options_.drift->bundleReport(owner);
   if (!watched) {
-    return;
+    return true;
   }
   TrackedBundle bundle;
   {
     std::lock_guard lock(tracked_mutex_);
     auto it = tracked_.find(owner);
     if (it == tracked_.end()) {
-      return;  // deleted meanwhile, or not reported yet
+      return true;  // deleted meanwhile, or not reported yet
     }
     bundle = it->second;
   }
   if (bundle.state &&
       (*bundle.state == model::BundleState::kErrApplied || *bundle.state == model::BundleState::kWaitApplied ||
        alreadyReported(owner, bundle.deployment_id, *watched, true))) {
-    return;  // only a deploy changes ErrApplied/WaitApplied; nothing new otherwise
+    return true;  // only a deploy changes ErrApplied/WaitApplied; nothing new otherwise
   }
   events::DeployEvent origin{
       .cluster = cluster_, .workspace = bundle.workspace, .bundle = bundle.bundle, .generation = bundle.generation};
   if (!report(origin, *watched, bundle.deployment_id, bundle.objects).ok()) {
-    return;  // counted by the publisher; the next change or resync reports it
+    return true;  // counted by the publisher; the next change or resync reports it
   }
   metrics_
       .counter("watch_state_changes_total", "Bundle states the watch reported without a deploy, by state",
@@ -220,6 +224,7 @@ void DeployHandler::reportFromWatch(const std::string& owner) {
   if (options_.wake) {
     options_.wake();  // a parked deploy may wait for exactly this state (dependsOn)
   }
+  return true;
 }
 
 }  // namespace flotilla::agent

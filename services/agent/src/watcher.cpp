@@ -35,8 +35,15 @@ uint64_t resourceVersionOf(const Json& live) {
 
 }  // namespace
 
-DriftSettings driftSettings(const model::BundleDeploymentOptions& options) {
+std::string serviceAccountUser(std::string_view agent_namespace, std::string_view service_account) {
+  return "system:serviceaccount:" + std::string(agent_namespace) + ":" + std::string(service_account);
+}
+
+DriftSettings driftSettings(const model::BundleDeploymentOptions& options, std::string_view agent_namespace) {
   DriftSettings settings;
+  if (!options.service_account.empty()) {
+    settings.service_account_user = serviceAccountUser(agent_namespace, options.service_account);
+  }
   if (options.correct_drift) {
     settings.correct = options.correct_drift->enabled;
     settings.force = options.correct_drift->force;
@@ -53,7 +60,7 @@ DriftSettings driftSettings(const model::BundleDeploymentOptions& options) {
 
 Json watchOptionsOf(const Json& options) {
   Json kept = Json::object();
-  for (const char* key : {"defaultNamespace", "namespace", "correctDrift", "diff", "ignore"}) {
+  for (const char* key : {"defaultNamespace", "namespace", "correctDrift", "diff", "ignore", "serviceAccount"}) {
     if (const Json* value = options.find(key)) {
       kept[key] = *value;
     }
@@ -228,6 +235,7 @@ void DriftWatcher::unregisterBundle(const std::string& owner) {
   }
   bundles_.erase(owner);
   dirty_.erase(owner);
+  deferred_.erase(owner);
 }
 
 std::vector<DriftWatcher::WatchKey> DriftWatcher::dropEntriesLocked(const std::string& owner) {
@@ -430,10 +438,16 @@ bool DriftWatcher::updateEntryLocked(Entry& entry, const Json* live) {
   }
   if (!entry.drift.drifted()) {
     entry.fights_in_a_row = 0;
-    entry.correction_error.clear();
+    resetRetry(entry);
   }
   return !was_known || entry.drift != previous_drift || entry.health.ready != previous_health.ready ||
          entry.health.message != previous_health.message;
+}
+
+void DriftWatcher::resetRetry(Entry& entry) {
+  entry.correction_error.clear();
+  entry.failed_corrections = 0;
+  entry.retry_delay = std::chrono::milliseconds(0);
 }
 
 void DriftWatcher::markDirtyLocked(const std::string& owner) {

@@ -151,14 +151,18 @@ TEST(DriftTest, IgnoredConditionsDoNotMakeAnObjectUnhealthy) {
 
 TEST(DriftTest, SettingsFromOptions) {
   model::BundleDeploymentOptions options;
-  EXPECT_FALSE(driftSettings(options).correct);
+  EXPECT_FALSE(driftSettings(options, "flotilla-system").correct);
+  EXPECT_EQ(driftSettings(options, "flotilla-system").service_account_user, "");
   options.correct_drift = model::CorrectDrift{.enabled = true, .force = true, .keep_fail_history = true};
   options.ignore = model::IgnoreOptions{.conditions = {{{"type", "Ready"}}}};
-  DriftSettings settings = driftSettings(options);
+  options.service_account = "deployer";
+  DriftSettings settings = driftSettings(options, "flotilla-system");
   EXPECT_TRUE(settings.correct);
   EXPECT_TRUE(settings.force);
   EXPECT_TRUE(settings.keep_fail_history);
   EXPECT_EQ(settings.ignore_conditions.size(), 1U);
+  // Corrections are made as the bundle's service account, like its deploys.
+  EXPECT_EQ(settings.service_account_user, "system:serviceaccount:flotilla-system:deployer");
 }
 
 TEST(DriftTest, ComparePatchOperationsTheAgentDoesNotDoAreRefused) {

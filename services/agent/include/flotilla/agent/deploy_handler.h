@@ -197,8 +197,8 @@ class DeployHandler {
   size_t resync();
   //! The watch saw the drift or health of the bundle's objects change: publishes the bundle's state when it differs
   //! from the last report (never over ErrApplied or WaitApplied: only a deploy changes those), then wakes the
-  //! parked deploys.
-  void reportFromWatch(const std::string& owner);
+  //! parked deploys. False, without waiting, when a deploy of the bundle holds its lock: call again later.
+  bool reportFromWatch(const std::string& owner);
   //! A snapshot of the tracked bundles.
   [[nodiscard]] std::vector<TrackedBundle> tracked() const;
   //! Deletes held objects whose hold expired, unless their owner annotation no longer names the releaser or an

@@ -10,14 +10,20 @@
 // correctDrift.enabled — the object as the agent sent it, never whole live objects.
 //
 // Every change of an object's drift or health marks its bundle; a worker thread then corrects the drift
-// (correctDrift: server-side apply of the object as sent, force per correctDrift.force; a deleted object is
-// re-created) and calls the on_change callback (the DeployHandler re-reports the bundle when its state changed).
+// (correctDrift: server-side apply of the object as sent, force per correctDrift.force, as the bundle's
+// serviceAccount when it has one; a deleted object is re-created) and calls the on_change callback (the
+// DeployHandler re-reports the bundle when its state changed). A failed correction (a conflict without force, a verb
+// the service account lacks) is retried with a capped exponential backoff (correction_retry_min doubling to
+// correction_retry_max), reset by a success, by the object becoming clean and by a new deploy. When the callback
+// says the bundle is busy (its deploy holds the bundle's lock: a long CRD wait), the bundle is tried again after
+// kDeferredReportDelay, so one slow bundle never holds up the reports and corrections of the others.
 //
-// Fight detection: when the agent has corrected the same object `fight_corrections` times within `fight_window`
-// and it has drifted again, another writer is fighting it. The agent stops correcting that object, reports
-// Modified/DriftFight naming the writer and the field, writes a core/v1 Event (reason DriftFight) on the object
-// and counts drift_fights_total. It resumes once no write to the object has been seen for the quiet period: the
-// window, doubled for each fight in a row on the object (capped at 16 windows), reset when the object is clean.
+// Fight detection, per field: when the agent has corrected the same field of an object `fight_corrections` times
+// within `fight_window` and it has drifted again, another writer is fighting it. The agent stops correcting that
+// object, reports Modified/DriftFight naming the writer and the field, writes a core/v1 Event (reason DriftFight)
+// on the object and counts drift_fights_total. Two fields changed by two writers are two counts, not one fight. It
+// resumes once no write to the object has been seen for the quiet period: the window, doubled for each fight in a
+// row on the object (capped at 16 windows), reset when the object is clean.
 //
 // Thread-safe. A correction never races a deploy of its bundle: beginApply() waits for a correction in flight and
 // stops new ones until registerBundle() brings the new desired state.
@@ -28,7 +34,6 @@
 #include <compare>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +41,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -55,18 +61,29 @@ inline constexpr std::string_view kReasonDriftFight = "DriftFight";
 //! Defaults of --fight-corrections and --fight-window.
 inline constexpr size_t kDefaultFightCorrections = 3;
 inline constexpr std::chrono::milliseconds kDefaultFightWindow{60000};
+//! The backoff of a failed correction's retries: the first pause, doubled per failure up to the cap.
+inline constexpr std::chrono::milliseconds kDefaultCorrectionRetryMin{1000};
+inline constexpr std::chrono::milliseconds kDefaultCorrectionRetryMax{300000};
+//! How soon a bundle whose deploy held its lock is reported (and corrected) again.
+inline constexpr std::chrono::milliseconds kDeferredReportDelay{250};
 
 //! What a bundle's options say about drift (correctDrift, diff.comparePatches, ignore.conditions).
 struct DriftSettings {
   bool correct = false;            //!< correctDrift.enabled
   bool force = false;              //!< correctDrift.force
   bool keep_fail_history = false;  //!< correctDrift.keepFailHistory: a Kubernetes Event per failed correction
+  //! serviceAccount: the user corrections are made as (serviceAccountUser), so its RBAC bounds them as it bounds
+  //! the deploy; "" = the agent itself.
+  std::string service_account_user;
   model::DiffOptions diff;
   std::vector<model::Labels> ignore_conditions;
 };
-DriftSettings driftSettings(const model::BundleDeploymentOptions& options);
-//! The options the watch needs after a restart (defaultNamespace, namespace, correctDrift, diff, ignore), kept in
-//! the inventory; never helm values, which may hold secrets.
+//! The drift settings of a bundle's options; `agent_namespace` is where its serviceAccount lives.
+DriftSettings driftSettings(const model::BundleDeploymentOptions& options, std::string_view agent_namespace);
+//! "system:serviceaccount:<agent_namespace>:<service_account>": the user a bundle with serviceAccount acts as.
+std::string serviceAccountUser(std::string_view agent_namespace, std::string_view service_account);
+//! The options the watch needs after a restart (defaultNamespace, namespace, correctDrift, diff, ignore, and
+//! serviceAccount: whom corrections act as), kept in the inventory; never helm values, which may hold secrets.
 Json watchOptionsOf(const Json& options);
 //! kInvalid naming the field when diff.comparePatches asks for something the agent does not do: an operation other
 //! than remove/ignore, a value, or a path that is not a JSON pointer.
@@ -85,6 +102,8 @@ struct WatchedObject {
 struct WatcherOptions {
   size_t fight_corrections = kDefaultFightCorrections;  //!< K: corrections within the window that make a fight
   std::chrono::milliseconds fight_window = kDefaultFightWindow;
+  std::chrono::milliseconds correction_retry_min = kDefaultCorrectionRetryMin;  //!< backoff of failed corrections
+  std::chrono::milliseconds correction_retry_max = kDefaultCorrectionRetryMax;
   std::chrono::milliseconds retry_min{500};  //!< first pause before re-listing after a watch error
   std::chrono::milliseconds retry_max{30000};
   std::chrono::milliseconds poll{1000};  //!< how long one read of a watch waits (bounds how fast stop() is)
@@ -93,8 +112,10 @@ struct WatcherOptions {
 
 class DriftWatcher {
  public:
-  //! Called on the worker thread with "<workspace>/<bundle>" after its objects' drift or health changed.
-  using ChangeCallback = std::function<void(const std::string& owner)>;
+  //! Called on the worker thread with "<workspace>/<bundle>" after its objects' drift or health changed. Returns
+  //! false when the bundle is busy (a deploy of it holds its lock): the worker calls again after
+  //! kDeferredReportDelay instead of waiting, so other bundles go on meanwhile.
+  using ChangeCallback = std::function<bool(const std::string& owner)>;
 
   DriftWatcher(kube::KubeClient& client, Metrics& metrics, WatcherOptions options);
   ~DriftWatcher();
@@ -139,6 +160,11 @@ class DriftWatcher {
     std::chrono::steady_clock::time_point since;
     std::chrono::milliseconds quiet{0};  //!< how long the writer must stay quiet before correcting resumes
   };
+  //! One successful correction of one field ("" = the whole object, re-created), for fight detection.
+  struct FieldCorrection {
+    FieldPath path;
+    std::chrono::steady_clock::time_point at;
+  };
   //! One managed object.
   struct Entry {
     std::string owner;
@@ -152,10 +178,13 @@ class DriftWatcher {
     ObjectDrift drift;
     Health health;
     std::chrono::steady_clock::time_point last_write{};  //!< the last event that changed a drifted object
-    std::deque<std::chrono::steady_clock::time_point> corrections;
+    std::vector<FieldCorrection> corrections;  //!< within the fight window (pruned when the entry is corrected)
     std::optional<Fight> fight;
     size_t fights_in_a_row = 0;
     std::string correction_error;
+    uint32_t failed_corrections = 0;  //!< failed corrections in a row: > 0 means retrying with backoff
+    std::chrono::milliseconds retry_delay{0};
+    std::chrono::steady_clock::time_point retry_at{};  //!< the next retry is not made before
   };
   struct BundleEntry {
     DriftSettings settings;
@@ -186,6 +215,7 @@ class DriftWatcher {
     std::string id;
     ObjectRef ref;
     Json desired;
+    std::vector<FieldPath> fields;  //!< the drifted fields it corrects ("" = the object was missing)
   };
 
   static WatchKey keyOf(const ObjectRef& ref);
@@ -205,16 +235,31 @@ class DriftWatcher {
   //! Updates an entry from a live object (nullptr: deleted); true when its drift or health changed.
   bool updateEntryLocked(Entry& entry, const Json* live);
   void markDirtyLocked(const std::string& owner);
+  //! Forgets the entry's failed corrections (a success, or the object is clean): no retry pending.
+  static void resetRetry(Entry& entry);
 
   // The worker (drift_correct.cpp).
   void workerLoop();
-  void resumeQuietFightsLocked();
+  //! The bundles to handle now: the dirty ones and the deferred ones that are due (moved to `deferred_due`).
+  std::set<std::string> takeWorkLocked(std::set<std::string>& deferred_due);
+  //! When the worker must look again at the latest: a tick from now, or the first deferred bundle.
+  std::chrono::steady_clock::time_point nextWakeLocked(std::chrono::milliseconds tick) const;
+  //! Marks the bundles of fights whose writer stayed quiet and of corrections whose retry is due.
+  void wakeDueEntriesLocked();
+  //! The bundle was busy: handled again after kDeferredReportDelay (`again`: already deferred, not counted).
+  void deferBundle(const std::string& owner, bool again);
   void correctBundle(const std::string& owner);
+  //! The client corrections are made with: the agent's own, or one impersonating `user` (made once).
+  kube::KubeClient& correctionClient(const std::string& user);
   //! Objects to write an Event on, with its message.
   using Notes = std::vector<std::pair<ObjectRef, std::string>>;
   std::vector<Correction> dueCorrectionsLocked(const std::string& owner, Notes& fight_notes);
-  void startFightLocked(Entry& entry, Notes& fight_notes);
-  void recordCorrection(const Correction& correction, const Status& result, const DriftSettings& settings);
+  //! Of `fields` (the entry's drifted ones), the first corrected fight_corrections times within the window
+  //! (nullopt: none); forgets corrections older than the window.
+  std::optional<FieldPath> foughtFieldLocked(Entry& entry, const std::vector<FieldPath>& fields);
+  void startFightLocked(Entry& entry, const FieldPath& field, Notes& fight_notes);
+  //! Takes the result of a correction's apply (the corrected object, or why it failed) into the entry.
+  void recordCorrection(const Correction& correction, const Result<Json>& result, const DriftSettings& settings);
   void writeEvent(const ObjectRef& ref, std::string_view reason, const std::string& message);
 
   kube::KubeClient& client_;
@@ -229,6 +274,10 @@ class DriftWatcher {
   std::map<WatchKey, WatchLoop> watches_;
   std::vector<RetiredWatch> retired_;
   std::set<std::string> dirty_;
+  //! Bundles whose report found them busy, with when to try again.
+  std::map<std::string, std::chrono::steady_clock::time_point> deferred_;
+  //! Impersonating clients for corrections, by user (serviceAccount), made once.
+  std::map<std::string, std::unique_ptr<kube::KubeClient>> correction_clients_;
   std::atomic<bool> stopping_{false};
   std::thread worker_;
   bool started_ = false;
