@@ -6,7 +6,8 @@
 // first (the snapshot: an object that is not in it is missing), then watches from the list's resourceVersion; a 410
 // Gone or any error re-lists (after a backoff for errors), so nothing that happened in between is lost. Events of
 // objects no bundle registered are dropped at once: per managed object the cache keeps only the field set the agent's
-// apply left to manager `flotilla`, the last drift and health summaries, and — only for bundles with
+// apply left to manager `flotilla`, the last drift and health summaries, the resourceVersion at which it last carried
+// its bundle's annotation (the applier skips the read before a re-apply with it), and — only for bundles with
 // correctDrift.enabled — the object as the agent sent it, never whole live objects.
 //
 // Every change of an object's drift or health marks its bundle; a worker thread then corrects the drift
@@ -28,7 +29,6 @@
 #include <compare>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -119,6 +119,9 @@ class DriftWatcher {
   //! Forgets the bundle (deleted, or its deploy failed as a whole); watches nobody needs any more stop.
   void unregisterBundle(const std::string& owner);
   [[nodiscard]] bool registered(const std::string& owner) const;
+  //! The resourceVersion at which the watch last saw `ref` carrying `owner`'s annotation, when that is the newest
+  //! state it has seen of an object `owner` registered; 0 otherwise (ApplierOptions::owned_version).
+  [[nodiscard]] uint64_t ownedVersion(const ObjectRef& ref, const std::string& owner) const;
 
   //! The bundle's state from the watch: Modified (Drifted or DriftFight) when an object drifted, else NotReady or
   //! Ready from the objects' health. nullopt when the bundle is not registered or an object was not seen yet.
@@ -149,10 +152,28 @@ class DriftWatcher {
     bool known = false;  //!< a live state (or its absence) has been seen
     //! The newest resourceVersion seen (etcd revisions are numbers): a late event of an older one is skipped.
     uint64_t min_version = 0;
+    //! min_version when that state carried the owner's annotation, else 0.
+    uint64_t owned_version = 0;
     ObjectDrift drift;
     Health health;
     std::chrono::steady_clock::time_point last_write{};  //!< the last event that changed a drifted object
-    std::deque<std::chrono::steady_clock::time_point> corrections;
+    //! The times of the recent corrections (within the fight window). Not a std::deque: libstdc++'s allocates
+    //! about 600 bytes even when empty, and almost every object of a cluster never sees a correction.
+    class Corrections {
+     public:
+      [[nodiscard]] bool empty() const { return times_.empty(); }
+      [[nodiscard]] size_t size() const { return times_.size(); }
+      [[nodiscard]] std::chrono::steady_clock::time_point front() const { return times_.front(); }
+      // The names of the std::deque it replaces (drift_correct.cpp uses them).
+      void push_back(std::chrono::steady_clock::time_point time) {  // NOLINT(readability-identifier-naming)
+        times_.push_back(time);
+      }
+      void pop_front() { times_.erase(times_.begin()); }  // NOLINT(readability-identifier-naming)
+      void clear() { times_ = {}; }                       // releases the storage, unlike vector::clear()
+
+     private:
+      std::vector<std::chrono::steady_clock::time_point> times_;
+    } corrections;
     std::optional<Fight> fight;
     size_t fights_in_a_row = 0;
     std::string correction_error;
