@@ -12,7 +12,8 @@
 //
 //   build/bench/bench_agent [parallel-bundles=4] [bundles=100] [update-rounds=3]
 // parallel-bundles 0 starts the agent without the flag (its default) and runs kubectl one bundle at a time;
-// FLOTILLA_BENCH_AGENT_BINARY runs another agent binary (e.g. an older build, for before/after figures).
+// FLOTILLA_BENCH_AGENT_BINARY runs another agent binary (e.g. an older build, for before/after figures);
+// FLOTILLA_BENCH_AGENT_HOLD=<seconds> pauses after the create settled, printing the agent's pid (to inspect it).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/local_port.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/identity.h"
 #include "flotilla/service/hub.h"
@@ -49,7 +51,7 @@ namespace {
 
 constexpr int kConfigMapsPerBundle = 10;
 constexpr int kWarmupBundles = 10;
-const std::string kCluster = "bench";
+constexpr char kCluster[] = "bench";
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -67,6 +69,53 @@ long procStatusKiB(pid_t pid, const std::string& field) {
     }
   }
   return -1;
+}
+
+//! The agent's API requests so far by verb (WATCH left out: one per watched kind, not per bundle), from its
+//! /metrics (kube_requests_total{verb,code}).
+std::map<std::string, double> agentRequests(int http_port) {
+  std::map<std::string, double> by_verb;
+  auto scraped = runCommand(
+      {.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(http_port) + "/metrics"}, .timeout = seconds(10)});
+  if (!scraped.ok() || scraped->exit_code != 0) {
+    return by_verb;
+  }
+  for (const auto& line : split(scraped->out, '\n')) {
+    if (line.rfind("flotilla_agent_kube_requests_total{", 0) != 0) {
+      continue;
+    }
+    const auto verb_at = line.find("verb=\"");
+    const auto value_at = line.rfind(' ');
+    if (verb_at == std::string::npos || value_at == std::string::npos) {
+      continue;
+    }
+    const std::string verb = line.substr(verb_at + 6, line.find('"', verb_at + 6) - verb_at - 6);
+    if (verb != "WATCH") {
+      by_verb[verb] += std::stod(line.substr(value_at + 1));
+    }
+  }
+  return by_verb;
+}
+
+//! "27.0 (GET 12.0, PATCH 15.0)": requests per bundle between two scrapes.
+std::string requestsPerBundle(const std::map<std::string, double>& before, const std::map<std::string, double>& after,
+                              double bundles) {
+  double total = 0;
+  std::string verbs;
+  for (const auto& [verb, count] : after) {
+    auto it = before.find(verb);
+    const double delta = (count - (it == before.end() ? 0.0 : it->second)) / bundles;
+    if (delta <= 0) {
+      continue;
+    }
+    total += delta;
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%s %.1f", verbs.empty() ? "" : ", ", verb.c_str(), delta);
+    verbs += text;
+  }
+  char head[32];
+  std::snprintf(head, sizeof head, "%.1f", total);
+  return std::string(head) + " (" + verbs + ")";
 }
 
 double mib(long kib) {
@@ -162,6 +211,7 @@ struct Bench {
   Process agent;
   std::string dir;
   std::string kubectl;
+  int http_port = 0;  //!< the agent's /metrics
   int parallel = 4;
   int bundles = 100;
   int rounds = 3;  //!< update rounds
@@ -198,6 +248,9 @@ Status startServers(Bench& bench) {
 }
 
 Status startAgent(Bench& bench) {
+  auto port = harness::freeTcpPort();
+  FLOTILLA_TRY(port);
+  bench.http_port = *port;
   std::vector<std::string> argv = {envOr("FLOTILLA_BENCH_AGENT_BINARY", std::string(FLOTILLA_AGENT_BINARY)),
                                    "--cluster-name",
                                    kCluster,
@@ -206,7 +259,7 @@ Status startAgent(Bench& bench) {
                                    "--nats-url",
                                    bench.nats->url(),
                                    "--http-addr",
-                                   "127.0.0.1:0",
+                                   "127.0.0.1:" + std::to_string(bench.http_port),
                                    "--log-level",
                                    "info"};
   if (bench.parallel > 0) {  // 0: the binary's default (also a binary from before the flag existed)
@@ -217,7 +270,7 @@ Status startAgent(Bench& bench) {
   bench.agent = std::move(agent).value();
   // Bound once its durable exists (created after the registration).
   auto deadline = Clock::now() + seconds(60);
-  while (!bench.js->consumerInfo(service::kDeployStream, "agent-" + kCluster).ok()) {
+  while (!bench.js->consumerInfo(service::kDeployStream, std::string("agent-") + kCluster).ok()) {
     if (Clock::now() > deadline || !bench.agent.running()) {
       return fail(ErrorKind::kTransient,
                   "the agent did not bind its consumer:\n" + readFile(bench.dir + "/agent.log").valueOr(""));
@@ -316,9 +369,11 @@ Result<double> kubectlAll(const Bench& bench, const std::string& prefix, int cou
 
 struct Figures {
   long idle_rss = 0, settled_rss = 0, peak_before = 0, peak = 0, updated_rss = 0;
+  long idle_anon = 0, settled_anon = 0, updated_anon = 0;  //!< RssAnon: the heap and stacks, not mapped code
   double create_s = 0, kubectl_bundles_create_s = 0, kubectl_all_create_s = 0;
   //! Medians over the update rounds (each round: flotilla, kubectl per bundle, one kubectl, interleaved).
   double update_s = 0, kubectl_bundles_update_s = 0, kubectl_all_update_s = 0;
+  std::string create_requests, update_requests;  //!< the agent's API requests per bundle, by verb
 };
 
 double median(std::vector<double> values) {
@@ -332,15 +387,25 @@ Status measureAgentCreate(Bench& bench, Figures& figures) {
   std::this_thread::sleep_for(seconds(3));  // registered, bound, heartbeating: idle
   const pid_t pid = bench.agent.pid();
   figures.idle_rss = procStatusKiB(pid, "VmRSS");
+  figures.idle_anon = procStatusKiB(pid, "RssAnon");
   auto warm = deployRound(bench, "warm-f", kWarmupBundles, 0);
   FLOTILLA_TRY(warm);
   figures.peak_before = procStatusKiB(pid, "VmHWM");
+  const auto requests_before = agentRequests(bench.http_port);
   auto created = deployRound(bench, "bench-f", bench.bundles, 1);
   FLOTILLA_TRY(created);
   figures.create_s = *created;
+  figures.create_requests = requestsPerBundle(requests_before, agentRequests(bench.http_port), bench.bundles);
   figures.peak = procStatusKiB(pid, "VmHWM");
   std::this_thread::sleep_for(seconds(5));  // settled: idle, watching
   figures.settled_rss = procStatusKiB(pid, "VmRSS");
+  figures.settled_anon = procStatusKiB(pid, "RssAnon");
+  if (const int hold = std::atoi(envOr("FLOTILLA_BENCH_AGENT_HOLD", std::string("0")).c_str()); hold > 0) {
+    // Time to look inside the settled agent (gdb, /proc/<pid>/smaps) before the benchmark goes on.
+    std::printf("agent pid %d settled at %.1f MiB; holding %d s\n", pid, mib(figures.settled_rss), hold);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(seconds(hold));
+  }
   return {};
 }
 
@@ -360,11 +425,17 @@ Status measureKubectlCreate(Bench& bench, Figures& figures) {
 //! of the machine's load hits all of them; medians.
 Status measureUpdates(Bench& bench, Figures& figures) {
   std::vector<double> flotilla, per_bundle, all;
+  std::map<std::string, double> requests_before, requests_after;
   for (int r = 0; r < bench.rounds; ++r) {
     const int round = 2 + r;
+    const auto before = agentRequests(bench.http_port);
     auto updated = deployRound(bench, "bench-f", bench.bundles, round);
     FLOTILLA_TRY(updated);
     flotilla.push_back(*updated);
+    if (r == 0) {  // every round changes the same objects: the first one's requests stand for all
+      requests_before = before;
+      requests_after = agentRequests(bench.http_port);
+    }
     auto kubectl_bundles = kubectlPerBundle(bench, "bench-k", bench.bundles, round);
     FLOTILLA_TRY(kubectl_bundles);
     per_bundle.push_back(*kubectl_bundles);
@@ -375,9 +446,11 @@ Status measureUpdates(Bench& bench, Figures& figures) {
   figures.update_s = median(flotilla);
   figures.kubectl_bundles_update_s = median(per_bundle);
   figures.kubectl_all_update_s = median(all);
+  figures.update_requests = requestsPerBundle(requests_before, requests_after, bench.bundles);
   figures.peak = procStatusKiB(bench.agent.pid(), "VmHWM");
   std::this_thread::sleep_for(seconds(5));
   figures.updated_rss = procStatusKiB(bench.agent.pid(), "VmRSS");
+  figures.updated_anon = procStatusKiB(bench.agent.pid(), "RssAnon");
   return {};
 }
 
@@ -391,9 +464,13 @@ void printFigures(const Bench& bench, const Figures& f) {
   const int objects = bench.bundles * (kConfigMapsPerBundle + 1) + bench.bundles / 10;
   std::printf("agent: %d bundles, %d objects (%d ConfigMaps), --parallel-bundles %d; %s\n", bench.bundles, objects,
               bench.bundles * kConfigMapsPerBundle, bench.parallel, bench::machineLoad().c_str());
-  std::printf("  VmRSS idle after registration:          %6.1f MiB (goal <= 15)\n", mib(f.idle_rss));
-  std::printf("  VmRSS after the create settled (idle):  %6.1f MiB (goal <= 15)\n", mib(f.settled_rss));
-  std::printf("  VmRSS after the updates settled (idle): %6.1f MiB\n", mib(f.updated_rss));
+  // VmRSS = RssAnon (heap, stacks) + RssFile (the mapped pages of the binary and its shared libraries).
+  std::printf("  VmRSS idle after registration:          %6.1f MiB (goal <= 15; RssAnon %.1f MiB)\n", mib(f.idle_rss),
+              mib(f.idle_anon));
+  std::printf("  VmRSS after the create settled (idle):  %6.1f MiB (goal <= 15; RssAnon %.1f MiB)\n",
+              mib(f.settled_rss), mib(f.settled_anon));
+  std::printf("  VmRSS after the updates settled (idle): %6.1f MiB (RssAnon %.1f MiB)\n", mib(f.updated_rss),
+              mib(f.updated_anon));
   std::printf("  VmHWM peak while applying:              %6.1f MiB (goal <= 40; %.1f MiB after the warm-up)\n",
               mib(f.peak), mib(f.peak_before));
   std::printf(
@@ -406,6 +483,8 @@ void printFigures(const Bench& bench, const Figures& f) {
       "one kubectl %6.2f s (ratio %.2fx)\n",
       bench.rounds, bench.bundles, f.update_s, std::max(1, bench.parallel), f.kubectl_bundles_update_s,
       f.update_s / f.kubectl_bundles_update_s, f.kubectl_all_update_s, f.update_s / f.kubectl_all_update_s);
+  std::printf("  agent API requests per bundle (watches not counted): create %s; update %s\n",
+              f.create_requests.c_str(), f.update_requests.c_str());
 }
 
 }  // namespace

@@ -89,5 +89,9 @@ int main(int argc, char** argv) {
   // not reused by the others. The workers, NATS and HTTP threads mostly wait on the network, so two arenas cost no
   // speed and keep the resident size a little lower (bench_agent: about 0.3 MiB after the updates settled).
   mallopt(M_ARENA_MAX, 2);  // NOLINT(concurrency-mt-unsafe): called before any thread exists
+  // glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), after which the large transient
+  // buffers of an apply burst (list answers, response bodies) come from the arenas and fragment them. A fixed
+  // threshold keeps every block of 128 KiB and more in its own mapping, returned to the OS when freed.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // NOLINT(concurrency-mt-unsafe): idem
   return service::runService("agent", agent::agentFlags(), argc, argv, startAgent);
 }

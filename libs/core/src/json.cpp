@@ -323,9 +323,13 @@ std::string Json::pretty(int indent) const {
   return out;
 }
 
-Result<Json> Json::parse(std::string_view text) {
-  // One parser per thread: simdjson parsers are expensive to create and not thread-safe.
-  thread_local simdjson::dom::parser parser;
+namespace {
+
+//! The largest document the per-thread parser takes. A simdjson parser keeps buffers of about 14 bytes per byte of
+//! the largest document it has parsed, for the life of its thread; a big document (a list) gets a parser of its own.
+constexpr size_t kThreadParserMaxBytes = size_t{16} * 1024;
+
+Result<Json> parseWith(simdjson::dom::parser& parser, std::string_view text) {
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
   auto error = parser.parse(padded).get(root);
@@ -333,6 +337,18 @@ Result<Json> Json::parse(std::string_view text) {
     return fail(ErrorKind::kInvalid, std::string("invalid JSON: ") + simdjson::error_message(error));
   }
   return fromElement(root);
+}
+
+}  // namespace
+
+Result<Json> Json::parse(std::string_view text) {
+  if (text.size() > kThreadParserMaxBytes) {
+    simdjson::dom::parser parser;
+    return parseWith(parser, text);
+  }
+  // One parser per thread: simdjson parsers are expensive to create and not thread-safe.
+  thread_local simdjson::dom::parser parser;
+  return parseWith(parser, text);
 }
 
 void jsonMergePatch(Json& target, const Json& patch) {

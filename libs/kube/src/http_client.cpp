@@ -35,7 +35,9 @@ using Clock = std::chrono::steady_clock;
 // An idle pooled connection older than this is dropped rather than reused: kube-apiserver closes idle
 // connections after a while, and a fresh connection is cheaper than a failed request plus a retry.
 constexpr auto kMaxIdleAge = std::chrono::seconds(45);
-constexpr size_t kStreamChunk = size_t{64} * 1024;
+// Per open stream (a watch holds one for its lifetime): one TLS record's worth is enough, a longer event arrives in
+// several reads.
+constexpr size_t kStreamChunk = size_t{16} * 1024;
 
 std::string millis(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";
@@ -134,6 +136,9 @@ struct HttpClient::Impl {
     ctx.emplace(ssl::context::tls_client);
     ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
                      ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    // OpenSSL keeps a read and a write buffer (about 34 KiB) per connection for its whole life; watches and pooled
+    // connections are idle almost always, so they give them back between records.
+    SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
     beast::error_code ec;
     if (config.insecure_skip_tls_verify) {
       ctx->set_verify_mode(ssl::verify_none);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <exception>
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
@@ -96,8 +99,14 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
                                                          .cluster = options_.cluster_name});
   drift_->setOnChange([this](const std::string& owner) { return handler_->reportFromWatch(owner); });
   options_.retry.drift = drift_.get();
-  applier_ = std::make_unique<Applier>(*kube_, ApplierOptions{.crd_timeout = options_.crd_timeout}, metrics_,
-                                       [this] { return stopping_.load(); });
+  // The watch cache vouches for the owner of the objects it watches, so a re-deploy skips their reads.
+  applier_ = std::make_unique<Applier>(
+      *kube_,
+      ApplierOptions{.crd_timeout = options_.crd_timeout,
+                     .owned_version = [drift = drift_.get()](
+                                          const ObjectRef& ref,
+                                          const std::string& owner) { return drift->ownedVersion(ref, owner); }},
+      metrics_, [this] { return stopping_.load(); });
   inventories_ = std::make_unique<InventoryStore>(*kube_, options_.agent_namespace);
   publisher_ = std::make_unique<StatusPublisher>(js_, options_.cluster_name, metrics_, options_.agent_version);
   handler_ = std::make_unique<DeployHandler>(options_.cluster_name, *applier_, *inventories_, *manifests_, *publisher_,
@@ -133,6 +142,7 @@ void Agent::start() {
   heartbeat_thread_ = std::thread([this] { heartbeatLoop(); });
   resync_thread_ = std::thread([this] { resyncLoop(); });
   api_versions_thread_ = std::thread([this] { apiVersionsLoop(); });
+  trim_thread_ = std::thread([this] { trimLoop(); });
 }
 
 void Agent::stop() {
@@ -142,7 +152,7 @@ void Agent::stop() {
   }
   wake_.notify_all();
   drift_->stop();  // its worker calls into the handler: it ends first
-  for (auto* thread : {&consumer_thread_, &heartbeat_thread_, &resync_thread_, &api_versions_thread_}) {
+  for (auto* thread : {&consumer_thread_, &heartbeat_thread_, &resync_thread_, &api_versions_thread_, &trim_thread_}) {
     if (thread->joinable()) {
       thread->join();
     }
@@ -317,9 +327,7 @@ bool Agent::bindConsumer() {
   const std::string durable = options.config.durable;
   auto consumer = std::make_shared<service::Consumer>(
       js_, std::move(options),
-      [this](const bus::Message& message, const Delivery& delivery) {
-        return handler_->handle(message.data(), delivery);
-      },
+      [this](const bus::Message& message, const Delivery& delivery) { return handleDeploy(message, delivery); },
       metrics_, service::TerminationReports{.status = nullptr, .public_event = false});
   {
     std::lock_guard lock(consumer_mutex_);
@@ -419,6 +427,74 @@ void Agent::resyncOnce(bool& seeded) {
     metrics_.counter("reap_errors_total", "Rounds of the held-object reaper that could not read the cluster")
         .Increment();
     log::warn("cannot reap held objects", {{"cluster", clusterId()}, {"error", reaped.error().describe()}});
+  }
+}
+
+// ---- memory ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+//! How long the deploys must be quiet before the freed heap is handed back: a burst of deploys reuses what the
+//! previous ones freed, so trimming between them would only cost page faults.
+constexpr milliseconds kTrimQuiet{1000};
+
+//! The resident set in bytes (/proc/self/statm), 0 when unreadable.
+int64_t residentBytes() {
+  auto statm = readFile("/proc/self/statm");
+  if (!statm.ok()) {
+    return 0;
+  }
+  auto fields = split(*statm, ' ');
+  return fields.size() > 1 ? std::stoll(fields[1]) * sysconf(_SC_PAGESIZE) : 0;
+}
+
+}  // namespace
+
+Outcome Agent::handleDeploy(const bus::Message& message, const Delivery& delivery) {
+  {
+    std::lock_guard lock(mutex_);
+    ++deploys_in_flight_;
+  }
+  struct Done {
+    Agent& agent;
+    ~Done() {
+      {
+        std::lock_guard lock(agent.mutex_);
+        --agent.deploys_in_flight_;
+        ++agent.deploys_handled_;
+      }
+      agent.wake_.notify_all();
+    }
+  } done{*this};
+  return handler_->handle(message.data(), delivery);
+}
+
+void Agent::trimLoop() {
+  // Applying a bundle parses its manifest and the API server's answers into short-lived JSON trees on several
+  // threads; glibc keeps the freed pages in its arenas (free() returns only the top of the main heap), so after a
+  // burst the process stays as large as at its peak although it holds far less. malloc_trim hands the free pages
+  // of every arena back once the deploys have settled (bench_agent: see bench/README.md).
+  std::unique_lock lock(mutex_);
+  uint64_t trimmed_after = 0;
+  while (!stopping_) {
+    wake_.wait(lock, [&] { return stopping_ || (deploys_in_flight_ == 0 && deploys_handled_ != trimmed_after); });
+    const uint64_t handled = deploys_handled_;
+    if (wake_.wait_for(lock, kTrimQuiet,
+                       [&] { return stopping_ || deploys_in_flight_ > 0 || deploys_handled_ != handled; })) {
+      continue;  // more deploys (or stop): wait for them to settle
+    }
+    trimmed_after = handled;
+    lock.unlock();
+    const int64_t before = residentBytes();
+    malloc_trim(0);
+    const int64_t after = residentBytes();
+    metrics_.counter("memory_trims_total", "Times the heap freed by a burst of deploys was returned to the OS")
+        .Increment();
+    metrics_.counter("memory_trimmed_bytes_total", "Resident bytes returned to the OS after bursts of deploys")
+        .Increment(static_cast<double>(std::max<int64_t>(0, before - after)));
+    log::debug("returned the memory the deploys freed to the OS",
+               {{"resident_before", before}, {"resident_after", after}});
+    lock.lock();
   }
 }
 

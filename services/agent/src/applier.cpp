@@ -45,12 +45,13 @@ std::vector<ObjectRef> refsOf(const std::vector<PlannedObject>& planned) {
 }  // namespace
 
 Applier::Applier(kube::KubeClient& client, ApplierOptions options, Metrics& metrics, std::function<bool()> stopping)
-    : client_(client), options_(options), metrics_(metrics), stopping_(std::move(stopping)) {}
+    : client_(client), options_(std::move(options)), metrics_(metrics), stopping_(std::move(stopping)) {}
 
 Result<std::optional<std::string>> Applier::checkOwner(const PlannedObject& planned, const ApplyRequest& request,
                                                        std::string& previous_owner, ObjectOutcome& outcome) {
-  // Every object is read first, also those the inventory lists: a crash may have left an object in a bundle's
-  // inventory that another bundle owns (docs/pipeline.md "Order of writes and crashes").
+  // Every object the watch cache cannot vouch for is read first, also those the inventory lists: a crash may have
+  // left an object in a bundle's inventory that another bundle owns (docs/pipeline.md "Order of writes and
+  // crashes").
   auto live = clientFor(request).get(planned.ref.api_version, planned.ref.kind, planned.ref.ns, planned.ref.name);
   if (!live.ok()) {
     if (transient(live.error())) {
@@ -137,10 +138,59 @@ std::optional<std::string> Applier::checkUnmanaged(const PlannedObject& planned,
   return std::nullopt;
 }
 
+Result<std::optional<Json>> Applier::applyOwned(const PlannedObject& planned, const ApplyRequest& request) {
+  const uint64_t version = options_.owned_version ? options_.owned_version(planned.ref, request.owner) : 0;
+  if (version == 0) {
+    return std::optional<Json>();
+  }
+  // The watch saw this bundle's annotation on the object at `version` and nothing newer: the read would say the
+  // same. The precondition makes the API server check that claim at the write, so a handover, a hand edit or a
+  // delete the watch has not delivered yet fails the apply instead of being overwritten.
+  Json object = planned.object;
+  object["metadata"]["resourceVersion"] = std::to_string(version);
+  auto applied = clientFor(request).apply(
+      object, kube::ApplyOptions{.field_manager = std::string(kFieldManager), .force = request.force});
+  auto count = [&](std::string_view result) {
+    metrics_
+        .counter("owner_reads_skipped_total",
+                 "Applies of objects the watch cache knew as the bundle's own, without a read first, by result",
+                 {{"result", std::string(result)}})
+        .Increment();
+  };
+  if (applied.ok()) {
+    count("applied");
+    return std::optional<Json>(std::move(applied).value());
+  }
+  if (transient(applied.error())) {
+    return fail(applied.error());
+  }
+  count("read");
+  log::info("the object changed since the watch saw it (or the apply was refused); reading it first",
+            {{"object", planned.ref.describe()}, {"owner", request.owner}, {"error", applied.error().describe()}});
+  return std::optional<Json>();
+}
+
+void Applier::finishApplied(const PlannedObject& planned, const ApplyRequest& request, const Json& applied,
+                            ObjectOutcome& outcome) {
+  Health health = evaluateHealth(applied);
+  outcome.ready = health.ready;
+  outcome.message = health.message;
+  countApplied("ok");
+  request.applied_object(planned.ref, planned.object, applied);
+}
+
 Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                         bool& foreign) {
   ObjectOutcome outcome{.ref = planned.ref};
   auto held = request.lock_object ? request.lock_object(planned.ref) : std::unique_lock<std::mutex>();
+  auto owned = applyOwned(planned, request);
+  FLOTILLA_TRY(owned);
+  if (owned->has_value()) {
+    adopted = false;
+    foreign = false;
+    finishApplied(planned, request, **owned, outcome);
+    return outcome;
+  }
   std::string previous_owner;
   auto rule = checkOwner(planned, request, previous_owner, outcome);
   FLOTILLA_TRY(rule);
@@ -163,11 +213,7 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
               {{"object", planned.ref.describe()}, {"owner", request.owner}, {"error", applied.error().describe()}});
     return outcome;
   }
-  Health health = evaluateHealth(*applied);
-  outcome.ready = health.ready;
-  outcome.message = health.message;
-  countApplied("ok");
-  request.applied_object(planned.ref, planned.object, *applied);
+  finishApplied(planned, request, *applied, outcome);
   if (adopted) {
     metrics_.counter("objects_adopted_total", "Objects taken over from another bundle (a claim rule)").Increment();
     FLOTILLA_TRY(request.claimed(planned.ref, previous_owner, **rule));
@@ -262,15 +308,32 @@ struct Applier::StagedApply {
   const ApplyRequest& request;
   const std::function<void()>& progress;
   ApplyResult result;
-  std::vector<PlannedObject> definitions;   //!< stage 1: CRDs and Namespaces
-  std::vector<PlannedObject> rest;          //!< stages 2 and 3, placed once discovery knows the new CRDs
+  std::vector<PlannedObject> definitions;  //!< stage 1: CRDs and Namespaces
+  std::vector<PlannedObject> rest;         //!< stages 2 and 3, placed once discovery knows the new CRDs
+  std::vector<PlannedObject> placed;       //!< `rest` with their scope and namespace (placeRest)
+  std::vector<ObjectOutcome> unmapped;     //!< `rest` objects of a kind the cluster does not serve
+  bool rest_placed = false;
   std::set<std::string> bundle_namespaces;  //!< Namespaces the bundle itself applies
 };
 
 Result<ApplyResult> Applier::apply(const ApplyRequest& request, const std::function<void()>& progress) {
   StagedApply staged{.request = request, .progress = progress};
   planObjects(staged);
+  if (std::none_of(staged.definitions.begin(), staged.definitions.end(),
+                   [](const PlannedObject& planned) { return isCrd(planned.ref); })) {
+    // No kind of the bundle can appear during stage 1, so the objects of stages 2 and 3 are placed now and the
+    // intent of every stage is recorded in one inventory write instead of one per stage.
+    FLOTILLA_TRY(placeRest(staged));
+    std::vector<ObjectRef> intent = refsOf(staged.definitions);
+    for (const auto& planned : staged.placed) {
+      intent.push_back(planned.ref);
+    }
+    FLOTILLA_TRY(request.record_intent(intent));
+  }
   FLOTILLA_TRY(applyDefinitions(staged));
+  if (!staged.rest_placed) {
+    FLOTILLA_TRY(placeRest(staged));
+  }
   FLOTILLA_TRY(applyPlaced(staged));
   return std::move(staged.result);
 }
@@ -335,10 +398,9 @@ Status Applier::applyDefinitions(StagedApply& staged) {
   return waitForCrds(crds, staged.result.outcomes);
 }
 
-//! Stages 2 and 3: the scope of each kind comes from discovery, which now knows the new CRDs.
-Status Applier::applyPlaced(StagedApply& staged) {
-  std::vector<PlannedObject> placed;
-  std::set<std::string> needed_namespaces;
+//! Stages 2 and 3 (placed by placeRest: the scope of each kind comes from discovery, which knows the new CRDs).
+Status Applier::placeRest(StagedApply& staged) {
+  staged.rest_placed = true;
   for (auto& planned : staged.rest) {
     auto mapping = clientFor(staged.request).mapping(planned.ref.api_version, planned.ref.kind);
     if (!mapping.ok()) {
@@ -346,25 +408,36 @@ Status Applier::applyPlaced(StagedApply& staged) {
         return fail(mapping.error());
       }
       // Never created, so not part of the inventory.
-      staged.result.outcomes.push_back(
+      staged.unmapped.push_back(
           ObjectOutcome{.ref = planned.ref, .apply_failed = true, .error = mapping.error().message});
-      staged.result.failed += 1;
-      countApplied("failed");
       continue;
     }
     planned.object =
         placeObject(std::move(planned.object), mapping->namespaced, staged.request.namespaces, staged.request.owner);
     planned.ref.ns = mapping->namespaced ? planned.object.at({"metadata", "namespace"})->asString() : std::string();
     planned.stage = stageOf(planned.ref, mapping->namespaced);
-    if (mapping->namespaced && !staged.bundle_namespaces.contains(planned.ref.ns)) {
+    staged.placed.push_back(std::move(planned));
+  }
+  staged.rest.clear();
+  sortForApply(staged.placed);
+  return {};
+}
+
+Status Applier::applyPlaced(StagedApply& staged) {
+  for (auto& outcome : staged.unmapped) {
+    staged.result.outcomes.push_back(std::move(outcome));
+    staged.result.failed += 1;
+    countApplied("failed");
+  }
+  std::set<std::string> needed_namespaces;
+  for (const auto& planned : staged.placed) {
+    if (!planned.ref.ns.empty() && !staged.bundle_namespaces.contains(planned.ref.ns)) {
       needed_namespaces.insert(planned.ref.ns);
     }
-    placed.push_back(std::move(planned));
   }
-  sortForApply(placed);
-  FLOTILLA_TRY(staged.request.record_intent(refsOf(placed)));
+  FLOTILLA_TRY(staged.request.record_intent(refsOf(staged.placed)));  // writes only what stage 1 did not record
   FLOTILLA_TRY(ensureNamespaces(needed_namespaces, staged.request, staged.result.created_namespaces));
-  for (const auto& planned : placed) {
+  for (const auto& planned : staged.placed) {
     FLOTILLA_TRY(applyPlanned(staged, planned));
   }
   return {};

@@ -261,6 +261,15 @@ bool DriftWatcher::registered(const std::string& owner) const {
   return it != bundles_.end() && !it->second.ids.empty();
 }
 
+uint64_t DriftWatcher::ownedVersion(const ObjectRef& ref, const std::string& owner) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(ref.identity());
+  if (it == entries_.end() || it->second.owner != owner || it->second.ref.api_version != ref.api_version) {
+    return 0;
+  }
+  return it->second.owned_version;
+}
+
 size_t DriftWatcher::watchCount() const {
   std::lock_guard lock(mutex_);
   return watches_.size();
@@ -419,10 +428,12 @@ bool DriftWatcher::updateEntryLocked(Entry& entry, const Json* live) {
   const bool was_known = entry.known;
   entry.known = true;
   if (live == nullptr) {
+    entry.owned_version = 0;
     entry.drift = ObjectDrift{.missing = true};
     entry.health = Health{.ready = false, .message = "missing"};
   } else {
     entry.min_version = resourceVersionOf(*live);
+    entry.owned_version = ownerAnnotation(*live) == entry.owner ? entry.min_version : 0;
     if (entry.adopt) {
       entry.applied = appliedFieldValues(*live);
       entry.adopt = false;

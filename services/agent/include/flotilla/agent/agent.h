@@ -6,12 +6,12 @@
 // flotilla.deploy.<cluster>) and feeds its messages to the handler, up to --parallel-bundles bundles at once and one
 // bundle's deploys in order (keyed by bundle, deployKey), and re-checks the health of
 // bundles that are not Ready every resync_interval (and reaps held objects whose --release-hold expired). It reports
-// the cluster's API versions at registration and registers again when they change (api_versions.h). Four
-// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD and APIService watches);
-// plus the drift watch's worker and one thread per watch (watcher.h), whose changes reach the handler's
-// reportFromWatch. The handler's wake callback runs the consumer's parked deploys again (Consumer::wakeParked). stop()
-// ends them; a message being handled is finished (or abandoned unacked, to be redelivered, if it was waiting on the
-// cluster).
+// the cluster's API versions at registration and registers again when they change (api_versions.h). Five
+// threads: consumer (registration, then the loop), heartbeat, resync, API versions (the CRD and APIService watches),
+// and one that hands the heap a burst of deploys freed back to the OS once they settle (malloc_trim); plus the drift
+// watch's worker and one thread per watch (watcher.h), whose changes reach the handler's reportFromWatch. The
+// handler's wake callback runs the consumer's parked deploys again (Consumer::wakeParked). stop() ends them; a
+// message being handled is finished (or abandoned unacked, to be redelivered, if it was waiting on the cluster).
 //
 // Heartbeats go to flotilla.status.<cluster>.= (events::statusSubject(cluster, "")): DESIGN.md lets an agent
 // publish only under flotilla.status.<its cluster>.>, and "=" is the token of the empty bundle name, which no
@@ -138,6 +138,10 @@ class Agent {
   void resyncOnce(bool& seeded);
   void heartbeatLoop();
   void resyncLoop();
+  //! The consumer's handler around DeployHandler::handle: counts the deploys in flight for trimLoop.
+  Outcome handleDeploy(const bus::Message& message, const Delivery& delivery);
+  //! Returns the memory freed by a burst of deploys to the OS once the deploys have been quiet for kTrimQuiet.
+  void trimLoop();
 
   AgentOptions options_;
   std::shared_ptr<bus::JetStream> js_;
@@ -164,6 +168,9 @@ class Agent {
   std::thread heartbeat_thread_;
   std::thread resync_thread_;
   std::thread api_versions_thread_;
+  std::thread trim_thread_;
+  int deploys_in_flight_ = 0;     //!< guarded by mutex_
+  uint64_t deploys_handled_ = 0;  //!< guarded by mutex_
   bool started_ = false;
 };
 

@@ -3,7 +3,8 @@
 // The part of the agent that changes the downstream cluster: staged server-side apply of a bundle's objects,
 // health checks of live objects, and prune. Each object is applied on its own: one that fails (rejected by the
 // API server, owned by another bundle, of a kind the cluster does not serve) becomes a failed outcome and the
-// others still go in. Before applying, each object is read: one whose owner annotation names another bundle is
+// others still go in. Before applying, each object is read (unless the watch cache vouches for it as the request's
+// own: ApplierOptions::owned_version): one whose owner annotation names another bundle is
 // taken over only when the request's decide_claim allows it (the claim rules of docs/pipeline.md "Ownership
 // handover", in the DeployHandler), else it is an ownership conflict. Only failures that say nothing about the bundle
 // itself (API server unreachable, 5xx, throttling: ErrorKind::kTransient) abort the call, so the caller can retry the
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -34,6 +36,11 @@ struct ApplierOptions {
   //! How long to wait for the CRDs of a bundle to become Established before applying their custom resources.
   std::chrono::milliseconds crd_timeout{60000};
   std::chrono::milliseconds crd_poll{200};
+  //! The watch cache's word on an object (DriftWatcher::ownedVersion): the resourceVersion at which the live object
+  //! carried `owner`'s annotation and was the newest state the watch had seen, 0 when it cannot say. With one, the
+  //! read before the apply is skipped and the apply carries that resourceVersion as a precondition, so the API
+  //! server refuses it (409) when anything changed since; the object is then read and decided as any other.
+  std::function<uint64_t(const ObjectRef&, const std::string& owner)> owned_version;
 };
 
 //! What to apply.
@@ -124,6 +131,12 @@ class Applier {
   //! claim rule took it; `foreign`: it is another bundle's and was left alone (a conflict).
   Result<ObjectOutcome> applyOne(const PlannedObject& planned, const ApplyRequest& request, bool& adopted,
                                  bool& foreign);
+  //! The apply of an object the watch cache knows as the request's own (options_.owned_version), without reading
+  //! it first: the answer, or nullopt when the cache cannot say or the precondition failed (read it then).
+  Result<std::optional<Json>> applyOwned(const PlannedObject& planned, const ApplyRequest& request);
+  //! Health and the callbacks of an object the API server accepted.
+  void finishApplied(const PlannedObject& planned, const ApplyRequest& request, const Json& applied,
+                     ObjectOutcome& outcome);
   //! The owner annotation check of applyOne: the rule that lets the request take the object ("" when it is not
   //! another bundle's), or nullopt for a conflict (outcome filled in).
   Result<std::optional<std::string>> checkOwner(const PlannedObject& planned, const ApplyRequest& request,
@@ -139,6 +152,8 @@ class Applier {
   struct StagedApply;
   void planObjects(StagedApply& staged);
   Status applyDefinitions(StagedApply& staged);
+  //! The scope of each stage 2/3 object from discovery, and its namespace.
+  Status placeRest(StagedApply& staged);
   Status applyPlaced(StagedApply& staged);
   Status applyPlanned(StagedApply& staged, const PlannedObject& planned);
   void countApplied(std::string_view result);

@@ -6,7 +6,8 @@
 // first (the snapshot: an object that is not in it is missing), then watches from the list's resourceVersion; a 410
 // Gone or any error re-lists (after a backoff for errors), so nothing that happened in between is lost. Events of
 // objects no bundle registered are dropped at once: per managed object the cache keeps only the field set the agent's
-// apply left to manager `flotilla`, the last drift and health summaries, and — only for bundles with
+// apply left to manager `flotilla`, the last drift and health summaries, the resourceVersion at which it last carried
+// its bundle's annotation (the applier skips the read before a re-apply with it), and — only for bundles with
 // correctDrift.enabled — the object as the agent sent it, never whole live objects.
 //
 // Every change of an object's drift or health marks its bundle; a worker thread then corrects the drift
@@ -140,6 +141,9 @@ class DriftWatcher {
   //! Forgets the bundle (deleted, or its deploy failed as a whole); watches nobody needs any more stop.
   void unregisterBundle(const std::string& owner);
   [[nodiscard]] bool registered(const std::string& owner) const;
+  //! The resourceVersion at which the watch last saw `ref` carrying `owner`'s annotation, when that is the newest
+  //! state it has seen of an object `owner` registered; 0 otherwise (ApplierOptions::owned_version).
+  [[nodiscard]] uint64_t ownedVersion(const ObjectRef& ref, const std::string& owner) const;
 
   //! The bundle's state from the watch: Modified (Drifted or DriftFight) when an object drifted, else NotReady or
   //! Ready from the objects' health. nullopt when the bundle is not registered or an object was not seen yet.
@@ -175,6 +179,8 @@ class DriftWatcher {
     bool known = false;  //!< a live state (or its absence) has been seen
     //! The newest resourceVersion seen (etcd revisions are numbers): a late event of an older one is skipped.
     uint64_t min_version = 0;
+    //! min_version when that state carried the owner's annotation, else 0.
+    uint64_t owned_version = 0;
     ObjectDrift drift;
     Health health;
     std::chrono::steady_clock::time_point last_write{};  //!< the last event that changed a drifted object
