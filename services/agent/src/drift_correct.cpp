@@ -96,10 +96,12 @@ void DriftWatcher::deferBundle(const std::string& owner, bool again) {
   }
   metrics_.counter("watch_reports_deferred_total", "Watch reports deferred because a deploy of the bundle was running")
       .Increment();
-  log::info("a deploy of the bundle is running: its watch report is deferred, other bundles go on",
-            {{"cluster", options_.cluster},
-             {"bundle", owner},
-             {"retry_in_ms", static_cast<int64_t>(kDeferredReportDelay.count())}});
+  // Debug, not info: it happens once for almost every deploy (the deploy registers its objects while it holds the
+  // bundle's lock); the counter above shows how often.
+  log::debug("a deploy of the bundle is running: its watch report is deferred, other bundles go on",
+             {{"cluster", options_.cluster},
+              {"bundle", owner},
+              {"retry_in_ms", static_cast<int64_t>(kDeferredReportDelay.count())}});
 }
 
 void DriftWatcher::wakeDueEntriesLocked() {
