@@ -5,6 +5,7 @@
 // cluster name, agent namespace, bundles and namespaces.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -65,6 +66,20 @@ inline Json configMap(const std::string& name, const std::string& ns, std::map<s
 
 inline Json namespaceObject(const std::string& name) {
   return Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", name}})}});
+}
+
+//! A cluster-scoped CRD `<plural>.<group>` of `kind`, version v1, any fields accepted.
+inline Json crd(const std::string& group, const std::string& plural, const std::string& kind) {
+  Json schema =
+      Json::obj({{"openAPIV3Schema", Json::obj({{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}})}});
+  Json version = Json::obj({{"name", "v1"}, {"served", true}, {"storage", true}, {"schema", std::move(schema)}});
+  return Json::obj({{"apiVersion", "apiextensions.k8s.io/v1"},
+                    {"kind", "CustomResourceDefinition"},
+                    {"metadata", Json::obj({{"name", plural + "." + group}})},
+                    {"spec", Json::obj({{"group", group},
+                                        {"scope", "Cluster"},
+                                        {"names", Json::obj({{"plural", plural}, {"kind", kind}})},
+                                        {"versions", Json(Json::Array{std::move(version)})}})}});
 }
 
 //! Reads StatusEvents (and counts heartbeats) of one cluster from FLOTILLA_STATUS.
@@ -358,6 +373,61 @@ class AgentTest : public ::testing::Test {
   }
   bool exists(const std::string& api_version, const std::string& kind, const std::string& ns, const std::string& name) {
     return get(api_version, kind, ns, name).ok();
+  }
+  //! A new namespace made by the test (so it existed before any bundle).
+  std::string preexistingNamespace(const std::string& prefix) {
+    std::string ns = unique(prefix);
+    EXPECT_TRUE(kube_->apply(namespaceObject(ns), kube::ApplyOptions{.field_manager = "test"}).ok());
+    return ns;
+  }
+  //! Applies crd(group, plural, kind) and waits until it is Established. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+  void applyEstablishedCrd(const std::string& group, const std::string& plural, const std::string& kind) {
+    ASSERT_TRUE(kube_->apply(crd(group, plural, kind), kube::ApplyOptions{.field_manager = "test"}).ok());
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto live = get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", plural + "." + group);
+          return live.ok() && evaluateHealth(*live).ready;  // Established
+        },
+        seconds(20)));
+  }
+  //! A merge patch of a ConfigMap's data by `manager` (as `kubectl edit` or a controller would write it).
+  Status editData(const std::string& manager, const std::string& ns, const std::string& name, const std::string& key,
+                  const Json& value) {
+    Json patch = Json::obj({{"data", Json::obj({{key, value}})}});
+    auto patched =
+        kube_->request("PATCH", "/api/v1/namespaces/" + ns + "/configmaps/" + name + "?fieldManager=" + manager,
+                       patch.dump(), "application/merge-patch+json");
+    FLOTILLA_TRY(patched);
+    return {};
+  }
+  //! One data key of a live ConfigMap ("" when it or the key is missing).
+  std::string dataOf(const std::string& ns, const std::string& name, const std::string& key) {
+    auto live = get("v1", "ConfigMap", ns, name);
+    const Json* value = live.ok() ? live->at({"data", key}) : nullptr;
+    return value != nullptr && value->isString() ? value->asString() : std::string();
+  }
+  //! Kubernetes Events of `reason` about object `name` in `ns`.
+  size_t eventsAbout(const std::string& ns, const std::string& name, const std::string& reason) {
+    auto listed = kube_->list("v1", "Event", ns, kube::ListOptions{.field_selector = "involvedObject.name=" + name});
+    if (!listed.ok()) {
+      return 0;
+    }
+    return static_cast<size_t>(std::count_if(listed->items.begin(), listed->items.end(),
+                                             [&](const Json& e) { return e.getString("reason") == reason; }));
+  }
+  //! The registrations the responder received so far.
+  std::vector<events::RegisterRequest> requests() {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  //! Waits until the latest registration satisfies `pred`.
+  bool latestRegistration(const std::function<bool(const events::RegisterRequest&)>& pred) {
+    return eventually(
+        [&] {
+          auto all = requests();
+          return !all.empty() && pred(all.back());
+        },
+        seconds(60));
   }
   //! Gone, or being deleted (a Namespace stays Terminating without the namespace controller).
   bool goneOrDeleting(const std::string& api_version, const std::string& kind, const std::string& ns,

@@ -516,28 +516,10 @@ TEST_F(AgentTest, CrdNotEstablishedInTimeFailsItsResources) {
   options.crd_timeout = milliseconds(1500);
   startAgent(nullptr, true, false, options);
   std::string group = randomHex(4) + ".example.com";
-  auto crd = [&](const std::string& plural, const std::string& kind) {
-    return Json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-      "metadata":{"name":")" +
-                       plural + "." + group + R"("},
-      "spec":{"group":")" +
-                       group + R"(","scope":"Cluster",
-        "names":{"plural":")" +
-                       plural + R"(","kind":")" + kind + R"("},
-        "versions":[{"name":"v1","served":true,"storage":true,
-          "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})")
-        .value();
-  };
-  ASSERT_TRUE(kube_->apply(crd("widgets", "Widget"), kube::ApplyOptions{.field_manager = "test"}).ok());
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto live = get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group);
-        return live.ok() && evaluateHealth(*live).ready;  // Established
-      },
-      seconds(20)));
+  ASSERT_NO_FATAL_FAILURE(applyEstablishedCrd(group, "widgets", "Widget"));
   // Same kind under another plural: the API server never accepts its names.
   std::string bundle = unique("bundle");
-  Json clash = crd("gizmos", "Widget");
+  Json clash = crd(group, "gizmos", "Widget");
   Json resource =
       Json::obj({{"apiVersion", group + "/v1"}, {"kind", "Gizmo"}, {"metadata", Json::obj({{"name", "g"}})}});
   deploy(bundle, putManifest({clash, resource}), Json::object());

@@ -27,20 +27,6 @@ bool has(const events::RegisterRequest& request, const std::string& entry) {
 
 class ApiVersionsAgentTest : public AgentTest {
  protected:
-  //! The registrations received so far.
-  std::vector<events::RegisterRequest> requests() {
-    std::lock_guard lock(mutex_);
-    return requests_;
-  }
-  //! Waits until the latest registration satisfies `pred`.
-  bool latestRegistration(const std::function<bool(const events::RegisterRequest&)>& pred) {
-    return eventually(
-        [&] {
-          auto all = requests();
-          return !all.empty() && pred(all.back());
-        },
-        seconds(60));
-  }
   void TearDown() override {
     for (const auto& group : groups_) {
       (void)kube_->remove("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group);

@@ -27,18 +27,6 @@ bool hasKindOf(const events::RegisterRequest& request, const std::string& group_
 
 class ApiServiceAgentTest : public AgentTest {
  protected:
-  std::vector<events::RegisterRequest> requests() {
-    std::lock_guard lock(mutex_);
-    return requests_;
-  }
-  bool latestRegistration(const std::function<bool(const events::RegisterRequest&)>& pred) {
-    return eventually(
-        [&] {
-          auto all = requests();
-          return !all.empty() && pred(all.back());
-        },
-        seconds(60));
-  }
   void TearDown() override {
     if (backend_.running()) {
       backend_.stop();

@@ -27,33 +27,6 @@ class DriftTest : public AgentTest {
     startAgent(nullptr, /*wait_ready=*/true, /*lazy_manifests=*/false, options);
   }
 
-  //! A merge patch of a ConfigMap's data by `manager` (as `kubectl edit` or a controller would write it).
-  Status editData(const std::string& manager, const std::string& ns, const std::string& name, const std::string& key,
-                  const Json& value) {
-    Json patch = Json::obj({{"data", Json::obj({{key, value}})}});
-    auto patched =
-        kube_->request("PATCH", "/api/v1/namespaces/" + ns + "/configmaps/" + name + "?fieldManager=" + manager,
-                       patch.dump(), "application/merge-patch+json");
-    FLOTILLA_TRY(patched);
-    return {};
-  }
-
-  std::string dataOf(const std::string& ns, const std::string& name, const std::string& key) {
-    auto live = get("v1", "ConfigMap", ns, name);
-    const Json* value = live.ok() ? live->at({"data", key}) : nullptr;
-    return value != nullptr && value->isString() ? value->asString() : std::string();
-  }
-
-  //! Kubernetes Events of `reason` about object `name` in `ns`.
-  size_t eventsAbout(const std::string& ns, const std::string& name, const std::string& reason) {
-    auto listed = kube_->list("v1", "Event", ns, kube::ListOptions{.field_selector = "involvedObject.name=" + name});
-    if (!listed.ok()) {
-      return 0;
-    }
-    return static_cast<size_t>(std::count_if(listed->items.begin(), listed->items.end(),
-                                             [&](const Json& e) { return e.getString("reason") == reason; }));
-  }
-
   bool responding_ = false;
 
   //! Waits until the last status of `bundle` is `state` (a later report may still follow).

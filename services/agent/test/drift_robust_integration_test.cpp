@@ -18,19 +18,6 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-Json crd(const std::string& group, const std::string& plural, const std::string& kind) {
-  Json schema =
-      Json::obj({{"openAPIV3Schema", Json::obj({{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}})}});
-  Json version = Json::obj({{"name", "v1"}, {"served", true}, {"storage", true}, {"schema", std::move(schema)}});
-  return Json::obj({{"apiVersion", "apiextensions.k8s.io/v1"},
-                    {"kind", "CustomResourceDefinition"},
-                    {"metadata", Json::obj({{"name", plural + "." + group}})},
-                    {"spec", Json::obj({{"group", group},
-                                        {"scope", "Cluster"},
-                                        {"names", Json::obj({{"plural", plural}, {"kind", kind}})},
-                                        {"versions", Json(Json::Array{std::move(version)})}})}});
-}
-
 class DriftRobustTest : public AgentTest {
  protected:
   //! The agent with a resync that never runs during a test.
@@ -43,40 +30,6 @@ class DriftRobustTest : public AgentTest {
       responding_ = true;
     }
     startAgent(nullptr, /*wait_ready=*/true, /*lazy_manifests=*/false, options);
-  }
-
-  //! A merge patch of a ConfigMap's data by `manager` (as `kubectl edit` or a controller would write it).
-  Status editData(const std::string& manager, const std::string& ns, const std::string& name, const std::string& key,
-                  const std::string& value) {
-    Json patch = Json::obj({{"data", Json::obj({{key, value}})}});
-    auto patched =
-        kube_->request("PATCH", "/api/v1/namespaces/" + ns + "/configmaps/" + name + "?fieldManager=" + manager,
-                       patch.dump(), "application/merge-patch+json");
-    FLOTILLA_TRY(patched);
-    return {};
-  }
-
-  std::string dataOf(const std::string& ns, const std::string& name, const std::string& key) {
-    auto live = get("v1", "ConfigMap", ns, name);
-    const Json* value = live.ok() ? live->at({"data", key}) : nullptr;
-    return value != nullptr && value->isString() ? value->asString() : std::string();
-  }
-
-  //! Kubernetes Events of `reason` about object `name` in `ns`.
-  size_t eventsAbout(const std::string& ns, const std::string& name, const std::string& reason) {
-    auto listed = kube_->list("v1", "Event", ns, kube::ListOptions{.field_selector = "involvedObject.name=" + name});
-    if (!listed.ok()) {
-      return 0;
-    }
-    return static_cast<size_t>(std::count_if(listed->items.begin(), listed->items.end(),
-                                             [&](const Json& e) { return e.getString("reason") == reason; }));
-  }
-
-  //! A new namespace made by the test.
-  std::string preexistingNamespace(const std::string& prefix) {
-    std::string ns = unique(prefix);
-    EXPECT_TRUE(kube_->apply(namespaceObject(ns), kube::ApplyOptions{.field_manager = "test"}).ok());
-    return ns;
   }
 
   //! The service account `name` in the agent namespace (Fleet's rule: serviceAccount lives there).
@@ -207,13 +160,7 @@ TEST_F(DriftRobustTest, ASlowBundleNeverDelaysOtherBundlesDriftReports) {
   startWatchingAgent(seconds(120));
   const std::string ns = preexistingNamespace("busy");
   const std::string group = randomHex(4) + ".example.com";
-  ASSERT_TRUE(kube_->apply(crd(group, "widgets", "Widget"), kube::ApplyOptions{.field_manager = "test"}).ok());
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto live = get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group);
-        return live.ok() && evaluateHealth(*live).ready;
-      },
-      seconds(20)));
+  ASSERT_NO_FATAL_FAILURE(applyEstablishedCrd(group, "widgets", "Widget"));
   const std::string slow = unique("slow");
   const std::string plain = unique("plain");
   const std::string healing = unique("healing");

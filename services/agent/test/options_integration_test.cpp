@@ -48,17 +48,6 @@ bool listed(const std::vector<ObjectRef>& refs, const std::string& name) {
 
 class OptionsTest : public AgentTest {
  protected:
-  //! A new namespace made by the test (so it existed before any bundle).
-  std::string preexistingNamespace(const std::string& prefix) {
-    std::string ns = unique(prefix);
-    EXPECT_TRUE(kube_->apply(namespaceObject(ns), kube::ApplyOptions{.field_manager = "test"}).ok());
-    return ns;
-  }
-  std::string dataOf(const std::string& ns, const std::string& name, const std::string& key) {
-    auto live = get("v1", "ConfigMap", ns, name);
-    const Json* value = live.ok() ? live->at({"data", key}) : nullptr;
-    return value != nullptr && value->isString() ? value->asString() : std::string();
-  }
 };
 
 // An object that exists and no bundle manages is refused without takeOwnership (Helm's message, naming its field

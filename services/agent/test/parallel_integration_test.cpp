@@ -68,24 +68,6 @@ class ParallelTest : public AgentTest {
     }
     return out;
   }
-  static Json crd(const std::string& group, const std::string& plural, const std::string& kind) {
-    return Json::obj(
-        {{"apiVersion", "apiextensions.k8s.io/v1"},
-         {"kind", "CustomResourceDefinition"},
-         {"metadata", Json::obj({{"name", plural + "." + group}})},
-         {"spec",
-          Json::obj({{"group", group},
-                     {"scope", "Cluster"},
-                     {"names", Json::obj({{"plural", plural}, {"kind", kind}})},
-                     {"versions",
-                      Json(Json::Array{Json::obj(
-                          {{"name", "v1"},
-                           {"served", true},
-                           {"storage", true},
-                           {"schema", Json::obj({{"openAPIV3Schema", Json::obj({{"type", "object"},
-                                                                                {"x-kubernetes-preserve-unknown-fields",
-                                                                                 true}})}})}})})}})}});
-  }
   std::unique_ptr<Rig> rig(milliseconds hold) {
     return std::make_unique<Rig>(kube_, js_, manifests_, cluster_name_, agent_namespace_, hold);
   }
@@ -111,13 +93,7 @@ TEST_F(ParallelTest, ASlowBundleDoesNotHoldUpAnother) {
   options.crd_timeout = seconds(120);
   startAgent(nullptr, true, false, options);
   const std::string group = randomHex(4) + ".example.com";
-  ASSERT_TRUE(kube_->apply(crd(group, "widgets", "Widget"), kube::ApplyOptions{.field_manager = "test"}).ok());
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto live = get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group);
-        return live.ok() && evaluateHealth(*live).ready;
-      },
-      seconds(20)));
+  ASSERT_NO_FATAL_FAILURE(applyEstablishedCrd(group, "widgets", "Widget"));
   const std::string slow = unique("slow");
   const std::string fast = unique("fast");
   // Same kind under another plural: the API server never accepts its names, so it is never Established.
