@@ -41,14 +41,15 @@ std::optional<ErrorKind> classifyJsCode(int js_code) {
     case JSStreamReplicasNotSupportedErr:
     case JSStreamMaxBytesRequiredErr:
       return ErrorKind::kInvalid;
+    case JSInsufficientResourcesErr:
+    case JSStorageResourcesExceededErr:
+    case JSMemoryResourcesExceededErr:
+      return ErrorKind::kStoreFull;
     case JSClusterNotAvailErr:
     case JSClusterNotLeaderErr:
     case JSClusterNoPeersErr:
     case JSStreamOfflineErr:
     case JSConsumerOfflineErr:
-    case JSInsufficientResourcesErr:
-    case JSStorageResourcesExceededErr:
-    case JSMemoryResourcesExceededErr:
       return ErrorKind::kTransient;
     case JSNotEnabledErr:
     case JSNotEnabledForAccountErr:
@@ -70,6 +71,11 @@ ErrorKind classifyNatsError(int status, int js_code, std::string_view text) {
   // captures the subject yet or JetStream is restarting: worth retrying.
   if (status == NATS_NO_RESPONDERS) {
     return ErrorKind::kTransient;
+  }
+  // A stream at its max_bytes (discard new) answers a publish with the generic "store failed" code and this text.
+  if (contains(text, "maximum bytes exceeded") || contains(text, "maximum messages exceeded") ||
+      contains(text, "insufficient resources") || contains(text, "insufficient storage")) {
+    return ErrorKind::kStoreFull;
   }
   if (auto kind = classifyJsCode(js_code)) {
     return *kind;
@@ -132,6 +138,35 @@ Error natsError(int status, std::string_view where, int js_code, std::string_vie
     message += " (jetstream error " + std::to_string(js_code) + ")";
   }
   return makeError(classifyNatsError(status, js_code, detail), std::move(message), std::string(where));
+}
+
+Error storeFullError(Error error, std::string_view what, std::string_view name) {
+  error.kind = ErrorKind::kStoreFull;
+  error.message = std::string(what) + " " + std::string(name) + std::string(kStoreFullMarker) + error.message;
+  return error;
+}
+
+Error storeFullInStream(Error error, std::string_view stream) {
+  if (stream.substr(0, 3) == "KV_") {
+    return storeFullError(std::move(error), "KV bucket", stream.substr(3));
+  }
+  if (stream.substr(0, 4) == "OBJ_") {
+    return storeFullError(std::move(error), "object store", stream.substr(4));
+  }
+  return storeFullError(std::move(error), "stream", stream.empty() ? std::string_view("unknown") : stream);
+}
+
+std::string fullStoreName(const Error& error) {
+  if (error.kind != ErrorKind::kStoreFull) {
+    return {};
+  }
+  const size_t marker = error.message.find(kStoreFullMarker);
+  if (marker == std::string::npos) {
+    return "unknown";
+  }
+  const size_t space = error.message.rfind(' ', marker == 0 ? 0 : marker - 1);
+  return error.message.substr(space == std::string::npos ? 0 : space + 1,
+                              marker - (space == std::string::npos ? 0 : space + 1));
 }
 
 Error lastNatsError(int status, std::string_view where, int js_code) {

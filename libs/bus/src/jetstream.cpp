@@ -27,6 +27,10 @@ StreamInfo toStreamInfo(const jsStreamInfo& si) {
   out.first_sequence = si.State.FirstSeq;
   out.last_sequence = si.State.LastSeq;
   out.consumers = si.State.Consumers;
+  if (si.Config != nullptr) {
+    out.max_bytes = si.Config->MaxBytes;
+    out.discard_new = si.Config->Discard == js_DiscardNew;
+  }
   if (si.State.Subjects != nullptr) {
     for (int i = 0; i < si.State.Subjects->Count; ++i) {
       const auto& subject = si.State.Subjects->List[i];
@@ -193,6 +197,58 @@ Result<StreamInfo> JetStream::ensureStream(const StreamConfig& config) {
   return toStreamInfo(*si);
 }
 
+Status JetStream::applyLimits(std::string_view stream, int64_t max_bytes, bool discard_new) {
+  std::string name(stream);
+  jsOptions opts = impl_->options();
+  jsStreamInfo* raw = nullptr;
+  jsErrCode jerr = kNoJsError;
+  FLOTILLA_TRY(check(js_GetStreamInfo(&raw, impl_->js.get(), name.c_str(), &opts, &jerr), "js_GetStreamInfo", jerr));
+  JsStreamInfoPtr si(raw);
+  jsStreamConfig* cfg = si->Config;
+  const jsDiscardPolicy discard = discard_new ? js_DiscardNew : js_DiscardOld;
+  if (cfg == nullptr || (cfg->MaxBytes == max_bytes && cfg->Discard == discard)) {
+    return {};
+  }
+  const int64_t before = cfg->MaxBytes;
+  cfg->MaxBytes = max_bytes;
+  cfg->Discard = discard;
+  jsStreamInfo* updated = nullptr;
+  jerr = kNoJsError;
+  natsStatus s = js_UpdateStream(&updated, impl_->js.get(), cfg, &opts, &jerr);
+  if (s != NATS_OK) {
+    Error error = lastNatsError(s, "js_UpdateStream", jerr);
+    error.message += " [setting max_bytes of stream " + name + "]";
+    return fail(std::move(error));
+  }
+  JsStreamInfoPtr after(updated);
+  log::info("jetstream stream limits updated", {{"stream", name},
+                                                {"max_bytes", max_bytes},
+                                                {"previous_max_bytes", before},
+                                                {"discard", discard_new ? "new" : "old"}});
+  return {};
+}
+
+std::string JetStream::streamOfSubject(std::string_view subject) {
+  // KV and object store subjects name their bucket; no need to ask the server.
+  for (auto [prefix, stream_prefix] : {std::pair<std::string_view, std::string_view>{"$KV.", "KV_"}, {"$O.", "OBJ_"}}) {
+    if (subject.substr(0, prefix.size()) == prefix) {
+      const std::string_view rest = subject.substr(prefix.size());
+      return std::string(stream_prefix) + std::string(rest.substr(0, rest.find('.')));
+    }
+  }
+  std::string filter(subject);
+  jsOptions opts = impl_->options();
+  opts.Stream.Info.SubjectsFilter = filter.c_str();
+  jsStreamNamesList* raw = nullptr;
+  jsErrCode jerr = kNoJsError;
+  if (js_StreamNames(&raw, impl_->js.get(), &opts, &jerr) != NATS_OK || raw == nullptr) {
+    return {};
+  }
+  std::string name = raw->Count > 0 && raw->List[0] != nullptr ? raw->List[0] : "";
+  jsStreamNamesList_Destroy(raw);
+  return name;
+}
+
 Result<StreamInfo> JetStream::streamInfo(std::string_view stream, std::string_view subjects_filter) {
   std::string name(stream);
   std::string filter(subjects_filter);
@@ -242,6 +298,9 @@ Result<PublishAck> JetStream::publish(std::string_view subject, std::string_view
   if (s != NATS_OK) {
     Error error = lastNatsError(s, "js_PublishMsg", jerr);
     error.message += " [subject " + std::string(subject) + "]";
+    if (error.kind == ErrorKind::kStoreFull) {
+      error = storeFullInStream(std::move(error), streamOfSubject(subject));
+    }
     return fail(std::move(error));
   }
   JsPubAckPtr ack(raw);

@@ -32,6 +32,18 @@ Status check(natsStatus s, std::string_view where) {
   return {};
 }
 
+//! check() for a write: a full bucket's error names it ("KV bucket status is full: ...").
+Status checkWrite(natsStatus s, std::string_view where, const std::string& bucket) {
+  if (s == NATS_OK) {
+    return {};
+  }
+  Error error = lastNatsError(s, where);
+  if (error.kind == ErrorKind::kStoreFull) {
+    error = storeFullError(std::move(error), "KV bucket", bucket);
+  }
+  return fail(std::move(error));
+}
+
 Status checkKey(std::string_view key, std::string_view where) {
   if (!isValidKvKey(key)) {
     return fail(ErrorKind::kInvalid,
@@ -171,7 +183,12 @@ Result<std::shared_ptr<KeyValue>> KeyValue::open(std::shared_ptr<JetStream> js, 
 
 Result<std::shared_ptr<KeyValue>> KeyValue::ensure(std::shared_ptr<JetStream> js, const KvConfig& config) {
   auto existing = open(js, config.bucket);
-  if (existing.ok() || existing.error().kind != ErrorKind::kNotFound) {
+  if (existing.ok()) {
+    // A bucket made by an earlier version (or with another cap): bring its size cap to ours.
+    FLOTILLA_TRY(js->applyLimits("KV_" + config.bucket, config.max_bytes, /*discard_new=*/true));
+    return existing;
+  }
+  if (existing.error().kind != ErrorKind::kNotFound) {
     return existing;
   }
   if (config.history < 1 || config.history > 64) {
@@ -200,6 +217,11 @@ Result<std::shared_ptr<KeyValue>> KeyValue::ensure(std::shared_ptr<JetStream> js
     return fail(std::move(error));
   }
   log::info("kv bucket created", {{"bucket", config.bucket}});
+  // A full bucket must refuse new writes, never drop the oldest keys (libnats does not set the discard policy).
+  if (auto limited = js->applyLimits("KV_" + config.bucket, config.max_bytes, /*discard_new=*/true); !limited.ok()) {
+    kvStore_Destroy(raw);
+    return fail(limited.error());
+  }
   auto impl = std::make_unique<Impl>();
   impl->js = std::move(js);
   impl->kv.reset(raw);
@@ -251,8 +273,9 @@ Result<uint64_t> KeyValue::put(std::string_view key, std::string_view value) {
   FLOTILLA_TRY(checkKey(key, "kvStore_Put"));
   std::string k(key);
   uint64_t revision = 0;
-  FLOTILLA_TRY(check(kvStore_Put(&revision, impl_->kv.get(), k.c_str(), value.data(), static_cast<int>(value.size())),
-                     "kvStore_Put"));
+  FLOTILLA_TRY(
+      checkWrite(kvStore_Put(&revision, impl_->kv.get(), k.c_str(), value.data(), static_cast<int>(value.size())),
+                 "kvStore_Put", impl_->bucket));
   return revision;
 }
 
@@ -265,6 +288,9 @@ Result<uint64_t> KeyValue::create(std::string_view key, std::string_view value) 
     return revision;
   }
   Error error = lastNatsError(s, "kvStore_Create");
+  if (error.kind == ErrorKind::kStoreFull) {
+    return fail(storeFullError(std::move(error), "KV bucket", impl_->bucket));
+  }
   if (error.kind == ErrorKind::kInternal && s == NATS_ERR) {
     // libnats may lose the server's text while it checks for a delete marker; look for ourselves.
     auto current = get(key);
@@ -288,6 +314,9 @@ Result<uint64_t> KeyValue::update(std::string_view key, std::string_view value, 
     return revision;
   }
   Error error = lastNatsError(s, "kvStore_Update");
+  if (error.kind == ErrorKind::kStoreFull) {
+    error = storeFullError(std::move(error), "KV bucket", impl_->bucket);
+  }
   if (error.kind == ErrorKind::kConflict) {
     error.message = "key " + k + " is not at revision " + std::to_string(expected_revision) + ": " + error.message;
   }
@@ -297,13 +326,13 @@ Result<uint64_t> KeyValue::update(std::string_view key, std::string_view value, 
 Status KeyValue::remove(std::string_view key) {
   FLOTILLA_TRY(checkKey(key, "kvStore_Delete"));
   std::string k(key);
-  return check(kvStore_Delete(impl_->kv.get(), k.c_str()), "kvStore_Delete");
+  return checkWrite(kvStore_Delete(impl_->kv.get(), k.c_str()), "kvStore_Delete", impl_->bucket);
 }
 
 Status KeyValue::purge(std::string_view key) {
   FLOTILLA_TRY(checkKey(key, "kvStore_Purge"));
   std::string k(key);
-  return check(kvStore_Purge(impl_->kv.get(), k.c_str(), nullptr), "kvStore_Purge");
+  return checkWrite(kvStore_Purge(impl_->kv.get(), k.c_str(), nullptr), "kvStore_Purge", impl_->bucket);
 }
 
 Result<std::vector<std::string>> KeyValue::keys(std::string_view filter) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <optional>
 
 #include <openssl/evp.h>
 
@@ -51,13 +52,13 @@ struct AckTracker {
   std::atomic<uint64_t> acked{0};
   std::atomic<uint64_t> failed{0};
   std::mutex mutex;
-  std::string first_error;
+  std::optional<Error> first_error;
 
   void reset() {
     acked = 0;
     failed = 0;
     std::lock_guard lock(mutex);
-    first_error.clear();
+    first_error.reset();
   }
 };
 
@@ -68,9 +69,9 @@ void onChunkAck(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, voi
   } else {
     ++tracker->failed;
     std::lock_guard lock(tracker->mutex);
-    if (tracker->first_error.empty() && pae != nullptr) {
+    if (!tracker->first_error && pae != nullptr) {
       tracker->first_error =
-          natsError(pae->Err, "js_PublishAsync", pae->ErrCode, pae->ErrText != nullptr ? pae->ErrText : "").describe();
+          natsError(pae->Err, "js_PublishAsync", pae->ErrCode, pae->ErrText != nullptr ? pae->ErrText : "");
     }
   }
   natsMsg_Destroy(msg);  // the ack handler owns the published message
@@ -175,7 +176,7 @@ Result<ObjectInfo> decodeObjectMeta(std::string_view json) {
 // ObjectStore
 
 Result<std::shared_ptr<ObjectStore>> ObjectStore::open(std::shared_ptr<JetStream> js, std::string_view bucket,
-                                                       bool create_if_missing, StorageType storage) {
+                                                       bool create_if_missing, StorageType storage, int64_t max_bytes) {
   if (!isValidBucketName(bucket)) {
     return fail(ErrorKind::kInvalid, "invalid object store bucket name '" + std::string(bucket) + "'",
                 "ObjectStore::open");
@@ -192,13 +193,16 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::open(std::shared_ptr<JetStream
     auto created = js->ensureStream({.name = stream,
                                      .subjects = {"$O." + b + ".C.>", "$O." + b + ".M.>"},
                                      .storage = storage,
+                                     .max_bytes = max_bytes,
                                      .allow_rollup = true,
                                      .allow_direct = true,
                                      .discard_new = true});
     if (!created.ok()) {
       return fail(created.error());
     }
-    log::info("object store bucket created", {{"bucket", b}});
+    log::info("object store bucket created", {{"bucket", b}, {"max_bytes", max_bytes}});
+  } else if (create_if_missing) {
+    FLOTILLA_TRY(js->applyLimits(stream, max_bytes, /*discard_new=*/true));
   }
   auto impl = std::make_unique<Impl>();
   impl->js = std::move(js);
@@ -282,6 +286,9 @@ Result<ObjectInfo> ObjectStore::Impl::putChunks(std::string_view name, const Obj
     }
     discardChunks(info.nuid);
     error.message = "put of object " + info.name + " failed: " + error.message;
+    if (error.kind == ErrorKind::kStoreFull) {
+      error = storeFullError(std::move(error), "object store", bucket);
+    }
     return fail(std::move(error));
   };
   while (true) {
@@ -320,14 +327,14 @@ Result<ObjectInfo> ObjectStore::Impl::putChunks(std::string_view name, const Obj
     return abandon(lastNatsError(s, "js_PublishAsyncComplete"));
   }
   if (tracker->failed > 0 || tracker->acked != info.chunks) {
-    std::string detail;
+    std::optional<Error> first;
     {
       std::lock_guard lock(tracker->mutex);
-      detail = tracker->first_error;
+      first = tracker->first_error;
     }
-    return abandon(makeError(ErrorKind::kTransient,
+    return abandon(makeError(first ? first->kind : ErrorKind::kTransient,
                              std::to_string(tracker->acked.load()) + " of " + std::to_string(info.chunks) +
-                                 " chunks acknowledged; " + detail,
+                                 " chunks acknowledged; " + (first ? first->describe() : std::string()),
                              "js_PublishAsync"));
   }
   info.digest = objectDigest(sha.finish());
@@ -511,6 +518,20 @@ Status ObjectStore::remove(std::string_view name) {
   tombstone.mtime = log::nowRfc3339();
   FLOTILLA_TRY(impl_->writeMeta(tombstone));
   impl_->discardChunks(info->nuid);
+  return {};
+}
+
+Status ObjectStore::purge(std::string_view name) {
+  std::lock_guard lock(impl_->put_mutex);
+  auto info = impl_->readMeta(name);
+  if (!info.ok()) {
+    return fail(info.error());
+  }
+  // The meta first: once it is gone no reader finds the object, so no one sees it half removed.
+  FLOTILLA_TRY(impl_->js->purgeSubject(impl_->stream, objectMetaSubject(impl_->bucket, name)));
+  if (!info->deleted) {
+    FLOTILLA_TRY(impl_->js->purgeSubject(impl_->stream, objectChunkSubject(impl_->bucket, info->nuid)));
+  }
   return {};
 }
 

@@ -70,5 +70,29 @@ TEST(BusNatsErrorTest, LastErrorTextIsIgnoredWhenItBelongsToAnotherStatus) {
   EXPECT_EQ(error.where, "natsConnection_Request");
 }
 
+// A stream at its max_bytes answers with the generic store-failed code and "maximum bytes exceeded"; the server
+// out of storage with its own codes. All are kStoreFull: retried with backoff, never given up.
+TEST(BusNatsErrorTest, FullStoresAreStoreFull) {
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamStoreFailedErr, "maximum bytes exceeded"), ErrorKind::kStoreFull);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "nats: maximum bytes exceeded"), ErrorKind::kStoreFull);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStreamStoreFailedErr, "maximum messages exceeded"), ErrorKind::kStoreFull);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSInsufficientResourcesErr, ""), ErrorKind::kStoreFull);
+  EXPECT_EQ(classifyNatsError(NATS_ERR, JSStorageResourcesExceededErr, ""), ErrorKind::kStoreFull);
+  EXPECT_TRUE(makeError(ErrorKind::kStoreFull, "x").retryable());
+}
+
+TEST(BusNatsErrorTest, StoreFullErrorsNameTheStore) {
+  Error cause = natsError(NATS_ERR, "js_PublishMsg", JSStreamStoreFailedErr, "maximum bytes exceeded");
+  Error object = storeFullInStream(cause, "OBJ_sources");
+  EXPECT_EQ(object.kind, ErrorKind::kStoreFull);
+  EXPECT_EQ(object.message.rfind("object store sources is full: ", 0), 0u) << object.message;
+  EXPECT_EQ(fullStoreName(object), "sources");
+  EXPECT_EQ(fullStoreName(storeFullInStream(cause, "KV_status")), "status");
+  EXPECT_EQ(storeFullInStream(cause, "KV_status").message.rfind("KV bucket status is full: ", 0), 0u);
+  EXPECT_EQ(fullStoreName(storeFullInStream(cause, "FLOTILLA_COMMITS")), "FLOTILLA_COMMITS");
+  EXPECT_EQ(fullStoreName(makeError(ErrorKind::kTransient, "timeout")), "");
+  EXPECT_EQ(fullStoreName(makeError(ErrorKind::kStoreFull, "no name")), "unknown");
+}
+
 }  // namespace
 }  // namespace flotilla::bus

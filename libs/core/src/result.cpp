@@ -5,8 +5,8 @@
 namespace flotilla {
 
 std::string_view errorKindName(ErrorKind kind) {
-  static constexpr std::array<std::string_view, 7> kNames = {"Transient", "Invalid",   "NotFound", "Conflict",
-                                                             "Wait",      "Permanent", "Internal"};
+  static constexpr std::array<std::string_view, 8> kNames = {"Transient", "Invalid",   "NotFound", "Conflict",
+                                                             "Wait",      "Permanent", "Internal", "StoreFull"};
   auto index = static_cast<size_t>(kind);
   return index < kNames.size() ? kNames[index] : "Unknown";
 }

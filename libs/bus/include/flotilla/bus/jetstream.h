@@ -69,6 +69,8 @@ struct StreamInfo {
   uint64_t first_sequence = 0;
   uint64_t last_sequence = 0;
   int64_t consumers = 0;
+  int64_t max_bytes = -1;    //!< the size cap (-1 = none)
+  bool discard_new = false;  //!< at the cap new messages are refused (else the oldest are dropped)
   //! Messages per subject, filled only when streamInfo() was given a subjects filter.
   std::map<std::string, uint64_t> subjects;
 };
@@ -133,6 +135,13 @@ class JetStream : public std::enable_shared_from_this<JetStream> {
   //! (e.g. changing storage) is kInvalid.
   Result<StreamInfo> ensureStream(const StreamConfig& config);
   //! Current counters; with `subjects_filter` (e.g. "$O.b.C.>") also the per-subject counts. Missing -> kNotFound.
+  //! Sets an existing stream's size cap and discard policy (at the cap: refuse new messages, or drop the oldest),
+  //! keeping the rest of its configuration; no change when they already match. For KV buckets and object stores,
+  //! whose streams libnats or other clients created.
+  Status applyLimits(std::string_view stream, int64_t max_bytes, bool discard_new);
+  //! The stream that captures `subject` ("" when none, or the server cannot be asked): names the store in a
+  //! kStoreFull error.
+  std::string streamOfSubject(std::string_view subject);
   Result<StreamInfo> streamInfo(std::string_view stream, std::string_view subjects_filter = {});
   Status deleteStream(std::string_view stream);
   //! Removes every message on `subject` (wildcards allowed) from the stream.

@@ -51,9 +51,11 @@ class ObjectStore {
  public:
   struct Impl;
   //! Binds bucket `bucket` (stream OBJ_<bucket>); creates it when missing and `create_if_missing`, else kNotFound.
+  //! With `create_if_missing` the bucket's size cap is set to `max_bytes` (-1 = none), also on an existing bucket;
+  //! a put that does not fit fails with kStoreFull naming the bucket.
   static Result<std::shared_ptr<ObjectStore>> open(std::shared_ptr<JetStream> js, std::string_view bucket,
                                                    bool create_if_missing = true,
-                                                   StorageType storage = StorageType::kFile);
+                                                   StorageType storage = StorageType::kFile, int64_t max_bytes = -1);
 
   //! Internal: objects are made by the bus library (connect, create, subscribe, ...).
   explicit ObjectStore(std::unique_ptr<Impl> impl);
@@ -83,6 +85,10 @@ class ObjectStore {
   Result<ObjectInfo> info(std::string_view name);
   //! Removes the chunks and leaves a meta with deleted=true (what other clients expect); missing -> kNotFound.
   Status remove(std::string_view name);
+  //! Removes the object and its meta without a tombstone (purges both subjects), freeing all its space also when the
+  //! bucket is full (a purge is not a message). For garbage collection of content-addressed objects; missing ->
+  //! kNotFound.
+  Status purge(std::string_view name);
   //! Every object's meta, sorted by name; deleted ones only with `include_deleted`.
   Result<std::vector<ObjectInfo>> list(bool include_deleted = false);
 

@@ -22,6 +22,9 @@ enum class ErrorKind {
   kWait,       //!< a precondition is not met yet (dependency, CRD not established): come back later
   kPermanent,  //!< anything else that retrying will not fix (auth rejected, unsupported): report it
   kInternal,   //!< a bug or an unexpected library failure
+  //! A store (stream, KV bucket, object store) reached its size cap: retry with backoff, never give the work up;
+  //! it proceeds once space is freed (garbage collection, a larger cap). The message names the store.
+  kStoreFull,
 };
 
 std::string_view errorKindName(ErrorKind kind);
@@ -35,7 +38,9 @@ struct Error {
 
   //! "message (where)", or just the message when `where` is empty or the message already starts with it.
   [[nodiscard]] std::string describe() const;
-  [[nodiscard]] bool retryable() const { return kind == ErrorKind::kTransient || kind == ErrorKind::kWait; }
+  [[nodiscard]] bool retryable() const {
+    return kind == ErrorKind::kTransient || kind == ErrorKind::kWait || kind == ErrorKind::kStoreFull;
+  }
 };
 
 //! Builds an Error; `where` is optional context such as "natsConnection_Connect" or "fleet.yaml:12".
