@@ -294,6 +294,15 @@ void VariantCache::put(const std::string& key, const std::string& manifest_id) {
   }
 }
 
+std::set<std::string> VariantCache::manifestIds() const {
+  std::lock_guard lock(mutex_);
+  std::set<std::string> ids;
+  for (const auto& [key, manifest_id] : entries_) {
+    ids.insert(manifest_id);
+  }
+  return ids;
+}
+
 size_t VariantCache::size() const {
   std::lock_guard lock(mutex_);
   return entries_.size();

@@ -1,5 +1,7 @@
 #include "flotilla/service/hub.h"
 
+#include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "flotilla/core/log.h"
@@ -23,7 +25,108 @@ bus::ConnectOptions connectOptionsFrom(const Config& config, const std::string& 
   return options;
 }
 
-Status ensureTopology(bus::JetStream& js) {
+StoreLimits StoreLimits::fromBudget(int64_t budget) {
+  StoreLimits limits;
+  for (const auto& [store, share] : kStoreShares) {
+    limits.max_bytes[store] = std::max(kMinStoreBytes, budget / 1000 * share);
+  }
+  return limits;
+}
+
+int64_t StoreLimits::of(std::string_view store) const {
+  auto found = max_bytes.find(std::string(store));
+  return found == max_bytes.end() ? -1 : found->second;
+}
+
+std::map<std::string, std::string> storeFlags() {
+  return {
+      {"store-max-bytes",
+       "size budget of all the hub's streams, KV buckets and object stores, split by fixed shares (docs/pipeline.md "
+       "\"Size caps\"); e.g. 16GiB (default 8GiB). Give every hub service the same value"},
+      {"store-limits",
+       "per-store caps overriding the budget's share: store=size,... e.g. sources=4GiB,FLOTILLA_EVENTS=1GiB"},
+  };
+}
+
+Result<int64_t> parseByteSize(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+    ++digits;
+  }
+  if (digits == 0 || digits > 15) {
+    return fail(ErrorKind::kInvalid, "\"" + std::string(text) + "\" is not a size like 512MiB or 16GiB");
+  }
+  const int64_t number = std::stoll(std::string(text.substr(0, digits)));
+  static const std::pair<std::string_view, int64_t> kUnits[] = {{"", 1},
+                                                                {"B", 1},
+                                                                {"K", 1000},
+                                                                {"KB", 1000},
+                                                                {"Ki", int64_t{1} << 10},
+                                                                {"KiB", int64_t{1} << 10},
+                                                                {"M", 1000000},
+                                                                {"MB", 1000000},
+                                                                {"Mi", int64_t{1} << 20},
+                                                                {"MiB", int64_t{1} << 20},
+                                                                {"G", 1000000000},
+                                                                {"GB", 1000000000},
+                                                                {"Gi", int64_t{1} << 30},
+                                                                {"GiB", int64_t{1} << 30},
+                                                                {"T", 1000000000000},
+                                                                {"TB", 1000000000000},
+                                                                {"Ti", int64_t{1} << 40},
+                                                                {"TiB", int64_t{1} << 40}};
+  const std::string_view unit = text.substr(digits);
+  for (const auto& [name, factor] : kUnits) {
+    if (unit == name) {
+      if (number > std::numeric_limits<int64_t>::max() / factor) {
+        break;
+      }
+      return number * factor;
+    }
+  }
+  return fail(ErrorKind::kInvalid, "\"" + std::string(text) + "\" is not a size like 512MiB or 16GiB");
+}
+
+Result<StoreLimits> storeLimitsFrom(const Config& config) {
+  int64_t budget = kDefaultStoreBudget;
+  if (const std::string text = config.get("store-max-bytes"); !text.empty()) {
+    auto parsed = parseByteSize(text);
+    if (!parsed.ok()) {
+      return fail(ErrorKind::kInvalid, "--store-max-bytes: " + parsed.error().message);
+    }
+    budget = *parsed;
+  }
+  StoreLimits limits = StoreLimits::fromBudget(budget);
+  for (const std::string& item : split(config.get("store-limits"), ',')) {
+    if (item.empty()) {
+      continue;
+    }
+    const size_t eq = item.find('=');
+    const std::string store = item.substr(0, eq);
+    if (eq == std::string::npos || limits.max_bytes.count(store) == 0) {
+      std::string known;
+      for (const auto& [name, share] : kStoreShares) {
+        known += (known.empty() ? "" : ", ") + std::string(name);
+      }
+      return fail(ErrorKind::kInvalid, "--store-limits: \"" + item + "\" is not store=size with a store of: " + known);
+    }
+    auto parsed = parseByteSize(item.substr(eq + 1));
+    if (!parsed.ok()) {
+      return fail(ErrorKind::kInvalid, "--store-limits: " + store + ": " + parsed.error().message);
+    }
+    limits.max_bytes[store] = *parsed;
+  }
+  for (const auto& [store, bytes] : limits.max_bytes) {
+    if (bytes < kMinStoreBytes) {
+      return fail(ErrorKind::kInvalid, "store " + store + " would get " + std::to_string(bytes) +
+                                           " bytes; each store needs at least " + std::to_string(kMinStoreBytes) +
+                                           " (--store-max-bytes / --store-limits)");
+    }
+  }
+  return limits;
+}
+
+Status ensureTopology(bus::JetStream& js, const StoreLimits& limits) {
   auto stream = [&](const char* name, const char* subjects, std::chrono::milliseconds max_age,
                     std::chrono::milliseconds dedup) -> Status {
     bus::StreamConfig config;
@@ -31,6 +134,10 @@ Status ensureTopology(bus::JetStream& js) {
     config.subjects = {subjects};
     config.max_age = max_age;
     config.duplicate_window = dedup;
+    config.max_bytes = limits.of(name);
+    // Work streams refuse new messages when full (the producer retries; nothing unhandled is dropped); the public
+    // event stream is a history, where the oldest events may go.
+    config.discard_new = std::string_view(name) != kEventsStream;
     auto info = js.ensureStream(config);
     if (!info.ok()) {
       return fail(info.error());
@@ -47,10 +154,11 @@ Status ensureTopology(bus::JetStream& js) {
 
 namespace {
 
-Status openBuckets(Hub& hub, HubAccess access) {
+Status openBuckets(Hub& hub, HubAccess access, const StoreLimits& limits) {
   auto kv = [&](const char* bucket, int history, std::shared_ptr<bus::KeyValue>& out) -> Status {
     auto opened = access == HubAccess::kProvision
-                      ? bus::KeyValue::ensure(hub.js, bus::KvConfig{.bucket = bucket, .history = history})
+                      ? bus::KeyValue::ensure(
+                            hub.js, bus::KvConfig{.bucket = bucket, .history = history, .max_bytes = limits.of(bucket)})
                       : bus::KeyValue::open(hub.js, bucket);
     if (!opened.ok()) {
       return fail(opened.error());
@@ -59,7 +167,8 @@ Status openBuckets(Hub& hub, HubAccess access) {
     return {};
   };
   auto objects = [&](const char* bucket, std::shared_ptr<bus::ObjectStore>& out) -> Status {
-    auto opened = bus::ObjectStore::open(hub.js, bucket, access == HubAccess::kProvision);
+    auto opened = bus::ObjectStore::open(hub.js, bucket, access == HubAccess::kProvision, bus::StorageType::kFile,
+                                         limits.of(bucket));
     if (!opened.ok()) {
       return fail(opened.error());
     }
@@ -70,7 +179,7 @@ Status openBuckets(Hub& hub, HubAccess access) {
   if (access == HubAccess::kAgent) {
     return {};
   }
-  FLOTILLA_TRY(ensureTopology(*hub.js));
+  FLOTILLA_TRY(ensureTopology(*hub.js, limits));
   FLOTILLA_TRY(kv(kGitReposBucket, 5, hub.gitrepos));
   FLOTILLA_TRY(kv(kClustersBucket, 1, hub.clusters));
   FLOTILLA_TRY(kv(kBundlesBucket, 5, hub.bundles));
@@ -83,7 +192,7 @@ Status openBuckets(Hub& hub, HubAccess access) {
 }  // namespace
 
 Result<Hub> connectHub(const bus::ConnectOptions& options, HubAccess access, Metrics* metrics,
-                       std::chrono::milliseconds deadline) {
+                       std::chrono::milliseconds deadline, const StoreLimits& limits) {
   auto give_up = std::chrono::steady_clock::now() + deadline;
   std::chrono::milliseconds delay(200);
   while (true) {
@@ -96,7 +205,7 @@ Result<Hub> connectHub(const bus::ConnectOptions& options, HubAccess access, Met
       opened = js.ok() ? Status() : Status(fail(js.error()));
       if (opened.ok()) {
         hub.js = std::move(js).value();
-        opened = openBuckets(hub, access);
+        opened = openBuckets(hub, access, limits);
       }
     } else {
       opened = fail(connection.error());

@@ -22,6 +22,7 @@ Outcome outcomeFor(const Error& error, uint64_t delivery_count, uint64_t attempt
     case ErrorKind::kConflict:
       return Outcome::retry(backoff.delay(delivery_count));
     case ErrorKind::kWait:
+    case ErrorKind::kStoreFull:  // parked, so a full store never uses up deliveries: nothing is terminated
       return Outcome::wait(backoff.delay(attempt));
     case ErrorKind::kInvalid:
     case ErrorKind::kNotFound:

@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,8 @@ class VariantCache {
   [[nodiscard]] std::optional<std::string> find(const std::string& key) const;
   void put(const std::string& key, const std::string& manifest_id);
   [[nodiscard]] size_t size() const;
+  //! The manifests the cache names: garbage collection keeps them, since a cache hit reuses one without storing it.
+  [[nodiscard]] std::set<std::string> manifestIds() const;
 
  private:
   mutable std::mutex mutex_;

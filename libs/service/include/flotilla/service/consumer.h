@@ -76,7 +76,8 @@ class Backoff {
 };
 
 //! The one mapping from a failure's kind to what happens to the message: kTransient and kConflict retry with
-//! backoff (by delivery count), kWait waits (by attempt, without using a delivery), everything else (kInvalid,
+//! backoff (by delivery count), kWait and kStoreFull wait (by attempt, without using a delivery: a full store
+//! never gets work terminated), everything else (kInvalid,
 //! kNotFound, kPermanent, kInternal) is rejected, labelled with the kind's name.
 Outcome outcomeFor(const Error& error, uint64_t delivery_count, uint64_t attempt, const Backoff& backoff);
 

@@ -6,8 +6,11 @@
 // needs no separate provisioning step.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "flotilla/bus/connection.h"
 #include "flotilla/bus/jetstream.h"
@@ -54,15 +57,49 @@ enum class HubAccess {
   kAgent,      //!< an agent: open only the manifests store and the clusters bucket, create nothing
 };
 
+//! Size caps of every stream, KV bucket and object store the hub creates (docs/pipeline.md "Size caps"), by store
+//! name: the stream name for streams (FLOTILLA_COMMITS, ...), the bucket name for KV buckets (gitrepos, ...) and
+//! object stores (sources, manifests). A store at its cap refuses new writes (kStoreFull), except FLOTILLA_EVENTS,
+//! which drops its oldest events.
+struct StoreLimits {
+  std::map<std::string, int64_t> max_bytes;
+
+  //! Each store's share of `budget` (kStoreShares); the defaults use kDefaultStoreBudget.
+  static StoreLimits fromBudget(int64_t budget);
+  //! The cap of `store` (-1 = none, for a store the table does not name).
+  [[nodiscard]] int64_t of(std::string_view store) const;
+};
+
+//! Default of --store-max-bytes: the whole budget of the hub's stores (fits the chart's 10 GiB NATS volume with
+//! room for JetStream's own files).
+inline constexpr int64_t kDefaultStoreBudget = int64_t{8} << 30;
+//! The smallest cap a store may get (a few of its messages must fit).
+inline constexpr int64_t kMinStoreBytes = int64_t{64} << 10;
+//! Each store's share of the budget, in thousandths (they sum to 1000).
+inline constexpr std::pair<const char*, int> kStoreShares[] = {
+    {kSourcesObjects, 300}, {kManifestsObjects, 300}, {kCommitsStream, 40},     {kBundlesStream, 40},
+    {kDeployStream, 100},   {kStatusStream, 60},      {kEventsStream, 60},      {kGitReposBucket, 10},
+    {kClustersBucket, 10},  {kBundlesBucket, 20},     {kDeploymentsBucket, 30}, {kStatusBucket, 30},
+};
+
+//! The flags of the size caps, for the services that create the topology (poller, bundler, scheduler).
+std::map<std::string, std::string> storeFlags();
+//! --store-max-bytes (the budget split by kStoreShares) and --store-limits (store=bytes,... overrides); a bad
+//! value or an unknown store is kInvalid naming the flag.
+Result<StoreLimits> storeLimitsFrom(const Config& config);
+//! "16GiB", "512MiB", "64KiB", "1000" (bytes; also K/M/G/T for powers of 1000) -> bytes; kInvalid otherwise.
+Result<int64_t> parseByteSize(std::string_view text);
+
 //! NATS connection options from the common flags (--nats-url, --nats-creds, --nats-user, --nats-ca, ...).
 bus::ConnectOptions connectOptionsFrom(const Config& config, const std::string& client_name);
 
-//! Creates or updates every stream, KV bucket and object store of the topology.
-Status ensureTopology(bus::JetStream& js);
+//! Creates or updates every stream, KV bucket and object store of the topology, with their size caps.
+Status ensureTopology(bus::JetStream& js, const StoreLimits& limits = StoreLimits::fromBudget(kDefaultStoreBudget));
 
 //! Connects and opens the topology. Retries the initial connection with backoff until `deadline` so a service
 //! started before NATS waits for it (each failed attempt is logged and counted).
 Result<Hub> connectHub(const bus::ConnectOptions& options, HubAccess access, Metrics* metrics,
-                       std::chrono::milliseconds deadline = std::chrono::minutes(5));
+                       std::chrono::milliseconds deadline = std::chrono::minutes(5),
+                       const StoreLimits& limits = StoreLimits::fromBudget(kDefaultStoreBudget));
 
 }  // namespace flotilla::service

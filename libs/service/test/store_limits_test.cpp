@@ -1,0 +1,72 @@
+// The size caps' flags: one budget split by fixed shares, per-store overrides, and bad values refused by name.
+#include <gtest/gtest.h>
+
+#include "flotilla/service/hub.h"
+
+namespace flotilla::service {
+namespace {
+
+Result<StoreLimits> limitsFrom(std::vector<const char*> args) {
+  args.insert(args.begin(), "svc");
+  auto config = Config::parse(static_cast<int>(args.size()), args.data(), storeFlags());
+  if (!config.ok()) {
+    return fail(config.error());
+  }
+  return storeLimitsFrom(*config);
+}
+
+TEST(StoreLimitsTest, BudgetIsSplitOverEveryStore) {
+  int total = 0;
+  for (const auto& [store, share] : kStoreShares) {
+    total += share;
+  }
+  EXPECT_EQ(total, 1000);
+  auto limits = limitsFrom({"--store-max-bytes=10GiB"});
+  ASSERT_TRUE(limits.ok()) << limits.error().describe();
+  EXPECT_EQ(limits->max_bytes.size(), std::size(kStoreShares));
+  EXPECT_EQ(limits->of("sources"), (int64_t{10} << 30) / 1000 * 300);
+  EXPECT_EQ(limits->of("FLOTILLA_DEPLOY"), (int64_t{10} << 30) / 1000 * 100);
+  EXPECT_EQ(limits->of("no-such-store"), -1);
+  auto defaults = limitsFrom({});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->of("manifests"), kDefaultStoreBudget / 1000 * 300);
+}
+
+TEST(StoreLimitsTest, PerStoreOverridesWin) {
+  auto limits = limitsFrom({"--store-limits", "sources=4GiB,FLOTILLA_EVENTS=100MiB"});
+  ASSERT_TRUE(limits.ok()) << limits.error().describe();
+  EXPECT_EQ(limits->of("sources"), int64_t{4} << 30);
+  EXPECT_EQ(limits->of("FLOTILLA_EVENTS"), int64_t{100} << 20);
+  EXPECT_EQ(limits->of("manifests"), kDefaultStoreBudget / 1000 * 300);
+}
+
+TEST(StoreLimitsTest, BadSizesAndUnknownStoresAreRefusedByName) {
+  auto bad_size = limitsFrom({"--store-max-bytes=lots"});
+  ASSERT_FALSE(bad_size.ok());
+  EXPECT_EQ(bad_size.error().kind, ErrorKind::kInvalid);
+  EXPECT_NE(bad_size.error().message.find("--store-max-bytes: \"lots\" is not a size"), std::string::npos)
+      << bad_size.error().message;
+  auto unknown = limitsFrom({"--store-limits=source=1GiB"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("\"source=1GiB\" is not store=size with a store of: sources"),
+            std::string::npos)
+      << unknown.error().message;
+  auto tiny = limitsFrom({"--store-limits=status=1KiB"});
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.error().message.find("store status would get 1024 bytes"), std::string::npos) << tiny.error().message;
+  auto small_budget = limitsFrom({"--store-max-bytes=1MiB"});
+  ASSERT_TRUE(small_budget.ok()) << "each store gets at least the minimum";
+  EXPECT_EQ(small_budget->of("gitrepos"), kMinStoreBytes);
+}
+
+TEST(StoreLimitsTest, ByteSizesTakeBinaryAndDecimalUnits) {
+  EXPECT_EQ(parseByteSize("512MiB").valueOr(0), int64_t{512} << 20);
+  EXPECT_EQ(parseByteSize("2G").valueOr(0), 2000000000);
+  EXPECT_EQ(parseByteSize("4096").valueOr(0), 4096);
+  EXPECT_FALSE(parseByteSize("-1").ok());
+  EXPECT_FALSE(parseByteSize("1.5GiB").ok());
+  EXPECT_FALSE(parseByteSize("99999999999999999GiB").ok());
+}
+
+}  // namespace
+}  // namespace flotilla::service
