@@ -27,6 +27,10 @@ std::map<std::string, std::string> pollerFlags() {
       {"webhook-secret", "name of the poller-wide webhook secret in --credentials-dir (default: none)"},
       {"webhook-max-body", "largest webhook payload in bytes; larger gets 413 (default 10485760)"},
       {"webhook-coalesce", "delay after a push before polling, so a burst is one sync, Go duration (default 100ms)"},
+      {"gc-grace",
+       "keep an unreferenced source archive this long after its last write or reuse, Go duration (default 1h; "
+       "docs/pipeline.md \"Garbage collection\")"},
+      {"gc-interval", "time between garbage collection passes of the sources store, Go duration (default 10m)"},
       {"align-phases", "TEST/BENCHMARK ONLY: poll every GitRepo on the same grid, no phase spread (default false)"},
   };
 }
@@ -71,7 +75,10 @@ Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Con
     }
     options.webhook_coalesce = *parsed;
   }
-  for (auto [flag, target] : {std::pair{"git-timeout", &options.git_timeout}, {"max-backoff", &options.max_backoff}}) {
+  for (auto [flag, target] : {std::pair{"git-timeout", &options.git_timeout},
+                              {"max-backoff", &options.max_backoff},
+                              {"gc-grace", &options.gc_grace},
+                              {"gc-interval", &options.gc_interval}}) {
     const std::string text = config.get(flag);
     if (text.empty()) {
       continue;
@@ -94,8 +101,13 @@ flotilla::service::StopService startPoller(const flotilla::service::Config& conf
   if (!options.ok()) {
     return startupFailed("invalid flags", options.error());
   }
+  auto limits = flotilla::service::storeLimitsFrom(config);
+  if (!limits.ok()) {
+    return startupFailed("invalid flags", limits.error());
+  }
   auto hub = flotilla::service::connectHub(flotilla::service::connectOptionsFrom(config, "poller"),
-                                           flotilla::service::HubAccess::kProvision, &runtime.metrics());
+                                           flotilla::service::HubAccess::kProvision, &runtime.metrics(),
+                                           std::chrono::minutes(5), *limits);
   if (!hub.ok()) {
     return startupFailed("cannot connect to the hub", hub.error());
   }
@@ -123,5 +135,7 @@ flotilla::service::StopService startPoller(const flotilla::service::Config& conf
 }  // namespace
 
 int main(int argc, char** argv) {
-  return flotilla::service::runService("poller", pollerFlags(), argc, argv, startPoller);
+  auto flags = pollerFlags();
+  flags.merge(flotilla::service::storeFlags());
+  return flotilla::service::runService("poller", flags, argc, argv, startPoller);
 }

@@ -39,7 +39,11 @@ Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const serv
   core->settings.git_timeout = opts.git_timeout;
   core->settings.max_source_bytes = opts.max_source_bytes;
   core->settings.allow_local = opts.allow_local;
-  core->bus = SyncBus{hub.js, hub.sources};
+  core->store_full = std::make_unique<service::StoreFullReporter>(metrics);
+  core->gc = std::make_unique<service::ObjectGc>(
+      hub.sources, [hub] { return service::sourceReferences(hub); }, metrics,
+      service::GcOptions{.grace = opts.gc_grace, .interval = opts.gc_interval, .clock = opts.gc_clock});
+  core->bus = SyncBus{hub.js, hub.sources, core->gc.get(), core->store_full.get()};
   removeAll(core->settings.scratch_dir);  // leftovers of a crash
   std::error_code ec;
   std::filesystem::create_directories(core->mirrors_dir, ec);
@@ -72,6 +76,7 @@ Status Poller::start() {
   core.deleter = std::thread([&core] { core.deleteLoop(); });
   core.scheduler = std::thread([&core] { core.scheduleLoop(); });
   core.watcher = std::thread([&core] { core.watchLoop(); });
+  core.gc->start();
   log::info("poller started", {{"data_dir", core.options.data_dir},
                                {"workers", core.options.workers},
                                {"git_timeout_ms", static_cast<int64_t>(core.options.git_timeout.count())}});
@@ -90,6 +95,7 @@ void Poller::stop(Millis wait) {
   }
   core.wake.notify_all();
   core.deletions_cv.notify_all();
+  core.gc->stop();
   if (core.webhook_server) {
     core.webhook_server->stop();
   }
@@ -132,6 +138,10 @@ void Poller::stop(Millis wait) {
     core.writer.join();
   }
   log::info("poller stopped", {{"stuck_git_calls", core.stuck}});
+}
+
+Result<service::GcPass> Poller::collectSources() {
+  return core_->gc->runPass();
 }
 
 uint16_t Poller::webhookPort() const {

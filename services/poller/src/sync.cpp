@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 
+#include "flotilla/bus/errors.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
@@ -86,8 +87,24 @@ bool mirrorHas(const git::Mirror& mirror, const std::string& commit) {
   return resolved.ok() && *resolved == commit;
 }
 
+//! A write the store refused because it is full: counted and logged (once per interval), and an early garbage
+//! collection pass asked for when it is `sources`. The GitRepo's status shows the error; it retries with backoff.
+void storeFull(SyncContext& ctx, const Item& item, const Error& error) {
+  if (ctx.bus.store_full == nullptr) {
+    return;
+  }
+  const auto& meta = item.work->gitrepo.metadata;
+  if (ctx.bus.store_full->report(error, "commit", meta.ns + "/" + meta.name) && ctx.bus.gc != nullptr &&
+      bus::fullStoreName(error) == ctx.bus.sources->bucket()) {
+    ctx.bus.gc->requestPass();
+  }
+}
+
 //! Stores the source archive in `sources` unless it is already there; false (the item failed) on an error.
 bool storeSource(SyncContext& ctx, Item& item, const BuiltSource& built) {
+  if (ctx.bus.gc != nullptr) {
+    ctx.bus.gc->touch(built.object_name);  // before looking: garbage collection now keeps it or has removed it
+  }
   auto info = ctx.bus.sources->info(built.object_name);
   if (info.ok()) {
     ctx.metrics.source(false);
@@ -99,6 +116,7 @@ bool storeSource(SyncContext& ctx, Item& item, const BuiltSource& built) {
   }
   auto stored = ctx.bus.sources->put(built.object_name, built.encoded);
   if (!stored.ok()) {
+    storeFull(ctx, item, stored.error());
     failItem(item, "store", stored.error());
     return false;
   }
@@ -149,6 +167,7 @@ void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
   auto ack = ctx.bus.js->publish(events::commitSubject(event.workspace, event.gitrepo), events::encode(event).dump(),
                                  event.id);
   if (!ack.ok()) {
+    storeFull(ctx, item, ack.error());
     return failItem(item, "publish", ack.error());
   }
   ctx.metrics.published(ack->duplicate);

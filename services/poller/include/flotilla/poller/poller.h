@@ -25,6 +25,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/poller/schedule.h"
 #include "flotilla/service/hub.h"
+#include "flotilla/service/object_gc.h"
 
 namespace flotilla::poller {
 
@@ -55,6 +56,11 @@ struct PollerOptions {
   //! Test and benchmark only: every GitRepo is due on the same grid (phase 0, no jitter), as equal intervals
   //! behave without a phase spread.
   bool align_phases = false;
+  //! Garbage collection of `sources` (docs/pipeline.md "Garbage collection"): an object no KV record names is
+  //! deleted once it was neither written nor reused for `gc_grace`; a pass every `gc_interval`.
+  Millis gc_grace{service::kDefaultGcGrace};
+  Millis gc_interval{service::kDefaultGcInterval};
+  Clock* gc_clock = nullptr;  //!< what garbage collection measures ages with; null = the system clock (tests step it)
 };
 
 class Poller {
@@ -72,6 +78,8 @@ class Poller {
   //! Stops watching and dispatching, waits for running syncs (abandoning git calls still stuck after
   //! `wait`), writes the remaining status records, and returns. Idempotent.
   void stop(Millis wait = Millis(20'000));
+  //! One garbage collection pass of `sources` now (tests; the poller runs one every gc_interval by itself).
+  Result<service::GcPass> collectSources();
   //! Readiness: the hub connection is up and the initial GitRepos were loaded from KV.
   [[nodiscard]] bool ready(std::string& why) const;
   //! The webhook receiver's port once started (0 when it is off).

@@ -31,6 +31,8 @@
 #include "flotilla/poller/poll_status.h"
 #include "flotilla/poller/poller_metrics.h"
 #include "flotilla/poller/schedule.h"
+#include "flotilla/service/object_gc.h"
+#include "flotilla/service/store_full.h"
 
 namespace flotilla::poller {
 
@@ -47,6 +49,8 @@ struct SyncSettings {
 struct SyncBus {
   std::shared_ptr<bus::JetStream> js;
   std::shared_ptr<bus::ObjectStore> sources;
+  service::ObjectGc* gc = nullptr;                   //!< touched for every source stored or reused; may be null
+  service::StoreFullReporter* store_full = nullptr;  //!< counts and logs writes refused by a full store; may be null
 };
 
 //! The bare mirror of one URL, kept open between syncs. Only the sync holding the mirror uses it.
