@@ -18,9 +18,13 @@ service::StopService startBundler(const service::Config& config, service::Runtim
   if (!options.ok()) {
     return service::startupFailed("invalid flags", options.error());
   }
+  auto limits = service::storeLimitsFrom(config);
+  if (!limits.ok()) {
+    return service::startupFailed("invalid flags", limits.error());
+  }
   auto renderers = render::makeRenderers(bundler::rendererBinariesFrom(config));
   auto hub = service::connectHub(service::connectOptionsFrom(config, "flotilla-bundler"),
-                                 service::HubAccess::kProvision, &runtime.metrics());
+                                 service::HubAccess::kProvision, &runtime.metrics(), std::chrono::minutes(5), *limits);
   if (!hub.ok()) {
     return service::startupFailed("cannot connect to the hub", hub.error());
   }
@@ -41,5 +45,7 @@ service::StopService startBundler(const service::Config& config, service::Runtim
 }  // namespace
 
 int main(int argc, char** argv) {
-  return service::runService("bundler", bundler::bundlerFlags(), argc, argv, startBundler);
+  auto flags = bundler::bundlerFlags();
+  flags.merge(service::storeFlags());
+  return service::runService("bundler", flags, argc, argv, startBundler);
 }

@@ -36,8 +36,12 @@ service::StopService startScheduler(const service::Config& config, service::Runt
     }
     return slot->scheduler->ready(why);
   });
+  auto limits = service::storeLimitsFrom(config);
+  if (!limits.ok()) {
+    return service::startupFailed("invalid flags", limits.error());
+  }
   auto hub = service::connectHub(service::connectOptionsFrom(config, "flotilla-scheduler"),
-                                 service::HubAccess::kProvision, &runtime.metrics());
+                                 service::HubAccess::kProvision, &runtime.metrics(), std::chrono::minutes(5), *limits);
   if (!hub.ok()) {
     return service::startupFailed("cannot connect to the hub", hub.error());
   }
@@ -65,5 +69,7 @@ service::StopService startScheduler(const service::Config& config, service::Runt
 }  // namespace
 
 int main(int argc, char** argv) {
-  return service::runService("scheduler", scheduler::schedulerFlags(), argc, argv, startScheduler);
+  auto flags = scheduler::schedulerFlags();
+  flags.merge(service::storeFlags());
+  return service::runService("scheduler", flags, argc, argv, startScheduler);
 }

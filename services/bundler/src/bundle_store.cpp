@@ -149,38 +149,67 @@ Result<source::Archive> CommitHandler::loadSource(const events::CommitEvent& eve
   return archive;
 }
 
-namespace {
-
-//! Puts a content-addressed object unless the store has it already; true when it was stored now.
-Result<bool> storeObject(bus::ObjectStore& store, const std::string& name, const std::string& text) {
-  auto info = store.info(name);
+Result<bool> CommitHandler::storeObject(const std::string& name, const std::string& text) {
+  if (gc_ != nullptr) {
+    gc_->touch(name);  // before looking: garbage collection now keeps it or has removed it (then it is put anew)
+  }
+  auto info = bus_.manifests->info(name);
   if (info.ok()) {
     return false;
   }
   if (info.error().kind != ErrorKind::kNotFound) {
     return fail(info.error());
   }
-  auto stored = store.put(name, text);
+  auto stored = bus_.manifests->put(name, text);
   FLOTILLA_TRY(stored);
   return true;
 }
 
-}  // namespace
+void CommitHandler::noteStoreFull(const RenderedBundle& rendered, const Error& error) {
+  if (error.kind != ErrorKind::kStoreFull) {
+    return;
+  }
+  const auto& event = rendered.event;
+  const std::string key = renderStatusKey(event.workspace, event.bundle);
+  RenderStatus status;
+  if (auto entry = bus_.status->get(key); entry.ok()) {
+    if (auto stored = events::parseRecord<RenderStatus>(entry->value); stored.ok()) {
+      status = std::move(stored).value();
+    }
+  }
+  copyBundleSource(status, event);
+  status.time = log::nowRfc3339();
+  status.error = events::RenderError{
+      .file = "",
+      .line = 0,
+      .message = "rendered, but not stored or published yet: " + error.message +
+                 " (retried with backoff until space is freed; the last good version stays deployed)"};
+  if (auto put = bus_.status->put(key, encode(status).dump()); !put.ok()) {
+    log::warn("could not write the render status of a bundle waiting for a full store",
+              {{"bundle", event.workspace + "/" + event.bundle}, {"error", put.error().describe()}});
+  }
+}
 
 Status CommitHandler::storeVariants(const RenderedBundle& rendered) {
   if (rendered.variants_text.empty() || rendered.error) {
     return {};
   }
+  if (gc_ != nullptr && rendered.variants) {
+    // Variants taken from the cache reuse a manifest this render did not store: in use again from now on.
+    for (const auto& variant : rendered.variants->variants) {
+      gc_->touch(events::manifestObjectName(variant.manifest_id));
+    }
+  }
   // Called after the bundle's manifests were stored: only now may later renders take them from the cache.
   for (const auto& [key, manifest_id] : rendered.cache_entries) {
     variant_cache_.put(key, manifest_id);
   }
-  FLOTILLA_TRY(storeObject(*bus_.manifests, rendered.event.variants_object, rendered.variants_text));
+  FLOTILLA_TRY(storeObject(rendered.event.variants_object, rendered.variants_text));
   return {};
 }
 
 Status CommitHandler::storeManifest(const render::CanonicalManifest& manifest) {
-  auto stored = storeObject(*bus_.manifests, events::manifestObjectName(manifest.manifest_id), manifest.text);
+  auto stored = storeObject(events::manifestObjectName(manifest.manifest_id), manifest.text);
   FLOTILLA_TRY(stored);
   metrics_.manifest(manifest.text.size(), *stored);
   return {};

@@ -17,6 +17,28 @@ Bundler::Bundler(HandlerBus bus, std::shared_ptr<const render::RendererSet> rend
   if (options_.workers < 1) {
     options_.workers = 1;
   }
+  if (bus_.manifests) {
+    auto references = [this]() -> Result<std::set<std::string>> {
+      // The cache first: a manifest it names is either still in it or already in a record read after.
+      std::set<std::string> names = handler_.cachedManifests();
+      auto recorded = service::manifestReferences(bus_);
+      FLOTILLA_TRY(recorded);
+      names.merge(*recorded);
+      return names;
+    };
+    gc_ = std::make_unique<service::ObjectGc>(
+        bus_.manifests, references, metrics,
+        service::GcOptions{
+            .grace = options_.gc_grace, .interval = options_.gc_interval, .clock = options_.handler.clock});
+    handler_.setGarbageCollector(gc_.get());
+  }
+}
+
+Result<service::GcPass> Bundler::collectManifests() {
+  if (!gc_) {
+    return fail(ErrorKind::kInvalid, "the bundler has no manifests store", "Bundler::collectManifests");
+  }
+  return gc_->runPass();
 }
 
 Bundler::~Bundler() {
@@ -60,6 +82,9 @@ Status Bundler::start() {
   // Know the clusters before the first commit is rendered, so per-cluster bundles get complete tables.
   FLOTILLA_TRY(loadClusters());
   FLOTILLA_TRY(consumer_->start());
+  if (gc_) {
+    gc_->start();
+  }
   if (clusters_) {
     cluster_thread_ = std::thread([this] { clusterLoop(); });
     rerender_thread_ = std::thread([this] { rerenderLoop(); });
@@ -81,6 +106,9 @@ void Bundler::stop() {
     stopping_ = true;
   }
   rerender_cv_.notify_all();
+  if (gc_) {
+    gc_->stop();
+  }
   consumer_->stop();
   if (cluster_thread_.joinable()) {
     cluster_thread_.join();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <set>
 
+#include "flotilla/bus/errors.h"
 #include "flotilla/core/fault.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
@@ -31,7 +32,11 @@ constexpr std::string_view kCommitBudgetWhere = "commit_budget";
 
 CommitHandler::CommitHandler(HandlerBus bus, std::shared_ptr<const render::RendererSet> renderers,
                              BundlerMetrics& metrics, HandlerOptions options)
-    : bus_(std::move(bus)), renderers_(std::move(renderers)), metrics_(metrics), options_(std::move(options)) {}
+    : bus_(std::move(bus)),
+      renderers_(std::move(renderers)),
+      metrics_(metrics),
+      options_(std::move(options)),
+      store_full_(metrics.raw()) {}
 
 std::chrono::milliseconds CommitHandler::backoff(uint64_t delivery_count) const {
   return service::Backoff(options_.retry_base, options_.retry_max).delay(delivery_count);
@@ -49,6 +54,16 @@ Outcome CommitHandler::handle(std::string_view data, const Delivery& delivery) {
 
 Outcome CommitHandler::transient(const events::CommitEvent& event, const Delivery& delivery, std::string_view step,
                                  const Error& error) {
+  if (error.kind == ErrorKind::kStoreFull) {
+    // Not a failure of the commit: it waits (parked, using no delivery) until space is freed, never terminated.
+    auto delay = backoff(delivery.attempt);
+    metrics_.stepFailure(step);
+    store_full_.report(error, "commit", gitrepoName(event) + "@" + event.commit);
+    if (gc_ != nullptr && bus::fullStoreName(error) == bus_.manifests->bucket()) {
+      gc_->requestPass();
+    }
+    return Outcome::wait(delay);
+  }
   auto delay = backoff(delivery.delivery_count);
   metrics_.stepFailure(step);
   log::warn("commit handling failed, will retry", {{"gitrepo", gitrepoName(event)},
@@ -292,9 +307,11 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
     return claimName(run, *rendered, *owner);
   }
   if (auto stored = storeAll(*rendered); !stored.ok()) {
+    noteStoreFull(*rendered, stored.error());
     return failWith("store", stored.error());
   }
   if (auto committed = commitBundle(*rendered, previous, run.delivery.stream_sequence); !committed.ok()) {
+    noteStoreFull(*rendered, committed.error());
     return failWith("publish", committed.error());
   }
   if (const HelmRelease release = helmReleaseOf(rendered->event, rendered->renderer);

@@ -39,6 +39,10 @@ std::map<std::string, std::string> bundlerFlags() {
       {"kustomize-binary",
        "kustomize executable for kustomize bundles (default: kustomize on PATH; \"none\" disables kustomize)"},
       {"retry-max", "longest delay before a failed commit is retried (default 60s)"},
+      {"gc-grace",
+       "keep an unreferenced manifest this long after its last write or reuse (default 1h; docs/pipeline.md "
+       "\"Garbage collection\")"},
+      {"gc-interval", "time between garbage collection passes of the manifests store (default 10m)"},
       {"ack-wait",
        "how long JetStream waits before redelivering a commit the bundler did not acknowledge, i.e. after the "
        "bundler died holding it (default 30s; in-progress acks cover long renders)"},
@@ -131,7 +135,8 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
   };
   for (auto [name, target] :
        {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
-        IntervalFlag{"retry-max", &options.handler.retry_max}, IntervalFlag{"ack-wait", &options.ack_wait}}) {
+        IntervalFlag{"retry-max", &options.handler.retry_max}, IntervalFlag{"ack-wait", &options.ack_wait},
+        IntervalFlag{"gc-grace", &options.gc_grace}, IntervalFlag{"gc-interval", &options.gc_interval}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

@@ -23,6 +23,7 @@
 #include "flotilla/bundler/metrics.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/service/consumer.h"
+#include "flotilla/service/object_gc.h"
 
 namespace flotilla::bundler {
 
@@ -40,6 +41,10 @@ struct BundlerOptions {
   std::chrono::milliseconds fetch_error_backoff{std::chrono::seconds(1)};
   int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per commit, between progress() calls
+  //! Garbage collection of `manifests` (docs/pipeline.md "Garbage collection"): a manifest or variants table no KV
+  //! record (nor the variant cache) names is deleted once it was neither written nor reused for `gc_grace`.
+  std::chrono::milliseconds gc_grace{service::kDefaultGcGrace};
+  std::chrono::milliseconds gc_interval{service::kDefaultGcInterval};
 };
 
 class Bundler {
@@ -58,6 +63,8 @@ class Bundler {
   bool ready(std::string& why) const;
 
   [[nodiscard]] CommitHandler& handler() { return handler_; }
+  //! One garbage collection pass of `manifests` now (tests; the bundler runs one every gc_interval by itself).
+  Result<service::GcPass> collectManifests();
 
  private:
   //! The runtime's settings for the `bundler` durable.
@@ -72,6 +79,7 @@ class Bundler {
   BundlerMetrics metrics_;
   BundlerOptions options_;
   CommitHandler handler_;
+  std::unique_ptr<service::ObjectGc> gc_;  //!< of `manifests`, whose writer the bundler is
   std::unique_ptr<service::Consumer> consumer_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};

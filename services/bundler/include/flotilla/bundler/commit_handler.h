@@ -53,6 +53,8 @@
 #include "flotilla/render/render_bundle.h"
 #include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
+#include "flotilla/service/object_gc.h"
+#include "flotilla/service/store_full.h"
 #include "flotilla/source/archive.h"
 
 namespace flotilla::bundler {
@@ -146,6 +148,11 @@ class CommitHandler {
 
   // Per-cluster variants (variants.h).
 
+  //! Garbage collection of `manifests`: touched for every manifest and table stored or reused (may be null).
+  void setGarbageCollector(service::ObjectGc* gc) { gc_ = gc; }
+  //! The manifests the variant cache names (garbage collection keeps them).
+  [[nodiscard]] std::set<std::string> cachedManifests() const { return variant_cache_.manifestIds(); }
+
   //! The clusters the handler renders variants for (nullptr: none known, variant tables stay empty).
   void setClusters(std::shared_ptr<const ClusterDirectory> clusters) { clusters_ = std::move(clusters); }
   //! Re-renders the per-cluster bundles of `workspace` from their last commit (its source archive, recorded in the
@@ -193,6 +200,11 @@ class CommitHandler {
   Result<std::string> otherOwner(const events::CommitEvent& event, const std::string& bundle);
   //! Stores a bundle's manifests, then its variants table.
   Status storeAll(const render::RenderedBundle& rendered);
+  //! Puts a content-addressed object into `manifests` unless present (touched first); true when stored now.
+  Result<bool> storeObject(const std::string& name, const std::string& text);
+  //! A bundle that could not be stored or published because a store is full: its render status says so (the
+  //! commit waits and is retried; the status of its next success replaces this).
+  void noteStoreFull(const render::RenderedBundle& rendered, const Error& error);
 
   // The steps of rerenderBundle.
   struct Rerender;
@@ -227,6 +239,8 @@ class CommitHandler {
   HandlerOptions options_;
   std::shared_ptr<const ClusterDirectory> clusters_;
   render::VariantCache variant_cache_;
+  service::ObjectGc* gc_ = nullptr;
+  service::StoreFullReporter store_full_;
   std::mutex locks_mutex_;
   std::map<std::string, std::shared_ptr<std::mutex>> gitrepo_locks_;
 };
