@@ -92,6 +92,7 @@ TEST(AgentChartSchema, BadValuesFailAtTemplateTime) {
       {{"--set", "httpPort=70000"}, "httpPort"},
       {{"--set", "nats.tls.clientCert=maybe"}, "clientCert"},
       {{"--set", "parallelBundle=4"}, "parallelBundle"},
+      {{"--set", "rbac.namespaces={Not_A_Namespace}"}, "namespaces"},
   };
   for (const auto& value : bad) {
     auto objects = renderChart("flotilla-agent", agentArgs(value.args));
@@ -100,6 +101,22 @@ TEST(AgentChartSchema, BadValuesFailAtTemplateTime) {
         << objects.error().message;
     EXPECT_THAT(objects.error().message, HasSubstr(value.names)) << objects.error().message;
   }
+}
+
+// The least-privilege option with namespaced Roles: the agent lists and watches what it applied across all
+// namespaces and watches CRDs and APIServices cluster-wide, so namespaced Roles alone cannot work today. The chart
+// refuses the option with the reason instead of installing an agent whose watches are forbidden.
+TEST(AgentChartRbac, NamespacedModeIsRefusedWithTheReason) {
+  auto objects =
+      renderChart("flotilla-agent", agentArgs({"--set", "rbac.mode=namespaced", "--set", "rbac.namespaces={app,web}"}));
+  ASSERT_FALSE(objects.ok());
+  EXPECT_THAT(objects.error().message, HasSubstr("rbac.mode=namespaced (Roles in [\"app\",\"web\"] only) is not "
+                                                 "supported yet"));
+  EXPECT_THAT(objects.error().message, HasSubstr("across all namespaces"));
+  EXPECT_THAT(objects.error().message, HasSubstr("Use rbac.mode=rules"));
+  auto stray = renderChart("flotilla-agent", agentArgs({"--set", "rbac.namespaces={app}"}));
+  ASSERT_FALSE(stray.ok());
+  EXPECT_THAT(stray.error().message, HasSubstr("rbac.namespaces is used only with rbac.mode=namespaced"));
 }
 
 TEST(AgentChartSchema, GoodValuesPass) {

@@ -68,7 +68,8 @@ TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
   auto objects = renderChart("flotilla-hub", {});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(kindCounts(*objects),
-            (std::map<std::string, int>{{"Deployment", 3}, {"Service", 5}, {"ServiceAccount", 1}, {"StatefulSet", 1}}));
+            (std::map<std::string, int>{
+                {"Deployment", 3}, {"NetworkPolicy", 4}, {"Service", 5}, {"ServiceAccount", 1}, {"StatefulSet", 1}}));
   for (const std::string component : {"poller", "bundler", "scheduler"}) {
     const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-hub-" + component);
     ASSERT_NE(deployment, nullptr) << component;
@@ -91,6 +92,66 @@ TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
   EXPECT_EQ(std::count_if(args.begin(), args.end(), [](const auto& a) { return a.starts_with("--credentials-dir"); }),
             0);
   EXPECT_EQ(findObject(*objects, "PersistentVolumeClaim", "t-flotilla-hub-poller-data"), nullptr);
+}
+
+// Ingress by default: NATS' client port from any source (agents in other clusters), /metrics and NATS' monitoring
+// port only from the monitoring namespaces, the poller's webhook port (when on) from any source.
+TEST(HubChart, NetworkPoliciesByDefault) {
+  auto objects = renderChart("flotilla-hub", {"--set", "poller.webhook.enabled=true"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const Json* nats = findObject(*objects, "NetworkPolicy", "t-flotilla-hub-nats");
+  ASSERT_NE(nats, nullptr);
+  const auto& nats_rules = nats->at({"spec", "ingress"})->asArray();
+  ASSERT_EQ(nats_rules.size(), 2u);
+  EXPECT_EQ(stringAt(nats_rules[0].find("ports")->asArray()[0], {"port"}), "client");
+  EXPECT_EQ(nats_rules[0].find("from"), nullptr) << "agents connect from anywhere";
+  EXPECT_EQ(stringAt(nats_rules[1].find("ports")->asArray()[0], {"port"}), "monitor");
+  EXPECT_EQ(stringAt(nats_rules[1].find("from")->asArray()[0],
+                     {"namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"}),
+            "monitoring");
+  for (const std::string component : {"poller", "bundler", "scheduler"}) {
+    const Json* policy = findObject(*objects, "NetworkPolicy", "t-flotilla-hub-" + component);
+    ASSERT_NE(policy, nullptr) << component;
+    const auto& rules = policy->at({"spec", "ingress"})->asArray();
+    ASSERT_EQ(rules.size(), component == "poller" ? 2u : 1u) << component;
+    EXPECT_EQ(stringAt(rules[0].find("ports")->asArray()[0], {"port"}), "http");
+    EXPECT_NE(rules[0].find("from"), nullptr) << component << ": metrics only from the selected namespaces";
+  }
+  const Json* poller = findObject(*objects, "Deployment", "t-flotilla-hub-poller");
+  EXPECT_THAT(stringList(firstContainer(*poller)->find("args")), Contains("--webhook-addr=0.0.0.0:9000"));
+  auto off = renderChart("flotilla-hub", {"--set", "networkPolicy.enabled=false"});
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(kindCounts(*off).count("NetworkPolicy"), 0u);
+}
+
+// No exposure of the embedded NATS, which has no authentication or TLS of its own, without a server config.
+TEST(HubChart, ExposingUnauthenticatedNatsIsRefused) {
+  for (const char* type : {"LoadBalancer", "NodePort"}) {
+    auto objects = renderChart("flotilla-hub", {"--set", std::string("nats.embedded.service.type=") + type});
+    ASSERT_FALSE(objects.ok()) << type;
+    EXPECT_THAT(objects.error().message, HasSubstr(std::string("nats.embedded.service.type=") + type +
+                                                   " exposes a NATS server without authentication or TLS"));
+  }
+  auto configured = renderChart("flotilla-hub", {"--set", "nats.embedded.service.type=LoadBalancer", "--set",
+                                                 "nats.embedded.configSecret=nats-config"});
+  EXPECT_TRUE(configured.ok()) << configured.error().describe();
+}
+
+// The size caps reach every service that creates the topology, garbage collection the two writers.
+TEST(HubChart, StoreCapsAndGarbageCollectionReachTheServices) {
+  auto objects = renderChart(
+      "flotilla-hub", {"--set", "store.maxBytes=4GiB", "--set", "store.limits.sources=1GiB", "--set", "gc.grace=2h"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  for (const std::string component : {"poller", "bundler", "scheduler"}) {
+    const auto args =
+        stringList(firstContainer(*findObject(*objects, "Deployment", "t-flotilla-hub-" + component))->find("args"));
+    EXPECT_THAT(args, Contains("--store-max-bytes=4GiB")) << component;
+    EXPECT_THAT(args, Contains("--store-limits=sources=1GiB")) << component;
+    if (component != "scheduler") {
+      EXPECT_THAT(args, Contains("--gc-grace=2h")) << component;
+      EXPECT_THAT(args, Contains("--gc-interval=10m")) << component;
+    }
+  }
 }
 
 TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {

@@ -60,6 +60,24 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The size caps every hub service that creates the topology takes (poller, bundler, scheduler). */}}
+{{- define "flotilla-hub.storeArgs" -}}
+- --store-max-bytes={{ .Values.store.maxBytes }}
+{{- with .Values.store.limits }}
+{{- $limits := list }}
+{{- range $store, $size := . }}
+{{- $limits = append $limits (printf "%s=%v" $store $size) }}
+{{- end }}
+- --store-limits={{ join "," $limits }}
+{{- end }}
+{{- end -}}
+
+{{/* Garbage collection of the writer's object store (poller: sources, bundler: manifests). */}}
+{{- define "flotilla-hub.gcArgs" -}}
+- --gc-grace={{ .Values.gc.grace }}
+- --gc-interval={{ .Values.gc.interval }}
+{{- end -}}
+
 {{/* Arguments every hub service takes. */}}
 {{- define "flotilla-hub.commonArgs" -}}
 - --nats-url={{ include "flotilla-hub.natsUrl" . }}
@@ -136,6 +154,11 @@ ports:
   - name: http
     containerPort: {{ .Values.httpPort }}
     protocol: TCP
+{{ include "flotilla-hub.probes" . }}
+{{- end -}}
+
+{{/* The probes of a hub container (portsAndProbes; the poller lists its ports itself). */}}
+{{- define "flotilla-hub.probes" -}}
 livenessProbe:
   httpGet:
     path: /healthz
