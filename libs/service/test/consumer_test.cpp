@@ -27,6 +27,10 @@ TEST(OutcomeForTest, OneMappingFromErrorKindToSettlement) {
   auto wait = outcomeFor(makeError(ErrorKind::kWait, "dependency"), 1, 2, backoff);
   EXPECT_EQ(wait.action, Outcome::Action::kWait);
   EXPECT_EQ(wait.delay, milliseconds(200));
+  // A full store waits too: it must never use up the deliveries and get the work terminated.
+  auto full = outcomeFor(makeError(ErrorKind::kStoreFull, "object store sources is full: ..."), 9, 3, backoff);
+  EXPECT_EQ(full.action, Outcome::Action::kWait);
+  EXPECT_EQ(full.delay, milliseconds(400));
   for (auto kind : {ErrorKind::kInvalid, ErrorKind::kNotFound, ErrorKind::kPermanent, ErrorKind::kInternal}) {
     auto outcome = outcomeFor(makeError(kind, "no"), 1, 1, backoff);
     EXPECT_EQ(outcome.action, Outcome::Action::kReject);
