@@ -1,5 +1,6 @@
 // BundleEvents (FLOTILLA_BUNDLES, durable "scheduler"): decode -> superseded? -> deleted: remove everywhere |
 // render error: keep the last good deployments | otherwise: place on every cluster -> summaries -> outcome.
+#include "flotilla/bus/errors.h"
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/labels.h"
@@ -154,6 +155,15 @@ Outcome Scheduler::scheduleBundle(BundleContext& context) {
                                                            {"gitrepo", event.gitrepo},
                                                            {"commit", event.commit},
                                                            {"error", reconciled.error().describe()}});
+    if (reconciled.error().kind == ErrorKind::kStoreFull) {
+      // A full FLOTILLA_DEPLOY or KV bucket (docs/pipeline.md "Size caps"): wait without using deliveries, so the
+      // bundle is scheduled once space is freed instead of being terminated.
+      metrics_
+          .counter("store_full_total", "Writes refused because a store was at its size cap",
+                   {{"store", bus::fullStoreName(reconciled.error())}})
+          .Increment();
+      return Outcome::wait(backoff(context.delivery_count), "store_full");
+    }
     return Outcome::retry(backoff(context.delivery_count), "retry");
   }
   return finishBundle(context, published ? "scheduled" : "unchanged");
