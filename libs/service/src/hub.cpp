@@ -135,9 +135,10 @@ Status ensureTopology(bus::JetStream& js, const StoreLimits& limits) {
     config.max_age = max_age;
     config.duplicate_window = dedup;
     config.max_bytes = limits.of(name);
-    // Work streams refuse new messages when full (the producer retries; nothing unhandled is dropped); the public
-    // event stream is a history, where the oldest events may go.
-    config.discard_new = std::string_view(name) != kEventsStream;
+    // Work streams refuse new messages when full (the producer waits; nothing unhandled is dropped). The public
+    // event stream is a history, and the status stream is mostly heartbeats the scheduler consumed moments after
+    // they arrived: there the oldest messages go, so a full stream never stops heartbeats and reports.
+    config.discard_new = std::string_view(name) != kEventsStream && std::string_view(name) != kStatusStream;
     auto info = js.ensureStream(config);
     if (!info.ok()) {
       return fail(info.error());
