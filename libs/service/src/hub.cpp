@@ -8,6 +8,20 @@
 #include "flotilla/core/util.h"
 
 namespace flotilla::service {
+namespace {
+
+//! A cap the NATS server cannot reserve is a configuration error, not something to retry.
+Error capNotReserved(Error error) {
+  if (error.kind == ErrorKind::kStoreFull) {
+    error.kind = ErrorKind::kInvalid;
+    error.message +=
+        " (nats-server reserves each store's cap when it creates the store, up to its max_file_store: "
+        "lower --store-max-bytes / --store-limits, or give NATS more storage)";
+  }
+  return error;
+}
+
+}  // namespace
 
 using std::chrono::hours;
 using std::chrono::minutes;
@@ -42,7 +56,7 @@ std::map<std::string, std::string> storeFlags() {
   return {
       {"store-max-bytes",
        "size budget of all the hub's streams, KV buckets and object stores, split by fixed shares (docs/pipeline.md "
-       "\"Size caps\"); e.g. 16GiB (default 8GiB). Give every hub service the same value"},
+       "\"Size caps\"); e.g. 16GiB (default 4GiB). Give every hub service the same value"},
       {"store-limits",
        "per-store caps overriding the budget's share: store=size,... e.g. sources=4GiB,FLOTILLA_EVENTS=1GiB"},
   };
@@ -141,7 +155,7 @@ Status ensureTopology(bus::JetStream& js, const StoreLimits& limits) {
     config.discard_new = std::string_view(name) != kEventsStream && std::string_view(name) != kStatusStream;
     auto info = js.ensureStream(config);
     if (!info.ok()) {
-      return fail(info.error());
+      return fail(capNotReserved(info.error()));
     }
     return {};
   };
@@ -162,7 +176,7 @@ Status openBuckets(Hub& hub, HubAccess access, const StoreLimits& limits) {
                             hub.js, bus::KvConfig{.bucket = bucket, .history = history, .max_bytes = limits.of(bucket)})
                       : bus::KeyValue::open(hub.js, bucket);
     if (!opened.ok()) {
-      return fail(opened.error());
+      return fail(capNotReserved(opened.error()));
     }
     out = std::move(opened).value();
     return {};
@@ -171,7 +185,7 @@ Status openBuckets(Hub& hub, HubAccess access, const StoreLimits& limits) {
     auto opened = bus::ObjectStore::open(hub.js, bucket, access == HubAccess::kProvision, bus::StorageType::kFile,
                                          limits.of(bucket));
     if (!opened.ok()) {
-      return fail(opened.error());
+      return fail(capNotReserved(opened.error()));
     }
     out = std::move(opened).value();
     return {};

@@ -30,6 +30,7 @@ TEST(StoreLimitsTest, BudgetIsSplitOverEveryStore) {
   auto defaults = limitsFrom({});
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->of("manifests"), kDefaultStoreBudget / 1000 * 300);
+  EXPECT_EQ(kDefaultStoreBudget, int64_t{4} << 30);
 }
 
 TEST(StoreLimitsTest, PerStoreOverridesWin) {

@@ -70,9 +70,10 @@ struct StoreLimits {
   [[nodiscard]] int64_t of(std::string_view store) const;
 };
 
-//! Default of --store-max-bytes: the whole budget of the hub's stores (fits the chart's 10 GiB NATS volume with
-//! room for JetStream's own files).
-inline constexpr int64_t kDefaultStoreBudget = int64_t{8} << 30;
+//! Default of --store-max-bytes: the whole budget of the hub's stores. nats-server reserves every cap when it
+//! creates the store and refuses caps beyond its max_file_store (by default 75 % of the free disk), so the budget
+//! must stay below that (the chart sets 6 GiB for its 10 GiB volume).
+inline constexpr int64_t kDefaultStoreBudget = int64_t{4} << 30;
 //! The smallest cap a store may get (a few of its messages must fit).
 inline constexpr int64_t kMinStoreBytes = int64_t{64} << 10;
 //! Each store's share of the budget, in thousandths (they sum to 1000).
