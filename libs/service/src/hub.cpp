@@ -118,11 +118,12 @@ Result<StoreLimits> storeLimitsFrom(const Config& config) {
     const size_t eq = item.find('=');
     const std::string store = item.substr(0, eq);
     if (eq == std::string::npos || limits.max_bytes.count(store) == 0) {
-      std::string known;
-      for (const auto& [name, share] : kStoreShares) {
-        known += (known.empty() ? "" : ", ") + std::string(name);
+      std::string message = "--store-limits: \"" + item + "\" is not store=size with a store of: ";
+      for (size_t i = 0; i < std::size(kStoreShares); ++i) {
+        message += i == 0 ? "" : ", ";
+        message += kStoreShares[i].first;
       }
-      return fail(ErrorKind::kInvalid, "--store-limits: \"" + item + "\" is not store=size with a store of: " + known);
+      return fail(ErrorKind::kInvalid, std::move(message));
     }
     auto parsed = parseByteSize(item.substr(eq + 1));
     if (!parsed.ok()) {
