@@ -34,14 +34,14 @@ TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAft
   bundler_ = std::make_unique<Bundler>(handlerBus(), renderers_, metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
 
-  publishCommit(kCommit1, bulkyBundle("big", 1, 250 * 1024, 'b'));
+  publishCommit(kCommit1, bulkyBundle("big", 1, 250 * 1024, 'b'), {"big"});
   ASSERT_TRUE(harness::waitUntil(
       [&] {
-        auto status = renderStatus("big");
+        auto status = renderStatus("repo-big");
         return status && status->error && status->error->message.find("is full") != std::string::npos;
       },
       30s));
-  auto waiting = *renderStatus("big");
+  auto waiting = *renderStatus("repo-big");
   EXPECT_NE(waiting.error->message.find("object store manifests is full"), std::string::npos) << waiting.error->message;
   EXPECT_EQ(waiting.commit, kCommit1);
   EXPECT_GE(metrics_.value("store_full_total", {{"store", "manifests"}}), 1);
@@ -60,7 +60,7 @@ TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAft
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].commit, kCommit1);
   EXPECT_TRUE(hub_.manifests->info(events[0].manifest_id).ok());
-  ASSERT_TRUE(harness::waitUntil([&] { return renderStatus("big") && !renderStatus("big")->error; }, 10s));
+  ASSERT_TRUE(harness::waitUntil([&] { return renderStatus("repo-big") && !renderStatus("repo-big")->error; }, 10s));
 }
 
 }  // namespace
