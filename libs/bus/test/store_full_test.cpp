@@ -81,8 +81,8 @@ TEST_F(BusStoreFullTest, FullObjectStoreRefusesPutNamingTheStoreAndPurgeFreesSpa
   const std::string bucket = harness::uniqueName("objcap");
   streams_.push_back(objectStreamName(bucket));
   std::shared_ptr<ObjectStore> store;
-  assignOk(ObjectStore::open(js_, bucket, true, StorageType::kFile, 400 * 1024), store);
-  const std::string big(300 * 1024, 'x');
+  assignOk(ObjectStore::open(js_, bucket, true, StorageType::kFile, int64_t{400} << 10), store);
+  const std::string big(size_t{300} << 10, 'x');
   ASSERT_TRUE(store->put("first", big).ok());
   auto second = store->put("second", big);
   ASSERT_FALSE(second.ok());

@@ -23,9 +23,9 @@ class BundlerStoreFullTest : public BundlerIntegrationTest {
 };
 
 TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAfterGarbageCollection) {
-  ASSERT_NO_FATAL_FAILURE(capManifests(512 * 1024));
+  ASSERT_NO_FATAL_FAILURE(capManifests(int64_t{512} << 10));
   // Garbage no record names (a manifest of a bundle deleted long ago) takes most of the store.
-  ASSERT_TRUE(hub_.manifests->put("orphan", std::string(300 * 1024, 'o')).ok());
+  ASSERT_TRUE(hub_.manifests->put("orphan", std::string(size_t{300} << 10, 'o')).ok());
   // Ages are measured on a clock the test steps: until it does, the orphan is young and the early pass that a
   // full store asks for keeps it, so the store stays full for as long as the test looks.
   ManualClock clock(std::chrono::system_clock::now());
@@ -34,7 +34,7 @@ TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAft
   bundler_ = std::make_unique<Bundler>(handlerBus(), renderers_, metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
 
-  publishCommit(kCommit1, bulkyBundle("big", 1, 250 * 1024, 'b'), {"big"});
+  publishCommit(kCommit1, bulkyBundle("big", 1, size_t{250} << 10, 'b'), {"big"});
   ASSERT_TRUE(harness::waitUntil(
       [&] {
         auto status = renderStatus("repo-big");
@@ -54,7 +54,7 @@ TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAft
   auto pass = bundler_->collectManifests();
   ASSERT_TRUE(pass.ok()) << pass.error().describe();
   EXPECT_EQ(hub_.manifests->info("orphan").error().kind, ErrorKind::kNotFound);
-  EXPECT_GE(metrics_.value("gc_deleted_bytes_total", {{"store", "manifests"}}), 300 * 1024);
+  EXPECT_GE(metrics_.value("gc_deleted_bytes_total", {{"store", "manifests"}}), 300.0 * 1024);
 
   auto events = readEvents(1);
   ASSERT_EQ(events.size(), 1u);

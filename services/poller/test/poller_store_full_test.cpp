@@ -35,8 +35,8 @@ class PollerStoreFullTest : public PollerIntegrationTest {
 };
 
 TEST_F(PollerStoreFullTest, FullSourcesStoreIsReportedAndThePollerRecoversAfterGarbageCollection) {
-  ASSERT_NO_FATAL_FAILURE(capSources(700 * 1024));
-  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", noise(200 * 1024, 0)}}, "c0").ok());
+  ASSERT_NO_FATAL_FAILURE(capSources(int64_t{700} << 10));
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", noise(size_t{200} << 10, 0)}}, "c0").ok());
   // Garbage collection measures ages on a clock the test steps: until it does, every archive is young and the
   // early pass a full store asks for frees nothing, so the full store stays full for as long as the test looks.
   ManualClock clock(std::chrono::system_clock::now());
@@ -50,7 +50,8 @@ TEST_F(PollerStoreFullTest, FullSourcesStoreIsReportedAndThePollerRecoversAfterG
   std::string newest;
   bool full = false;
   for (uint64_t i = 1; i <= 8 && !full; ++i) {
-    auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", noise(200 * 1024, i)}}, "c" + std::to_string(i));
+    auto head =
+        git_->commitFiles("app", "main", {{"simple/a.yaml", noise(size_t{200} << 10, i)}}, "c" + std::to_string(i));
     ASSERT_TRUE(head.ok());
     newest = *head;
     ASSERT_TRUE(waitFor([&] {
@@ -67,7 +68,7 @@ TEST_F(PollerStoreFullTest, FullSourcesStoreIsReportedAndThePollerRecoversAfterG
   std::string why;
   EXPECT_TRUE(poller.ready(why)) << why;  // up and answering, only this GitRepo waits
   // It keeps retrying (with backoff), never giving the commit up.
-  const int failures = stuck.failures;
+  const int64_t failures = stuck.failures;
   ASSERT_TRUE(waitFor([&] { return status("app")->failures > failures; }));
 
   clock.advance(std::chrono::hours(2));  // past the grace period of every archive
