@@ -366,9 +366,10 @@ TEST_F(PollerIntegrationTest, AnotherWorkspacesSecretAndCredentialsOverHttpAreRe
     return error;
   };
   const std::string thief = errorOf("team-b", "thief");
-  EXPECT_EQ(thief, "GitRepo team-b/thief: clientSecretName: secret \"alice\" not found in workspace \"team-b\"");
+  EXPECT_EQ(thief,
+            "GitRepo team-b/thief: clientSecretName: secret \"alice\" not found in workspace \"team-b\" (credentials)");
   EXPECT_EQ(errorOf("team-b", "typo"),
-            "GitRepo team-b/typo: clientSecretName: secret \"alicee\" not found in workspace \"team-b\"");
+            "GitRepo team-b/typo: clientSecretName: secret \"alicee\" not found in workspace \"team-b\" (credentials)");
   const std::string cleartext = errorOf("team-a", "cleartext");
   EXPECT_NE(cleartext.find("GitRepo team-a/cleartext: spec.repo is a plain http:// URL"), std::string::npos)
       << cleartext;
