@@ -255,7 +255,9 @@ Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitSe
                                    "--log-level",
                                    "debug",
                                    "--webhook-addr",
-                                   "127.0.0.1:" + std::to_string(*webhook_port)};
+                                   "127.0.0.1:" + std::to_string(*webhook_port),
+                                   "--webhook-rate",
+                                   "0"};  // the benchmark's pushes come from one address, as fast as they go
   if (aligned) {
     argv.push_back("--align-phases");
   }
@@ -361,7 +363,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto creds = makeTempDir("bench-creds");
-  if (!creds.ok() || !writeFile(*creds + "/hooks.yaml", std::string("generic: ") + kHookSecret + "\n").ok()) {
+  // Credentials are per workspace: the hooked GitRepo's webhookSecret lives in its workspace's directory.
+  if (!creds.ok() || !fs::create_directories(*creds + "/" + kWs) ||
+      !writeFile(*creds + "/" + kWs + "/hooks.yaml", std::string("generic: ") + kHookSecret + "\n").ok()) {
     std::cerr << "bench: cannot write the webhook secret" << std::endl;
     return 1;
   }

@@ -7,6 +7,7 @@
 #include "flotilla/bundler/flags.h"
 #include "flotilla/core/log.h"
 #include "flotilla/render/render.h"
+#include "flotilla/secrets/secret_store.h"
 #include "flotilla/service/hub.h"
 
 using namespace flotilla;
@@ -21,6 +22,10 @@ service::StopService startBundler(const service::Config& config, service::Runtim
   auto limits = service::storeLimitsFrom(config);
   if (!limits.ok()) {
     return service::startupFailed("invalid flags", limits.error());
+  }
+  // helmSecretName secrets are per workspace; the flat layout of earlier versions would make them all "not found".
+  if (auto layout = secrets::checkLayout(config.get("credentials-dir")); !layout.ok()) {
+    return service::startupFailed("invalid --credentials-dir", layout.error());
   }
   auto renderers = render::makeRenderers(bundler::rendererBinariesFrom(config));
   auto hub = service::connectHub(service::connectOptionsFrom(config, "flotilla-bundler"),

@@ -24,8 +24,12 @@ std::map<std::string, std::string> pollerFlags() {
       {"allow-local-repos", "accept file:// and local-path repos (tests and demos only; default false)"},
       {"max-per-host", "mirror syncs (git connections) at once against one git host (default 4)"},
       {"webhook-addr", "listen address of the webhook receiver, host:port (default: off; port 0 = any free port)"},
-      {"webhook-secret", "name of the poller-wide webhook secret in --credentials-dir (default: none)"},
+      {"webhook-secret", "poller-wide webhook secret, <workspace>/<name> in --credentials-dir (default: none)"},
       {"webhook-max-body", "largest webhook payload in bytes; larger gets 413 (default 10485760)"},
+      {"webhook-max-connections", "webhook connections at once; one more gets 503 (default 64, 0 = no cap)"},
+      {"webhook-rate", "webhook requests per second per source address; over it 429 (default 10, 0 = no limit)"},
+      {"webhook-burst",
+       "webhook requests a source address may send at once before --webhook-rate applies (default 20)"},
       {"webhook-coalesce", "delay after a push before polling, so a burst is one sync, Go duration (default 100ms)"},
       {"gc-grace",
        "keep an unreferenced source archive this long after its last write or reuse, Go duration (default 1h; "
@@ -46,6 +50,31 @@ Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Con
   options.webhook_max_body =
       static_cast<size_t>(config.getInt("webhook-max-body", static_cast<int64_t>(options.webhook_max_body)));
   options.align_phases = config.getBool("align-phases");
+  const int64_t max_connections =
+      config.getInt("webhook-max-connections", static_cast<int64_t>(options.webhook_max_connections));
+  if (max_connections < 0) {
+    return flotilla::fail(flotilla::ErrorKind::kInvalid, "--webhook-max-connections must not be negative");
+  }
+  options.webhook_max_connections = static_cast<size_t>(max_connections);
+  for (auto [flag, target] :
+       {std::pair{"webhook-rate", &options.webhook_rate}, {"webhook-burst", &options.webhook_burst}}) {
+    const std::string text = config.get(flag);
+    if (text.empty()) {
+      continue;
+    }
+    size_t used = 0;
+    double value = -1;
+    try {
+      value = std::stod(text, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != text.size() || !(value >= 0)) {
+      return flotilla::fail(flotilla::ErrorKind::kInvalid,
+                            std::string("--") + flag + " must be a non-negative number, got \"" + text + "\"");
+    }
+    *target = value;
+  }
   if (const std::string addr = config.get("webhook-addr"); !addr.empty()) {
     const auto colon = addr.rfind(':');
     int port = -1;

@@ -66,7 +66,8 @@ TEST_F(ChartsOnApiserver, HubWithExternalNatsAndEveryOptionPassesServerDryRun) {
                       {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats.example:4222", "--set",
                        "nats.tls.secretName=nats-tls", "--set", "nats.tls.clientCert=true", "--set",
                        "nats.userPassword.secretName=hub-user", "--set", "poller.persistence.enabled=true", "--set",
-                       "poller.gitCredentials.secretNames={github-token}", "--set", "bundler.replicas=2"},
+                       "poller.gitCredentials.secrets[0].workspace=fleet-default", "--set",
+                       "poller.gitCredentials.secrets[0].name=github-token", "--set", "bundler.replicas=2"},
                       "hub-ext");
 }
 

@@ -173,9 +173,13 @@ TEST(HubChart, ExternalNatsWithoutUrlIsAnError) {
 
 TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
   auto objects = renderChart(
-      "flotilla-hub", {"--set", "poller.gitCredentials.secretNames={github-token,gitlab-ssh}", "--set",
-                       "poller.persistence.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set",
-                       "nats.credentials.secretName=hub-nats", "--set", "nats.tls.secretName=nats-ca"});
+      "flotilla-hub",
+      {"--set", "poller.gitCredentials.secrets[0].workspace=fleet-default", "--set",
+       "poller.gitCredentials.secrets[0].name=github-token", "--set",
+       "poller.gitCredentials.secrets[1].workspace=team-b", "--set", "poller.gitCredentials.secrets[1].name=gitlab-ssh",
+       "--set", "poller.gitCredentials.secrets[1].secretName=team-b-gitlab-ssh", "--set",
+       "poller.persistence.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set",
+       "nats.credentials.secretName=hub-nats", "--set", "nats.tls.secretName=nats-ca"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(kindCounts(*objects)["ServiceMonitor"], 1);
   ASSERT_NE(findObject(*objects, "PersistentVolumeClaim", "t-flotilla-hub-poller-data"), nullptr);
@@ -188,13 +192,13 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
   EXPECT_THAT(args, Contains("--credentials-dir=/etc/flotilla/git-credentials"));
   EXPECT_THAT(args, Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));
   EXPECT_THAT(args, Contains("--nats-ca=/etc/flotilla/nats-tls/ca.crt"));
-  // Each secret is a directory named like the GitRepo's clientSecretName, as the poller's credentials store reads.
+  // Each secret is a directory <workspace>/<clientSecretName>, as the poller's credentials store reads.
   std::vector<std::string> mounts;
   for (const auto& mount : container->find("volumeMounts")->asArray()) {
     mounts.push_back(mount.getString("mountPath"));
   }
-  EXPECT_THAT(mounts, Contains("/etc/flotilla/git-credentials/github-token"));
-  EXPECT_THAT(mounts, Contains("/etc/flotilla/git-credentials/gitlab-ssh"));
+  EXPECT_THAT(mounts, Contains("/etc/flotilla/git-credentials/fleet-default/github-token"));
+  EXPECT_THAT(mounts, Contains("/etc/flotilla/git-credentials/team-b/gitlab-ssh"));
   std::vector<std::string> secrets;
   for (const auto& volume : poller->at({"spec", "template", "spec", "volumes"})->asArray()) {
     if (const Json* secret = volume.at({"secret", "secretName"})) {
@@ -205,7 +209,16 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
     }
   }
   EXPECT_THAT(secrets, Contains("github-token"));
+  EXPECT_THAT(secrets, Contains("team-b-gitlab-ssh"));
   EXPECT_THAT(secrets, Contains("hub-nats"));
+}
+
+// The flat list of earlier versions is refused, not ignored: credentials are per workspace.
+TEST(HubChart, FlatGitCredentialsListIsRefused) {
+  auto objects = renderChart("flotilla-hub", {"--set", "poller.gitCredentials.secretNames={github-token}"});
+  ASSERT_FALSE(objects.ok());
+  EXPECT_THAT(objects.error().message, HasSubstr("poller.gitCredentials.secretNames was replaced by "
+                                                 "poller.gitCredentials.secrets"));
 }
 
 TEST(AgentChart, LintIsClean) {

@@ -19,9 +19,9 @@ extern char** environ;
 namespace flotilla {
 namespace {
 
-std::vector<std::string> buildEnvironment(const std::map<std::string, std::string>& overrides) {
+std::vector<std::string> buildEnvironment(const std::map<std::string, std::string>& overrides, bool inherit = true) {
   std::map<std::string, std::string> merged;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
+  for (char** entry = environ; inherit && *entry != nullptr; ++entry) {
     std::string item(*entry);
     auto eq = item.find('=');
     if (eq != std::string::npos) {
@@ -261,7 +261,7 @@ Result<pid_t> spawnWithPipes(const CommandOptions& options, CommandPipes& pipes)
     return fail(ErrorKind::kTransient, std::string("pipe failed: ") + errnoText(errno));
   }
   std::vector<std::string> args = options.argv;
-  std::vector<std::string> env = buildEnvironment(options.env);
+  std::vector<std::string> env = buildEnvironment(options.env, options.inherit_env);
   auto argv = cStrings(args);
   auto envp = cStrings(env);
   pid_t pid = fork();

@@ -1,7 +1,9 @@
 #include "flotilla/http/server.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -42,6 +44,58 @@ std::string routeKey(std::string_view method, std::string_view path) {
   return std::string(method) + " " + std::string(path);
 }
 
+namespace {
+
+//! Per-address token buckets (used on the server thread only).
+class RateLimiter {
+ public:
+  RateLimiter(double per_second, double burst) : per_second_(per_second), burst_(std::max(burst, 1.0)) {}
+
+  //! Takes one token for `remote`; false when its bucket is empty.
+  bool allow(const std::string& remote) {
+    if (per_second_ <= 0) {
+      return true;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (buckets_.size() > kMaxTracked) {
+      forgetFull(now);
+    }
+    auto [it, fresh] = buckets_.try_emplace(remote, Bucket{burst_, now});
+    Bucket& bucket = it->second;
+    if (!fresh) {
+      bucket.tokens = refilled(bucket, now);
+      bucket.last = now;
+    }
+    if (bucket.tokens < 1) {
+      return false;
+    }
+    bucket.tokens -= 1;
+    return true;
+  }
+
+ private:
+  struct Bucket {
+    double tokens;
+    std::chrono::steady_clock::time_point last;
+  };
+  static constexpr size_t kMaxTracked = 10000;
+
+  [[nodiscard]] double refilled(const Bucket& bucket, std::chrono::steady_clock::time_point now) const {
+    const double seconds = std::chrono::duration<double>(now - bucket.last).count();
+    return std::min(burst_, bucket.tokens + seconds * per_second_);
+  }
+  //! Many addresses: a full bucket carries no state worth keeping.
+  void forgetFull(std::chrono::steady_clock::time_point now) {
+    std::erase_if(buckets_, [&](const auto& entry) { return refilled(entry.second, now) >= burst_; });
+  }
+
+  double per_second_;
+  double burst_;
+  std::map<std::string, Bucket> buckets_;
+};
+
+}  // namespace
+
 struct Server::Impl {
   ServerOptions options;
   std::map<std::string, Handler> routes;
@@ -49,6 +103,51 @@ struct Server::Impl {
   tcp::acceptor acceptor{io};
   std::thread thread;
   std::atomic<bool> stopped{false};
+  std::atomic<size_t> active{0};
+  std::unique_ptr<RateLimiter> limiter;
+
+  //! The owner logs and counts a refusal by its own labels; without an owner callback the server logs it.
+  void reportRefused(const std::string& remote, int status) {
+    if (!options.on_refused) {
+      log::warn(status == 503 ? "http connection refused: too many connections" : "http request refused: rate limit",
+                {{"remote", remote}, {"status", static_cast<int64_t>(status)}});
+      return;
+    }
+    try {
+      options.on_refused(remote, status);
+    } catch (const std::exception& e) {
+      log::error("http refusal callback threw", {{"error", e.what()}});
+    }
+  }
+
+  // GCC 12+ misreads asio's recycling coroutine-frame allocator here (its operator new/delete are a matching pair
+  // of asio's own; a known false positive of -Wmismatched-new-delete with inlined awaitable frames).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+  //! Answers `status` and closes: the response is written first, then whatever the client still sends is drained
+  //! briefly, so the close does not reset the connection before the client has read the answer.
+  asio::awaitable<void> refuse(beast::tcp_stream stream, int status, std::string body) {
+    Reply reply;
+    reply.version(11);
+    reply.result(static_cast<unsigned>(status));
+    reply.set(bhttp::field::server, "flotilla");
+    reply.set(bhttp::field::content_type, "text/plain; charset=utf-8");
+    if (status == 429 || status == 503) {
+      reply.set(bhttp::field::retry_after, "1");
+    }
+    reply.keep_alive(false);
+    reply.body() = std::move(body);
+    reply.prepare_payload();
+    stream.expires_after(std::chrono::seconds(2));
+    beast::error_code ec;
+    co_await bhttp::async_write(stream, reply, asio::redirect_error(asio::use_awaitable, ec));
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 4096> sink{};
+    for (size_t drained = 0; !ec && drained < (64u << 10);) {
+      drained += co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+#pragma GCC diagnostic pop
 
   Response dispatch(const Request& request) {
     auto it = routes.find(routeKey(request.method, request.path));
@@ -124,7 +223,18 @@ struct Server::Impl {
     return ec ? std::string() : endpoint.address().to_string();
   }
 
+  //! Releases a served connection's place in `active` (taken by the accept loop, so a burst of accepts cannot
+  //! overshoot the cap before the sessions start).
+  struct ActiveGuard {
+    std::atomic<size_t>& active;
+    explicit ActiveGuard(std::atomic<size_t>& count) : active(count) {}
+    ~ActiveGuard() { --active; }
+    ActiveGuard(const ActiveGuard&) = delete;
+    ActiveGuard& operator=(const ActiveGuard&) = delete;
+  };
+
   asio::awaitable<void> session(tcp::socket socket) {
+    ActiveGuard guard(active);
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     const std::string remote = remoteAddress(stream);
@@ -133,9 +243,18 @@ struct Server::Impl {
       parser.body_limit(options.max_body_bytes);
       stream.expires_after(options.read_timeout);
       beast::error_code read_ec;
-      co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, read_ec));
+      co_await bhttp::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, read_ec));
       if (read_ec == bhttp::error::end_of_stream || read_ec == asio::error::operation_aborted) {
         break;
+      }
+      if (!read_ec && !limiter->allow(remote)) {
+        // The body is never read: a flood costs the server its headers only.
+        reportRefused(remote, 429);
+        co_await refuse(std::move(stream), 429, "too many requests\n");
+        co_return;
+      }
+      if (!read_ec) {
+        co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, read_ec));
       }
       Reply reply;
       bool keep_alive = false;
@@ -170,6 +289,14 @@ struct Server::Impl {
         }
         continue;
       }
+      if (options.max_connections != 0 && active >= options.max_connections) {
+        beast::tcp_stream stream(std::move(socket));
+        const std::string remote = remoteAddress(stream);
+        reportRefused(remote, 503);
+        asio::co_spawn(io, refuse(std::move(stream), 503, "too many connections\n"), asio::detached);
+        continue;
+      }
+      ++active;
       asio::co_spawn(io, session(std::move(socket)), asio::detached);
     }
   }
@@ -185,6 +312,7 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::map<st
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->routes = std::move(routes);
+  impl->limiter = std::make_unique<RateLimiter>(impl->options.rate_per_second, impl->options.rate_burst);
   beast::error_code ec;
   auto address = asio::ip::make_address(impl->options.address, ec);
   if (ec) {
@@ -215,6 +343,10 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::map<st
 
 uint16_t Server::port() const {
   return impl_->acceptor.local_endpoint().port();
+}
+
+size_t Server::activeConnections() const {
+  return impl_->active.load();
 }
 
 void Server::stop() {

@@ -1,6 +1,14 @@
 #include "flotilla/http/server.h"
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "flotilla/core/process.h"
 
@@ -81,6 +89,94 @@ TEST(HttpServerTest, PortInUseIsAClearError) {
   auto second = Server::start({.port = (*first)->port()}, {});
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.error().message.find("cannot listen"), std::string::npos);
+}
+
+//! A TCP connection that sends half a request and holds the connection open until destroyed.
+class HalfRequest {
+ public:
+  explicit HalfRequest(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    const std::string head = "GET /healthz HTTP/1.1\r\nHost: x\r\n";  // no blank line: the request never ends
+    connected_ = connected_ && ::send(fd_, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
+  }
+  ~HalfRequest() { ::close(fd_); }
+  HalfRequest(const HalfRequest&) = delete;
+  HalfRequest& operator=(const HalfRequest&) = delete;
+  [[nodiscard]] bool connected() const { return connected_; }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+//! Records the refusals the server reports.
+struct Refusals {
+  std::mutex mutex;
+  std::vector<int> statuses;
+  std::function<void(const std::string&, int)> callback() {
+    return [this](const std::string&, int status) {
+      std::lock_guard lock(mutex);
+      statuses.push_back(status);
+    };
+  }
+  std::vector<int> seen() {
+    std::lock_guard lock(mutex);
+    return statuses;
+  }
+};
+
+// Over max_connections, a connection is answered 503 at once (and reported); once one closes, requests are served.
+TEST(HttpServerTest, ConnectionsOverTheCapGet503) {
+  Metrics metrics("test");
+  Refusals refusals;
+  auto server =
+      Server::start({.max_connections = 2, .on_refused = refusals.callback()}, standardRoutes(metrics, nullptr));
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  const uint16_t port = (*server)->port();
+  auto first = std::make_unique<HalfRequest>(port);
+  HalfRequest second(port);
+  ASSERT_TRUE(first->connected() && second.connected());
+  // Waits for the server to have accepted both (a condition, not a duration: the deadline only bounds a failure).
+  for (int i = 0; i < 1000 && (*server)->activeConnections() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ((*server)->activeConnections(), 2u);
+  auto refused = curl(port, "/healthz");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.body, "too many connections\n");
+  EXPECT_EQ(refusals.seen(), std::vector<int>{503});
+  first.reset();
+  for (int i = 0; i < 1000 && (*server)->activeConnections() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(curl(port, "/healthz").status, 200);
+}
+
+// A source address over its token bucket gets 429 with its body unread; the bucket does not refill meanwhile
+// (a rate of one request a day), so the count is exact.
+TEST(HttpServerTest, RequestsOverTheRateGet429) {
+  std::map<std::string, Handler> routes;
+  std::atomic<int> handled{0};
+  routes[routeKey("POST", "/hook")] = [&](const Request&) {
+    ++handled;
+    return Response::text(200, "ok\n");
+  };
+  Refusals refusals;
+  auto server =
+      Server::start({.rate_per_second = 1.0 / 86400, .rate_burst = 2, .on_refused = refusals.callback()}, routes);
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  const uint16_t port = (*server)->port();
+  EXPECT_EQ(curl(port, "/hook", {"-X", "POST", "--data-binary", "a"}).status, 200);
+  EXPECT_EQ(curl(port, "/hook", {"-X", "POST", "--data-binary", "b"}).status, 200);
+  auto limited = curl(port, "/hook", {"-X", "POST", "--data-binary", std::string(100000, 'c')});
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(limited.body, "too many requests\n");
+  EXPECT_EQ(handled, 2);
+  EXPECT_EQ(refusals.seen(), std::vector<int>{429});
 }
 
 }  // namespace

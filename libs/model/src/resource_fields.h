@@ -97,6 +97,7 @@ void fields(V& v, S& s) {
     }
   });
   v.boolean("insecureSkipTLSVerify", s.insecure_skip_tls_verify);
+  v.boolean("insecureAllowHTTP", s.insecure_allow_http);  // Flotilla's own: credentials over http://
   v.str("serviceAccount", s.service_account);
   v.boolean("paused", s.paused);
   v.count("forceSyncGeneration", s.force_sync_generation);

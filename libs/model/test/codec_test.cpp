@@ -380,6 +380,27 @@ TEST(CodecTest, GitRepoRoundTrips) {
   EXPECT_EQ(std::get<GitRepo>(again->front()), repo);
 }
 
+// insecureAllowHTTP is Flotilla's own field (Fleet has none for credentials over http://): decoded, round-tripped,
+// and a misspelling is still an unknown field.
+TEST(CodecTest, InsecureAllowHttpIsDecodedAndAMisspellingIsRejected) {
+  const std::string text =
+      "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata: {name: r, namespace: team-a}\n"
+      "spec:\n  repo: http://git.internal/r.git\n  clientSecretName: creds\n  insecureAllowHTTP: true\n";
+  auto decoded = decodeResources(text, "r.yaml");
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  const auto& repo = std::get<GitRepo>(decoded->front());
+  EXPECT_TRUE(repo.spec.insecure_allow_http);
+  auto again = decodeGitRepo(encode(repo), "kv");
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  EXPECT_TRUE(again->spec.insecure_allow_http);
+  std::string misspelt = text;
+  misspelt.replace(misspelt.find("insecureAllowHTTP"), 17, "insecureAllowHttp");
+  auto rejected = decodeResources(misspelt, "r.yaml");
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.error().message.find("r.yaml:7: spec.insecureAllowHttp: unknown field"), std::string::npos)
+      << rejected.error().message;
+}
+
 TEST(CodecTest, EncodingForFleetUsesFleetApiVersion) {
   Json encoded = encode(sampleGitRepo(), kFleetApiVersion);
   EXPECT_EQ(encoded.getString("apiVersion"), "fleet.cattle.io/v1alpha1");

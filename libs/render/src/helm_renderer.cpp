@@ -90,7 +90,7 @@ bool isRemoteChart(const model::HelmOptions& helm) {
 
 HelmRepoAccess helmRepoAccessOf(const model::GitRepo& gitrepo) {
   return HelmRepoAccess{gitrepo.spec.helm_secret_name, gitrepo.spec.helm_repo_url_regex,
-                        gitrepo.spec.insecure_skip_tls_verify};
+                        gitrepo.spec.insecure_skip_tls_verify, gitrepo.metadata.ns, gitrepo.spec.insecure_allow_http};
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/yaml.h"
@@ -36,8 +37,15 @@ struct RepoAuth {
   }
 };
 
-Result<RepoAuth> authFor(const std::string& url, const HelmRepoAccess& access, const std::string& credentials_dir,
-                         const std::string& scratch, const std::string& fleet_yaml) {
+bool isPlainHttp(std::string_view url) {
+  return url.size() >= 7 && toLowerAscii(url.substr(0, 7)) == "http://";
+}
+
+//! The credentials for repository `url` (named by `field` of `fleet_yaml` in errors): the GitRepo's helmSecretName
+//! of its own workspace when helmRepoURLRegex matches. Never for a plain http:// URL unless the GitRepo allows it.
+Result<RepoAuth> authFor(const std::string& url, std::string_view field, const HelmRepoAccess& access,
+                         const std::string& credentials_dir, const std::string& scratch,
+                         const std::string& fleet_yaml) {
   RepoAuth auth;
   auth.insecure = access.insecure_skip_tls_verify;
   if (access.secret_name.empty()) {
@@ -57,7 +65,14 @@ Result<RepoAuth> authFor(const std::string& url, const HelmRepoAccess& access, c
     return fail(ErrorKind::kInvalid,
                 fleet_yaml + ": " + what + " is set but the bundler runs without --credentials-dir", fleet_yaml);
   }
-  auto secret = secrets::readSecret(credentials_dir, access.secret_name);
+  if (isPlainHttp(url) && !access.allow_http) {
+    std::string message = fleet_yaml;
+    message.append(": ").append(field).append(" \"").append(url);
+    message += "\" is a plain http:// URL and would send the credentials of " + what +
+               " in clear; use https:// or set the GitRepo's spec.insecureAllowHTTP: true";
+    return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
+  }
+  auto secret = secrets::readSecret(credentials_dir, access.workspace, access.secret_name);
   if (!secret.ok()) {
     return fail(ErrorKind::kInvalid, fleet_yaml + ": " + what + ": " + secret.error().message, fleet_yaml);
   }
@@ -277,6 +292,54 @@ Status checkRepoChart(const model::HelmOptions& helm, const std::string& fleet_y
   return {};
 }
 
+//! `helm registry login <host>` for an oci:// reference, the password on stdin; helm keeps the login in its registry
+//! config (HELM_CONFIG_HOME, in the scratch dir) for the pull that follows.
+Status loginToRegistry(const std::string& binary, const std::string& reference, const RepoAuth& auth,
+                       const std::string& scratch, const RenderLimits& limits, const std::string& where) {
+  const std::string rest = reference.substr(std::string_view("oci://").size());
+  const std::string host = rest.substr(0, rest.find('/'));
+  std::vector<std::string> login = {"registry", "login", host, "--username", auth.username, "--password-stdin"};
+  if (!auth.ca_file.empty()) {
+    login.insert(login.end(), {"--ca-file", auth.ca_file});
+  }
+  if (auth.insecure) {
+    login.emplace_back("--insecure");
+  }
+  FLOTILLA_TRY(
+      fetchStep(binary, std::move(login), scratch, limits, "helm registry login " + host, where, auth, auth.password));
+  return {};
+}
+
+//! A chart archive URL with credentials: helm uses a repository entry's credentials for a URL that entry's cached
+//! index lists (and only on that scheme and host), so the scratch dir gets a repository entry holding them (mode
+//! 0600, as `helm repo add` writes it) and an index listing exactly this URL.
+Status registerChartUrl(const std::string& url, const RepoAuth& auth, const std::string& scratch) {
+  const std::string repo_url = url.substr(0, url.rfind('/'));
+  Json entry = Json::obj({{"name", "fleet-chart-url"},
+                          {"url", repo_url},
+                          {"username", auth.username},
+                          {"password", auth.password},
+                          {"caFile", auth.ca_file},
+                          {"insecure_skip_tls_verify", auth.insecure},
+                          {"pass_credentials_all", false}});
+  Json repositories = Json::array();
+  repositories.push(std::move(entry));
+  Json config = Json::obj({{"apiVersion", ""}, {"repositories", repositories}});
+  Json urls = Json::array();
+  urls.push(url);
+  Json version = Json::obj({{"apiVersion", "v2"}, {"name", "fleet-chart-url"}, {"version", "0.0.0"}, {"urls", urls}});
+  Json versions = Json::array();
+  versions.push(std::move(version));
+  Json index = Json::obj({{"apiVersion", "v1"}, {"entries", Json::obj({{"fleet-chart-url", versions}})}});
+  std::error_code ec;
+  fs::create_directories(scratch + "/helm/config", ec);
+  fs::create_directories(scratch + "/helm/cache/repository", ec);
+  // JSON is YAML: helm reads both files with its YAML parser.
+  FLOTILLA_TRY(writeFile(scratch + "/helm/config/repositories.yaml", config.dump(), 0600));
+  FLOTILLA_TRY(writeFile(scratch + "/helm/cache/repository/fleet-chart-url-index.yaml", index.dump(), 0600));
+  return {};
+}
+
 }  // namespace
 
 //! helm.repo + helm.chart (+ helm.version): the repository's index resolves the version, the cache is looked up
@@ -288,7 +351,7 @@ Result<PreparedChart> fetchRepoChart(const std::string& binary, const HelmRender
   const std::string repo = helm.repo;
   notes.chart = repo + " " + helm.chart;
   FLOTILLA_TRY(checkRepoChart(helm, fleet_yaml));
-  auto auth = authFor(repo, request.helm_access, options.credentials_dir, scratch, fleet_yaml);
+  auto auth = authFor(repo, "helm.repo", request.helm_access, options.credentials_dir, scratch, fleet_yaml);
   FLOTILLA_TRY(auth);
   FLOTILLA_TRY(addRepository(binary, "fleet-chart", repo, *auth, scratch, request.limits, fleet_yaml));
   auto version = resolveChartVersion(binary, request, scratch, fleet_yaml);
@@ -336,7 +399,7 @@ Result<PreparedChart> fetchChartReference(const std::string& binary, const HelmR
                     "\": only https://, http:// and oci:// chart references are supported",
                 fleet_yaml);
   }
-  auto auth = authFor(helm.chart, request.helm_access, options.credentials_dir, scratch, fleet_yaml);
+  auto auth = authFor(helm.chart, "helm.chart", request.helm_access, options.credentials_dir, scratch, fleet_yaml);
   if (!auth.ok()) {
     return fail(auth.error());
   }
@@ -346,7 +409,10 @@ Result<PreparedChart> fetchChartReference(const std::string& binary, const HelmR
     reference.insert(reference.end(), {"--version", helm.version});
   }
   if (!auth->username.empty()) {
-    reference.insert(reference.end(), {"--username", auth->username, "--password", auth->password});
+    // helm pull takes a password only on its command line, where every local user can read it: the credentials
+    // go to helm's own config files in the scratch dir instead (registry login reads the password on stdin).
+    FLOTILLA_TRY(oci ? loginToRegistry(binary, helm.chart, *auth, scratch, request.limits, fleet_yaml)
+                     : registerChartUrl(helm.chart, *auth, scratch));
   }
   auto archive = pullChartArchive(binary, std::move(reference), scratch, request.limits, helm.chart, fleet_yaml, *auth);
   if (!archive.ok()) {
@@ -406,7 +472,8 @@ Result<PreparedChart> buildDependencies(const std::string& binary, const HelmRen
   RepoAuth last_auth;
   int index = 0;
   for (const auto& repository : repositories) {
-    auto auth = authFor(repository, request.helm_access, options.credentials_dir, scratch, chart_yaml);
+    auto auth = authFor(repository, "dependencies[].repository", request.helm_access, options.credentials_dir, scratch,
+                        chart_yaml);
     if (!auth.ok()) {
       return fail(auth.error());
     }

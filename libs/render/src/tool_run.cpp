@@ -13,16 +13,39 @@ namespace fs = std::filesystem;
 
 namespace detail {
 
+namespace {
+
+//! What a tool gets of the bundler's own environment: enough to run (PATH, locale, time zone, the system CAs)
+//! and, for fetch steps, the operator's proxies. Nothing else: the tools run without the NATS credentials,
+//! FLOTILLA_* settings or any cloud credentials the bundler's environment holds.
+constexpr const char* kInherited[] = {"PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"};
+constexpr const char* kProxies[] = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"};
+
+void inherit(std::map<std::string, std::string>& env, const char* name) {
+  if (const char* value = std::getenv(name)) {  // NOLINT(concurrency-mt-unsafe): nothing sets the environment
+    env[name] = value;
+  }
+}
+
+}  // namespace
+
 std::map<std::string, std::string> networkEnv(const std::string& scratch) {
-  return {{"HOME", scratch},
-          {"XDG_CACHE_HOME", scratch + "/cache"},
-          {"XDG_CONFIG_HOME", scratch + "/config"},
-          {"XDG_DATA_HOME", scratch + "/data"},
-          {"HELM_CACHE_HOME", scratch + "/helm/cache"},
-          {"HELM_CONFIG_HOME", scratch + "/helm/config"},
-          {"HELM_DATA_HOME", scratch + "/helm/data"},
-          {"GIT_TERMINAL_PROMPT", "0"},
-          {"KUBECONFIG", scratch + "/no-kubeconfig"}};
+  std::map<std::string, std::string> env = {{"HOME", scratch},
+                                            {"XDG_CACHE_HOME", scratch + "/cache"},
+                                            {"XDG_CONFIG_HOME", scratch + "/config"},
+                                            {"XDG_DATA_HOME", scratch + "/data"},
+                                            {"HELM_CACHE_HOME", scratch + "/helm/cache"},
+                                            {"HELM_CONFIG_HOME", scratch + "/helm/config"},
+                                            {"HELM_DATA_HOME", scratch + "/helm/data"},
+                                            {"GIT_TERMINAL_PROMPT", "0"},
+                                            {"KUBECONFIG", scratch + "/no-kubeconfig"}};
+  for (const char* name : kInherited) {
+    inherit(env, name);
+  }
+  for (const char* name : kProxies) {
+    inherit(env, name);
+  }
+  return env;
 }
 
 std::map<std::string, std::string> sandboxEnv(const std::string& scratch) {
@@ -49,6 +72,7 @@ Result<CommandResult> run(const std::string& binary, std::vector<std::string> ar
   args.insert(args.begin(), binary);
   auto result = runCommand({.argv = std::move(args),
                             .env = network == Network::kAllowed ? networkEnv(scratch) : sandboxEnv(scratch),
+                            .inherit_env = false,
                             .cwd = scratch,
                             .input = std::move(input),
                             .timeout = limits.timeout,

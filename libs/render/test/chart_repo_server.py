@@ -5,7 +5,11 @@ from the environment, FLOTILLA_CHART_USER / FLOTILLA_CHART_PASSWORD, so they nev
 written to --port-file. Every request is logged to stderr (path and status, never credentials).
 
 With --upstream URL it serves no files: GET/HEAD requests are passed to that server instead (read-only), which puts
-TLS and basic auth in front of a plain-HTTP OCI registry (`crane registry serve`) for `helm pull oci://`."""
+TLS and basic auth in front of a plain-HTTP OCI registry (`crane registry serve`) for `helm pull oci://`.
+
+On every request it looks for the password in the command line and the environment of every other process it
+can read (the client that sent the request, helm, is running then) and logs "PASSWORD VISIBLE in /proc/<pid>/..."
+when one shows it: the tests assert that line never appears."""
 
 import argparse
 import base64
@@ -25,7 +29,23 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         sys.stderr.write("%s\n" % (fmt % args))
         sys.stderr.flush()
 
+    def check_password_not_visible(self):
+        password = os.environ.get("FLOTILLA_CHART_PASSWORD", "").encode()
+        if not password:
+            return
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            if int(pid) == os.getpid():
+                continue
+            for part in ("cmdline", "environ"):
+                try:
+                    with open("/proc/%s/%s" % (pid, part), "rb") as f:
+                        if password in f.read():
+                            sys.stderr.write("PASSWORD VISIBLE in /proc/%s/%s\n" % (pid, part))
+                except OSError:
+                    pass  # gone, or not ours
+
     def authorized(self):
+        self.check_password_not_visible()
         user = os.environ.get("FLOTILLA_CHART_USER", "")
         if not user:
             return True

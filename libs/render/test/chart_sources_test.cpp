@@ -225,16 +225,18 @@ TEST(ChartSources, HttpsWithBasicAuthUsesTheHelmSecretFromTheCredentialsDir) {
   for (const auto& line : split(ca, '\n')) {
     indented += "    " + line + "\n";
   }
-  credentials.write("helm-creds.yaml",
+  credentials.write("fleet-default/helm-creds.yaml",
                     "apiVersion: v1\nkind: Secret\nmetadata: {name: helm-creds}\nstringData:\n"
                     "  username: chartuser\n  password: s3cret-chart-pw\n  cacerts: |\n" +
                         indented);
-  credentials.write("no-ca.yaml", "username: chartuser\npassword: s3cret-chart-pw\n");
-  credentials.write("wrong-password.yaml", "username: chartuser\npassword: nope\ncacerts: |\n" + indented);
+  credentials.write("fleet-default/no-ca.yaml", "username: chartuser\npassword: s3cret-chart-pw\n");
+  credentials.write("fleet-default/wrong-password.yaml",
+                    "username: chartuser\npassword: nope\ncacerts: |\n" + indented);
   HelmRenderer renderer(helm, HelmRendererOptions{.credentials_dir = credentials.root()});
 
   auto req = request(checkout, "app", remoteChart(repo.url(), "secure", "0.3.x"));
-  req.helm_access = HelmRepoAccess{.secret_name = "helm-creds", .repo_url_regex = "^https://127\\.0\\.0\\.1:"};
+  req.helm_access = HelmRepoAccess{
+      .secret_name = "helm-creds", .repo_url_regex = "^https://127\\.0\\.0\\.1:", .workspace = "fleet-default"};
   auto objects = renderer.render(req);
   ASSERT_TRUE(objects.ok()) << objects.error().describe() << "\n" << repo.log();
   EXPECT_EQ((*objects)[0].object.at({"data", "version"})->asString(), "0.3.0");
@@ -249,18 +251,64 @@ TEST(ChartSources, HttpsWithBasicAuthUsesTheHelmSecretFromTheCredentialsDir) {
     EXPECT_NE(result.error().message.find(expected), std::string::npos) << result.error().message;
     EXPECT_EQ(result.error().message.find("s3cret-chart-pw"), std::string::npos) << "the password leaks";
   };
-  expectFailure(HelmRepoAccess{.secret_name = "wrong-password"}, "401");
-  expectFailure(HelmRepoAccess{.secret_name = "no-ca"}, "certificate");
+  expectFailure(HelmRepoAccess{.secret_name = "wrong-password", .workspace = "fleet-default"}, "401");
+  expectFailure(HelmRepoAccess{.secret_name = "no-ca", .workspace = "fleet-default"}, "certificate");
   // The URL regex does not match: no credentials are sent (Fleet's helmRepoURLRegex).
-  expectFailure(HelmRepoAccess{.secret_name = "helm-creds", .repo_url_regex = "^https://charts\\.example\\.com"},
+  expectFailure(HelmRepoAccess{.secret_name = "helm-creds",
+                               .repo_url_regex = "^https://charts\\.example\\.com",
+                               .workspace = "fleet-default"},
                 "certificate");
-  expectFailure(HelmRepoAccess{.secret_name = "absent"}, "helmSecretName \"absent\"");
+  expectFailure(HelmRepoAccess{.secret_name = "absent", .workspace = "fleet-default"}, "helmSecretName \"absent\"");
+  // Another workspace's GitRepo cannot use fleet-default's secret: the same "not found" as a missing one.
+  expectFailure(HelmRepoAccess{.secret_name = "helm-creds", .workspace = "team-b"},
+                "helmSecretName \"helm-creds\": secret \"helm-creds\" not found in workspace \"team-b\"");
   // insecureSkipTLSVerify (from the GitRepo) accepts the unknown CA; the password still comes from the secret.
   auto insecure = request(checkout, "app", remoteChart(repo.url(), "secure"));
-  insecure.helm_access = HelmRepoAccess{.secret_name = "no-ca", .insecure_skip_tls_verify = true};
+  insecure.helm_access =
+      HelmRepoAccess{.secret_name = "no-ca", .insecure_skip_tls_verify = true, .workspace = "fleet-default"};
   auto accepted = renderer.render(insecure);
   ASSERT_TRUE(accepted.ok()) << accepted.error().describe();
+  // The chart's archive URL with the same credentials: helm pull gets them from its config files, not argv.
+  model::BundleDeploymentOptions by_url;
+  by_url.helm = model::HelmOptions{};
+  by_url.helm->chart = repo.url() + "/secure-0.3.0.tgz";
+  auto url_request = request(checkout, "app", by_url);
+  url_request.helm_access = HelmRepoAccess{.secret_name = "helm-creds", .workspace = "fleet-default"};
+  auto pulled = renderer.render(url_request);
+  ASSERT_TRUE(pulled.ok()) << pulled.error().describe() << "\n" << repo.log();
+  EXPECT_EQ((*pulled)[0].object.at({"data", "version"})->asString(), "0.3.0");
   EXPECT_EQ(repo.log().find("s3cret-chart-pw"), std::string::npos);
+  // While helm talked to the repository, no process showed the password in its command line or environment.
+  EXPECT_EQ(repo.log().find("PASSWORD VISIBLE"), std::string::npos) << repo.log();
+}
+
+// Credentials never go to a plain http:// repository unless the GitRepo says spec.insecureAllowHTTP; the error
+// names the field and the secret, never the password.
+TEST(ChartSources, CredentialsOverPlainHttpNeedTheGitReposOptIn) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {.user = "chartuser", .password = "plain-http-pw"});
+  repo.publish("plain", "1.0.0");
+  Checkout checkout;
+  TempTree credentials;
+  credentials.write("fleet-default/helm-creds.yaml", "username: chartuser\npassword: plain-http-pw\n");
+  HelmRenderer renderer(helm, HelmRendererOptions{.credentials_dir = credentials.root()});
+  auto req = request(checkout, "app", remoteChart(repo.url(), "plain"));
+  req.helm_access = HelmRepoAccess{.secret_name = "helm-creds", .workspace = "fleet-default"};
+  auto refused = renderer.render(req);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, ErrorKind::kInvalid);
+  EXPECT_EQ(refused.error().where, "app/fleet.yaml");
+  EXPECT_NE(refused.error().message.find("app/fleet.yaml: helm.repo \"" + repo.url() + "\" is a plain http:// URL"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("helmSecretName \"helm-creds\""), std::string::npos);
+  EXPECT_NE(refused.error().message.find("spec.insecureAllowHTTP"), std::string::npos);
+  EXPECT_EQ(refused.error().message.find("plain-http-pw"), std::string::npos);
+  EXPECT_EQ(repo.log().find("GET"), std::string::npos) << "nothing was sent: " << repo.log();
+  req.helm_access.allow_http = true;
+  auto allowed = renderer.render(req);
+  ASSERT_TRUE(allowed.ok()) << allowed.error().describe() << "\n" << repo.log();
+  EXPECT_EQ(repo.log().find("PASSWORD VISIBLE"), std::string::npos) << repo.log();
 }
 
 TEST(ChartSources, ChartArchiveUrl) {
@@ -487,7 +535,7 @@ TEST(ChartSources, OciChartWithAVersionConstraint) {
   for (const auto& line : split(front.caPem(), '\n')) {
     indented += "  " + line + "\n";
   }
-  credentials.write("oci-creds.yaml", "username: ociuser\npassword: oci-pw-123\ncacerts: |\n" + indented);
+  credentials.write("fleet-default/oci-creds.yaml", "username: ociuser\npassword: oci-pw-123\ncacerts: |\n" + indented);
   HelmRenderer renderer(helm, HelmRendererOptions{.credentials_dir = credentials.root()});
 
   Checkout checkout;
@@ -497,13 +545,15 @@ TEST(ChartSources, OciChartWithAVersionConstraint) {
   options.helm->version = "^1.0.0";
   RenderNotes notes;
   auto req = request(checkout, "app", options);
-  req.helm_access = HelmRepoAccess{.secret_name = "oci-creds"};
+  req.helm_access = HelmRepoAccess{.secret_name = "oci-creds", .workspace = "fleet-default"};
   req.notes = &notes;
   auto objects = renderer.render(req);
   ASSERT_TRUE(objects.ok()) << objects.error().describe() << "\n" << front.log();
   EXPECT_EQ((*objects)[0].object.at({"data", "version"})->asString(), "1.3.0");
   EXPECT_EQ(notes.chart_version, "1.3.0");
   EXPECT_EQ(notes.chart, options.helm->chart);
+  // helm registry login read the password on stdin; no process showed it while helm talked to the registry.
+  EXPECT_EQ(front.log().find("PASSWORD VISIBLE"), std::string::npos) << front.log();
 
   req.helm_access = HelmRepoAccess{};  // no credentials: the front answers 401 (and the CA is unknown)
   auto refused = renderer.render(req);

@@ -1,5 +1,6 @@
 #include "flotilla/secrets/secret_store.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "flotilla/core/json.h"
@@ -88,32 +89,77 @@ Result<SecretData> readSecretFile(const fs::path& file, std::string_view name) {
   return data;
 }
 
+constexpr const char* kSuffixes[] = {".yaml", ".yml", ".json"};
+
+bool hasSecretFileSuffix(const std::string& file) {
+  return std::any_of(std::begin(kSuffixes), std::end(kSuffixes),
+                     [&](const char* suffix) { return endsWith(file, suffix); });
+}
+
+//! Why `entry` (directly in the credentials dir) belongs to the flat layout; "" when it is a workspace directory.
+std::string flatLayoutReason(const fs::directory_entry& entry) {
+  std::error_code ec;
+  if (!entry.is_directory(ec)) {
+    return "is a file: secrets are read per workspace";
+  }
+  for (fs::directory_iterator it(entry.path(), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!startsWith(name, ".") && !it->is_directory(ec) && !hasSecretFileSuffix(name)) {
+      return "holds the key file \"" + name + "\": it is a secret, and secrets are read per workspace";
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
-Result<SecretData> readSecret(const std::string& dir, std::string_view name) {
+Result<SecretData> readSecret(const std::string& dir, std::string_view workspace, std::string_view name) {
   if (!model::isDns1123Subdomain(name) || name.find("..") != std::string_view::npos) {
     return fail(ErrorKind::kInvalid, "secret name " + inQuotes(name) + " is not a valid Kubernetes name", kWhere);
   }
+  if (!model::isDns1123Label(workspace)) {
+    return fail(ErrorKind::kInvalid, "workspace " + inQuotes(workspace) + " is not a valid namespace name", kWhere);
+  }
+  const std::string not_found = "secret " + inQuotes(name) + " not found in workspace " + inQuotes(workspace);
   if (dir.empty()) {
-    return fail(ErrorKind::kNotFound, "secret " + inQuotes(name) + " not found: no --credentials-dir is configured",
-                kWhere);
+    return fail(ErrorKind::kNotFound, not_found + ": no --credentials-dir is configured", kWhere);
   }
   std::error_code ec;
-  const fs::path base(dir);
-  Result<SecretData> data =
-      fail(ErrorKind::kNotFound, "secret " + inQuotes(name) + " not found in the credentials dir", kWhere);
+  const fs::path base = fs::path(dir) / std::string(workspace);
   if (fs::is_directory(base / std::string(name), ec)) {
-    data = readSecretDir(base / std::string(name), name);
-  } else {
-    for (const char* suffix : {"", ".yaml", ".yml", ".json"}) {
-      const fs::path file = base / (std::string(name) + suffix);
-      if (fs::is_regular_file(file, ec)) {
-        data = readSecretFile(file, name);
-        break;
-      }
+    return readSecretDir(base / std::string(name), name);
+  }
+  for (const char* suffix : kSuffixes) {
+    const fs::path file = base / (std::string(name) + suffix);
+    if (fs::is_regular_file(file, ec)) {
+      return readSecretFile(file, name);
     }
   }
-  return data;
+  return fail(ErrorKind::kNotFound, not_found, kWhere);
+}
+
+Status checkLayout(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !fs::exists(dir, ec)) {
+    return {};
+  }
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (startsWith(name, ".")) {
+      continue;
+    }
+    if (const std::string reason = flatLayoutReason(*it); !reason.empty()) {
+      return fail(ErrorKind::kInvalid,
+                  "--credentials-dir " + dir + ": " + inQuotes(name) + " " + reason +
+                      " (move it to <dir>/<workspace>/" + name + ", the workspace being the namespace of the " +
+                      "GitRepos that name it)",
+                  kWhere);
+    }
+  }
+  if (ec) {
+    return fail(ErrorKind::kPermanent, "cannot list --credentials-dir " + dir + ": " + ec.message(), kWhere);
+  }
+  return {};
 }
 
 }  // namespace flotilla::secrets

@@ -50,7 +50,8 @@ std::map<std::string, std::string> bundlerFlags() {
       {"chart-cache-dir",
        "where Helm charts pulled from repositories are cached (default <work-dir>/chart-cache; \"none\" disables)"},
       {"credentials-dir",
-       "directory of Secret-shaped credentials for helmSecretName (same format as the poller's; default none)"},
+       "directory of Secret-shaped credentials for helmSecretName, <dir>/<workspace>/<name> (same layout as the "
+       "poller's; default none)"},
   };
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/model/labels.h"
@@ -39,8 +40,8 @@ std::string git::Credentials::*secretField(std::string_view key) {
 
 }  // namespace
 
-Result<git::Credentials> loadSecret(const std::string& dir, std::string_view name) {
-  auto data = secrets::readSecret(dir, name);
+Result<git::Credentials> loadSecret(const std::string& dir, std::string_view workspace, std::string_view name) {
+  auto data = secrets::readSecret(dir, workspace, name);
   if (!data.ok()) {
     return fail(data.error());
   }
@@ -61,8 +62,8 @@ Result<git::Credentials> loadSecret(const std::string& dir, std::string_view nam
   return credentials;
 }
 
-Result<WebhookSecret> loadWebhookSecret(const std::string& dir, std::string_view name) {
-  auto data = secrets::readSecret(dir, name);
+Result<WebhookSecret> loadWebhookSecret(const std::string& dir, std::string_view workspace, std::string_view name) {
+  auto data = secrets::readSecret(dir, workspace, name);
   if (!data.ok()) {
     return fail(data.error());
   }
@@ -83,11 +84,34 @@ Result<WebhookSecret> loadWebhookSecret(const std::string& dir, std::string_view
   return secret;
 }
 
+std::optional<ScopedSecretName> splitWebhookSecretName(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    return std::nullopt;
+  }
+  ScopedSecretName scoped{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
+  if (!model::isDns1123Label(scoped.workspace) || !model::isDns1123Subdomain(scoped.name)) {
+    return std::nullopt;
+  }
+  return scoped;
+}
+
+bool isPlainHttpUrl(std::string_view url) {
+  return url.size() >= 7 && toLowerAscii(url.substr(0, 7)) == "http://";
+}
+
 Result<git::Credentials> credentialsFor(const model::GitRepo& gitrepo, const std::string& credentials_dir) {
   git::Credentials credentials;
   const auto& spec = gitrepo.spec;
   if (!spec.client_secret_name.empty()) {
-    auto secret = loadSecret(credentials_dir, spec.client_secret_name);
+    if (isPlainHttpUrl(spec.repo) && !spec.insecure_allow_http) {
+      return fail(ErrorKind::kInvalid,
+                  "GitRepo " + gitrepo.metadata.ns + "/" + gitrepo.metadata.name +
+                      ": spec.repo is a plain http:// URL and would send the credentials of clientSecretName " +
+                      inQuotes(spec.client_secret_name) + " in clear; use https:// or set spec.insecureAllowHTTP: true",
+                  kWhere);
+    }
+    auto secret = loadSecret(credentials_dir, gitrepo.metadata.ns, spec.client_secret_name);
     if (!secret.ok()) {
       Error error = secret.error();
       error.message =

@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "flotilla/core/log.h"
+#include "flotilla/poller/credentials_store.h"
+#include "flotilla/secrets/secret_store.h"
 #include "flotilla/service/runtime.h"
 #include "poller_core.h"
 
@@ -27,6 +29,14 @@ Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const serv
   if (options.data_dir.empty()) {
     return fail(ErrorKind::kInvalid, "--data-dir must not be empty", "Poller::create");
   }
+  if (!options.webhook_secret.empty() && !splitWebhookSecretName(options.webhook_secret)) {
+    return fail(ErrorKind::kInvalid,
+                "--webhook-secret must be <workspace>/<name> (credentials are per workspace), got \"" +
+                    options.webhook_secret + "\"",
+                "Poller::create");
+  }
+  // Secrets are per workspace; a credentials dir in the old flat layout would make every secret "not found".
+  FLOTILLA_TRY(secrets::checkLayout(options.credentials_dir));
   if (!hub.gitrepos || !hub.status || !hub.sources || !hub.js) {
     return fail(ErrorKind::kInvalid, "the hub lacks the gitrepos/status buckets or the sources store",
                 "Poller::create");

@@ -1,6 +1,8 @@
-// The webhook receiver (its own HTTP listener, the server's threads): a push is checked against the secrets of
-// the GitRepos on the pushed repository and makes those that follow the pushed ref due at once. Each request
-// goes through the steps of WebhookCall::run().
+// The webhook receiver (its own HTTP listener, the server's threads): a push is checked against the webhook
+// secrets in use BEFORE its body is parsed, then makes the GitRepos on the pushed repository whose own secret
+// verified it and that follow the pushed ref due at once. Each request goes through the steps of WebhookCall::run().
+// Replies never name a GitRepo, a secret or a workspace, and a verified push gets the same reply whether or not a
+// GitRepo uses its repository, so the endpoint tells an outsider nothing about the configuration.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -13,46 +15,31 @@
 namespace flotilla::poller {
 namespace {
 
+//! The one reply of a verified request (pushes, pings, unknown repositories alike) and of a refused one.
+constexpr const char* kAccepted = "accepted\n";
+constexpr const char* kRejected = "webhook rejected: signature, token or credentials not valid\n";
+
+//! A webhook secret as GitRepos name it: "<workspace>/<name>" (the poller-wide one included).
+std::string secretKey(const std::string& workspace, const std::string& name) {
+  return workspace + "/" + name;
+}
+
 //! A GitRepo on the pushed repository, whatever its ref: its secret decides whether the request is genuine for
 //! it; its ref decides whether it polls.
 struct Candidate {
   std::string key;
   std::string display;
-  std::string secret_name;
+  std::string secret_key;  //!< "" = none configured
   bool wants_ref = false;
   std::string commit;
 };
 
-//! Whether the request is genuine for one webhook secret, and if not, why.
-struct Verdict {
-  bool ok = false;
-  std::string why;
-};
-
-//! One webhook request on its way through the steps: identify, find candidates, verify, trigger, answer.
+//! One webhook request on its way through the steps: identify, verify, parse, find candidates, trigger, answer.
 class WebhookCall {
  public:
   WebhookCall(Poller::Core& core, const http::Request& request) : core_(core), request_(request) {}
 
   http::Response run() {
-    if (auto refused = readPush()) {
-      return *refused;
-    }
-    findCandidates();
-    if (candidates_.empty()) {
-      return answerNoGitRepo();
-    }
-    std::vector<std::pair<std::string, std::string>> to_trigger;
-    std::string first_failure;
-    if (!verifyCandidates(to_trigger, first_failure)) {
-      return reject(first_failure);
-    }
-    return answerTriggered(core_.triggerFromWebhook(to_trigger));
-  }
-
- private:
-  //! Which provider sent it and what its payload says; a response when the request is not usable.
-  std::optional<http::Response> readPush() {
     const auto provider = detectProvider(request_);
     if (!provider) {
       core_.metrics.webhook("unknown", "bad_request");
@@ -62,6 +49,10 @@ class WebhookCall {
     }
     provider_ = *provider;
     provider_name_ = std::string(providerName(provider_));
+    // The signature first: an unverified body is never parsed.
+    if (!verifyAgainstSecretsInUse()) {
+      return reject();
+    }
     auto push = parsePush(provider_, request_);
     if (!push.ok()) {
       core_.metrics.webhook(provider_name_, "bad_request");
@@ -70,7 +61,46 @@ class WebhookCall {
       return http::Response::text(400, push.error().message + "\n");
     }
     push_ = std::move(push).value();
-    return std::nullopt;
+    findCandidates();
+    return answer(core_.triggerFromWebhook(verifiedCandidates()));
+  }
+
+ private:
+  //! Every distinct secret a GitRepo names (its workspace's spec.webhookSecret, or --webhook-secret), by key.
+  std::map<std::string, ScopedSecretName> secretsInUse() {
+    std::map<std::string, ScopedSecretName> in_use;
+    const auto poller_wide = splitWebhookSecretName(core_.options.webhook_secret);
+    if (poller_wide) {
+      in_use.emplace(secretKey(poller_wide->workspace, poller_wide->name), *poller_wide);
+    }
+    std::lock_guard lock(core_.mutex);
+    for (const auto& [key, entry] : core_.entries) {
+      if (entry.gitrepo && !entry.gitrepo->spec.webhook_secret.empty()) {
+        ScopedSecretName scoped{entry.gitrepo->metadata.ns, entry.gitrepo->spec.webhook_secret};
+        in_use.emplace(secretKey(scoped.workspace, scoped.name), std::move(scoped));
+      }
+    }
+    return in_use;
+  }
+
+  //! Checks the request against each secret in use (one HMAC of the capped body per secret); true when one
+  //! verified it. Unreadable secrets are logged and counted, never named in the reply.
+  bool verifyAgainstSecretsInUse() {
+    for (const auto& [key, scoped] : secretsInUse()) {
+      auto secret = loadWebhookSecret(core_.options.credentials_dir, scoped.workspace, scoped.name);
+      if (!secret.ok()) {
+        core_.metrics.error("webhook", secret.error().kind);
+        log::warn("webhook secret unusable", {{"webhook_secret", key}, {"error", secret.error().message}});
+        continue;
+      }
+      std::string why;
+      if (verifyWebhook(provider_, request_, *secret, why)) {
+        verified_.insert(key);
+      } else if (first_failure_.empty()) {
+        first_failure_ = why;
+      }
+    }
+    return !verified_.empty();
   }
 
   void findCandidates() {
@@ -86,90 +116,58 @@ class WebhookCall {
         continue;
       }
       const auto& spec = entry.gitrepo->spec;
-      candidates_.push_back(Candidate{key, displayName(entry.id),
-                                      spec.webhook_secret.empty() ? core_.options.webhook_secret : spec.webhook_secret,
-                                      pushMatches(spec, push_), pushedCommitFor(spec, push_)});
+      std::string secret_key;
+      if (!spec.webhook_secret.empty()) {
+        secret_key = secretKey(entry.gitrepo->metadata.ns, spec.webhook_secret);
+      } else if (auto poller_wide = splitWebhookSecretName(core_.options.webhook_secret)) {
+        secret_key = secretKey(poller_wide->workspace, poller_wide->name);
+      }
+      candidates_.push_back(
+          Candidate{key, displayName(entry.id), secret_key, pushMatches(spec, push_), pushedCommitFor(spec, push_)});
     }
   }
 
-  //! The verdict for one secret name, checked once per request.
-  const Verdict& verify(const std::string& secret_name) {
-    auto it = verdicts_.find(secret_name);
-    if (it != verdicts_.end()) {
-      return it->second;
-    }
-    Verdict verdict;
-    if (secret_name.empty()) {
-      verdict.why = "no webhook secret: set spec.webhookSecret or the poller's --webhook-secret";
-    } else if (auto secret = loadWebhookSecret(core_.options.credentials_dir, secret_name); !secret.ok()) {
-      verdict.why = "webhook secret: " + secret.error().message;
-      core_.metrics.error("webhook", secret.error().kind);
-    } else {
-      verdict.ok = verifyWebhook(provider_, request_, *secret, verdict.why);
-    }
-    return verdicts_.emplace(secret_name, std::move(verdict)).first->second;
-  }
-
-  //! Collects the verified candidates that follow the pushed ref; false when none was verified.
-  bool verifyCandidates(std::vector<std::pair<std::string, std::string>>& to_trigger, std::string& first_failure) {
-    bool any_verified = false;
+  //! The candidates whose own secret verified the request and that follow the pushed ref. A push signed with
+  //! one workspace's secret never triggers a GitRepo of another.
+  std::vector<std::pair<std::string, std::string>> verifiedCandidates() {
+    std::vector<std::pair<std::string, std::string>> to_trigger;
     for (const auto& candidate : candidates_) {
-      const Verdict& verdict = verify(candidate.secret_name);
-      if (!verdict.ok) {
-        if (first_failure.empty()) {
-          first_failure = verdict.why;
-        }
-        log::warn("webhook not verified for a GitRepo", {{"provider", provider_name_},
-                                                         {"gitrepo", candidate.display},
-                                                         {"webhook_secret", candidate.secret_name},
-                                                         {"reason", verdict.why}});
+      if (!verified_.contains(candidate.secret_key)) {
+        core_.metrics.webhook(provider_name_, "not_verified_for_gitrepo");
+        log::warn("webhook not verified for a GitRepo on the pushed repository",
+                  {{"provider", provider_name_},
+                   {"gitrepo", candidate.display},
+                   {"webhook_secret", candidate.secret_key.empty() ? "(none configured)" : candidate.secret_key}});
         continue;
       }
-      any_verified = true;
       if (candidate.wants_ref) {
         to_trigger.emplace_back(candidate.key, candidate.commit);
       }
     }
-    return any_verified;
+    return to_trigger;
   }
 
-  http::Response reject(const std::string& why) {
+  http::Response reject() {
     core_.metrics.webhook(provider_name_, "unauthorized");
     log::warn("webhook rejected: bad signature or token",
-              {{"provider", provider_name_}, {"remote", request_.remote_address}, {"reason", why}});
-    return http::Response::text(401, "webhook rejected: " + why + "\n");
+              {{"provider", provider_name_},
+               {"remote", request_.remote_address},
+               {"reason", first_failure_.empty() ? "no usable webhook secret is configured" : first_failure_}});
+    return http::Response::text(401, kRejected);
   }
 
-  //! No GitRepo uses the repository: still checked against the poller-wide secret when there is one.
-  http::Response answerNoGitRepo() {
-    if (!core_.options.webhook_secret.empty()) {
-      const Verdict& verdict = verify(core_.options.webhook_secret);
-      if (!verdict.ok) {
-        return reject(verdict.why);
-      }
-    }
-    core_.metrics.webhook(provider_name_, "ignored");
-    log::info("webhook ignored: no GitRepo uses the repository",
-              {{"provider", provider_name_}, {"event", push_.event}, {"remote", request_.remote_address}});
-    return http::Response::text(200, "no GitRepo uses this repository\n");
-  }
-
-  http::Response answerTriggered(const std::vector<std::string>& triggered) {
+  http::Response answer(const std::vector<std::string>& triggered) {
     if (triggered.empty()) {
       core_.metrics.webhook(provider_name_, "ignored");
-      log::info("webhook verified; no GitRepo follows the pushed refs",
-                {{"provider", provider_name_}, {"event", push_.event}});
-      return http::Response::text(200, "no GitRepo follows the pushed refs\n");
+      log::info("webhook verified; no GitRepo follows the pushed repository and refs",
+                {{"provider", provider_name_}, {"event", push_.event}, {"remote", request_.remote_address}});
+    } else {
+      core_.metrics.webhook(provider_name_, "accepted");
+      log::info(
+          "webhook accepted; polling",
+          {{"provider", provider_name_}, {"event", push_.event}, {"gitrepos", static_cast<int64_t>(triggered.size())}});
     }
-    core_.metrics.webhook(provider_name_, "accepted");
-    Json names = Json::array();
-    for (const auto& name : triggered) {
-      names.push(name);
-    }
-    log::info(
-        "webhook accepted; polling",
-        {{"provider", provider_name_}, {"event", push_.event}, {"gitrepos", static_cast<int64_t>(triggered.size())}});
-    return http::Response::json(202, Json::obj({{"triggered", names}}).dump() + "\n");
+    return http::Response::text(202, kAccepted);
   }
 
   Poller::Core& core_;
@@ -178,7 +176,8 @@ class WebhookCall {
   std::string provider_name_;
   PushEvent push_;
   std::vector<Candidate> candidates_;
-  std::map<std::string, Verdict> verdicts_;  //!< by secret name
+  std::set<std::string> verified_;  //!< secret keys that verified the request
+  std::string first_failure_;
 };
 
 }  // namespace
@@ -223,6 +222,16 @@ Status Poller::Core::startWebhookServer() {
   server_options.address = options.webhook_address;
   server_options.port = options.webhook_port;
   server_options.max_body_bytes = options.webhook_max_body;
+  server_options.max_connections = options.webhook_max_connections;
+  server_options.rate_per_second = options.webhook_rate;
+  server_options.rate_burst = options.webhook_burst;
+  server_options.on_refused = [this](const std::string& remote, int status) {
+    metrics.webhook("unknown", status == 503 ? "too_many_connections" : "rate_limited");
+    log::warn(status == 503 ? "webhook refused: too many connections" : "webhook refused: source over its rate",
+              {{"remote", remote},
+               {"max_connections", static_cast<int64_t>(options.webhook_max_connections)},
+               {"rate_per_second", options.webhook_rate}});
+  };
   server_options.on_body_too_large = [this](const http::Request& request) {
     const auto provider = detectProvider(request);
     const std::string name = provider ? std::string(providerName(*provider)) : "unknown";

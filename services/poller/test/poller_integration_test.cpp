@@ -297,16 +297,18 @@ TEST_F(PollerIntegrationTest, CredentialsFromTheCredentialsDir) {
   ASSERT_TRUE(git_->createRepo("app").ok());
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
   const std::string creds = data_dir_ + "/creds";
-  std::filesystem::create_directories(creds + "/good");
-  ASSERT_TRUE(writeFile(creds + "/good/username", "alice\n").ok());
-  ASSERT_TRUE(writeFile(creds + "/good/password", "correct-horse\n").ok());
-  ASSERT_TRUE(writeFile(creds + "/wrong.yaml", "username: alice\npassword: battery-staple\n").ok());
+  std::filesystem::create_directories(creds + "/fleet-default/good");
+  ASSERT_TRUE(writeFile(creds + "/fleet-default/good/username", "alice\n").ok());
+  ASSERT_TRUE(writeFile(creds + "/fleet-default/good/password", "correct-horse\n").ok());
+  ASSERT_TRUE(writeFile(creds + "/fleet-default/wrong.yaml", "username: alice\npassword: battery-staple\n").ok());
   PollerOptions options = defaultOptions();
   options.credentials_dir = creds;
   startPoller(options);
-  putGitRepo("good", gitRepoJson("good", git_->httpUrl("app"), R"(,"clientSecretName":"good")"));
-  putGitRepo("wrong", gitRepoJson("wrong", git_->httpUrl("app"), R"(,"clientSecretName":"wrong")"));
-  putGitRepo("none", gitRepoJson("none", git_->httpUrl("app"), R"(,"clientSecretName":"missing")"));
+  // The test git server speaks plain http: the GitRepos opt in to sending credentials over it.
+  const std::string allow_http = R"(,"insecureAllowHTTP":true)";
+  putGitRepo("good", gitRepoJson("good", git_->httpUrl("app"), R"(,"clientSecretName":"good")" + allow_http));
+  putGitRepo("wrong", gitRepoJson("wrong", git_->httpUrl("app"), R"(,"clientSecretName":"wrong")" + allow_http));
+  putGitRepo("none", gitRepoJson("none", git_->httpUrl("app"), R"(,"clientSecretName":"missing")" + allow_http));
   ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
   EXPECT_EQ(commitEvent(1).first.gitrepo, "good");
   ASSERT_TRUE(waitFor([&] { return status("wrong") && !status("wrong")->last_error.empty(); }));
@@ -320,6 +322,60 @@ TEST_F(PollerIntegrationTest, CredentialsFromTheCredentialsDir) {
   EXPECT_NE(none.find("GitRepo fleet-default/none"), std::string::npos) << none;
   EXPECT_NE(none.find("\"missing\""), std::string::npos) << none;
   EXPECT_EQ(commitCount(), 1u);
+}
+
+// Credentials are per workspace: a GitRepo in team-b naming team-a's secret gets the status error a missing secret
+// gets (naming the GitRepo, the field and the secret), nothing reaches the git server; and credentials over plain
+// http:// are refused without spec.insecureAllowHTTP, naming the field.
+TEST_F(PollerIntegrationTest, AnotherWorkspacesSecretAndCredentialsOverHttpAreRefused) {
+  auto git = startGit({.basic_user = "alice", .basic_password = "correct-horse"});
+  ASSERT_TRUE(git.ok()) << git.error().describe();
+  git_ = std::move(git).value();
+  ASSERT_TRUE(git_->createRepo("app").ok());
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+  const std::string creds = data_dir_ + "/creds";
+  std::filesystem::create_directories(creds + "/team-a/alice");
+  ASSERT_TRUE(writeFile(creds + "/team-a/alice/username", "alice\n").ok());
+  ASSERT_TRUE(writeFile(creds + "/team-a/alice/password", "correct-horse\n").ok());
+  PollerOptions options = defaultOptions();
+  options.credentials_dir = creds;
+  startPoller(options);
+  const std::string url = git_->httpUrl("app");
+  auto gitRepoIn = [&](const std::string& ws, const std::string& name, const std::string& extra) {
+    std::string json = gitRepoJson(name, url, extra);
+    json.replace(json.find("fleet-default"), 13, ws);
+    ASSERT_TRUE(hub_.gitrepos->put(events::gitRepoKey(ws, name), json).ok());
+  };
+  gitRepoIn("team-a", "owner", R"(,"clientSecretName":"alice","insecureAllowHTTP":true)");
+  gitRepoIn("team-b", "thief", R"(,"clientSecretName":"alice","insecureAllowHTTP":true)");
+  gitRepoIn("team-b", "typo", R"(,"clientSecretName":"alicee","insecureAllowHTTP":true)");
+  gitRepoIn("team-a", "cleartext", R"(,"clientSecretName":"alice")");
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  EXPECT_EQ(commitEvent(1).first.gitrepo, "owner");
+  auto errorOf = [&](const std::string& ws, const std::string& name) {
+    std::string error;
+    waitFor([&] {
+      auto record = hub_.status->get(pollStatusKey(ws, name));
+      if (!record.ok()) {
+        return false;
+      }
+      auto parsed = decodePollStatus(record->value);
+      error = parsed.ok() ? parsed->last_error : "";
+      return !error.empty();
+    });
+    return error;
+  };
+  const std::string thief = errorOf("team-b", "thief");
+  EXPECT_EQ(thief,
+            "GitRepo team-b/thief: clientSecretName: secret \"alice\" not found in workspace \"team-b\" (credentials)");
+  EXPECT_EQ(errorOf("team-b", "typo"),
+            "GitRepo team-b/typo: clientSecretName: secret \"alicee\" not found in workspace \"team-b\" (credentials)");
+  const std::string cleartext = errorOf("team-a", "cleartext");
+  EXPECT_NE(cleartext.find("GitRepo team-a/cleartext: spec.repo is a plain http:// URL"), std::string::npos)
+      << cleartext;
+  EXPECT_NE(cleartext.find("spec.insecureAllowHTTP"), std::string::npos) << cleartext;
+  EXPECT_EQ(commitCount(), 1u);
+  EXPECT_GE(metric("errors_total", {{"stage", "credentials"}, {"kind", "NotFound"}}), 1);
 }
 
 // disablePolling: the GitRepo is synced once when it appears, and not polled on a timer afterwards.

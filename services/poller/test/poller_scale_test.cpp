@@ -17,7 +17,8 @@ TEST_F(PollerIntegrationTest, SshKeyAuthWithKnownHosts) {
   ASSERT_TRUE(git_->createRepo("app").ok());
   auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
   ASSERT_TRUE(head.ok());
-  const std::string creds = data_dir_ + "/creds";
+  const std::string creds_root = data_dir_ + "/creds";
+  const std::string creds = creds_root + "/" + kWs;  // the GitRepos' workspace
   for (const char* name : {"ssh-good", "ssh-wrong-host", "ssh-unauthorized"}) {
     std::filesystem::create_directories(creds + "/" + name);
   }
@@ -28,7 +29,7 @@ TEST_F(PollerIntegrationTest, SshKeyAuthWithKnownHosts) {
   ASSERT_TRUE(writeFile(creds + "/ssh-unauthorized/ssh-privatekey", git_->unauthorizedSshPrivateKey()).ok());
   ASSERT_TRUE(writeFile(creds + "/ssh-unauthorized/known_hosts", git_->knownHostsLine() + "\n").ok());
   PollerOptions options = defaultOptions();
-  options.credentials_dir = creds;
+  options.credentials_dir = creds_root;
   startPoller(options);
   const std::string url = git_->sshUrl("app");
   putGitRepo("good", gitRepoJson("good", url, R"(,"clientSecretName":"ssh-good")"));

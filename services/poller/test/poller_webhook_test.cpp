@@ -3,6 +3,11 @@
 // so a commit event after a push can only come from the webhook.
 #include <sstream>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "flotilla/cli/cli.h"
 #include "flotilla/core/process.h"
 #include "flotilla/poller/webhook.h"
@@ -18,6 +23,10 @@ const std::map<std::string, std::string> kHookValues = {
     {"github", "gh-secret"},       {"gitlab", "gl-token"},           {"gitea", "gitea-secret"},
     {"gogs", "gogs-secret"},       {"bitbucket", "bb-secret"},       {"bitbucket-server", "bbs-secret"},
     {"generic", "generic-secret"}, {"azure-username", "azure-hook"}, {"azure-password", "azure-pw"}};
+
+//! The receiver's only answers to a request it could identify: no GitRepo, secret or workspace name in them.
+const std::string kAcceptedReply = "accepted\n";
+const std::string kRejectedReply = "webhook rejected: signature, token or credentials not valid\n";
 
 struct HttpReply {
   int status = 0;
@@ -106,9 +115,12 @@ class PollerWebhookTest : public PollerIntegrationTest {
   void SetUp() override {
     PollerIntegrationTest::SetUp();
     creds_ = data_dir_ + "-creds";
-    std::filesystem::create_directories(creds_ + "/hooks");
-    for (const auto& [key, value] : kHookValues) {
-      ASSERT_TRUE(writeFile(creds_ + "/hooks/" + key, value + "\n").ok());
+    // The GitRepos' workspace holds "hooks"; the poller-wide secret lives in the operator's own workspace.
+    for (const char* dir : {"/fleet-default/hooks/", "/flotilla-system/hooks/"}) {
+      std::filesystem::create_directories(creds_ + dir);
+      for (const auto& [key, value] : kHookValues) {
+        ASSERT_TRUE(writeFile(creds_ + dir + key, value + "\n").ok());
+      }
     }
   }
   void TearDown() override {
@@ -116,10 +128,17 @@ class PollerWebhookTest : public PollerIntegrationTest {
     removeAll(creds_);
   }
 
-  Poller& startWebhookPoller(size_t max_body = 10u << 20, Millis coalesce = Millis(100)) {
+  //! The receiver's options for these tests: no rate limit (the tests send from one address, fast).
+  PollerOptions webhookOptions() {
     PollerOptions options = defaultOptions();
     options.credentials_dir = creds_;
     options.webhook_address = "127.0.0.1";
+    options.webhook_rate = 0;
+    return options;
+  }
+
+  Poller& startWebhookPoller(size_t max_body = 10u << 20, Millis coalesce = Millis(100)) {
+    PollerOptions options = webhookOptions();
     options.webhook_max_body = max_body;
     options.webhook_coalesce = coalesce;
     Poller& poller = startPoller(options);
@@ -182,7 +201,7 @@ TEST_F(PollerWebhookTest, EachProvidersPushTriggersAnImmediatePoll) {
     // The same repository spelled differently by the host (".git", trailing slash) still matches.
     const HttpReply reply = post(makeHook(provider, url + "/", "refs/heads/main", *head));
     EXPECT_EQ(reply.status, 202) << reply.body;
-    EXPECT_NE(reply.body.find("fleet-default/app"), std::string::npos) << reply.body;
+    EXPECT_EQ(reply.body, kAcceptedReply);
     ++expected;
     ASSERT_TRUE(waitFor([&] { return commitCount() == expected; }, seconds(10))) << provider;
     EXPECT_EQ(commitEvent(expected).first.commit, *head);
@@ -190,12 +209,13 @@ TEST_F(PollerWebhookTest, EachProvidersPushTriggersAnImmediatePoll) {
     ASSERT_TRUE(waitFor([&] { return status("app") && status("app")->webhook_commit == *head; }));
     EXPECT_FALSE(status("app")->last_webhook_time.empty());
   }
-  // A push to another branch is genuine but concerns no GitRepo: 200, nothing polled.
+  // A push to another branch is genuine but concerns no GitRepo: the same 202, nothing polled.
   ASSERT_TRUE(git_->commitFiles("app", "dev", {{"simple/a.yaml", "dev\n"}}, "dev").ok());
   const double polls =
       metric("polls_total", {{"outcome", "unchanged"}}) + metric("polls_total", {{"outcome", "published"}});
   const HttpReply other = post(makeHook("github", url, "refs/heads/dev", std::string(40, '1')));
-  EXPECT_EQ(other.status, 200) << other.body;
+  EXPECT_EQ(other.status, 202) << other.body;
+  EXPECT_EQ(other.body, kAcceptedReply);
   EXPECT_EQ(webhookMetric("github", "ignored"), 1);
   std::this_thread::sleep_for(milliseconds(500));
   EXPECT_EQ(metric("polls_total", {{"outcome", "unchanged"}}) + metric("polls_total", {{"outcome", "published"}}),
@@ -204,7 +224,7 @@ TEST_F(PollerWebhookTest, EachProvidersPushTriggersAnImmediatePoll) {
 }
 
 // A forged push (wrong secret, missing signature, wrong token, wrong basic auth) gets 401, a log line and a metric,
-// and no poll; an unknown sender gets 400.
+// and no poll; an unknown sender gets 400; a body is parsed only once its signature is right.
 TEST_F(PollerWebhookTest, ForgedWebhooksAreRejectedAndDoNotSync) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
   startWebhookPoller();
@@ -218,6 +238,7 @@ TEST_F(PollerWebhookTest, ForgedWebhooksAreRejectedAndDoNotSync) {
     SCOPED_TRACE(provider);
     const HttpReply forged = post(makeHook(provider, url, "refs/heads/main", *head, "attacker-guess"));
     EXPECT_EQ(forged.status, 401) << forged.body;
+    EXPECT_EQ(forged.body, kRejectedReply);
     EXPECT_EQ(forged.body.find(kHookValues.count(provider) ? kHookValues.at(provider) : "azure-pw"), std::string::npos);
     EXPECT_EQ(webhookMetric(provider, "unauthorized"), 1);
   }
@@ -225,12 +246,19 @@ TEST_F(PollerWebhookTest, ForgedWebhooksAreRejectedAndDoNotSync) {
   unsigned_hook.headers.erase("X-Hub-Signature-256");
   const HttpReply missing = post(unsigned_hook);
   EXPECT_EQ(missing.status, 401);
-  EXPECT_NE(missing.body.find("missing X-Hub-Signature-256"), std::string::npos) << missing.body;
+  EXPECT_EQ(missing.body, kRejectedReply);
   EXPECT_EQ(post(Hook{{}, "{}"}).status, 400);
   EXPECT_EQ(webhookMetric("unknown", "bad_request"), 1);
+  // Not JSON, signed for another body: refused by its signature, never parsed (no bad_request).
   Hook garbage = makeHook("github", url, "refs/heads/main", *head);
   garbage.body = "not json";
-  EXPECT_EQ(post(garbage).status, 400);
+  EXPECT_EQ(post(garbage).status, 401);
+  EXPECT_EQ(webhookMetric("github", "bad_request"), 0);
+  // Signed properly, the same body is parsed, and its problem is told to the sender who holds the secret.
+  garbage.headers["X-Hub-Signature-256"] = "sha256=" + hmacSha256Hex(kHookValues.at("github"), garbage.body);
+  const HttpReply unreadable = post(garbage);
+  EXPECT_EQ(unreadable.status, 400);
+  EXPECT_EQ(webhookMetric("github", "bad_request"), 1);
 
   std::this_thread::sleep_for(seconds(2));
   EXPECT_EQ(commitCount(), 1u);
@@ -240,7 +268,8 @@ TEST_F(PollerWebhookTest, ForgedWebhooksAreRejectedAndDoNotSync) {
   ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
 }
 
-// A GitRepo without webhookSecret, on a poller without --webhook-secret, cannot be triggered: 401 naming why.
+// A GitRepo without webhookSecret, on a poller without --webhook-secret, cannot be triggered: 401 (why is logged,
+// not told).
 TEST_F(PollerWebhookTest, GitRepoWithoutAnySecretIsNotTriggered) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
   startWebhookPoller();
@@ -248,16 +277,15 @@ TEST_F(PollerWebhookTest, GitRepoWithoutAnySecretIsNotTriggered) {
   ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
   const HttpReply reply = post(makeHook("github", git_->httpUrl("app"), "refs/heads/main", std::string(40, 'a')));
   EXPECT_EQ(reply.status, 401);
-  EXPECT_NE(reply.body.find("no webhook secret"), std::string::npos) << reply.body;
+  EXPECT_EQ(reply.body, kRejectedReply);
+  EXPECT_EQ(webhookMetric("github", "unauthorized"), 1);
 }
 
 // The poller-wide secret (--webhook-secret) serves GitRepos without their own.
 TEST_F(PollerWebhookTest, PollerWideSecretServesGitReposWithoutTheirOwn) {
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
-  PollerOptions options = defaultOptions();
-  options.credentials_dir = creds_;
-  options.webhook_address = "127.0.0.1";
-  options.webhook_secret = "hooks";
+  PollerOptions options = webhookOptions();
+  options.webhook_secret = "flotilla-system/hooks";
   port_ = startPoller(options).webhookPort();
   putGitRepo("app", gitRepoJson("app", git_->httpUrl("app"), R"(,"disablePolling":true)"));
   ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
@@ -267,7 +295,115 @@ TEST_F(PollerWebhookTest, PollerWideSecretServesGitReposWithoutTheirOwn) {
   ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
   // A push for a repository no GitRepo uses is checked against the poller-wide secret too.
   EXPECT_EQ(post(makeHook("gitlab", "https://elsewhere.example/x", "refs/heads/main", "", "bad")).status, 401);
-  EXPECT_EQ(post(makeHook("gitlab", "https://elsewhere.example/x", "refs/heads/main", "")).status, 200);
+  EXPECT_EQ(post(makeHook("gitlab", "https://elsewhere.example/x", "refs/heads/main", "")).status, 202);
+}
+
+// The reply says nothing about the configuration: a verified push gets the same answer whether a GitRepo uses the
+// repository or not, and a forged one the same answer for a known and an unknown repository.
+TEST_F(PollerWebhookTest, UnknownAndKnownRepositoriesGetTheSameAnswers) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
+  startWebhookPoller();
+  putGitRepo("app", hookedGitRepo("app"));
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  const std::string known = git_->httpUrl("app");
+  const std::string unknown = "https://git.example.com/nobody/uses-this";
+  for (const char* provider : {"github", "gitlab", "generic"}) {
+    SCOPED_TRACE(provider);
+    const HttpReply known_ok = post(makeHook(provider, known, "refs/heads/main", std::string(40, 'b')));
+    const HttpReply unknown_ok = post(makeHook(provider, unknown, "refs/heads/main", std::string(40, 'b')));
+    EXPECT_EQ(known_ok.status, 202);
+    EXPECT_EQ(unknown_ok.status, known_ok.status);
+    EXPECT_EQ(unknown_ok.body, known_ok.body);
+    const HttpReply known_forged = post(makeHook(provider, known, "refs/heads/main", "", "guess"));
+    const HttpReply unknown_forged = post(makeHook(provider, unknown, "refs/heads/main", "", "guess"));
+    EXPECT_EQ(known_forged.status, 401);
+    EXPECT_EQ(unknown_forged.status, known_forged.status);
+    EXPECT_EQ(unknown_forged.body, known_forged.body);
+    for (const auto& reply : {known_ok, unknown_ok, known_forged, unknown_forged}) {
+      for (const char* name : {"hooks", "fleet-default", "app"}) {
+        EXPECT_EQ(reply.body.find(name), std::string::npos) << reply.body;
+      }
+    }
+  }
+}
+
+// A push verified by one workspace's secret never triggers a GitRepo of another workspace: team-b's GitRepo on the
+// same repository names "hooks", which exists only in fleet-default, so it is not triggered (logged and counted).
+TEST_F(PollerWebhookTest, APushVerifiedByOneWorkspacesSecretDoesNotTriggerAnothersGitRepo) {
+  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
+  startWebhookPoller();
+  putGitRepo("app", hookedGitRepo("app"));
+  std::string other = hookedGitRepo("other");
+  other.replace(other.find("fleet-default"), 13, "team-b");
+  ASSERT_TRUE(hub_.gitrepos->put(events::gitRepoKey("team-b", "other"), other).ok());
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2; }));
+  auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
+  ASSERT_TRUE(head.ok());
+  const HttpReply reply = post(makeHook("github", git_->httpUrl("app"), "refs/heads/main", *head));
+  EXPECT_EQ(reply.status, 202);
+  EXPECT_EQ(reply.body, kAcceptedReply);
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 3; }));
+  EXPECT_EQ(commitEvent(3).first.gitrepo, "app");
+  EXPECT_EQ(webhookMetric("github", "not_verified_for_gitrepo"), 1);
+  EXPECT_GE(metric("errors_total", {{"stage", "webhook"}, {"kind", "NotFound"}}), 1);
+  std::this_thread::sleep_for(seconds(1));
+  EXPECT_EQ(commitCount(), 3u);
+}
+
+//! A connection that sends half a request and stays open until destroyed.
+class HeldConnection {
+ public:
+  explicit HeldConnection(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::string head = "POST /webhook HTTP/1.1\r\nHost: x\r\n";
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+          ::send(fd_, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
+  }
+  ~HeldConnection() { ::close(fd_); }
+  HeldConnection(const HeldConnection&) = delete;
+  HeldConnection& operator=(const HeldConnection&) = delete;
+  [[nodiscard]] bool ok() const { return ok_; }
+
+ private:
+  int fd_;
+  bool ok_ = false;
+};
+
+// Over --webhook-max-connections a connection gets 503 at once, counted and logged; the held one is unaffected.
+TEST_F(PollerWebhookTest, ConnectionsOverTheCapGet503) {
+  PollerOptions options = webhookOptions();
+  options.webhook_max_connections = 1;
+  port_ = startPoller(options).webhookPort();
+  HeldConnection held(port_);
+  ASSERT_TRUE(held.ok());
+  // Until the server has accepted the held connection, a request may still be served: wait for the first 503.
+  HttpReply refused;
+  ASSERT_TRUE(waitFor([&] {
+    refused = post(makeHook("github", git_->httpUrl("app"), "refs/heads/main", std::string(40, 'c')));
+    return refused.status == 503;
+  }));
+  EXPECT_EQ(refused.body, "too many connections\n");
+  EXPECT_GE(webhookMetric("unknown", "too_many_connections"), 1);
+}
+
+// Over --webhook-rate/--webhook-burst a source address gets 429 (its body unread), counted and logged.
+TEST_F(PollerWebhookTest, SourcesOverTheRateGet429) {
+  PollerOptions options = webhookOptions();
+  options.webhook_rate = 1.0 / 86400;  // no refill during the test: the count is exact
+  options.webhook_burst = 2;
+  options.webhook_secret = "flotilla-system/hooks";
+  port_ = startPoller(options).webhookPort();
+  const Hook hook = makeHook("github", git_->httpUrl("app"), "refs/heads/main", std::string(40, 'd'));
+  EXPECT_EQ(post(hook).status, 202);
+  EXPECT_EQ(post(hook).status, 202);
+  const HttpReply limited = post(hook);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(limited.body, "too many requests\n");
+  EXPECT_EQ(webhookMetric("unknown", "rate_limited"), 1);
+  EXPECT_EQ(webhookMetric("github", "ignored"), 2);
 }
 
 // Payloads over the cap get 413 and are counted.

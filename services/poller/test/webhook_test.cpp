@@ -238,18 +238,19 @@ TEST(WebhookTest, PushMatchesBranchDefaultBranchAndRevision) {
 TEST(WebhookTest, WebhookSecretsComeFromTheCredentialsStore) {
   auto dir = makeTempDir("webhook-secrets");
   ASSERT_TRUE(dir.ok());
-  std::filesystem::create_directories(*dir + "/hooks");
-  ASSERT_TRUE(writeFile(*dir + "/hooks/github", "gh-secret\n").ok());
-  ASSERT_TRUE(writeFile(*dir + "/hooks/azure-username", "u").ok());
-  ASSERT_TRUE(writeFile(*dir + "/typo.yaml", "githbu: x\n").ok());
-  auto secret = loadWebhookSecret(*dir, "hooks");
+  std::filesystem::create_directories(*dir + "/ws/hooks");
+  ASSERT_TRUE(writeFile(*dir + "/ws/hooks/github", "gh-secret\n").ok());
+  ASSERT_TRUE(writeFile(*dir + "/ws/hooks/azure-username", "u").ok());
+  ASSERT_TRUE(writeFile(*dir + "/ws/typo.yaml", "githbu: x\n").ok());
+  auto secret = loadWebhookSecret(*dir, "ws", "hooks");
   ASSERT_TRUE(secret.ok()) << secret.error().describe();
   EXPECT_EQ(secret->at("github"), "gh-secret");
-  auto typo = loadWebhookSecret(*dir, "typo");
+  auto typo = loadWebhookSecret(*dir, "ws", "typo");
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.error().message.find("\"githbu\""), std::string::npos) << typo.error().message;
-  EXPECT_EQ(loadWebhookSecret(*dir, "missing").error().kind, ErrorKind::kNotFound);
-  EXPECT_EQ(loadWebhookSecret(*dir, "../etc").error().kind, ErrorKind::kInvalid);
+  EXPECT_EQ(loadWebhookSecret(*dir, "ws", "missing").error().kind, ErrorKind::kNotFound);
+  EXPECT_EQ(loadWebhookSecret(*dir, "other", "hooks").error().kind, ErrorKind::kNotFound);
+  EXPECT_EQ(loadWebhookSecret(*dir, "ws", "../etc").error().kind, ErrorKind::kInvalid);
   removeAll(*dir);
 }
 

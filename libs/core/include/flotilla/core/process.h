@@ -62,7 +62,9 @@ struct CommandResult {
 
 struct CommandOptions {
   std::vector<std::string> argv;
-  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> env;  //!< added to (or overriding) the parent's environment
+  //! false: the child gets `env` only, nothing of the parent's environment (tools that must not see credentials).
+  bool inherit_env = true;
   std::string cwd;
   std::string input;  //!< written to stdin
   std::chrono::milliseconds timeout = std::chrono::minutes(2);

@@ -3,7 +3,8 @@
 // A small HTTP/1.1 server on Boost.Beast for what every Flotilla service exposes: /metrics (Prometheus text),
 // /healthz and /readyz, plus routes a service adds (the poller's webhooks). Handlers are plain functions from
 // Request to Response and run on the server's own thread; they must not block for long. Request bodies are
-// capped (413 beyond the cap) and slow clients time out, so a misbehaving peer cannot pin memory or threads.
+// capped (413 beyond the cap), slow clients time out, connections are capped (503 beyond the cap) and each source
+// address may be rate-limited (429), so a misbehaving peer cannot pin memory or threads.
 #pragma once
 
 #include <chrono>
@@ -50,6 +51,16 @@ struct ServerOptions {
   //! Called (on the server thread) with the method, path, headers and remote address of a request rejected with
   //! 413, so a service can count and log it by its own labels. Optional.
   std::function<void(const Request&)> on_body_too_large;
+  //! Connections served at once; one more is answered 503 and closed without its request being read. 0 = no cap.
+  size_t max_connections = 0;
+  //! Per source address (the TCP peer; X-Forwarded-For is not trusted): a token bucket of `rate_burst` requests
+  //! refilled at `rate_per_second`. A request over it is answered 429 after its headers, its body unread, and the
+  //! connection closed. rate_per_second 0 = no limit.
+  double rate_per_second = 0;
+  double rate_burst = 1;
+  //! Called (on the server thread) with the remote address and the status (503 or 429) of each refusal above, so
+  //! a service can count and log it by its own labels. Optional.
+  std::function<void(const std::string& remote, int status)> on_refused;
 };
 
 class Server {
@@ -63,6 +74,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   [[nodiscard]] uint16_t port() const;
+  //! Connections being served now (refused ones not counted); for tests and diagnostics.
+  [[nodiscard]] size_t activeConnections() const;
   void stop();
 
  private:

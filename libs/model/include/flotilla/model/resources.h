@@ -101,6 +101,9 @@ struct GitRepoSpec {
   std::string helm_repo_url_regex;
   std::string ca_bundle;  //!< base64 PEM, as in the CRD
   bool insecure_skip_tls_verify = false;
+  //! Flotilla's own field (insecureAllowHTTP): credentials (clientSecretName, helmSecretName) may be sent over
+  //! plain http:// git or Helm repository URLs. Off: such a GitRepo is refused naming the field.
+  bool insecure_allow_http = false;
   std::string service_account;
   bool paused = false;
   int64_t force_sync_generation = 0;

@@ -36,11 +36,14 @@ struct RenderLimits {
 };
 
 //! How Helm may authenticate to chart repositories, from the GitRepo (helmSecretName, helmRepoURLRegex,
-//! insecureSkipTLSVerify). The renderer reads the secret itself, from its credentials dir.
+//! insecureSkipTLSVerify, insecureAllowHTTP, and its namespace: the workspace whose secrets it may name). The
+//! renderer reads the secret itself, from <credentials dir>/<workspace>/.
 struct HelmRepoAccess {
   std::string secret_name;     //!< "" = no credentials
   std::string repo_url_regex;  //!< the secret is used only for repository URLs matching it ("" = all)
   bool insecure_skip_tls_verify = false;
+  std::string workspace;    //!< the GitRepo's namespace
+  bool allow_http = false;  //!< credentials may go to plain http:// repositories (spec.insecureAllowHTTP)
 };
 
 //! What a render learnt besides the objects (a remote chart's resolved version), filled when requested.

@@ -47,10 +47,14 @@ struct PollerOptions {
   //! free port; read it back with webhookPort()).
   std::string webhook_address;
   uint16_t webhook_port = 0;
-  //! Poller-wide webhook secret: a name in the credentials store, used for GitRepos without spec.webhookSecret
-  //! (and to check pushes that match no GitRepo). "" = none.
+  //! Poller-wide webhook secret, "<workspace>/<name>" in the credentials store, used for GitRepos without
+  //! spec.webhookSecret. "" = none.
   std::string webhook_secret;
   size_t webhook_max_body = 10u << 20;  //!< larger payloads get 413
+  size_t webhook_max_connections = 64;  //!< connections at once; one more gets 503 (0 = no cap)
+  //! Per source address: requests per second and burst (token bucket); over it 429. 0 = no limit.
+  double webhook_rate = 10;
+  double webhook_burst = 20;
   //! A push makes its GitRepos due this much later (unless due sooner), so a burst of pushes is one sync.
   Millis webhook_coalesce{100};
   //! Test and benchmark only: every GitRepo is due on the same grid (phase 0, no jitter), as equal intervals

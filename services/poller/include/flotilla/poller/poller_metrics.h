@@ -44,7 +44,9 @@ class PollerMetrics {
 
   //! webhook_requests_total{provider, outcome}: outcome "accepted" (GitRepos polled), "ignored" (genuine but
   //! nothing follows the repository/ref, or not a push), "unauthorized" (401), "bad_request" (400),
-  //! "too_large" (413). provider "unknown" when no provider was recognised.
+  //! "too_large" (413), "rate_limited" (429), "too_many_connections" (503), and per GitRepo on the pushed
+  //! repository whose own secret did not verify a verified push, "not_verified_for_gitrepo". provider "unknown"
+  //! when no provider was recognised (always for 429 and 503: refused before the headers are looked at).
   void webhook(std::string_view provider, std::string_view outcome);
   //! host_limit_waits_total: a due mirror had to wait because its host was at --max-per-host.
   void hostLimited();
