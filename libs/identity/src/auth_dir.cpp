@@ -130,7 +130,7 @@ std::string credsFileName(const Role& role) {
 
 Result<IssuedUser> issueUser(const KeyPair& account_signer, std::string_view account_public_key, const Role& role,
                              std::optional<std::chrono::seconds> ttl, Clock::time_point now) {
-  auto user = KeyPair::generate(KeyType::kUser);
+  auto user = generateClientUserKey();
   FLOTILLA_TRY(user);
   UserClaims claims{.base = {.name = identityName(role), .issued_at = now}, .permissions = role.permissions};
   if (ttl) {

@@ -1,5 +1,8 @@
 #include "flotilla/identity/nkeys.h"
 
+#include <cstdlib>
+
+#include <nats/nats.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
@@ -217,6 +220,24 @@ Result<std::string> KeyPair::sign(std::string_view data) const {
     return fail(ErrorKind::kInternal, detail::opensslError("Ed25519 sign failed"));
   }
   return signature;
+}
+
+Result<KeyPair> generateClientUserKey() {
+  constexpr int kAttempts = 16;  // one refusal in thousands: 16 in a row do not happen
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    auto pair = KeyPair::generate(KeyType::kUser);
+    FLOTILLA_TRY(pair);
+    std::string seed = pair->seed();
+    unsigned char* signature = nullptr;
+    int length = 0;
+    natsStatus status = nats_Sign(seed.c_str(), "flotilla", &signature, &length);
+    std::free(signature);  // NOLINT(cppcoreguidelines-no-malloc): libnats allocates it with malloc
+    OPENSSL_cleanse(seed.data(), seed.size());
+    if (status == NATS_OK) {
+      return pair;
+    }
+  }
+  return fail(ErrorKind::kInternal, "libnats refused " + std::to_string(kAttempts) + " generated user seeds in a row");
 }
 
 Status verifySignature(std::string_view encoded_public_key, std::string_view data, std::string_view signature) {

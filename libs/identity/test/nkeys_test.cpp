@@ -1,6 +1,9 @@
 #include "flotilla/identity/nkeys.h"
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
+#include <nats/nats.h>
 
 namespace flotilla::identity {
 namespace {
@@ -44,6 +47,28 @@ TEST(NkeysTest, DecodesTheNatsDocumentationSeedToItsPublicKey) {
   EXPECT_EQ(pair->type(), KeyType::kUser);
   EXPECT_EQ(pair->publicKey(), "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4");
   EXPECT_EQ(pair->seed(), "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY");
+}
+
+bool libnatsSigns(const std::string& seed) {
+  unsigned char* signature = nullptr;
+  int length = 0;
+  natsStatus status = nats_Sign(seed.c_str(), "nonce", &signature, &length);
+  std::free(signature);
+  return status == NATS_OK;
+}
+
+// A seed libnats 3.4.1 refuses although it is well formed: this library decodes it, its checksum is right.
+TEST(NkeysTest, LibnatsRefusesSomeValidSeedsSoIssuedUserKeysAreChecked) {
+  const std::string refused = "SUAMLDZRMBI57IQ2IOVKZH65LXRYU37I3OFOZD2CLADSKKT3BF3IN3MIBU";
+  auto pair = KeyPair::fromSeed(refused);
+  ASSERT_TRUE(pair.ok()) << pair.error().describe();
+  EXPECT_EQ(pair->seed(), refused);
+  EXPECT_FALSE(libnatsSigns(refused));
+  for (int i = 0; i < 50; ++i) {  // libnats signs slowly (tens of ms)
+    auto user = generateClientUserKey();
+    ASSERT_TRUE(user.ok()) << user.error().describe();
+    ASSERT_TRUE(libnatsSigns(user->seed())) << user->seed();
+  }
 }
 
 TEST(NkeysTest, AMistypedSeedFailsTheChecksum) {

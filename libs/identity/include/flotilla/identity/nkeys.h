@@ -65,6 +65,12 @@ class KeyPair {
   std::string public_key_;
 };
 
+//! A fresh user key pair that libnats can sign with. libnats 3.4.1 (Debian bookworm) refuses about one valid user
+//! seed in a few thousand with "invalid seed" (its checksum and encoding are right: NkeysTest shows nats_Sign
+//! failing on a seed this library decodes), and a client holding such a .creds file could never connect; so a key
+//! libnats refuses is replaced by another before it is used. Every user JWT this library issues uses one.
+Result<KeyPair> generateClientUserKey();
+
 //! Checks `signature` (64 raw bytes) of `data` against an encoded public key of any Flotilla key type;
 //! kInvalid when the key is malformed or the signature does not match.
 Status verifySignature(std::string_view encoded_public_key, std::string_view data, std::string_view signature);
