@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flotilla/cli/auth.h"
 #include "flotilla/cli/hub_reader.h"
 #include "render_args.h"
 
@@ -48,6 +49,7 @@ struct Invocation {
   bool keep_resources = false;  //!< delete cluster --keep-resources
   std::string shell;            //!< completion
   RenderArgs render;
+  AuthArgs auth;                   //!< auth init / issue
   const CLI::App* root = nullptr;  //!< the top-level app (help and completion describe it)
 };
 
@@ -107,5 +109,7 @@ void defineRedrive(CLI::App& command, Invocation& invocation);
 int runRedriveCommand(Invocation& invocation, const Streams& io);
 void defineRender(CLI::App& command, Invocation& invocation);
 int runRenderCommand(Invocation& invocation, const Streams& io);
+void defineAuth(CLI::App& command, Invocation& invocation);
+int runAuth(Invocation& invocation, const Streams& io);
 
 }  // namespace flotilla::cli

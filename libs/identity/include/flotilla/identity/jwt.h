@@ -1,0 +1,89 @@
+// flotilla/identity/jwt.h
+//
+// NATS v2 JWTs (the claims nats-server checks in operator mode) and .creds files. A JWT is
+// base64url(header) "." base64url(claims) "." base64url(Ed25519 signature of the first two parts), without padding;
+// the header is {"typ":"JWT","alg":"ed25519-nkey"}. The claims carry jti (base32 of the SHA-256 of the claims
+// without jti), iat, optional exp (Unix seconds), iss (the signer's public key), sub (the subject's public key),
+// name, and "nats" with the type-specific fields plus "type" and "version": 2.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/core/json.h"
+#include "flotilla/core/result.h"
+#include "flotilla/identity/nkeys.h"
+#include "flotilla/identity/permissions.h"
+
+namespace flotilla::identity {
+
+using Clock = std::chrono::system_clock;
+
+//! What every JWT carries besides its type-specific part.
+struct ClaimsBase {
+  std::string name;
+  Clock::time_point issued_at = Clock::now();
+  std::optional<Clock::time_point> expires;  //!< none = never
+};
+
+struct OperatorClaims {
+  ClaimsBase base;
+  std::string system_account;             //!< public key of the system account
+  std::vector<std::string> signing_keys;  //!< operator keys that may also sign account JWTs
+};
+
+struct AccountClaims {
+  ClaimsBase base;
+  std::vector<std::string> signing_keys;  //!< account keys that sign the account's user JWTs
+  bool jetstream = true;                  //!< unlimited JetStream storage (false for the system account)
+  //! user public key -> Unix seconds: user JWTs issued at or before that time are refused.
+  std::map<std::string, int64_t> revocations;
+};
+
+struct UserClaims {
+  ClaimsBase base;
+  Permissions permissions;
+  //! The account's public key when the JWT is signed by one of its signing keys ("" when the account key signs).
+  std::string issuer_account;
+};
+
+//! Signs the claims of an operator (self-signed: `operator_key` is issuer and subject).
+Result<std::string> issueOperatorJwt(const KeyPair& operator_key, const OperatorClaims& claims);
+//! Signs an account JWT for `account_public_key` with the operator key (or one of its signing keys).
+Result<std::string> issueAccountJwt(const KeyPair& operator_signer, std::string_view account_public_key,
+                                    const AccountClaims& claims);
+//! Signs a user JWT for `user_public_key` with the account key or an account signing key (then set
+//! claims.issuer_account).
+Result<std::string> issueUserJwt(const KeyPair& account_signer, std::string_view user_public_key,
+                                 const UserClaims& claims);
+
+//! A decoded JWT whose signature checked out against its own `iss`.
+struct VerifiedJwt {
+  Json header;
+  Json claims;
+  [[nodiscard]] std::string issuer() const { return claims.getString("iss"); }
+  [[nodiscard]] std::string subject() const { return claims.getString("sub"); }
+  [[nodiscard]] std::string type() const;
+};
+
+//! Decodes `jwt`, checks the header and the issuer's signature, and that it has not expired at `now`.
+//! kInvalid names what is wrong (part count, encoding, algorithm, signature, expiry).
+Result<VerifiedJwt> verifyJwt(std::string_view jwt, Clock::time_point now = Clock::now());
+
+//! The text of a .creds file (the decorated user JWT and seed libnats' natsOptions_SetUserCredentialsFromFiles
+//! and nsc read).
+std::string credsFile(std::string_view user_jwt, const KeyPair& user_key);
+
+//! The JWT and the seed of a .creds file's text; kInvalid when either block is missing.
+struct Creds {
+  std::string jwt;
+  std::string seed;
+};
+Result<Creds> parseCredsFile(std::string_view text);
+
+}  // namespace flotilla::identity
