@@ -7,6 +7,7 @@
 #include "flotilla/source/archive.h"
 #include "fuzz_support.h"
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using flotilla::fuzz::check;
   namespace source = flotilla::source;

@@ -6,6 +6,7 @@
 #include "flotilla/model/codec.h"
 #include "fuzz_support.h"
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using flotilla::fuzz::check;
   auto decoded = flotilla::model::decodeFleetYaml(flotilla::fuzz::asText(data, size), "fuzz/fleet.yaml");

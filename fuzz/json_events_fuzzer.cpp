@@ -79,6 +79,7 @@ void decodeEverything(const Json& json) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto json = Json::parse(flotilla::fuzz::asText(data, size));
   if (!json.ok()) {

@@ -21,6 +21,7 @@ const std::string& emptyDir() {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace kube = flotilla::kube;
   std::string_view text = flotilla::fuzz::asText(data, size);

@@ -29,6 +29,7 @@ void roundTrip(const model::Resource& resource) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text = flotilla::fuzz::asText(data, size);
   flotilla::YamlLimits limits;

@@ -57,6 +57,7 @@ void structuredForm(std::string_view text) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text = flotilla::fuzz::asText(data, size);
   stringForm(text);

@@ -38,6 +38,7 @@ flotilla::templating::Limits limits() {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using flotilla::fuzz::check;
   std::string_view text = flotilla::fuzz::asText(data, size);

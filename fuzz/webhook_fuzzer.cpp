@@ -48,6 +48,7 @@ void matchSpecs(const poller::PushEvent& push) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls, by this name.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const poller::WebhookSecret kSecret = {
       {"github", "s3cret"}, {"token", "t0ken"}, {"azure-username", "user"}, {"azure-password", "pass"}};
