@@ -16,6 +16,26 @@ if(FLOTILLA_SANITIZE)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     add_compile_options(-Wno-error=maybe-uninitialized -Wno-error=mismatched-new-delete)
   endif()
+  # clang 14's -fsanitize=function (part of "undefined", a check GCC does not have) cannot emit its prologue data
+  # for split coroutine functions: libs/http's server fails with "Cannot represent a difference across sections".
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    add_compile_options(-fno-sanitize=function)
+  endif()
+endif()
+if(FLOTILLA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "FLOTILLA_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++-14 "
+                        "-DCMAKE_C_COMPILER=clang-14 (Debian: clang-14 and libclang-rt-14-dev)")
+  endif()
+  # Coverage instrumentation for every target; the fuzz_* executables add libFuzzer itself (fuzz/CMakeLists.txt).
+  # The other executables (unit tests) link fine: the sanitizer runtime provides the coverage callbacks.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # Boost 1.74 enables co_await under clang only with the Coroutines TS (<experimental/coroutine>, libc++); clang 14
+  # implements C++20 coroutines and libstdc++ 12 has <coroutine>, which Boost already detects through __GNUC__ for
+  # BOOST_ASIO_HAS_STD_COROUTINE. libs/http's server needs co_await.
+  add_compile_definitions(BOOST_ASIO_HAS_CO_AWAIT=1)
 endif()
 
 function(flotilla_target_settings target)

@@ -4,7 +4,10 @@
 #include <charconv>
 #include <cstdlib>
 #include <set>
+#include <sstream>
 
+#include <simdjson.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "flotilla/core/util.h"
@@ -115,8 +118,20 @@ class Converter {
   }
 
  private:
+  //! Scalars and keys become JSON strings, which must be UTF-8: yaml-cpp passes other bytes through, and a value
+  //! holding them would be written into bus messages and records that no JSON reader accepts.
+  Status checkUtf8(const std::string& text, const YAML::Mark& mark) const {
+    if (simdjson::validate_utf8(text.data(), text.size())) {
+      return {};
+    }
+    return fail(ErrorKind::kInvalid, "YAML text is not valid UTF-8", location(source_, mark));
+  }
+
   //! Counts one node (and its scalar text) against the limits; the error names the file and line.
   Status charge(const YAML::Node& node) {
+    if (node.Type() == YAML::NodeType::Scalar) {
+      FLOTILLA_TRY(checkUtf8(node.Scalar(), node.Mark()));
+    }
     bytes_ += 1 + (node.Type() == YAML::NodeType::Scalar ? node.Scalar().size() : 0);
     std::string exceeded;
     if (++nodes_ > limits_.max_nodes) {
@@ -172,6 +187,7 @@ class Converter {
             return fail(ErrorKind::kInvalid, "mapping keys must be scalars", location(source_, entry.first.Mark()));
           }
           const std::string& key = entry.first.Scalar();
+          FLOTILLA_TRY(checkUtf8(key, entry.first.Mark()));
           bytes_ += key.size();
           if (key == "<<") {
             // Merge keys: copy the merged map's entries that are not set explicitly. Their lines point at the
@@ -219,6 +235,42 @@ class Converter {
   size_t depth_ = 0;
 };
 
+//! Records where each document starts, building nothing.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark start;
+};
+
+//! yaml-cpp 0.7 (Debian 12's) never gets past a document that starts with a flow entry (",", "--- ,"): LoadAll adds
+//! null documents until memory runs out (yaml-cpp issue 1040, fixed in later releases). So the stream's events are
+//! read once first, without building nodes, and a document that starts where the previous one did is refused.
+//! Throws YAML::Exception for invalid YAML, as LoadAll would.
+Status checkDocumentsAdvance(const std::string& text, std::string_view source) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts handler;
+  int previous = -1;
+  while (parser.HandleNextDocument(handler)) {
+    if (handler.start.pos == previous) {
+      return fail(ErrorKind::kInvalid,
+                  "invalid YAML: unexpected token at the start of a document (a ',' outside [ ] or { }?)",
+                  location(source, handler.start));
+    }
+    previous = handler.start.pos;
+  }
+  return {};
+}
+
 Result<std::vector<YAML::Node>> loadAll(std::string_view text, std::string_view source, const YamlLimits& limits) {
   if (text.size() > limits.max_input_bytes) {
     return fail(ErrorKind::kInvalid,
@@ -227,7 +279,9 @@ Result<std::vector<YAML::Node>> loadAll(std::string_view text, std::string_view 
                 std::string(source));
   }
   try {
-    return YAML::LoadAll(std::string(text));
+    std::string input(text);
+    FLOTILLA_TRY(checkDocumentsAdvance(input, source));
+    return YAML::LoadAll(input);
   } catch (const YAML::Exception& e) {
     return fail(ErrorKind::kInvalid, "invalid YAML: " + e.msg, location(source, e.mark));
   }

@@ -128,5 +128,37 @@ TEST(YamlTest, DescribeDoesNotRepeatALocationPrefix) {
   EXPECT_EQ(makeError(ErrorKind::kInvalid, "bad", "f.yaml:3").describe(), "bad (f.yaml:3)");
 }
 
+// Found by fuzz/yaml_fuzzer: a byte that is not UTF-8 (0x8e) became part of a JSON string that no JSON parser reads.
+TEST(YamlTest, InvalidUtf8IsRefusedNamingTheLine) {
+  auto value = parseYaml("image:\n  name: web\n  tag: \"1\x8e\"\n", "values.yaml");
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.error().describe(), "YAML text is not valid UTF-8 (values.yaml:3)");
+  auto key = parseYaml(
+      "{name: web, \x8e"
+      "ag: 1}",
+      "values.yaml");
+  ASSERT_FALSE(key.ok());
+  EXPECT_EQ(key.error().where, "values.yaml:1");
+  auto text = parseYaml("name: caf\xc3\xa9 \xe2\x9c\x93\n", "values.yaml");
+  ASSERT_TRUE(text.ok()) << text.error().describe();
+  EXPECT_EQ(text->getString("name"), "caf\xc3\xa9 \xe2\x9c\x93");
+}
+
+// Found by fuzz/yaml_fuzzer: yaml-cpp 0.7 loops forever, adding null documents, on a document that starts with ','.
+TEST(YamlTest, DocumentStartingWithACommaIsRefusedNotLoopedOn) {
+  for (const char* text : {",", "--- ,", "a: 1\n--- ,\n", "!!str ,", "&a ,"}) {
+    auto documents = parseYamlDocuments(text, "fleet.yaml");
+    ASSERT_FALSE(documents.ok()) << text;
+    EXPECT_EQ(documents.error().kind, ErrorKind::kInvalid);
+    EXPECT_EQ(documents.error().where.rfind("fleet.yaml:", 0), 0u) << documents.error().describe();
+  }
+  auto error = parseYaml("--- ,", "fleet.yaml");
+  ASSERT_FALSE(error.ok());
+  EXPECT_EQ(error.error().describe(),
+            "invalid YAML: unexpected token at the start of a document (a ',' outside [ ] or { }?) (fleet.yaml:1)");
+  EXPECT_TRUE(parseYaml("[a, b]", "fleet.yaml").ok());
+  EXPECT_TRUE(parseYamlDocuments("---\n---\na: 1\n...\n", "fleet.yaml").ok());
+}
+
 }  // namespace
 }  // namespace flotilla

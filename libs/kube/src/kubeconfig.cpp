@@ -109,7 +109,9 @@ Status parseServerUrl(std::string_view url, Kubeconfig& out) {
   if (host.empty()) {
     return fail(ErrorKind::kInvalid, "server: no host in \"" + std::string(url) + "\"");
   }
-  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+  // At most 5 digits before std::stoi, which throws on a number beyond int (found by fuzz/kubeconfig_fuzzer).
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535) {
     return fail(ErrorKind::kInvalid, "server: bad port in \"" + std::string(url) + "\"");
   }
   std::string prefix(path);

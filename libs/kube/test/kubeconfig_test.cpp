@@ -162,6 +162,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"NotYaml", "clusters: [unclosed", "", "not valid YAML"}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
 
+// Found by fuzz/kubeconfig_fuzzer: a port of more digits than an int holds made std::stoi throw out of the parser.
+TEST(KubeconfigServerUrlTest, PortBeyondIntIsABadPortNotAnException) {
+  for (const char* url : {"https://x:99999999999", "https://[::1]:123456789012345678901234567890", "https://x:65536"}) {
+    Kubeconfig out;
+    auto status = parseServerUrl(url, out);
+    ASSERT_FALSE(status.ok()) << url;
+    EXPECT_EQ(status.error().message, std::string("server: bad port in \"") + url + "\"");
+  }
+  Kubeconfig out;
+  ASSERT_TRUE(parseServerUrl("https://x:65535", out).ok());
+  EXPECT_EQ(out.port, "65535");
+}
+
 TEST_F(KubeconfigTest, MissingFileIsInvalid) {
   auto config = Kubeconfig::load(dir_ + "/does-not-exist");
   ASSERT_FALSE(config.ok());

@@ -323,11 +323,17 @@ std::string formatSelector(const LabelSelector& selector) {
         break;
       case SelectorOperator::kIn:
       case SelectorOperator::kNotIn: {
-        std::string joined;
-        for (const auto& value : req.values) {
-          joined += (joined.empty() ? "" : ",") + value;
+        const bool in = req.op == SelectorOperator::kIn;
+        // "key in ()" does not parse, so one empty value is written as an equality ("key!=" is NotIn [""]).
+        if (req.values.size() == 1 && req.values.front().empty()) {
+          parts.push_back(req.key + (in ? "=" : "!="));
+          break;
         }
-        parts.push_back(req.key + (req.op == SelectorOperator::kIn ? " in (" : " notin (") + joined + ")");
+        std::string joined;
+        for (size_t i = 0; i < req.values.size(); ++i) {
+          joined += (i == 0 ? "" : ",") + req.values[i];  // by index: an empty first value keeps its comma
+        }
+        parts.push_back(req.key + (in ? " in (" : " notin (") + joined + ")");
         break;
       }
     }

@@ -63,6 +63,20 @@ TEST(LabelsTest, StringFormRoundTrips) {
   EXPECT_EQ(formatSelector(*parseSelector("region in (a,b),env=prod,!x")), "env=prod,region in (a,b),!x");
 }
 
+// Found by fuzz/selector_fuzzer: "n!=" printed as "n notin ()", which does not parse, and an empty first value of a
+// list lost its comma ("a in (,b)" printed as "a in (b)").
+TEST(LabelsTest, EmptyValuesRoundTripThroughTheStringForm) {
+  for (const char* text : {"n!=", "a in (,b)", "a notin (b,,c)", "env=prod,env=", "a in (,)"}) {
+    auto s = parseSelector(text);
+    ASSERT_TRUE(s.ok()) << text << ": " << s.error().describe();
+    auto again = parseSelector(formatSelector(*s));
+    ASSERT_TRUE(again.ok()) << text << " printed as " << formatSelector(*s) << ": " << again.error().describe();
+    EXPECT_EQ(*again, *s) << text << " printed as " << formatSelector(*s);
+  }
+  EXPECT_EQ(formatSelector(*parseSelector("n!=")), "n!=");
+  EXPECT_EQ(formatSelector(*parseSelector("a in (,b)")), "a in (,b)");
+}
+
 TEST(LabelsTest, RejectsMalformedStrings) {
   for (const char* text : {"env=prod,", "=x", "env in a", "env in ()", "env in (a", "env >= 3", "env=pr od",
                            "Bad Key=x", "env=-bad-", "a,,b", "!"}) {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <unistd.h>
 
@@ -86,6 +87,9 @@ Result<Archive> decode(std::string_view json) {
       }
     }
   }
+  // One entry per path: with two, which one extract leaves on disk would depend on their order, and the encoding
+  // (whose hash names the archive) would not be canonical.
+  std::set<std::string, std::less<>> seen;
   if (const Json* files = root.find("files"); files != nullptr && files->isArray()) {
     for (size_t i = 0; i < files->size(); ++i) {
       const Json& entry = files->asArray()[i];
@@ -95,6 +99,13 @@ Result<Archive> decode(std::string_view json) {
       if (!isSafeRelativePath(file.path)) {
         return fail(ErrorKind::kInvalid,
                     "source archive: files[" + std::to_string(i) + "]: unsafe path \"" + file.path + "\"");
+      }
+      if (file.mode != "100644" && file.mode != "100755") {
+        return fail(ErrorKind::kInvalid,
+                    "source archive: " + file.path + ": mode \"" + file.mode + "\" is neither 100644 nor 100755");
+      }
+      if (!seen.insert(file.path).second) {
+        return fail(ErrorKind::kInvalid, "source archive: " + file.path + ": more than one entry for this path");
       }
       auto content = base64Decode(entry.getString("content"));
       if (!content.ok()) {
@@ -109,6 +120,9 @@ Result<Archive> decode(std::string_view json) {
       Symlink link{entry.getString("path"), entry.getString("target")};
       if (!isSafeRelativePath(link.path)) {
         return fail(ErrorKind::kInvalid, "source archive: unsafe symlink path \"" + link.path + "\"");
+      }
+      if (!seen.insert(link.path).second) {
+        return fail(ErrorKind::kInvalid, "source archive: " + link.path + ": more than one entry for this path");
       }
       archive.symlinks.push_back(std::move(link));
     }

@@ -38,6 +38,22 @@ TEST(ArchiveTest, DecodeRejectsUnsafePaths) {
   }
 }
 
+// Found by fuzz/archive_fuzzer: two entries for one path made the encoding depend on their order (the archive's
+// name is the hash of its encoding), and any mode string was accepted while extract wrote it as 0644.
+TEST(ArchiveTest, DecodeRejectsDuplicatePathsAndUnknownModes) {
+  const std::string head = R"({"apiVersion":"sources.flotilla.io/v1","files":[)";
+  auto twice = decode(head + R"({"path":"a.yaml","content":"eA=="},{"path":"a.yaml","content":"eQ=="}]})");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().message, "source archive: a.yaml: more than one entry for this path");
+  auto file_and_link = decode(head + R"({"path":"a","content":""}],"symlinks":[{"path":"a","target":"b"}]})");
+  ASSERT_FALSE(file_and_link.ok());
+  EXPECT_EQ(file_and_link.error().message, "source archive: a: more than one entry for this path");
+  auto mode = decode(head + R"({"path":"a","mode":"10ap0644","content":""}]})");
+  ASSERT_FALSE(mode.ok());
+  EXPECT_EQ(mode.error().message, "source archive: a: mode \"10ap0644\" is neither 100644 nor 100755");
+  EXPECT_TRUE(decode(head + R"({"path":"a","content":""},{"path":"b","mode":"100755","content":""}]})").ok());
+}
+
 TEST(ArchiveTest, ExtractAndResolveInsideRefuseEscapingSymlinks) {
   auto dir = makeTempDir("archive-test");
   ASSERT_TRUE(dir.ok());

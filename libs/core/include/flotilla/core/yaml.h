@@ -55,7 +55,8 @@ std::string yamlIndexPath(std::string_view parent, size_t index);
 //! The parent of a path built by the two functions above ("" for a top-level key).
 std::string yamlParentPath(std::string_view path);
 
-//! Parses every document of a multi-document YAML stream. Empty and comment-only documents are dropped.
+//! Parses every document of a multi-document YAML stream. Empty and comment-only documents are dropped. Scalars and
+//! keys that are not UTF-8 are refused (they would become JSON strings no reader accepts).
 //! `source` names the input in errors ("path/to/file.yaml").
 Result<std::vector<YamlDocument>> parseYamlDocuments(std::string_view text, std::string_view source,
                                                      const YamlLimits& limits = {});

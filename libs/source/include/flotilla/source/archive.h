@@ -40,7 +40,8 @@ struct Archive {
 
 //! Canonical JSON (files sorted by path), so equal content gives an equal object name.
 std::string encode(const Archive& archive);
-//! Strict decode: unknown apiVersion, bad base64 or an unsafe path is kInvalid naming the entry.
+//! Strict decode: unknown apiVersion, bad base64, an unsafe path, two entries (files or symlinks) for one path or a
+//! mode other than 100644/100755 is kInvalid naming the entry.
 Result<Archive> decode(std::string_view json);
 //! Object name in the `sources` bucket: sha256 of the encoded archive.
 std::string objectName(std::string_view encoded);
