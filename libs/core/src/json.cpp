@@ -1,5 +1,6 @@
 #include "flotilla/core/json.h"
 
+#include <atomic>
 #include <cassert>
 #include <charconv>
 #include <cmath>
@@ -327,7 +328,7 @@ namespace {
 
 //! The largest document the per-thread parser takes. A simdjson parser keeps buffers of about 14 bytes per byte of
 //! the largest document it has parsed, for the life of its thread; a big document (a list) gets a parser of its own.
-constexpr size_t kThreadParserMaxBytes = size_t{16} * 1024;
+std::atomic<size_t> g_thread_parser_max_bytes{size_t{16} * 1024};
 
 Result<Json> parseWith(simdjson::dom::parser& parser, std::string_view text) {
   simdjson::padded_string padded(text);
@@ -341,8 +342,12 @@ Result<Json> parseWith(simdjson::dom::parser& parser, std::string_view text) {
 
 }  // namespace
 
+void Json::setThreadParserLimit(size_t bytes) {
+  g_thread_parser_max_bytes.store(bytes, std::memory_order_relaxed);
+}
+
 Result<Json> Json::parse(std::string_view text) {
-  if (text.size() > kThreadParserMaxBytes) {
+  if (text.size() > g_thread_parser_max_bytes.load(std::memory_order_relaxed)) {
     simdjson::dom::parser parser;
     return parseWith(parser, text);
   }

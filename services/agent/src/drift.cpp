@@ -2,6 +2,7 @@
 #include "flotilla/agent/drift.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 #include <map>
 
@@ -171,12 +172,29 @@ FieldSet managedFieldSet(const Json& live, std::string_view manager, std::string
   return out;
 }
 
+void FieldValues::add(std::string_view path, uint64_t hash) {
+  assert(fields_.empty() || (*this)[fields_.size() - 1].path < path);
+  paths_.append(path);
+  fields_.push_back(Slot{.hash = hash, .end = static_cast<uint32_t>(paths_.size())});
+}
+
+void FieldValues::shrink() {
+  paths_.shrink_to_fit();
+  fields_.shrink_to_fit();
+}
+
+FieldValues::Field FieldValues::operator[](size_t index) const {
+  const size_t begin = index == 0 ? 0 : fields_[index - 1].end;
+  return Field{.path = std::string_view(paths_).substr(begin, fields_[index].end - begin), .hash = fields_[index].hash};
+}
+
 FieldValues appliedFieldValues(const Json& applied) {
   FieldValues out;
-  for (const auto& [path, node] : entryFields(applied, kFieldManager, "Apply")) {
+  for (const auto& [path, node] : entryFields(applied, kFieldManager, "Apply")) {  // a map: sorted by path
     const Json* value = node ? nullptr : valueAt(applied, path);
-    out.emplace(path, value != nullptr ? valueHash(*value) : kNodeHash);
+    out.add(path, value != nullptr ? valueHash(*value) : kNodeHash);
   }
+  out.shrink();
   return out;
 }
 
@@ -239,9 +257,11 @@ ObjectDrift computeDrift(const FieldValues& applied, const Json& live, const std
     pointers.push_back(parsePointer(pointer));
   }
   std::vector<FieldPath> lost;
-  for (const auto& [path, hash] : applied) {
-    if (!held.contains(path) && !stillApplied(path, hash, live) && !isIgnored(path, live, pointers)) {
-      lost.push_back(path);
+  for (size_t i = 0; i < applied.size(); ++i) {
+    const auto field = applied[i];
+    FieldPath path(field.path);
+    if (!held.contains(path) && !stillApplied(path, field.hash, live) && !isIgnored(path, live, pointers)) {
+      lost.push_back(std::move(path));
     }
   }
   // Who holds each lost field now: every other entry of managedFields (another manager, or flotilla's Update).

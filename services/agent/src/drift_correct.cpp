@@ -107,18 +107,23 @@ void DriftWatcher::deferBundle(const std::string& owner, bool again) {
 void DriftWatcher::wakeDueEntriesLocked() {
   const auto now = SteadyClock::now();
   for (auto& [id, entry] : entries_) {
-    if (entry.fight && now - entry.last_write >= entry.fight->quiet) {
+    if (!entry.correcting) {
+      continue;  // never drifted, or clean for longer than the fight window
+    }
+    Correcting& state = *entry.correcting;
+    if (state.fight && now - state.last_write >= state.fight->quiet) {
       log::info("the other writer stayed quiet: correcting drift again", {{"cluster", options_.cluster},
                                                                           {"bundle", entry.owner},
                                                                           {"object", entry.ref.describe()},
-                                                                          {"manager", entry.fight->manager}});
-      entry.fight.reset();
-      entry.corrections.clear();
+                                                                          {"manager", state.fight->manager}});
+      state.fight.reset();
+      state.corrections.clear();
       markDirtyLocked(entry.owner);
     }
-    if (entry.failed_corrections > 0 && entry.retry_at <= now && entry.drift.drifted()) {
+    if (state.failed_corrections > 0 && state.retry_at <= now && entry.drift.drifted()) {
       markDirtyLocked(entry.owner);  // a failed correction's retry is due
     }
+    forgetCleanLocked(entry);
   }
 }
 
@@ -200,10 +205,10 @@ std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const s
       continue;
     }
     Entry& entry = it->second;
-    if (!entry.drift.drifted() || entry.fight || entry.desired.isNull()) {
+    if (!entry.drift.drifted() || entry.fighting() || entry.desired.isNull()) {
       continue;
     }
-    if (entry.failed_corrections > 0 && now < entry.retry_at) {
+    if (entry.retrying() && now < entry.correcting->retry_at) {
       continue;  // backing off after a failed correction; the worker comes back when the retry is due
     }
     std::vector<FieldPath> fields = driftedFields(entry.drift);
@@ -211,14 +216,15 @@ std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const s
       startFightLocked(entry, *fought, fight_notes);
       continue;
     }
-    if (entry.failed_corrections > 0) {
+    if (entry.retrying()) {
       metrics_.counter("drift_correction_retries_total", "Failed drift corrections tried again after a backoff")
           .Increment();
-      log::info("retrying a failed drift correction", {{"cluster", options_.cluster},
-                                                       {"bundle", owner},
-                                                       {"object", entry.ref.describe()},
-                                                       {"attempt", static_cast<int64_t>(entry.failed_corrections) + 1},
-                                                       {"last_error", entry.correction_error}});
+      log::info("retrying a failed drift correction",
+                {{"cluster", options_.cluster},
+                 {"bundle", owner},
+                 {"object", entry.ref.describe()},
+                 {"attempt", static_cast<int64_t>(entry.correcting->failed_corrections) + 1},
+                 {"last_error", entry.correcting->correction_error}});
     }
     due.push_back(Correction{.id = id, .ref = entry.ref, .desired = entry.desired, .fields = std::move(fields)});
   }
@@ -226,11 +232,15 @@ std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const s
 }
 
 std::optional<FieldPath> DriftWatcher::foughtFieldLocked(Entry& entry, const std::vector<FieldPath>& fields) {
+  if (!entry.correcting) {
+    return std::nullopt;  // never corrected
+  }
+  auto& corrections = entry.correcting->corrections;
   const auto now = SteadyClock::now();
-  std::erase_if(entry.corrections,
+  std::erase_if(corrections,
                 [&](const FieldCorrection& correction) { return now - correction.at > options_.fight_window; });
   for (const auto& field : fields) {
-    const auto times = std::count_if(entry.corrections.begin(), entry.corrections.end(),
+    const auto times = std::count_if(corrections.begin(), corrections.end(),
                                      [&](const FieldCorrection& correction) { return correction.path == field; });
     if (static_cast<size_t>(times) >= options_.fight_corrections) {
       return field;
@@ -243,26 +253,27 @@ void DriftWatcher::startFightLocked(Entry& entry, const FieldPath& field, Notes&
   const auto change = std::find_if(entry.drift.changes.begin(), entry.drift.changes.end(),
                                    [&](const FieldChange& c) { return c.path == field; });
   const bool named = change != entry.drift.changes.end() && !change->manager.empty();
-  const auto corrected = std::count_if(entry.corrections.begin(), entry.corrections.end(),
+  Correcting& state = entry.correctingState();
+  const auto corrected = std::count_if(state.corrections.begin(), state.corrections.end(),
                                        [&](const FieldCorrection& correction) { return correction.path == field; });
-  auto quiet = options_.fight_window * (1 << std::min(entry.fights_in_a_row, kMaxQuietDoublings));
-  entry.fight = Fight{.manager = named ? change->manager : "another writer",
+  auto quiet = options_.fight_window * (1 << std::min(state.fights_in_a_row, kMaxQuietDoublings));
+  state.fight = Fight{.manager = named ? change->manager : "another writer",
                       .path = field.empty() ? std::string("(the whole object)") : displayPath(field),
                       .since = SteadyClock::now(),
                       .quiet = quiet};
-  ++entry.fights_in_a_row;
+  ++state.fights_in_a_row;
   resetRetry(entry);  // not corrected during the fight: no retry pending either
   metrics_.counter("drift_fights_total", "Objects whose drift correction was stopped: another writer kept changing it")
       .Increment();
-  std::string message = "field manager " + entry.fight->manager + " keeps changing " + entry.fight->path + " of " +
+  std::string message = "field manager " + state.fight->manager + " keeps changing " + state.fight->path + " of " +
                         entry.ref.describe() + ": corrected " + std::to_string(corrected) + " times within " +
                         secondsText(options_.fight_window) +
                         "; flotilla stops correcting it until that writer stays quiet for " + secondsText(quiet);
   log::warn("drift fight: correction stopped", {{"cluster", options_.cluster},
                                                 {"bundle", entry.owner},
                                                 {"object", entry.ref.describe()},
-                                                {"manager", entry.fight->manager},
-                                                {"field", entry.fight->path},
+                                                {"manager", state.fight->manager},
+                                                {"field", state.fight->path},
                                                 {"quiet_s", static_cast<int64_t>(quiet.count() / 1000)}});
   fight_notes.emplace_back(entry.ref, std::move(message));
 }
@@ -282,22 +293,24 @@ void DriftWatcher::recordCorrection(const Correction& correction, const Result<J
       Entry& entry = it->second;
       if (result.ok()) {
         const auto now = SteadyClock::now();
+        auto& corrections = entry.correctingState().corrections;
         for (const auto& field : correction.fields) {
-          entry.corrections.push_back(FieldCorrection{.path = field, .at = now});
+          corrections.push_back(FieldCorrection{.path = field, .at = now});
         }
         resetRetry(entry);
         // The answer is the corrected object: the entry is clean now, not only once the watch brings the change,
         // so the worker never corrects it twice (nor counts two corrections towards a fight) in between.
         updateEntryLocked(entry, &*result);
       } else {
-        ++entry.failed_corrections;
-        entry.retry_delay = entry.failed_corrections == 1
+        Correcting& state = entry.correctingState();
+        ++state.failed_corrections;
+        state.retry_delay = state.failed_corrections == 1
                                 ? options_.correction_retry_min
-                                : std::min(entry.retry_delay * 2, options_.correction_retry_max);
-        entry.retry_at = SteadyClock::now() + entry.retry_delay;
-        retry_in = entry.retry_delay;
-        entry.correction_error = truncateMessage(result.error().message);
-        message = "correcting drift of " + correction.ref.describe() + " failed: " + entry.correction_error;
+                                : std::min(state.retry_delay * 2, options_.correction_retry_max);
+        state.retry_at = SteadyClock::now() + state.retry_delay;
+        retry_in = state.retry_delay;
+        state.correction_error = truncateMessage(result.error().message);
+        message = "correcting drift of " + correction.ref.describe() + " failed: " + state.correction_error;
       }
     }
   }
@@ -372,15 +385,16 @@ std::optional<BundleReport> DriftWatcher::bundleReport(const std::string& owner)
       continue;
     }
     std::string text = describeDrift(entry.drift);
-    if (entry.fight) {
+    if (entry.fighting()) {
+      const Fight& fought = *entry.correcting->fight;
       modified.reason = std::string(kReasonDriftFight);
-      std::string fight = "fight with field manager " + entry.fight->manager;
-      fight += " over " + entry.fight->path;
-      fight += ": not corrected until it stays quiet for " + secondsText(entry.fight->quiet);
+      std::string fight = "fight with field manager " + fought.manager;
+      fight += " over " + fought.path;
+      fight += ": not corrected until it stays quiet for " + secondsText(fought.quiet);
       fight += " (" + text + ")";
       text = std::move(fight);
-    } else if (!entry.correction_error.empty()) {
-      text += "; correction failed (retried with backoff): " + entry.correction_error;
+    } else if (entry.correcting && !entry.correcting->correction_error.empty()) {
+      text += "; correction failed (retried with backoff): " + entry.correcting->correction_error;
     }
     if (drifted < kMaxMessageItems) {
       modified.message += (drifted == 0 ? "" : "; ") + entry.ref.describe() + ": " + text;

@@ -445,20 +445,38 @@ bool DriftWatcher::updateEntryLocked(Entry& entry, const Json* live) {
     entry.health = evaluateHealth(*live, drift_settings.ignore_conditions);
   }
   if (entry.drift.drifted() && (entry.drift != previous_drift || live != nullptr)) {
-    entry.last_write = SteadyClock::now();  // a write to a drifted object: the other writer is not quiet
+    // A write to a drifted object: the other writer is not quiet.
+    entry.correctingState().last_write = SteadyClock::now();
   }
-  if (!entry.drift.drifted()) {
-    entry.fights_in_a_row = 0;
+  if (!entry.drift.drifted() && entry.correcting) {
+    entry.correcting->fights_in_a_row = 0;
     resetRetry(entry);
+    forgetCleanLocked(entry);
   }
   return !was_known || entry.drift != previous_drift || entry.health.ready != previous_health.ready ||
          entry.health.message != previous_health.message;
 }
 
 void DriftWatcher::resetRetry(Entry& entry) {
-  entry.correction_error.clear();
-  entry.failed_corrections = 0;
-  entry.retry_delay = std::chrono::milliseconds(0);
+  if (!entry.correcting) {
+    return;
+  }
+  entry.correcting->correction_error.clear();
+  entry.correcting->failed_corrections = 0;
+  entry.correcting->retry_delay = std::chrono::milliseconds(0);
+}
+
+void DriftWatcher::forgetCleanLocked(Entry& entry) const {
+  if (!entry.correcting || entry.drift.drifted() || entry.correcting->fight) {
+    return;
+  }
+  // Corrections inside the fight window still count towards a fight (the object is clean between two of them).
+  const auto now = SteadyClock::now();
+  std::erase_if(entry.correcting->corrections,
+                [&](const FieldCorrection& correction) { return now - correction.at > options_.fight_window; });
+  if (entry.correcting->corrections.empty()) {
+    entry.correcting.reset();
+  }
 }
 
 void DriftWatcher::markDirtyLocked(const std::string& owner) {

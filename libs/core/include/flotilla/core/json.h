@@ -86,6 +86,10 @@ class Json {
 
   //! Parses JSON text. The error names the byte offset or field that failed; kind is kInvalid.
   static Result<Json> parse(std::string_view text);
+  //! Documents up to `bytes` are parsed by a parser each thread keeps (default 16 KiB); a larger one gets a parser
+  //! of its own, freed after the parse. A kept parser holds ~14 bytes per byte of the largest document its thread
+  //! parsed, so a process of many mostly idle threads (the agent) sets 0. Called at start-up, before parsing.
+  static void setThreadParserLimit(size_t bytes);
 
   friend bool operator==(const Json& a, const Json& b) { return a.value_ == b.value_; }
 

@@ -169,20 +169,9 @@ class DriftWatcher {
     FieldPath path;
     std::chrono::steady_clock::time_point at;
   };
-  //! One managed object.
-  struct Entry {
-    std::string owner;
-    ObjectRef ref;
-    FieldValues applied;
-    bool adopt = false;  //!< take `applied` from the first live state
-    Json desired;
-    bool known = false;  //!< a live state (or its absence) has been seen
-    //! The newest resourceVersion seen (etcd revisions are numbers): a late event of an older one is skipped.
-    uint64_t min_version = 0;
-    //! min_version when that state carried the owner's annotation, else 0.
-    uint64_t owned_version = 0;
-    ObjectDrift drift;
-    Health health;
+  //! What only an object that drifted needs (fight detection, correction retries): allocated on its first drift and
+  //! freed once it is clean with no recent correction, so the thousands of objects that never drift stay small.
+  struct Correcting {
     std::chrono::steady_clock::time_point last_write{};  //!< the last event that changed a drifted object
     std::vector<FieldCorrection> corrections;  //!< within the fight window (pruned when the entry is corrected)
     std::optional<Fight> fight;
@@ -191,6 +180,30 @@ class DriftWatcher {
     uint32_t failed_corrections = 0;  //!< failed corrections in a row: > 0 means retrying with backoff
     std::chrono::milliseconds retry_delay{0};
     std::chrono::steady_clock::time_point retry_at{};  //!< the next retry is not made before
+  };
+  //! One managed object.
+  struct Entry {
+    std::string owner;
+    ObjectRef ref;
+    FieldValues applied;
+    bool adopt = false;  //!< take `applied` from the first live state
+    bool known = false;  //!< a live state (or its absence) has been seen
+    Json desired;
+    //! The newest resourceVersion seen (etcd revisions are numbers): a late event of an older one is skipped.
+    uint64_t min_version = 0;
+    //! min_version when that state carried the owner's annotation, else 0.
+    uint64_t owned_version = 0;
+    ObjectDrift drift;
+    Health health;
+    std::unique_ptr<Correcting> correcting;  //!< null while the object has no drift history
+    [[nodiscard]] bool fighting() const { return correcting && correcting->fight; }
+    [[nodiscard]] bool retrying() const { return correcting && correcting->failed_corrections > 0; }
+    Correcting& correctingState() {
+      if (!correcting) {
+        correcting = std::make_unique<Correcting>();
+      }
+      return *correcting;
+    }
   };
   struct BundleEntry {
     DriftSettings settings;
@@ -243,6 +256,8 @@ class DriftWatcher {
   void markDirtyLocked(const std::string& owner);
   //! Forgets the entry's failed corrections (a success, or the object is clean): no retry pending.
   static void resetRetry(Entry& entry);
+  //! Frees the entry's drift history once it is clean, not fighting, and its corrections are outside the window.
+  void forgetCleanLocked(Entry& entry) const;
 
   // The worker (drift_correct.cpp).
   void workerLoop();
