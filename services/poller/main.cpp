@@ -39,17 +39,8 @@ std::map<std::string, std::string> pollerFlags() {
   };
 }
 
-Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Config& config) {
-  flotilla::poller::PollerOptions options;
-  options.data_dir = config.get("data-dir", options.data_dir);
-  options.workers = static_cast<int>(config.getInt("workers", options.workers));
-  options.credentials_dir = config.get("credentials-dir");
-  options.allow_local = config.getBool("allow-local-repos");
-  options.max_per_host = static_cast<int>(config.getInt("max-per-host", options.max_per_host));
-  options.webhook_secret = config.get("webhook-secret");
-  options.webhook_max_body =
-      static_cast<size_t>(config.getInt("webhook-max-body", static_cast<int64_t>(options.webhook_max_body)));
-  options.align_phases = config.getBool("align-phases");
+//! The webhook receiver's flags: its address, connection cap, rate limit and coalescing window.
+flotilla::Status webhookOptionsFrom(const flotilla::service::Config& config, flotilla::poller::PollerOptions& options) {
   const int64_t max_connections =
       config.getInt("webhook-max-connections", static_cast<int64_t>(options.webhook_max_connections));
   if (max_connections < 0) {
@@ -104,6 +95,21 @@ Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Con
     }
     options.webhook_coalesce = *parsed;
   }
+  return flotilla::okStatus();
+}
+
+Result<flotilla::poller::PollerOptions> optionsFrom(const flotilla::service::Config& config) {
+  flotilla::poller::PollerOptions options;
+  options.data_dir = config.get("data-dir", options.data_dir);
+  options.workers = static_cast<int>(config.getInt("workers", options.workers));
+  options.credentials_dir = config.get("credentials-dir");
+  options.allow_local = config.getBool("allow-local-repos");
+  options.max_per_host = static_cast<int>(config.getInt("max-per-host", options.max_per_host));
+  options.webhook_secret = config.get("webhook-secret");
+  options.webhook_max_body =
+      static_cast<size_t>(config.getInt("webhook-max-body", static_cast<int64_t>(options.webhook_max_body)));
+  options.align_phases = config.getBool("align-phases");
+  FLOTILLA_TRY(webhookOptionsFrom(config, options));
   for (auto [flag, target] : {std::pair{"git-timeout", &options.git_timeout},
                               {"max-backoff", &options.max_backoff},
                               {"gc-grace", &options.gc_grace},
