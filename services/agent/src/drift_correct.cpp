@@ -235,10 +235,8 @@ std::optional<FieldPath> DriftWatcher::foughtFieldLocked(Entry& entry, const std
   if (!entry.correcting) {
     return std::nullopt;  // never corrected
   }
-  auto& corrections = entry.correcting->corrections;
-  const auto now = SteadyClock::now();
-  std::erase_if(corrections,
-                [&](const FieldCorrection& correction) { return now - correction.at > options_.fight_window; });
+  pruneOldCorrections(*entry.correcting);
+  const auto& corrections = entry.correcting->corrections;
   for (const auto& field : fields) {
     const auto times = std::count_if(corrections.begin(), corrections.end(),
                                      [&](const FieldCorrection& correction) { return correction.path == field; });

@@ -466,14 +466,18 @@ void DriftWatcher::resetRetry(Entry& entry) {
   entry.correcting->retry_delay = std::chrono::milliseconds(0);
 }
 
+void DriftWatcher::pruneOldCorrections(Correcting& state) const {
+  const auto now = SteadyClock::now();
+  std::erase_if(state.corrections,
+                [&](const FieldCorrection& correction) { return now - correction.at > options_.fight_window; });
+}
+
 void DriftWatcher::forgetCleanLocked(Entry& entry) const {
   if (!entry.correcting || entry.drift.drifted() || entry.correcting->fight) {
     return;
   }
   // Corrections inside the fight window still count towards a fight (the object is clean between two of them).
-  const auto now = SteadyClock::now();
-  std::erase_if(entry.correcting->corrections,
-                [&](const FieldCorrection& correction) { return now - correction.at > options_.fight_window; });
+  pruneOldCorrections(*entry.correcting);
   if (entry.correcting->corrections.empty()) {
     entry.correcting.reset();
   }

@@ -256,6 +256,8 @@ class DriftWatcher {
   void markDirtyLocked(const std::string& owner);
   //! Forgets the entry's failed corrections (a success, or the object is clean): no retry pending.
   static void resetRetry(Entry& entry);
+  //! Drops the corrections older than the fight window.
+  void pruneOldCorrections(Correcting& state) const;
   //! Frees the entry's drift history once it is clean, not fighting, and its corrections are outside the window.
   void forgetCleanLocked(Entry& entry) const;
 
