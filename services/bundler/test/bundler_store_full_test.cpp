@@ -37,14 +37,16 @@ TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAft
   publishCommit(kCommit1, bulkyBundle("big", 1, size_t{250} << 10, 'b'), {"big"});
   ASSERT_TRUE(harness::waitUntil(
       [&] {
+        // The metric is counted after the status is written (the status belongs to the store step, the count to
+        // the consumer's verdict), so both are awaited.
         auto status = renderStatus("repo-big");
-        return status && status->error && status->error->message.find("is full") != std::string::npos;
+        return status && status->error && status->error->message.find("is full") != std::string::npos &&
+               metrics_.value("store_full_total", {{"store", "manifests"}}) >= 1;
       },
       30s));
   auto waiting = *renderStatus("repo-big");
   EXPECT_NE(waiting.error->message.find("object store manifests is full"), std::string::npos) << waiting.error->message;
   EXPECT_EQ(waiting.commit, kCommit1);
-  EXPECT_GE(metrics_.value("store_full_total", {{"store", "manifests"}}), 1);
   std::string why;
   EXPECT_TRUE(bundler_->ready(why)) << why;
   expectNoMoreEvents();
