@@ -149,11 +149,12 @@ Status checkLayout(const std::string& dir) {
       continue;
     }
     if (const std::string reason = flatLayoutReason(*it); !reason.empty()) {
-      return fail(ErrorKind::kInvalid,
-                  "--credentials-dir " + dir + ": " + inQuotes(name) + " " + reason +
-                      " (move it to <dir>/<workspace>/" + name + ", the workspace being the namespace of the " +
-                      "GitRepos that name it)",
-                  kWhere);
+      std::string message = "--credentials-dir " + dir;
+      message += ": " + inQuotes(name);
+      message += " " + reason;
+      message += " (move it to <dir>/<workspace>/" + name;
+      message += ", the workspace being the namespace of the GitRepos that name it)";
+      return fail(ErrorKind::kInvalid, message, kWhere);
     }
   }
   if (ec) {
