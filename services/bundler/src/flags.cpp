@@ -35,6 +35,9 @@ std::map<std::string, std::string> bundlerFlags() {
       {"max-file-bytes", "largest single file a bundle may have, e.g. 16MiB (default 16MiB)"},
       {"max-manifest-bytes", "largest rendered manifest of one bundle, e.g. 256MiB (default 256MiB)"},
       {"render-timeout", "time limit of one helm/kustomize run (default 60s)"},
+      {"commit-budget",
+       "time from a commit's start to the start of its last bundle's render; a bundle that would start later is "
+       "not rendered and the commit is rejected (default 20m)"},
       {"helm-binary", "helm executable for Helm bundles (default: helm on PATH; \"none\" disables Helm)"},
       {"kustomize-binary",
        "kustomize executable for kustomize bundles (default: kustomize on PATH; \"none\" disables kustomize)"},
@@ -136,6 +139,7 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
   };
   for (auto [name, target] :
        {IntervalFlag{"render-timeout", &options.handler.limits.timeout},
+        IntervalFlag{"commit-budget", &options.handler.commit_budget},
         IntervalFlag{"retry-max", &options.handler.retry_max}, IntervalFlag{"ack-wait", &options.ack_wait},
         IntervalFlag{"gc-grace", &options.gc_grace}, IntervalFlag{"gc-interval", &options.gc_interval}}) {
     std::string text = config.get(name);

@@ -1,4 +1,4 @@
-// The bundler's flags: --ack-wait (how soon a commit a killed bundler held is redelivered).
+// The bundler's flags: --ack-wait (how soon a commit a killed bundler held is redelivered), --commit-budget.
 #include "flotilla/bundler/flags.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +23,18 @@ TEST(BundlerFlags, AckWaitIsADuration) {
   auto bad = optionsFrom({"--ack-wait", "0"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("--ack-wait"), std::string::npos) << bad.error().message;
+}
+
+TEST(BundlerFlags, CommitBudgetIsADuration) {
+  auto defaults = optionsFrom({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
+  EXPECT_EQ(defaults->handler.commit_budget, std::chrono::minutes(20));
+  auto set = optionsFrom({"--commit-budget", "5m"});
+  ASSERT_TRUE(set.ok()) << set.error().describe();
+  EXPECT_EQ(set->handler.commit_budget, std::chrono::minutes(5));
+  auto bad = optionsFrom({"--commit-budget", "soon"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("--commit-budget"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace
