@@ -13,6 +13,18 @@ function(flotilla_small_code target)
   target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-Os> -ffunction-sections -fdata-sections)
 endfunction()
 
+#! flotilla_sectioned(targets...): one section per function and data object in libraries the agent shares with the
+#! hub services, without changing how their code is compiled otherwise (no -Os): the agent's link then drops the
+#! functions only the hub services call. The hub services' code and speed are unchanged.
+function(flotilla_sectioned)
+  if(FLOTILLA_SANITIZE OR FLOTILLA_FUZZ)
+    return()
+  endif()
+  foreach(target ${ARGN})
+    target_compile_options(${target} PRIVATE -ffunction-sections -fdata-sections)
+  endforeach()
+endfunction()
+
 #! flotilla_small_link(executable): link without the sections nothing references (every inline function and
 #! template instance has its own section in any object; with flotilla_small_code every function has).
 function(flotilla_small_link target)
