@@ -100,6 +100,7 @@ std::string residentByMapping(pid_t pid, size_t shown = 8) {
     current = path.empty() || path[0] == '[' ? "anonymous" : path.substr(path.rfind('/') + 1);
   }
   std::vector<std::pair<long, std::string>> sorted;
+  sorted.reserve(kib.size());
   for (const auto& [name, size] : kib) {
     sorted.emplace_back(size, name);
   }
