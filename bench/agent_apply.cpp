@@ -43,6 +43,7 @@
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/kube/client.h"
 #include "flotilla/model/identity.h"
+#include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 
 using namespace flotilla;
@@ -302,8 +303,10 @@ Status startServers(Bench& bench) {
   auto manifests = bus::ObjectStore::open(bench.js, service::kManifestsObjects, true);
   FLOTILLA_TRY(manifests);
   bench.manifests = *manifests;
-  // The scheduler's side of registration: accept the cluster under its own name.
-  auto sub = bench.conn->subscribe(events::kRegisterSubject, "", [&bench](bus::Message message) {
+  // The scheduler's side of registration: the cluster's deploy durable, and accept the cluster under its own name
+  // (on flotilla.register.<cluster>, where agents register since the cluster comes from their credentials).
+  FLOTILLA_TRY(bench.js->ensureConsumer(service::kDeployStream, service::agentDeployConsumer(kCluster)));
+  auto sub = bench.conn->subscribe(std::string(events::kRegisterSubject) + ".>", "", [&bench](bus::Message message) {
     events::RegisterReply reply{
         .id = events::newEventId(), .time = log::nowRfc3339(), .accepted = true, .cluster_id = kCluster};
     (void)bench.conn->publish(message.reply(), events::encode(reply).dump());

@@ -48,7 +48,8 @@ int runInit(const AuthArgs& args, const Streams& io) {
     io.out << "wrote " << args.dir << "/" << file << "\n";
   }
   io.out << "include " << args.dir << "/nats-auth.conf from the nats-server config; services take "
-         << "--nats-creds " << args.dir << "/creds/<service>.creds\n";
+         << "--nats-creds " << args.dir << "/creds/<service>.creds; the CLI --nats-creds " << args.dir
+         << "/creds/admin.creds (or readonly.creds)\n";
   return kExitOk;
 }
 

@@ -13,9 +13,9 @@ namespace flotilla::cli {
 namespace {
 
 //! The flags that only matter to commands that talk to the hub.
-constexpr std::string_view kHubFlags[] = {"--nats-url",      "--nats-creds", "--nats-user",
-                                          "--nats-password", "--nats-ca",    "--nats-cert",
-                                          "--nats-key",      "--timeout",    "-A"};
+constexpr std::string_view kHubFlags[] = {
+    "--nats-url",  "--nats-creds", "--nats-user",         "--nats-password", "--nats-ca",
+    "--nats-cert", "--nats-key",   "--nats-inbox-prefix", "--timeout",       "-A"};
 
 bool given(const CLI::App& app, std::string_view flag) {
   return app.get_option(std::string(flag))->count() > 0;
@@ -43,6 +43,9 @@ void defineGlobalFlags(CLI::App& app, GlobalFlags& flags) {
   app.add_option("--nats-ca", connect.ca_file, "CA certificate for TLS to NATS")->type_name("FILE");
   app.add_option("--nats-cert", connect.cert_file, "client certificate for TLS to NATS")->type_name("FILE");
   app.add_option("--nats-key", connect.key_file, "client key for TLS to NATS")->type_name("FILE");
+  app.add_option("--nats-inbox-prefix", connect.inbox_prefix,
+                 "reply subject prefix (default: the credentials' own, _INBOX.readonly for readonly; else _INBOX)")
+      ->type_name("PREFIX");
   app.add_option("--timeout", flags.timeout_seconds, "how long to wait for NATS, in seconds (default 5)")
       ->check(CLI::NonNegativeNumber)
       ->type_name("SECONDS");
@@ -96,7 +99,8 @@ std::string globalFlagsHelp(const Command& command) {
   if (command.uses_hub) {
     help +=
         "  --nats-url URL, --nats-creds FILE, --nats-user, --nats-password, --nats-ca, --nats-cert, --nats-key,\n"
-        "  --timeout SECONDS           how to reach the hub (see 'flotilla --help')\n";
+        "  --nats-inbox-prefix PREFIX, --timeout SECONDS\n"
+        "                              how to reach the hub (see 'flotilla --help')\n";
   }
   if (command.workspace_help.empty() && command.outputs.empty() && !command.uses_hub) {
     help = "No global flags apply.\n";

@@ -6,6 +6,8 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/identity/jwt.h"
+#include "flotilla/identity/permissions.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 
@@ -17,8 +19,24 @@ bus::KeyValue& HubConnection::bucket(std::string_view name) const {
   return *it->second;
 }
 
+namespace {
+
+//! The inbox prefix of the credentials' role (readonly may subscribe only under _INBOX.readonly); "" when the
+//! credentials name no Flotilla role (issued by another tool: libnats' default then).
+std::string inboxPrefixOf(const std::string& creds_file) {
+  auto text = readFile(creds_file);
+  auto owner = text.ok() ? identity::credsIdentity(*text) : Result<identity::CredsIdentity>(fail(text.error()));
+  auto role = owner.ok() ? identity::roleFor(owner->role, owner->subject) : Result<identity::Role>(fail(owner.error()));
+  return role.ok() ? role->inbox_prefix : std::string();
+}
+
+}  // namespace
+
 Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector<std::string>& buckets) {
   bus::ConnectOptions options;
+  options.inbox_prefix = settings.inbox_prefix.empty() && !settings.creds_file.empty()
+                             ? inboxPrefixOf(settings.creds_file)
+                             : settings.inbox_prefix;
   options.servers = split(settings.url, ',');
   options.name = "flotilla-cli";
   options.creds_file = settings.creds_file;

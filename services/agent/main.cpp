@@ -31,6 +31,7 @@ Result<kube::Kubeconfig> loadKubeconfig(const service::Config& config) {
 Result<std::pair<std::shared_ptr<bus::JetStream>, std::shared_ptr<bus::ObjectStore>>> connectToHub(
     const service::Config& config, const agent::AgentOptions& options, service::Runtime& runtime) {
   auto connect_options = service::connectOptionsFrom(config, "flotilla-agent-" + options.cluster_name);
+  connect_options.inbox_prefix = options.inbox_prefix;  // the agent credentials' own prefix (flags.cpp)
   auto hub = service::connectHub(connect_options, service::HubAccess::kAgent, &runtime.metrics());
   if (hub.ok()) {
     return std::pair{hub->js, hub->manifests};

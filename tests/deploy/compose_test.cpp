@@ -54,13 +54,38 @@ TEST(Compose, ConfigValidatesAndDefinesTheHub) {
     EXPECT_THAT(stringList(test), Contains("/healthz")) << name;
   }
   EXPECT_THAT(stringList(services->at({"nats", "command"})), Contains("--jetstream"));
+  // The identities are on by default: auth-init writes them once into the `auth` volume, nats-server runs with the
+  // generated config (operator mode, TLS), and each service has its own creds and the CA.
+  const Json* init = services->find("auth-init");
+  ASSERT_NE(init, nullptr);
+  EXPECT_EQ(init->getString("restart"), "no");
+  EXPECT_EQ(init->find("profiles"), nullptr);
+  const std::string script = stringList(init->find("command")).front();
+  EXPECT_THAT(script, HasSubstr("flotilla auth init --dir /auth --tls"));
+  EXPECT_THAT(script, HasSubstr("--san nats"));
+  EXPECT_THAT(script, HasSubstr("flotilla auth issue --dir /auth --role agent"));
+  EXPECT_THAT(stringList(services->at({"nats", "command"})), Contains("/auth/nats-auth.conf"));
+  EXPECT_EQ(services->at({"nats", "depends_on", "auth-init", "condition"})->asString(),
+            "service_completed_successfully");
+  // Short (v1) or long (v2) volume syntax: the auth volume is mounted at /auth either way.
+  EXPECT_THAT(services->at({"nats", "volumes"})->dump(), HasSubstr("/auth"));
   for (const std::string name : {"poller", "bundler", "scheduler", "agent"}) {
     const Json* service = services->find(name);
     EXPECT_EQ(service->getString("image"), "flotilla/runtime:latest") << name;
     EXPECT_EQ(stringList(service->find("command")).front(), "flotilla-" + name);
-    EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_URL"})->asString(), "nats://nats:4222") << name;
+    EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_URL"})->asString(), "tls://nats:4222") << name;
+    EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_CA"})->asString(), "/auth/tls/ca.pem") << name;
+    const std::string creds = name == "agent" ? "agent-local" : name;
+    EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_CREDS"})->asString(), "/auth/creds/" + creds + ".creds")
+        << name;
     EXPECT_EQ(service->at({"depends_on", "nats", "condition"})->asString(), "service_healthy") << name;
+    EXPECT_EQ(service->at({"depends_on", "auth-init", "condition"})->asString(), "service_completed_successfully")
+        << name;
+    EXPECT_THAT(service->find("volumes")->dump(), HasSubstr("/auth")) << name;
   }
+  // The agent's cluster is the one of its creds: no --cluster-name to contradict them.
+  EXPECT_EQ(services->at({"agent", "environment", "FLOTILLA_CLUSTER_NAME"}), nullptr);
+  EXPECT_NE(config->at({"volumes", "auth"}), nullptr);
   // The agent needs a cluster: it only runs with its profile.
   EXPECT_THAT(stringList(services->at({"agent", "profiles"})), Contains("agent"));
   EXPECT_EQ(services->at({"poller", "profiles"}), nullptr);

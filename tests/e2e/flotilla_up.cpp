@@ -2,6 +2,9 @@
 // nats-server -js, a git server with an example repo, two Kubernetes API servers, and the four services as
 // separate processes — registers a GitRepo for the example repo, waits until both clusters have its objects,
 // then prints how to watch the system and push a change. Runs until Ctrl-C (or SIGTERM).
+//
+// By default the hub runs with its identities (operator-mode NATS over TLS, each service and agent with its own
+// credentials; the CLI with the admin or read-only ones). `--insecure`: plain NATS without authentication.
 #include <cstdio>
 #include <iostream>
 
@@ -41,7 +44,27 @@ std::string gitRepoYaml(const std::string& url) {
 
 }  // namespace
 
-int main() {
+//! How to run the CLI against the hub, with `identity`'s credentials on a secure hub.
+std::string cliCommand(e2e::Hub& hub, const std::string& identity) {
+  std::string command = e2e::Binaries::fromBuild().cli + " --nats-url " + hub.nats().url();
+  for (const auto& flag : hub.natsFlags(identity)) {
+    command += " " + flag;
+  }
+  return command;
+}
+
+int main(int argc, char** argv) {
+  bool secure = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic): argv
+    if (arg == "--insecure") {
+      secure = false;
+    } else {
+      std::cerr << "flotilla-up: unknown argument \"" << arg << "\" (the only one is --insecure: NATS without "
+                << "authentication or TLS)" << std::endl;
+      return 2;
+    }
+  }
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -50,7 +73,7 @@ int main() {
 
   std::cout << "Starting nats-server, a git server, two Kubernetes API servers and the Flotilla services..."
             << std::endl;
-  auto hub = e2e::Hub::start({.clusters = 2, .share_clusters = false});
+  auto hub = e2e::Hub::start({.clusters = 2, .share_clusters = false, .secure = secure});
   if (!hub.ok()) {
     std::cerr << "flotilla-up: " << hub.error().describe() << std::endl;
     return 1;
@@ -90,9 +113,16 @@ int main() {
     std::cerr << "flotilla-up: the example did not arrive on both clusters within 2 minutes\n" << h.allLogs();
     return 1;
   }
-  std::string cli = e2e::Binaries::fromBuild().cli + " --nats-url " + h.nats().url();
-  std::cout << "\nFlotilla is running. The example ConfigMap demo/greeting is on both clusters.\n\n"
-            << "Watch it:\n"
+  std::string cli = cliCommand(h, "admin");
+  std::cout << "\nFlotilla is running. The example ConfigMap demo/greeting is on both clusters.\n\n";
+  if (secure) {
+    std::cout << "NATS runs in operator mode with TLS: every service and agent has its own credentials in "
+              << h.authDir() << "/creds (CA " << h.authDir() << "/tls/ca.pem). The commands below use the admin\n"
+              << "identity; the read-only one reads everything and changes nothing:\n"
+              << "  " << cliCommand(h, "readonly") << " get clusters\n"
+              << "More identities: flotilla auth issue --dir " << h.authDir() << " --role agent --cluster <name>\n\n";
+  }
+  std::cout << "Watch it:\n"
             << "  " << cli << " get gitrepos\n"
             << "  " << cli << " get bundledeployments\n"
             << "  " << cli << " describe gitrepo demo\n"

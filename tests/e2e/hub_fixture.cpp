@@ -7,6 +7,8 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/harness/poll.h"
+#include "flotilla/identity/auth_dir.h"
+#include "flotilla/identity/secret_file.h"
 #include "flotilla/kube/kubeconfig.h"
 
 namespace flotilla::e2e {
@@ -26,11 +28,7 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   }
   hub->dir_ = *dir;
 
-  auto nats = harness::NatsServer::start();
-  if (!nats.ok()) {
-    return fail(nats.error());
-  }
-  hub->nats_ = std::move(nats).value();
+  FLOTILLA_TRY(hub->startNats());
   auto git = harness::GitServer::start({.https = false, .git_daemon = false, .ssh = false});
   if (!git.ok()) {
     return fail(git.error());
@@ -61,6 +59,9 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   std::string suffix = randomHex(3);
   for (size_t i = 0; i < hub->clusters_.size(); ++i) {
     hub->cluster_names_.push_back("c" + std::to_string(i + 1) + "-" + suffix);
+    if (hub->options_.secure) {
+      FLOTILLA_TRY(hub->issueAgentCredentials(hub->cluster_names_.back()));
+    }
     auto config = kube::Kubeconfig::load(hub->clusters_[i]->kubeconfigPath());
     if (!config.ok()) {
       return fail(config.error());
@@ -88,6 +89,38 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   return hub;
 }
 
+Status Hub::startNats() {
+  harness::NatsServerOptions nats_options;
+  if (options_.secure) {
+    auth_dir_ = dir_ + "/auth";
+    auto init = identity::initAuthDir({.dir = auth_dir_, .server_name = "flotilla-e2e", .tls = true});
+    FLOTILLA_TRY(init);
+    auto config = readFile(auth_dir_ + "/nats-auth.conf");
+    FLOTILLA_TRY(config);
+    nats_options.config = *config;
+    nats_options.scheme = "tls";
+  }
+  auto nats = harness::NatsServer::start(nats_options);
+  FLOTILLA_TRY(nats);
+  nats_ = std::move(nats).value();
+  return {};
+}
+
+Status Hub::issueAgentCredentials(const std::string& cluster) {
+  auto role = identity::agentRole(cluster);
+  FLOTILLA_TRY(role);
+  auto user = identity::issueFromAuthDir(auth_dir_, *role, std::nullopt);
+  FLOTILLA_TRY(user);
+  return identity::writeSecretFile(auth_dir_ + "/" + identity::credsFileName(*role), user->creds);
+}
+
+std::vector<std::string> Hub::natsFlags(const std::string& identity) const {
+  if (auth_dir_.empty()) {
+    return {};
+  }
+  return {"--nats-creds", auth_dir_ + "/creds/" + identity + ".creds", "--nats-ca", auth_dir_ + "/tls/ca.pem"};
+}
+
 Hub::~Hub() {
   // Agents first (they publish status), then the hub services; SIGTERM lets each exit cleanly.
   for (auto& [name, process] : services_) {
@@ -107,6 +140,11 @@ Hub::~Hub() {
 std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
   std::vector<std::string> common = {"--nats-url",  nats_->url(),  "--http-addr",
                                      "127.0.0.1:0", "--log-level", options_.log_level};
+  const std::string identity =
+      startsWith(name, "agent-") ? "agent-" + cluster_names_.at(std::stoul(name.substr(6))) : name;
+  for (auto& flag : natsFlags(identity)) {
+    common.push_back(std::move(flag));
+  }
   std::vector<std::string> args;
   if (name == "poller") {
     args = {binaries_.poller, "--data-dir", dir_ + "/poller"};
@@ -126,13 +164,10 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
         labels += (labels.empty() ? "" : ",") + k + "=" + v;
       }
     }
-    args = {binaries_.agent,
-            "--cluster-name",
-            cluster_names_.at(i),
-            "--kubeconfig",
-            clusters_.at(i)->kubeconfigPath(),
-            "--labels",
-            labels};
+    args = {binaries_.agent, "--kubeconfig", clusters_.at(i)->kubeconfigPath(), "--labels", labels};
+    if (!options_.secure) {  // secure: the cluster is the credentials'
+      args.insert(args.end(), {"--cluster-name", cluster_names_.at(i)});
+    }
   }
   args.insert(args.end(), common.begin(), common.end());
   ServiceSettings extra = settingsOf(name);
@@ -247,6 +282,9 @@ std::string Hub::allLogs(size_t lines) const {
 
 Result<CommandResult> Hub::cli(const std::vector<std::string>& args, const std::string& input) {
   std::vector<std::string> argv = {binaries_.cli, "--nats-url", nats_->url()};
+  for (auto& flag : natsFlags("admin")) {
+    argv.push_back(std::move(flag));
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   return runCommand({.argv = argv, .input = input, .timeout = std::chrono::seconds(60)});
 }
@@ -269,6 +307,10 @@ Result<std::shared_ptr<bus::JetStream>> Hub::js() {
     bus::ConnectOptions options;
     options.servers = {nats_->url()};
     options.name = "e2e-reader";
+    if (options_.secure) {
+      options.creds_file = auth_dir_ + "/creds/admin.creds";
+      options.ca_file = auth_dir_ + "/tls/ca.pem";
+    }
     auto connection = bus::Connection::connect(options);
     if (!connection.ok()) {
       return fail(connection.error());

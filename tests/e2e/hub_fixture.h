@@ -43,7 +43,12 @@ struct HubOptions {
   std::string helm_binary;
   //! Per service: "poller", "bundler", "scheduler", "agent" (every agent) or "agent-<i>" (one agent, after the
   //! "agent" entry). Hub::configure changes them for the next start.
-  std::map<std::string, ServiceSettings> services;
+  std::map<std::string, ServiceSettings> services;  //! The hub's NATS identities (docs/pipeline.md "Identities and
+                                                    //! permissions"): `flotilla auth init --tls` into
+  //! <dir>/auth (identity::initAuthDir), nats-server in operator mode with TLS from its config, and every service
+  //! and agent with its own .creds and the CA (an agent's cluster then comes from its credentials: no
+  //! --cluster-name). The CLI and the fixture's reader use the admin identity.
+  bool secure = false;
 };
 
 //! Paths of the built binaries (set by CMake).
@@ -64,6 +69,11 @@ class Hub {
   [[nodiscard]] std::string clusterName(size_t i) const { return cluster_names_.at(i); }
   kube::KubeClient& kube(size_t i) { return *kube_clients_.at(i); }
   [[nodiscard]] const std::string& dir() const { return dir_; }
+  //! The auth directory of a secure hub ("" otherwise): creds/<identity>.creds, tls/ca.pem.
+  [[nodiscard]] const std::string& authDir() const { return auth_dir_; }
+  //! The NATS flags of a client with `identity`'s credentials ("admin", "readonly", "scheduler",
+  //! "agent-<cluster>"): --nats-creds and --nats-ca on a secure hub, nothing otherwise (--nats-url not included).
+  [[nodiscard]] std::vector<std::string> natsFlags(const std::string& identity) const;
 
   //! Service control. `name` is "poller", "bundler", "scheduler" or "agent-<i>".
   Status startService(const std::string& name);
@@ -104,9 +114,14 @@ class Hub {
   //! The "agent" entry and then the "agent-<i>" entry for agents; the service's own entry otherwise.
   ServiceSettings settingsOf(const std::string& name) const;
 
+  //! Secure mode: the auth directory, the started server, and agents' credentials are issued in startNats.
+  Status startNats();
+  Status issueAgentCredentials(const std::string& cluster);
+
   HubOptions options_;
   Binaries binaries_;
   std::string dir_;
+  std::string auth_dir_;
   std::unique_ptr<harness::NatsServer> nats_;
   std::unique_ptr<harness::GitServer> git_;
   std::vector<std::unique_ptr<harness::KubeCluster>> owned_clusters_;

@@ -17,7 +17,8 @@ constexpr auto kLands = std::chrono::seconds(90);
 class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto hub = Hub::start();
+    // With the hub's identities: operator-mode NATS over TLS, each service and agent with its own credentials.
+    auto hub = Hub::start({.secure = true});
     ASSERT_TRUE(hub.ok()) << hub.error().describe();
     hub_ = std::move(hub).value().release();
   }

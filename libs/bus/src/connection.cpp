@@ -343,6 +343,10 @@ Result<NatsOptionsPtr> buildOptions(const ConnectOptions& options, void* closure
     FLOTILLA_TRY(check(natsOptions_SetUserCredentialsFromFiles(raw, options.creds_file.c_str(), nullptr),
                        "natsOptions_SetUserCredentialsFromFiles"));
   }
+  if (!options.inbox_prefix.empty()) {
+    FLOTILLA_TRY(
+        check(natsOptions_SetCustomInboxPrefix(raw, options.inbox_prefix.c_str()), "natsOptions_SetCustomInboxPrefix"));
+  }
   if (options.tls_required) {
     FLOTILLA_TRY(check(natsOptions_SetSecure(raw, true), "natsOptions_SetSecure"));
   }

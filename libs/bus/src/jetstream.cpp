@@ -49,6 +49,14 @@ ConsumerInfo toConsumerInfo(const jsConsumerInfo& ci) {
   out.num_redelivered = ci.NumRedelivered;
   out.delivered_stream_sequence = ci.Delivered.Stream;
   out.ack_floor_stream_sequence = ci.AckFloor.Stream;
+  if (const jsConsumerConfig* config = ci.Config; config != nullptr) {
+    out.config.durable = config->Durable != nullptr ? config->Durable : "";
+    out.config.filter_subject = config->FilterSubject != nullptr ? config->FilterSubject : "";
+    out.config.ack_wait = std::chrono::milliseconds(config->AckWait / 1'000'000);  // nanoseconds on the wire
+    out.config.max_deliver = config->MaxDeliver;
+    out.config.max_ack_pending = config->MaxAckPending;
+    out.config.description = config->Description != nullptr ? config->Description : "";
+  }
   return out;
 }
 

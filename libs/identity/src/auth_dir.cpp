@@ -132,7 +132,9 @@ Result<IssuedUser> issueUser(const KeyPair& account_signer, std::string_view acc
                              std::optional<std::chrono::seconds> ttl, Clock::time_point now) {
   auto user = generateClientUserKey();
   FLOTILLA_TRY(user);
-  UserClaims claims{.base = {.name = identityName(role), .issued_at = now}, .permissions = role.permissions};
+  UserClaims claims{.base = {.name = identityName(role), .issued_at = now},
+                    .permissions = role.permissions,
+                    .tags = identityTags(role.name, role.subject)};
   if (ttl) {
     claims.base.expires = now + *ttl;
   }

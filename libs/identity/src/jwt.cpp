@@ -160,6 +160,9 @@ Result<std::string> issueUserJwt(const KeyPair& account_signer, std::string_view
   nats["data"] = -1;
   nats["payload"] = -1;
   nats["bearer_token"] = false;
+  if (!claims.tags.empty()) {
+    nats["tags"] = stringArray(claims.tags);
+  }
   if (!claims.issuer_account.empty()) {
     FLOTILLA_TRY(expectKey(claims.issuer_account, KeyType::kAccount, "issuer account"));
     nats["issuer_account"] = claims.issuer_account;
@@ -235,6 +238,43 @@ Result<Creds> parseCredsFile(std::string_view text) {
                     std::to_string(blocks.size()));
   }
   return Creds{.jwt = blocks[0], .seed = blocks[1]};
+}
+
+namespace {
+constexpr std::string_view kRoleTag = "flotilla-role:";
+constexpr std::string_view kSubjectTag = "flotilla-subject:";
+}  // namespace
+
+std::vector<std::string> identityTags(std::string_view role, std::string_view subject) {
+  std::vector<std::string> tags = {std::string(kRoleTag) + std::string(role)};
+  if (!subject.empty()) {
+    tags.push_back(std::string(kSubjectTag) + std::string(subject));
+  }
+  return tags;
+}
+
+Result<CredsIdentity> credsIdentity(std::string_view creds_text, Clock::time_point now) {
+  auto creds = parseCredsFile(creds_text);
+  FLOTILLA_TRY(creds);
+  auto verified = verifyJwt(creds->jwt, now);
+  FLOTILLA_TRY(verified);
+  CredsIdentity identity;
+  const Json* tags = verified->claims.at({"nats", "tags"});
+  if (tags != nullptr && tags->isArray()) {
+    for (const auto& tag : tags->asArray()) {
+      std::string text = tag.isString() ? tag.asString() : std::string();
+      if (startsWith(text, kRoleTag)) {
+        identity.role = text.substr(kRoleTag.size());
+      } else if (startsWith(text, kSubjectTag)) {
+        identity.subject = text.substr(kSubjectTag.size());
+      }
+    }
+  }
+  if (identity.role.empty()) {
+    return fail(ErrorKind::kInvalid, "the credentials' user \"" + verified->claims.getString("name") +
+                                         "\" carries no Flotilla role (issue them with flotilla auth issue)");
+  }
+  return identity;
 }
 
 }  // namespace flotilla::identity

@@ -173,10 +173,9 @@ Role schedulerRole() {
   consumeDurable(p, kBundleStream, "scheduler");
   createDurable(p, kStatusStream, "scheduler-status");
   consumeDurable(p, kStatusStream, "scheduler-status");
-  // Registration requests: today's shared subject, the per-cluster one, and the token requests.
-  p.subscribe_allow.insert(
-      p.subscribe_allow.end(),
-      {std::string(events::kRegisterSubject), std::string(events::kRegisterSubject) + ".>", "flotilla.registration.>"});
+  // Registration requests: the per-cluster subject (the shared one is gone), and the token requests.
+  p.subscribe_allow.insert(p.subscribe_allow.end(),
+                           {std::string(events::kRegisterSubject) + ".>", "flotilla.registration.>"});
   p.allow_responses = true;
   return hubRole("scheduler", std::move(p));
 }

@@ -9,6 +9,7 @@
 #include "flotilla/bus/kv.h"
 #include "flotilla/core/util.h"
 #include "flotilla/harness/nats_server.h"
+#include "flotilla/harness/poll.h"
 #include "flotilla/identity/auth_dir.h"
 #include "flotilla/identity/secret_file.h"
 #include "flotilla/service/hub.h"
@@ -242,6 +243,54 @@ TEST_F(IdentityNatsTest, AnAgentCannotSubscribeToOtherInboxesOrDeploys) {
                                                                        << join(agent->errors(), "\n");
     natsSubscription_Destroy(sub);
   }
+}
+
+// An agent's identity through the bus library the agent uses, with its own inbox prefix
+// (bus::ConnectOptions::inbox_prefix): it binds its own durable and publishes its own status; consuming another
+// cluster's deploys, publishing another cluster's status and registering as another cluster are denied by the
+// server, each logged and counted on the client (nats async error, nats_async_errors_total), and the other
+// cluster's durable and subjects are untouched.
+TEST_F(IdentityNatsTest, ARestrictedAgentOnTheBusIsDeniedAnotherClustersSubjects) {
+  Role role = agentRole("c1").value();
+  auto issued = issueFromAuthDir(world_->dir.path(), role, std::chrono::hours(1));
+  ASSERT_TRUE(issued.ok()) << issued.error().describe();
+  std::string creds = world_->dir.path() + "/creds/bus-agent-c1.creds";
+  ASSERT_TRUE(writeSecretFile(creds, issued->creds).ok());
+  auto metrics = std::make_shared<Metrics>("agent");
+  auto connection = bus::Connection::connect({.servers = {world_->server->url()},
+                                              .name = "agent-c1",
+                                              .creds_file = creds,
+                                              .inbox_prefix = role.inbox_prefix,
+                                              .max_reconnect = 0,
+                                              .metrics = metrics});
+  ASSERT_TRUE(connection.ok()) << connection.error().describe();
+  auto js = bus::JetStream::create(*connection, {.api_timeout = std::chrono::seconds(2)});
+  ASSERT_TRUE(js.ok());
+  auto own = (*js)->bindPull(kDeployStream, agentConsumerName("c1"));
+  ASSERT_TRUE(own.ok()) << own.error().describe() << "\n" << world_->server->logTail();
+  EXPECT_TRUE(own->info().ok());
+  auto status = (*js)->publish("flotilla.status.c1.app", R"({"state":"Ready"})", "own-" + randomHex(4));
+  EXPECT_TRUE(status.ok()) << status.error().describe();
+  const prometheus::Labels client = {{"client", "agent-c1"}};
+  EXPECT_EQ(metrics->value("nats_async_errors_total", client), 0);
+
+  EXPECT_FALSE((*js)->bindPull(kDeployStream, agentConsumerName("c2")).ok());
+  EXPECT_FALSE((*js)->publish("flotilla.status.c2.app", R"({"state":"Ready"})", "spoof-" + randomHex(4)).ok());
+  EXPECT_FALSE((*connection)->request("flotilla.register.c2", "{}", std::chrono::seconds(1)).ok());
+  EXPECT_TRUE(harness::waitUntil([&] { return metrics->value("nats_async_errors_total", client) >= 3; },
+                                 std::chrono::seconds(10), std::chrono::milliseconds(50)))
+      << metrics->value("nats_async_errors_total", client);
+  for (const char* subject :
+       {"$JS.API.CONSUMER.INFO.FLOTILLA_DEPLOY.agent-c2", "flotilla.status.c2.app", "flotilla.register.c2"}) {
+    // The server's side: "Publish Violation - User ..., Subject "<subject>"".
+    EXPECT_NE(world_->server->logText().find("Subject \"" + std::string(subject) + "\""), std::string::npos)
+        << subject << "\n"
+        << world_->server->logTail();
+  }
+  EXPECT_EQ(pendingOf("agent-c2"), 1U);  // the other cluster's deploy still waits for it
+  auto c2 = world_->admin.js->streamInfo("FLOTILLA_STATUS", "flotilla.status.c2.>");
+  ASSERT_TRUE(c2.ok());
+  EXPECT_TRUE(c2->subjects.empty());
 }
 
 TEST_F(IdentityNatsTest, AnExpiredUserIsRefusedAtConnect) {

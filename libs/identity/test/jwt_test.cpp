@@ -114,5 +114,37 @@ TEST(JwtTest, CredsFileRoundTrip) {
   EXPECT_FALSE(parseCredsFile("just text").ok());
 }
 
+// The role and subject (an agent's cluster) travel as tags in the user JWT; credsIdentity reads them back after the
+// JWT verifies, and refuses credentials without a Flotilla role or with an expired JWT.
+TEST(JwtTest, CredsIdentityReadsTheRoleAndClusterFromTheTags) {
+  Chain chain;
+  UserClaims claims{.base = {.name = "agent-east-1"}, .tags = identityTags("agent", "east-1")};
+  std::string jwt = issueUserJwt(chain.account, chain.user.publicKey(), claims).value();
+  auto verified = verifyJwt(jwt);
+  ASSERT_TRUE(verified.ok());
+  EXPECT_EQ(verified->claims.at({"nats", "tags"})->dump(), R"(["flotilla-role:agent","flotilla-subject:east-1"])");
+  auto identity = credsIdentity(credsFile(jwt, chain.user));
+  ASSERT_TRUE(identity.ok()) << identity.error().describe();
+  EXPECT_EQ(identity->role, "agent");
+  EXPECT_EQ(identity->subject, "east-1");
+
+  UserClaims readonly{.base = {.name = "readonly"}, .tags = identityTags("readonly", "")};
+  auto plain =
+      credsIdentity(credsFile(issueUserJwt(chain.account, chain.user.publicKey(), readonly).value(), chain.user));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->role, "readonly");
+  EXPECT_EQ(plain->subject, "");
+
+  auto untagged = credsIdentity(credsFile(issueUserJwt(chain.account, chain.user.publicKey(), {}).value(), chain.user));
+  ASSERT_FALSE(untagged.ok());
+  EXPECT_NE(untagged.error().message.find("no Flotilla role"), std::string::npos) << untagged.error().message;
+  UserClaims old{.base = {.name = "agent-east-1", .expires = Clock::now() - std::chrono::hours(1)},
+                 .tags = identityTags("agent", "east-1")};
+  auto expired = credsIdentity(credsFile(issueUserJwt(chain.account, chain.user.publicKey(), old).value(), chain.user));
+  ASSERT_FALSE(expired.ok());
+  EXPECT_NE(expired.error().message.find("expired"), std::string::npos) << expired.error().message;
+  EXPECT_FALSE(credsIdentity("just text").ok());
+}
+
 }  // namespace
 }  // namespace flotilla::identity

@@ -83,6 +83,7 @@ TEST(RolePermissionsTest, HubServicesWriteOnlyTheirOwnKeys) {
   Role scheduler = schedulerRole();
   EXPECT_TRUE(scheduler.permissions.allow_responses);
   EXPECT_TRUE(has(scheduler.permissions.subscribe_allow, "flotilla.register.>"));
+  EXPECT_FALSE(has(scheduler.permissions.subscribe_allow, "flotilla.register")) << "the shared subject is gone";
   EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$JS.API.CONSUMER.CREATE.FLOTILLA_DEPLOY.>"));
   EXPECT_FALSE(mentions(scheduler.permissions.publish_allow, "$KV.gitrepos"));
   for (const Role& role : {poller, bundler, scheduler}) {

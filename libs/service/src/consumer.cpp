@@ -7,6 +7,7 @@
 
 #include "consumer_state.h"
 #include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
 
 namespace flotilla::service {
@@ -23,12 +24,18 @@ milliseconds keepaliveInterval(const ConsumerOptions& options) {
   return std::max(milliseconds(100), options.config.ack_wait / 3);
 }
 
+//! One delivery more than the runtime allows: the extra one arrives only when a process died while handling the
+//! last allowed delivery (a crash loop), and is terminated and reported without running the handler.
+int64_t maxDeliverFor(int64_t max_deliveries) {
+  return max_deliveries > 0 ? max_deliveries + 1 : -1;
+}
+
 Status bindDurable(Consumer::State& state) {
   bus::ConsumerConfig config = state.options.config;
-  // One delivery more than the runtime allows: the extra one arrives only when a process died while handling the
-  // last allowed delivery (a crash loop), and is terminated and reported without running the handler.
-  config.max_deliver = state.options.max_deliveries > 0 ? state.options.max_deliveries + 1 : -1;
-  FLOTILLA_TRY(state.js->ensureConsumer(state.options.stream, config));
+  config.max_deliver = maxDeliverFor(state.options.max_deliveries);
+  if (state.options.create) {
+    FLOTILLA_TRY(state.js->ensureConsumer(state.options.stream, config));
+  }
   auto bound = state.js->bindPull(state.options.stream, config.durable);
   FLOTILLA_TRY(bound);
   state.consumer = std::move(bound).value();
@@ -388,6 +395,15 @@ void handBack(const std::vector<ItemPtr>& items) {
 
 }  // namespace
 
+bus::ConsumerConfig agentDeployConsumer(std::string_view cluster, std::chrono::milliseconds ack_wait,
+                                        int64_t max_deliveries) {
+  return bus::ConsumerConfig{.durable = "agent-" + events::escapeToken(cluster),
+                             .filter_subject = events::deploySubject(cluster),
+                             .ack_wait = ack_wait,
+                             .max_deliver = maxDeliverFor(max_deliveries),
+                             .description = "flotilla agent of cluster " + std::string(cluster)};
+}
+
 Consumer::Consumer(std::shared_ptr<bus::JetStream> js, ConsumerOptions options, Handler handler, Metrics& metrics,
                    TerminationReports reports)
     : state_(std::make_shared<State>(std::move(js), std::move(options), std::move(handler), metrics,
@@ -401,6 +417,14 @@ Status Consumer::start() {
   State& state = *state_;
   if (state.started) {
     return {};
+  }
+  if (!state.options.create) {
+    // Before any thread runs: the runtime's ack_wait and delivery bound are the durable's.
+    auto info = state.js->consumerInfo(state.options.stream, state.options.config.durable);
+    FLOTILLA_TRY(info);
+    state.options.config.ack_wait = info->config.ack_wait;
+    const int64_t max_deliver = info->config.max_deliver;
+    state.options.max_deliveries = max_deliver > 1 ? max_deliver - 1 : (max_deliver <= 0 ? 0 : 1);
   }
   FLOTILLA_TRY(bindDurable(state));
   state.started = true;

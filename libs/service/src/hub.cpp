@@ -36,6 +36,7 @@ bus::ConnectOptions connectOptionsFrom(const Config& config, const std::string& 
   options.ca_file = config.get("nats-ca");
   options.cert_file = config.get("nats-cert");
   options.key_file = config.get("nats-key");
+  options.inbox_prefix = config.get("nats-inbox-prefix");
   return options;
 }
 

@@ -33,6 +33,9 @@ std::map<std::string, std::string> commonFlags() {
       {"nats-ca", "CA file to verify the NATS server's TLS certificate"},
       {"nats-cert", "client certificate for NATS TLS"},
       {"nats-key", "client key for NATS TLS"},
+      {"nats-inbox-prefix",
+       "prefix of the reply subjects this process subscribes to (default _INBOX); restricted identities may only "
+       "use their own (the agent derives _INBOX.agent-<cluster> from its credentials)"},
       {"workspace", "Fleet workspace (namespace of GitRepos; default fleet-default)"},
   };
 }

@@ -9,6 +9,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/identity/permissions.h"
 #include "flotilla/model/duration.h"
 #include "flotilla/model/labels.h"
 #include "flotilla/service/hub.h"
@@ -211,8 +212,8 @@ Result<events::RegisterReply> Agent::registerOnce(const std::vector<std::string>
     log::warn("cannot read the Kubernetes version; registering without it",
               {{"cluster", options_.cluster_name}, {"error", version.error().describe()}});
   }
-  auto reply =
-      js_->connection()->request(events::kRegisterSubject, events::encode(request).dump(), options_.register_timeout);
+  auto reply = js_->connection()->request(identity::agentRegisterSubject(options_.cluster_name),
+                                          events::encode(request).dump(), options_.register_timeout);
   FLOTILLA_TRY(reply);
   auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
   FLOTILLA_TRY(decoded);
@@ -294,11 +295,10 @@ service::ConsumerOptions Agent::consumerOptions(const std::string& cluster) {
   consumer.service = "agent";
   consumer.label = "deploy";
   consumer.stream = service::kDeployStream;
-  consumer.config = bus::ConsumerConfig{.durable = consumerName(cluster),
-                                        .filter_subject = events::deploySubject(cluster),
-                                        .ack_wait = options_.ack_wait,
-                                        .description = "flotilla agent of cluster " + cluster};
-  consumer.max_deliveries = options_.max_deliveries;
+  // The scheduler creates the durable when the cluster registers (service::agentDeployConsumer); the agent only
+  // binds it and takes its ack_wait and delivery bound from it.
+  consumer.config = service::agentDeployConsumer(cluster);
+  consumer.create = false;
   // Different bundles in parallel, one bundle's deploys in stream order; parked ones hold no slot.
   consumer.workers = options_.parallel_bundles;
   consumer.queue = 2;
@@ -341,11 +341,17 @@ bool Agent::bindConsumer() {
       log::info("deploy consumer bound", {{"cluster", cluster}, {"consumer", durable}});
       return true;
     }
-    metrics_.counter("consumer_setup_retries_total", "Failed attempts to create or bind the deploy consumer")
+    const bool absent = started.error().kind == ErrorKind::kNotFound;
+    metrics_
+        .counter("consumer_setup_retries_total", "Failed attempts to bind the deploy consumer, by reason",
+                 {{"reason", absent ? "absent" : "error"}})
         .Increment();
-    log::warn("cannot set up the deploy consumer, retrying", {{"cluster", cluster},
-                                                              {"retry_in_ms", static_cast<int64_t>(delay.count())},
-                                                              {"error", started.error().describe()}});
+    log::warn(absent ? "the deploy consumer does not exist yet (the hub creates it when the cluster registers); waiting"
+                     : "cannot bind the deploy consumer, retrying",
+              {{"cluster", cluster},
+               {"consumer", durable},
+               {"retry_in_ms", static_cast<int64_t>(delay.count())},
+               {"error", started.error().describe()}});
     if (!sleepFor(delay)) {
       break;
     }

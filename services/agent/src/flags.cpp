@@ -1,12 +1,16 @@
 #include "flotilla/agent/flags.h"
 
 #include "flotilla/core/util.h"
+#include "flotilla/identity/jwt.h"
+#include "flotilla/identity/permissions.h"
 
 namespace flotilla::agent {
 
 std::map<std::string, std::string> agentFlags() {
   return {
-      {"cluster-name", "name of this downstream cluster on the hub (required)"},
+      {"cluster-name",
+       "name of this downstream cluster on the hub: required without --nats-creds; with agent credentials the "
+       "cluster is theirs and a different name is refused"},
       {"kubeconfig",
        "kubeconfig of the downstream cluster (default: in-cluster service account, then $KUBECONFIG, "
        "then ~/.kube/config)"},
@@ -15,10 +19,6 @@ std::map<std::string, std::string> agentFlags() {
       {"heartbeat-interval", "how often to send a heartbeat (default 30s)"},
       {"resync-interval", "how often to re-check the health of bundles that are not Ready (default 30s)"},
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
-      {"ack-wait",
-       "how long JetStream waits before redelivering a deploy the agent did not acknowledge, i.e. after the agent "
-       "died holding it (default 30s; in-progress acks cover long applies)"},
-      {"max-deliveries", "deliveries of a failing deploy before it is terminated and reported (default 10)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
       {"parallel-bundles",
        "how many different bundles are applied at once; one bundle's deploys always run in order (default 4, at "
@@ -47,12 +47,53 @@ Result<int> parseParallelBundles(std::string_view text) {
   return parsed;
 }
 
+namespace {
+
+//! The cluster and inbox prefix: from agent credentials when --nats-creds names them (a conflicting --cluster-name
+//! or --nats-inbox-prefix is refused), else --cluster-name.
+Status clusterFromCredentials(const service::Config& config, AgentOptions& options) {
+  const std::string flag = config.get("cluster-name");
+  const std::string creds_path = config.get("nats-creds");
+  options.inbox_prefix = config.get("nats-inbox-prefix");
+  if (creds_path.empty()) {
+    if (flag.empty()) {
+      return fail(ErrorKind::kInvalid, "--cluster-name is required (or agent credentials, --nats-creds)");
+    }
+    options.cluster_name = flag;
+    return {};
+  }
+  auto text = readFile(creds_path);
+  if (!text.ok()) {
+    return fail(ErrorKind::kInvalid, "--nats-creds: " + text.error().message);
+  }
+  auto owner = identity::credsIdentity(*text);
+  if (!owner.ok()) {
+    return fail(ErrorKind::kInvalid, "--nats-creds " + creds_path + ": " + owner.error().message);
+  }
+  if (owner->role != "agent" || owner->subject.empty()) {
+    return fail(ErrorKind::kInvalid, "--nats-creds " + creds_path + " are the credentials of role \"" + owner->role +
+                                         "\", not of a cluster's agent (flotilla auth issue agent)");
+  }
+  if (!flag.empty() && flag != owner->subject) {
+    return fail(ErrorKind::kInvalid, "--cluster-name " + flag + " conflicts with the credentials (--nats-creds " +
+                                         creds_path + "), which are cluster " + owner->subject + "'s");
+  }
+  options.cluster_name = owner->subject;
+  auto role = identity::agentRole(options.cluster_name);
+  FLOTILLA_TRY(role);
+  if (!options.inbox_prefix.empty() && options.inbox_prefix != role->inbox_prefix) {
+    return fail(ErrorKind::kInvalid, "--nats-inbox-prefix " + options.inbox_prefix + ": agent credentials of cluster " +
+                                         options.cluster_name + " may only use " + role->inbox_prefix);
+  }
+  options.inbox_prefix = role->inbox_prefix;
+  return {};
+}
+
+}  // namespace
+
 Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   AgentOptions options;
-  options.cluster_name = config.get("cluster-name");
-  if (options.cluster_name.empty()) {
-    return fail(ErrorKind::kInvalid, "--cluster-name is required");
-  }
+  FLOTILLA_TRY(clusterFromCredentials(config, options));
   options.workspace = config.get("workspace", "fleet-default");
   options.agent_namespace = config.get("agent-namespace", "flotilla-system");
   auto labels = parseLabels(config.get("labels"));
@@ -60,10 +101,6 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
     return fail(labels.error());
   }
   options.labels = std::move(labels).value();
-  options.max_deliveries = config.getInt("max-deliveries", service::kDefaultMaxDeliveries);
-  if (options.max_deliveries < 1) {
-    return fail(ErrorKind::kInvalid, "--max-deliveries must be at least 1");
-  }
   auto parallel = parseParallelBundles(config.get("parallel-bundles"));
   FLOTILLA_TRY(parallel);
   options.parallel_bundles = *parallel;
@@ -79,7 +116,7 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   for (auto [name, target] :
        {IntervalFlag{"heartbeat-interval", &options.heartbeat_interval},
         IntervalFlag{"resync-interval", &options.resync_interval}, IntervalFlag{"crd-timeout", &options.crd_timeout},
-        IntervalFlag{"fight-window", &options.fight_window}, IntervalFlag{"ack-wait", &options.ack_wait}}) {
+        IntervalFlag{"fight-window", &options.fight_window}}) {
     std::string text = config.get(name);
     if (text.empty()) {
       continue;

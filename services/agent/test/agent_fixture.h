@@ -230,9 +230,18 @@ class AgentTest : public ::testing::Test {
     return client.ok() ? std::shared_ptr<kube::KubeClient>(std::move(client).value()) : nullptr;
   }
 
-  //! Answers flotilla.register for this test's cluster (plays the scheduler).
+  //! Plays the scheduler's part of a registration the agent does not: the cluster's deploy durable, created with
+  //! the scheduler's defaults unless the test created it first (then its settings stay).
+  void ensureAgentDurable() {
+    if (!js_->consumerInfo(service::kDeployStream, consumerName(cluster_name_)).ok()) {
+      auto created = js_->ensureConsumer(service::kDeployStream, service::agentDeployConsumer(cluster_name_));
+      EXPECT_TRUE(created.ok()) << created.error().describe();
+    }
+  }
+
+  //! Answers flotilla.register.<cluster> for this test's cluster (plays the scheduler).
   void startResponder(bool accept = true) {
-    auto sub = conn_->subscribe(events::kRegisterSubject, "", [this, accept](bus::Message message) {
+    auto sub = conn_->subscribe(registerSubject(), "", [this, accept](bus::Message message) {
       auto request = events::parsePayload<events::RegisterRequest>(message.data());
       if (!request.ok() || request->cluster != cluster_name_) {
         return;
@@ -240,6 +249,9 @@ class AgentTest : public ::testing::Test {
       {
         std::lock_guard lock(mutex_);
         requests_.push_back(*request);
+      }
+      if (accept && create_durable_) {
+        ensureAgentDurable();
       }
       events::RegisterReply reply{.id = events::newEventId(),
                                   .time = log::nowRfc3339(),
@@ -251,6 +263,11 @@ class AgentTest : public ::testing::Test {
     ASSERT_TRUE(sub.ok()) << sub.error().describe();
     responder_ = std::move(sub).value();
     ASSERT_TRUE(conn_->flush().ok());
+  }
+
+  //! The subject this test's agent registers on.
+  [[nodiscard]] std::string registerSubject() const {
+    return std::string(events::kRegisterSubject) + "." + events::escapeToken(cluster_name_);
   }
 
   AgentOptions agentOptions() {
@@ -448,6 +465,7 @@ class AgentTest : public ::testing::Test {
     return metrics_->value(name, labels);
   }
 
+  bool create_durable_ = true;  //!< the responder creates the agent's durable on an accepted registration
   harness::NatsServer* nats_ = nullptr;
   harness::KubeCluster* cluster_ = nullptr;
   std::shared_ptr<bus::Connection> conn_;

@@ -40,6 +40,26 @@ TEST_F(AgentTest, RegistrationRetriesUntilTheSchedulerAnswers) {
   EXPECT_TRUE(eventually([&] { return agent_->ready(why); }, seconds(30))) << why;
 }
 
+// The hub creates the deploy durable, not the agent: accepted but without a durable, the agent waits (logged and
+// counted), creates nothing, and binds once the durable exists.
+TEST_F(AgentTest, WaitsForTheHubToCreateItsDurable) {
+  create_durable_ = false;
+  startResponder();
+  startAgent(nullptr, /*wait_ready=*/false);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return metric("consumer_setup_retries_total", {{"reason", "absent"}}) >= 2;
+      },
+      seconds(30)));
+  std::string why;
+  EXPECT_FALSE(agent_->ready(why));
+  EXPECT_EQ(why, "deploy consumer not bound");
+  EXPECT_FALSE(js_->consumerInfo(service::kDeployStream, consumerName(cluster_name_)).ok())
+      << "the agent created its own durable";
+  ensureAgentDurable();
+  EXPECT_TRUE(eventually([&] { return agent_->ready(why); }, seconds(30))) << why;
+}
+
 // A rejected registration is retried too.
 TEST_F(AgentTest, RejectedRegistrationIsRetried) {
   startResponder(/*accept=*/false);
@@ -645,10 +665,9 @@ TEST_F(AgentTest, BinaryServesReadyzAppliesAndExitsCleanly) {
 // scheduler stores it), and the agent keeps applying other deploys.
 TEST_F(AgentTest, APoisonDeployIsTerminatedAndReportedWhileOthersApply) {
   startResponder();
-  bus::ConsumerConfig config{.durable = consumerName(cluster_name_),
-                             .filter_subject = events::deploySubject(cluster_name_),
-                             .ack_wait = seconds(1),
-                             .max_deliver = 3};
+  // The hub's durable with an ack wait of 1s and 2 deliveries (max_deliver 3: the runtime's extra one); the agent
+  // takes both from it.
+  bus::ConsumerConfig config = service::agentDeployConsumer(cluster_name_, seconds(1), 2);
   ASSERT_TRUE(js_->ensureConsumer(service::kDeployStream, config).ok());
   auto crashing = js_->bindPull(service::kDeployStream, config.durable);
   ASSERT_TRUE(crashing.ok());
@@ -662,10 +681,7 @@ TEST_F(AgentTest, APoisonDeployIsTerminatedAndReportedWhileOthersApply) {
     ASSERT_EQ(batch->size(), 1u) << "delivery " << crash;
   }
   crashing = bus::PullConsumer();
-  auto options = agentOptions();
-  options.max_deliveries = 2;
-  options.ack_wait = seconds(1);
-  startAgent(nullptr, true, false, options);
+  startAgent();
   // The report, on flotilla.status.<cluster>.= (where the agent may publish).
   std::optional<events::MessageTerminated> report;
   ASSERT_TRUE(eventually(

@@ -77,7 +77,7 @@ TEST_F(ApiVersionsAgentTest, CrdCreatedAndDeletedByAnyoneReRegisters) {
 // The hub refuses the re-registration for a while: counted as failed, retried with backoff until it is accepted.
 TEST_F(ApiVersionsAgentTest, RefusedReRegistrationIsRetried) {
   std::atomic<bool> refuse{false};
-  auto sub = conn_->subscribe(events::kRegisterSubject, "", [&](bus::Message message) {
+  auto sub = conn_->subscribe(registerSubject(), "", [&](bus::Message message) {
     auto request = events::parsePayload<events::RegisterRequest>(message.data());
     if (!request.ok() || request->cluster != cluster_name_) {
       return;
@@ -87,6 +87,9 @@ TEST_F(ApiVersionsAgentTest, RefusedReRegistrationIsRetried) {
       requests_.push_back(*request);
     }
     const bool accepted = !refuse.load();
+    if (accepted) {
+      ensureAgentDurable();
+    }
     events::RegisterReply reply{.id = events::newEventId(),
                                 .time = log::nowRfc3339(),
                                 .accepted = accepted,

@@ -1,10 +1,13 @@
 // The API-version tracker's pure parts: the digest of a set and what a CRD event makes the agent expect in
-// discovery; and the --ack-wait flag.
+// discovery; and the flags the hub's identities decide (the cluster from the credentials, the durable's settings).
 #include "flotilla/agent/api_versions.h"
 
 #include <gtest/gtest.h>
 
 #include "flotilla/agent/flags.h"
+#include "flotilla/core/util.h"
+#include "flotilla/identity/auth_dir.h"
+#include "flotilla/identity/permissions.h"
 
 namespace flotilla::agent {
 namespace {
@@ -51,19 +54,73 @@ Result<AgentOptions> optionsFrom(std::vector<const char*> args) {
   return agentOptionsFrom(*config);
 }
 
-TEST(AgentFlags, AckWaitIsADuration) {
-  auto defaults = optionsFrom({"--cluster-name", "c"});
-  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
-  EXPECT_EQ(defaults->ack_wait.count(), 30000);
-  auto set = optionsFrom({"--cluster-name", "c", "--ack-wait", "5s"});
-  ASSERT_TRUE(set.ok()) << set.error().describe();
-  EXPECT_EQ(set->ack_wait.count(), 5000);
-  auto seconds = optionsFrom({"--cluster-name", "c", "--ack-wait", "10"});
-  ASSERT_TRUE(seconds.ok()) << seconds.error().describe();
-  EXPECT_EQ(seconds->ack_wait.count(), 10000);
-  auto bad = optionsFrom({"--cluster-name", "c", "--ack-wait", "soon"});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("--ack-wait"), std::string::npos) << bad.error().message;
+// The deploy durable's ack wait and delivery bound are the hub's (the scheduler creates the durable): the agent
+// refuses the flags it used to take for them.
+TEST(AgentFlags, AckWaitAndMaxDeliveriesAreTheHubs) {
+  for (const char* flag : {"--ack-wait", "--max-deliveries"}) {
+    auto refused = optionsFrom({"--cluster-name", "c", flag, "5"});
+    ASSERT_FALSE(refused.ok()) << flag;
+    EXPECT_NE(refused.error().message.find(std::string(flag).substr(2)), std::string::npos) << refused.error().message;
+  }
+}
+
+//! An auth directory with the credentials of `role` (subject: the agent's cluster) written to <dir>/<file>.
+class AgentCredentialsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = makeTempDir("agent-creds");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+    auto init = identity::initAuthDir({.dir = dir_ + "/auth", .server_name = "hub"});
+    ASSERT_TRUE(init.ok()) << init.error().describe();
+  }
+  void TearDown() override { removeAll(dir_); }
+
+  std::string issue(const std::string& role, const std::string& subject) {
+    auto made = identity::roleFor(role, subject);
+    EXPECT_TRUE(made.ok());
+    auto user = identity::issueFromAuthDir(dir_ + "/auth", *made, std::nullopt);
+    EXPECT_TRUE(user.ok()) << user.error().describe();
+    std::string path = dir_ + "/" + role + "-" + subject + ".creds";
+    EXPECT_TRUE(writeFile(path, user.ok() ? user->creds : "", 0600).ok());
+    return path;
+  }
+
+  std::string dir_;
+};
+
+// The cluster comes from the credentials: --cluster-name may be left out, the same name is fine, another is refused;
+// the inbox prefix is the one the credentials may subscribe under.
+TEST_F(AgentCredentialsTest, TheClusterIsTheCredentials) {
+  std::string creds = issue("agent", "east-1");
+  auto from_creds = optionsFrom({"--nats-creds", creds.c_str()});
+  ASSERT_TRUE(from_creds.ok()) << from_creds.error().describe();
+  EXPECT_EQ(from_creds->cluster_name, "east-1");
+  EXPECT_EQ(from_creds->inbox_prefix, "_INBOX.agent-east-1");
+  auto same = optionsFrom({"--nats-creds", creds.c_str(), "--cluster-name", "east-1"});
+  ASSERT_TRUE(same.ok()) << same.error().describe();
+  auto other = optionsFrom({"--nats-creds", creds.c_str(), "--cluster-name", "west-1"});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message.find("--cluster-name west-1 conflicts"), std::string::npos) << other.error().message;
+  auto prefix = optionsFrom({"--nats-creds", creds.c_str(), "--nats-inbox-prefix", "_INBOX"});
+  ASSERT_FALSE(prefix.ok());
+  EXPECT_NE(prefix.error().message.find("--nats-inbox-prefix"), std::string::npos) << prefix.error().message;
+}
+
+// Credentials of another role, or no cluster at all: refused, naming what is wrong.
+TEST_F(AgentCredentialsTest, OtherCredentialsOrNoClusterAreRefused) {
+  auto readonly = optionsFrom({"--nats-creds", issue("readonly", "").c_str()});
+  ASSERT_FALSE(readonly.ok());
+  EXPECT_NE(readonly.error().message.find("role \"readonly\""), std::string::npos) << readonly.error().message;
+  auto missing = optionsFrom({"--nats-creds", (dir_ + "/none.creds").c_str()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("--nats-creds"), std::string::npos) << missing.error().message;
+  auto nothing = optionsFrom({});
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_NE(nothing.error().message.find("--cluster-name is required"), std::string::npos) << nothing.error().message;
+  auto plain = optionsFrom({"--cluster-name", "c", "--nats-inbox-prefix", "_INBOX.custom"});
+  ASSERT_TRUE(plain.ok()) << plain.error().describe();
+  EXPECT_EQ(plain->inbox_prefix, "_INBOX.custom");
 }
 
 }  // namespace

@@ -230,6 +230,9 @@ Status Scheduler::dropDeployment(const std::string& key, Affected& affected) {
 }
 
 Status Scheduler::finishDeregistration(const std::string& cluster) {
+  // The agent's durable goes with the cluster (its deletes were answered or the agent is gone); also when the
+  // records were removed before (a crash between the two), so none is left behind.
+  FLOTILLA_TRY(deleteAgentConsumer(cluster));
   const bool known = registrations_.contains(cluster) || clusters_.contains(cluster) ||
                      summaries_.contains(events::clusterSummaryKey(cluster));
   if (!known) {

@@ -7,6 +7,11 @@ namespace flotilla::scheduler {
 std::map<std::string, std::string> schedulerFlags() {
   return {
       {"ack-wait", "seconds before JetStream redelivers a message the scheduler did not acknowledge (default 60)"},
+      {"agent-ack-wait",
+       "seconds before JetStream redelivers a deploy an agent did not acknowledge, i.e. after it died holding it "
+       "(default 30; the agents' durables, which the scheduler creates, carry it)"},
+      {"agent-max-deliveries",
+       "deliveries of a failing deploy before the agent terminates and reports it (default 10)"},
       {"agent-heartbeat-interval",
        "seconds between the agents' heartbeats (their --heartbeat-interval, default 30); an agent silent for three "
        "of them counts as disconnected"},
@@ -41,6 +46,12 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
   auto heartbeat = positive(config, "agent-heartbeat-interval", options.heartbeat_interval.count() / 1000);
   FLOTILLA_TRY(heartbeat);
   options.heartbeat_interval = std::chrono::seconds(*heartbeat);
+  auto agent_ack_wait = positive(config, "agent-ack-wait", options.agent_ack_wait.count() / 1000);
+  FLOTILLA_TRY(agent_ack_wait);
+  options.agent_ack_wait = std::chrono::seconds(*agent_ack_wait);
+  auto agent_max_deliveries = positive(config, "agent-max-deliveries", options.agent_max_deliveries);
+  FLOTILLA_TRY(agent_max_deliveries);
+  options.agent_max_deliveries = *agent_max_deliveries;
   auto batch = positive(config, "fetch-batch", options.fetch_batch);
   FLOTILLA_TRY(batch);
   options.fetch_batch = static_cast<int>(*batch);

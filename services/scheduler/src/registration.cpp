@@ -1,5 +1,7 @@
-// Registration: flotilla.register requests (request/reply, queue group "scheduler") -> validate, refuse a
-// deregistered name, write clusters/cluster.<name>, reply, announce, and re-target the cluster.
+// Registration: flotilla.register.<cluster> requests (request/reply, queue group "scheduler") -> the cluster is
+// the subject's (the server's permissions bind it to the agent's credentials; a body naming another is refused),
+// validate, refuse a deregistered name, create the agent's deploy durable, write clusters/cluster.<name>, reply,
+// announce, and re-target the cluster.
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
@@ -49,7 +51,7 @@ void applyRegistration(model::Cluster& cluster, const events::RegisterRequest& r
 Status Scheduler::subscribeRegistrations() {
   auto connection = hub_.connection;
   auto subscription =
-      connection->subscribe(events::kRegisterSubject, kRegisterQueue,
+      connection->subscribe(std::string(events::kRegisterSubject) + ".*", kRegisterQueue,
                             [this, connection](bus::Message message) { answerRegistration(*connection, message); });
   FLOTILLA_TRY(subscription);
   register_subscription_ = std::move(subscription).value();
@@ -60,24 +62,41 @@ Status Scheduler::subscribeRegistrations() {
 }
 
 void Scheduler::answerRegistration(bus::Connection& connection, const bus::Message& message) {
-  events::RegisterReply reply;
-  auto request = events::parsePayload<events::RegisterRequest>(message.data());
-  if (!request.ok()) {
-    metrics_.counter("registrations_total", "Registration requests by result", {{"result", "invalid"}}).Increment();
-    log::warn("rejecting an unreadable registration", {{"error", request.error().describe()}});
-    reply = events::RegisterReply{.id = events::newEventId(),
-                                  .time = log::nowRfc3339(),
-                                  .accepted = false,
-                                  .message = request.error().describe()};
-  } else {
-    reply = handleRegister(*request);
-  }
+  events::RegisterReply reply = handleRegisterOn(message.subject(), message.data());
   if (!message.reply().empty()) {
     auto sent = connection.publish(message.reply(), events::encode(reply).dump());
     if (!sent.ok()) {
       log::warn("cannot answer a registration", {{"error", sent.error().describe()}});
     }
   }
+}
+
+events::RegisterReply Scheduler::handleRegisterOn(std::string_view subject, std::string_view data) {
+  auto refuse = [&](const char* result, const std::string& problem, const std::string& cluster) {
+    metrics_.counter("registrations_total", "Registration requests by result", {{"result", result}}).Increment();
+    log::warn(std::string(result) == "impersonation" ? "registration refused: it names another cluster than its subject"
+                                                     : "rejecting an unreadable registration",
+              {{"subject", std::string(subject)}, {"cluster", cluster}, {"error", problem}});
+    return events::RegisterReply{
+        .id = events::newEventId(), .time = log::nowRfc3339(), .accepted = false, .message = problem};
+  };
+  auto tokens = events::subjectTokens(subject, events::kRegisterSubject);
+  if (!tokens.ok() || tokens->size() != 1) {
+    return refuse("invalid", tokens.ok() ? "expected flotilla.register.<cluster>" : tokens.error().describe(), "");
+  }
+  const std::string& cluster = tokens->front();
+  auto request = events::parsePayload<events::RegisterRequest>(data);
+  if (!request.ok()) {
+    return refuse("invalid", request.error().describe(), cluster);
+  }
+  if (request->cluster != cluster) {
+    // The subject is bound to the agent's credentials by the server; the body is whatever the agent wrote.
+    return refuse("impersonation",
+                  "the registration on " + std::string(subject) + " names cluster \"" + request->cluster +
+                      "\"; an agent registers only its own cluster (the one of its credentials)",
+                  cluster);
+  }
+  return handleRegister(*request);
 }
 
 events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& request) {
@@ -102,6 +121,15 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
               {{"cluster", request.cluster}, {"error", reply.message}});
     return reply;
   }
+  // Before the reply: the agent binds its durable once accepted, and never creates it.
+  auto durable = ensureAgentConsumer(request.cluster);
+  if (!durable.ok()) {
+    count("error");
+    log::warn("cannot create the cluster's deploy consumer; the agent will retry",
+              {{"cluster", request.cluster}, {"error", durable.error().describe()}});
+    reply.message = "the hub cannot create the deploy consumer right now: " + durable.error().describe();
+    return reply;
+  }
   auto stored = storeRegistration(request, workspace);
   if (!stored.ok()) {
     count("error");
@@ -121,6 +149,27 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
   reply.cluster_id = request.cluster;
   reply.message = stored->created ? "registered" : "registration updated";
   return reply;
+}
+
+Status Scheduler::ensureAgentConsumer(const std::string& cluster) {
+  auto created = hub_.js->ensureConsumer(
+      service::kDeployStream,
+      service::agentDeployConsumer(cluster, options_.agent_ack_wait, options_.agent_max_deliveries));
+  FLOTILLA_TRY(created);
+  return {};
+}
+
+Status Scheduler::deleteAgentConsumer(const std::string& cluster) {
+  const std::string durable = service::agentDeployConsumer(cluster).durable;
+  auto deleted = hub_.js->deleteConsumer(service::kDeployStream, durable);
+  if (!deleted.ok() && deleted.error().kind != ErrorKind::kNotFound) {
+    return deleted;
+  }
+  if (deleted.ok()) {
+    metrics_.counter("agent_consumers_deleted_total", "Deploy consumers of deregistered clusters deleted").Increment();
+    log::info("deploy consumer of a deregistered cluster deleted", {{"cluster", cluster}, {"consumer", durable}});
+  }
+  return {};
 }
 
 Result<Scheduler::Registration> Scheduler::storeRegistration(const events::RegisterRequest& request,

@@ -273,6 +273,8 @@ TEST_F(ClusterRecordsTest, DeregisteringAConnectedClusterDeletesThenRemovesRecor
   ASSERT_TRUE(waitFor([&] { return clusterGone("c-1"); }));
   EXPECT_EQ(metric("deregistrations_total", {{"result", "completed"}}), 1);
   EXPECT_GE(metric("status_events_total", {{"result", "deregistering"}}), 1);
+  EXPECT_FALSE(hub_.js->consumerInfo(service::kDeployStream, "agent-c-1").ok()) << "the durable goes with the cluster";
+  EXPECT_EQ(metric("agent_consumers_deleted_total"), 1);
   EXPECT_FALSE(registerCluster("c-1", {}).accepted);
   EXPECT_TRUE(exists(*hub_.clusters, events::clusterDeregisteredKey("c-1"))) << "the tombstone is the CLI's";
 }

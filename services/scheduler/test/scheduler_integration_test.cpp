@@ -184,6 +184,12 @@ TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
   EXPECT_EQ(cluster->metadata.ns, kWs);
   EXPECT_EQ(cluster->status.agent.kubernetes_version, "v1.31.2");
   EXPECT_FALSE(cluster->metadata.creation_timestamp.empty());
+  // The hub creates the agent's deploy durable before it answers (agents never create consumers).
+  auto durable = hub_.js->consumerInfo(service::kDeployStream, "agent-prod-1");
+  ASSERT_TRUE(durable.ok()) << durable.error().describe();
+  EXPECT_EQ(durable->config.filter_subject, events::deploySubject("prod-1"));
+  EXPECT_EQ(durable->config.max_deliver, service::kDefaultMaxDeliveries + 1);
+  EXPECT_EQ(durable->config.ack_wait.count(), service::kDefaultAgentAckWait.count());
 
   auto bad_name = registerCluster("Prod_1", {});
   EXPECT_FALSE(bad_name.accepted);
@@ -191,6 +197,7 @@ TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
   auto bad_label = registerCluster("prod-2", {{"env", "not ok!"}});
   EXPECT_FALSE(bad_label.accepted);
   EXPECT_FALSE(kv(*hub_.clusters, events::clusterKey("prod-2")).has_value());
+  EXPECT_FALSE(hub_.js->consumerInfo(service::kDeployStream, "agent-prod-2").ok());
   EXPECT_EQ(metric("registrations_total", {{"result", "rejected"}}), 2);
   EXPECT_EQ(metric("registrations_total", {{"result", "new"}}), 1);
 
@@ -210,6 +217,36 @@ TEST_F(SchedulerTest, RegistersClustersAndRejectsInvalidOnes) {
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE(refused->accepted);
   EXPECT_NE(refused->message.find("apiVersions[1]"), std::string::npos) << refused->message;
+}
+
+// The cluster of a registration is its subject's, which the server binds to the agent's credentials: a body naming
+// another cluster is refused (logged, counted), and neither cluster is touched. The shared subject flotilla.register
+// is gone.
+TEST_F(SchedulerTest, ARegistrationNamingAnotherClusterThanItsSubjectIsRefused) {
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  events::RegisterRequest forged{.id = events::newEventId(),
+                                 .time = log::nowRfc3339(),
+                                 .cluster = "prod-1",
+                                 .workspace = kWs,
+                                 .labels = {{"env", "stolen"}},
+                                 .kubernetes_version = "v1.31.2",
+                                 .agent_version = "0.1.0"};
+  auto reply =
+      hub_.connection->request("flotilla.register.evil-1", events::encode(forged).dump(), std::chrono::seconds(5));
+  ASSERT_TRUE(reply.ok()) << reply.error().describe();
+  auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
+  ASSERT_TRUE(decoded.ok()) << reply->data();
+  EXPECT_FALSE(decoded->accepted);
+  EXPECT_NE(decoded->message.find("names cluster \"prod-1\""), std::string::npos) << decoded->message;
+  EXPECT_EQ(metric("registrations_total", {{"result", "impersonation"}}), 1);
+  auto cluster = model::decodeCluster(*kv(*hub_.clusters, events::clusterKey("prod-1")));
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_EQ(cluster->metadata.labels.at("env"), "prod");
+  EXPECT_FALSE(kv(*hub_.clusters, events::clusterKey("evil-1")).has_value());
+  EXPECT_FALSE(hub_.js->consumerInfo(service::kDeployStream, "agent-evil-1").ok());
+  auto shared =
+      hub_.connection->request(events::kRegisterSubject, events::encode(forged).dump(), std::chrono::milliseconds(500));
+  EXPECT_FALSE(shared.ok()) << "nothing answers on the shared subject";
 }
 
 // Targeting by clusterSelector: one DeployEvent, to the matching cluster only, and the BD record; the same

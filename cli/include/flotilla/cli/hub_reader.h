@@ -33,6 +33,8 @@ struct ConnectSettings {
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
+  //! Reply subject prefix; "" = the one of the credentials' role (_INBOX.readonly for readonly), else _INBOX.
+  std::string inbox_prefix;
   std::chrono::milliseconds timeout{5000};
 };
 

@@ -41,7 +41,11 @@ struct ConnectOptions {
   std::string cert_file;   //!< client certificate (mutual TLS), with key_file
   std::string key_file;
   bool tls_required = false;  //!< insist on TLS even for nats:// URLs
-  int max_reconnect = -1;     //!< reconnect attempts per server after a disconnect; -1 = forever
+  //! Prefix of the reply subjects this client subscribes to ("" = libnats' "_INBOX"). A restricted identity may
+  //! only subscribe under its own prefix (identity::Role::inbox_prefix: "_INBOX.agent-<cluster>",
+  //! "_INBOX.readonly"), so it must connect with it or it never sees a reply.
+  std::string inbox_prefix;
+  int max_reconnect = -1;  //!< reconnect attempts per server after a disconnect; -1 = forever
   std::chrono::milliseconds reconnect_wait = std::chrono::seconds(1);
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(2);
   std::chrono::milliseconds ping_interval = std::chrono::seconds(30);  //!< how soon a dead server is noticed

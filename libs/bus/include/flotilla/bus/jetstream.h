@@ -84,6 +84,9 @@ struct ConsumerInfo {
   int64_t num_redelivered = 0;
   uint64_t delivered_stream_sequence = 0;
   uint64_t ack_floor_stream_sequence = 0;
+  //! The durable's settings as the server holds them: durable, filter_subject, ack_wait, max_deliver,
+  //! max_ack_pending and description (a client that only binds learns them here).
+  ConsumerConfig config;
 };
 
 class JetStream;

@@ -50,6 +50,9 @@ struct UserClaims {
   Permissions permissions;
   //! The account's public key when the JWT is signed by one of its signing keys ("" when the account key signs).
   std::string issuer_account;
+  //! nats.tags: free-form strings the server keeps with the user. Flotilla's identities carry their role and
+  //! subject here ("flotilla-role:agent", "flotilla-subject:<cluster>"; credsIdentity reads them back).
+  std::vector<std::string> tags;
 };
 
 //! Signs the claims of an operator (self-signed: `operator_key` is issuer and subject).
@@ -85,5 +88,16 @@ struct Creds {
   std::string seed;
 };
 Result<Creds> parseCredsFile(std::string_view text);
+
+//! Who a .creds file speaks for: the role and subject (the agent's cluster) its user JWT was issued with
+//! (issueUser writes them as tags), read after the JWT's signature and expiry are checked. kInvalid when the text
+//! is not a .creds file, the JWT does not verify, or it carries no Flotilla role (issued by another tool).
+struct CredsIdentity {
+  std::string role;     //!< "agent", "readonly", ...
+  std::string subject;  //!< the cluster of an agent, the token of a registration; "" otherwise
+};
+Result<CredsIdentity> credsIdentity(std::string_view creds_text, Clock::time_point now = Clock::now());
+//! The tags that name `role`/`subject` in a user JWT.
+std::vector<std::string> identityTags(std::string_view role, std::string_view subject);
 
 }  // namespace flotilla::identity

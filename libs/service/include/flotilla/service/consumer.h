@@ -122,7 +122,22 @@ struct ConsumerOptions {
   //! Called after a message was terminated and reported (e.g. an agent, which may write no KV, forwards the
   //! record to the hub on its status subject).
   std::function<void(const events::MessageTerminated&)> on_terminated;
+  //! false: the durable is someone else's to create (an agent's: the scheduler creates it when the cluster
+  //! registers). The runtime then only binds: a missing durable is kNotFound, and start() takes ack_wait and
+  //! max_deliveries from the durable as the server holds it (config.ack_wait and max_deliveries are replaced).
+  bool create = true;
 };
+
+//! Defaults of the agents' deploy durables (the scheduler's --agent-ack-wait, --agent-max-deliveries).
+inline constexpr std::chrono::milliseconds kDefaultAgentAckWait = std::chrono::seconds(30);
+
+//! The durable of one cluster's agent on FLOTILLA_DEPLOY: agent-<escaped cluster> (identity::agentConsumerName)
+//! filtered to flotilla.deploy.<cluster>, with max_deliver one above `max_deliveries` like every durable of the
+//! runtime. The scheduler creates it when the cluster registers and deletes it when the cluster is deregistered;
+//! the agent only binds it (ConsumerOptions::create = false).
+bus::ConsumerConfig agentDeployConsumer(std::string_view cluster,
+                                        std::chrono::milliseconds ack_wait = kDefaultAgentAckWait,
+                                        int64_t max_deliveries = kDefaultMaxDeliveries);
 
 //! Where terminated messages are reported besides the log and the metrics.
 struct TerminationReports {

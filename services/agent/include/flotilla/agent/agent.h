@@ -47,7 +47,11 @@ inline constexpr int kDefaultParallelBundles = 4;
 inline constexpr int kMaxParallelBundles = 64;
 
 struct AgentOptions {
-  std::string cluster_name;                 //!< required
+  //! The cluster: from the agent's credentials (their user JWT names it), else --cluster-name (a hub without auth).
+  std::string cluster_name;
+  //! The prefix of this agent's reply subjects: _INBOX.agent-<cluster> with agent credentials (the only one its
+  //! permissions let it subscribe to), else --nats-inbox-prefix ("" = libnats' default).
+  std::string inbox_prefix;
   std::string workspace = "fleet-default";  //!< where the hub keeps the Cluster record
   events::StringMap labels;
   std::string agent_namespace = "flotilla-system";  //!< where inventories live in the downstream cluster
@@ -57,9 +61,7 @@ struct AgentOptions {
   std::chrono::milliseconds register_timeout{5000};     //!< per registration request
   std::chrono::milliseconds register_backoff_min{500};  //!< first pause after a failed registration
   std::chrono::milliseconds register_backoff_max{30000};
-  std::chrono::milliseconds fetch_timeout{1000};  //!< how long one fetch waits; bounds shutdown latency
-  std::chrono::milliseconds ack_wait{30000};      //!< redelivery after a crash; in-progress acks cover long applies
-  int64_t max_deliveries = service::kDefaultMaxDeliveries;     //!< --max-deliveries (waits use none)
+  std::chrono::milliseconds fetch_timeout{1000};               //!< how long one fetch waits; bounds shutdown latency
   std::chrono::milliseconds budget{std::chrono::minutes(10)};  //!< per deploy, between progress() calls
   int parallel_bundles = kDefaultParallelBundles;              //!< --parallel-bundles: bundles applied at once
   DeployHandlerOptions retry;

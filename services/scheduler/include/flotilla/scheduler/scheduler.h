@@ -3,8 +3,9 @@
 // The scheduler (docs/pipeline.md stage 4): the cluster registry, targeting, deploy events and the status
 // roll-up. Inputs and what each does:
 //
-//   flotilla.register (core request/reply, queue "scheduler")
-//       validate -> write clusters/cluster.<name> -> reply -> re-target every bundle for that cluster
+//   flotilla.register.<cluster> (core request/reply, queue "scheduler")
+//       the cluster is the subject's (a body naming another is refused) -> validate -> create the agent's durable
+//       agent-<cluster> -> write clusters/cluster.<name> -> reply -> re-target every bundle for that cluster
 //   KV clusters (watch): group.<ws>.<group> and spec.<cluster> from `flotilla apply`, cluster.* from other
 //       writers, deregistered.<cluster> from `flotilla delete cluster`, heartbeat.*
 //       a group, label or paused change -> re-target; a tombstone -> deregistration (deregistration.cpp)
@@ -87,6 +88,10 @@ struct SchedulerOptions {
   //! The agents' heartbeat interval: an agent whose last sign of life is older than three of these counts as
   //! disconnected (a deregistered cluster's records are then removed at once, without deletes sent to it).
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(30)};
+  //! The agents' deploy durables, which the scheduler creates (service::agentDeployConsumer): their ack wait
+  //! (redelivery after an agent died holding a deploy) and deliveries of a failing deploy.
+  std::chrono::milliseconds agent_ack_wait = service::kDefaultAgentAckWait;
+  int64_t agent_max_deliveries = service::kDefaultMaxDeliveries;
 };
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
@@ -111,7 +116,11 @@ class Scheduler {
 
   // ---- the handlers, one message each (the loops call these; tests may too) ----
 
-  //! Validates a registration, writes the cluster record and queues a re-target of that cluster.
+  //! A registration request as received on `subject` (flotilla.register.<cluster>): a body naming another cluster
+  //! than the subject is refused (registrations_total{result="impersonation"}), else handleRegister.
+  events::RegisterReply handleRegisterOn(std::string_view subject, std::string_view data);
+  //! Validates a registration, creates the cluster's deploy durable, writes the cluster record and queues a
+  //! re-target of that cluster.
   events::RegisterReply handleRegister(const events::RegisterRequest& request);
   //! One BundleEvent payload. `clock_ms` (the message's stream timestamp) makes generations deterministic on
   //! redelivery; 0 means now. `delivery_count` drives the retry backoff.
@@ -191,6 +200,9 @@ class Scheduler {
   Result<Registration> storeRegistration(const events::RegisterRequest& request, const std::string& workspace);
   void announceRegistration(const events::RegisterRequest& request, const std::string& workspace,
                             const Registration& registration);
+  //! Creates (or updates) agent-<cluster> on FLOTILLA_DEPLOY; deleteAgentConsumer removes it (absent is fine).
+  Status ensureAgentConsumer(const std::string& cluster);
+  Status deleteAgentConsumer(const std::string& cluster);
 
   // loops (scheduler.cpp, clusters_watch.cpp, reconcile.cpp)
   //! The runtime's settings for one of the two durables.

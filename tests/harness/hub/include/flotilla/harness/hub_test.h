@@ -20,6 +20,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/local_hub.h"
+#include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::harness {
@@ -65,14 +66,15 @@ inline Result<bus::Message> requestRegistration(const service::Hub& hub, const s
                                   .kubernetes_version = "v1.31.2",
                                   .agent_version = "0.1.0",
                                   .api_versions = std::move(api_versions)};
-  return hub.connection->request(events::kRegisterSubject, events::encode(request).dump(), std::chrono::seconds(5));
+  // On the cluster's own subject, as an agent registers (its credentials allow only that one).
+  return hub.connection->request(std::string(events::kRegisterSubject) + "." + events::escapeToken(cluster),
+                                 events::encode(request).dump(), std::chrono::seconds(5));
 }
 
-//! A durable like an agent's: agent-<cluster> on flotilla.deploy.<cluster>.
+//! An agent's durable, agent-<cluster> on flotilla.deploy.<cluster>, as the scheduler creates it at registration
+//! (created here too when the test registers nothing), bound.
 inline bus::PullConsumer agentDurable(const service::Hub& hub, const std::string& cluster) {
-  bus::ConsumerConfig config{.durable = "agent-" + events::escapeToken(cluster),
-                             .filter_subject = events::deploySubject(cluster),
-                             .ack_wait = std::chrono::seconds(30)};
+  bus::ConsumerConfig config = service::agentDeployConsumer(cluster);
   EXPECT_TRUE(hub.js->ensureConsumer(service::kDeployStream, config).ok());
   auto bound = hub.js->bindPull(service::kDeployStream, config.durable);
   EXPECT_TRUE(bound.ok());
