@@ -1,12 +1,16 @@
 #include "flotilla/scheduler/flags.h"
 
 #include <charconv>
+#include <chrono>
 
 namespace flotilla::scheduler {
 
 std::map<std::string, std::string> schedulerFlags() {
   return {
-      {"ack-wait", "seconds before JetStream redelivers a message the scheduler did not acknowledge (default 60)"},
+      {"ack-wait",
+       "seconds before JetStream redelivers a message the scheduler did not acknowledge (default " +
+           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(SchedulerOptions{}.ack_wait).count()) +
+           "; in-progress acks cover longer handling)"},
       {"agent-heartbeat-interval",
        "seconds between the agents' heartbeats (their --heartbeat-interval, default 30); an agent silent for three "
        "of them counts as disconnected"},
