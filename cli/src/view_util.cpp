@@ -1,9 +1,8 @@
 #include "view_util.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cstdio>
-#include <ctime>
+
+#include "flotilla/core/time.h"
 
 namespace flotilla::cli::detail {
 
@@ -58,40 +57,11 @@ std::string orDash(const std::string& text) {
   return text.empty() ? "-" : text;
 }
 
-std::optional<std::chrono::system_clock::time_point> parseTime(std::string_view text) {
-  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  std::string s(text);
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &year, &month, &day, &hour, &minute, &second) != 6) {
-    return std::nullopt;
-  }
-  std::tm tm{};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  auto at = std::chrono::system_clock::from_time_t(timegm(&tm));
-  // Offset "+hh:mm" / "-hh:mm" after the seconds (and fraction); "Z" is UTC.
-  size_t pos = 19;
-  while (pos < s.size() && (s[pos] == '.' || std::isdigit(static_cast<unsigned char>(s[pos])))) {
-    ++pos;
-  }
-  if (pos + 6 <= s.size() && (s[pos] == '+' || s[pos] == '-')) {
-    int oh = 0, om = 0;
-    if (std::sscanf(s.c_str() + pos + 1, "%2d:%2d", &oh, &om) == 2) {
-      auto offset = std::chrono::hours(oh) + std::chrono::minutes(om);
-      at = s[pos] == '+' ? at - offset : at + offset;
-    }
-  }
-  return at;
-}
-
 std::string newest(std::initializer_list<std::string> times) {
   std::string best;
   std::optional<std::chrono::system_clock::time_point> best_at;
   for (const auto& t : times) {
-    auto at = parseTime(t);
+    auto at = parseRfc3339(t);
     if (at && (!best_at || *at > *best_at)) {
       best = t;
       best_at = at;

@@ -26,7 +26,6 @@ std::string joinMessages(const std::vector<std::string>& parts);
 //! "k=v,k2=v2" or "<none>".
 std::string labelsText(const Json* labels);
 std::string orDash(const std::string& text);
-std::optional<std::chrono::system_clock::time_point> parseTime(std::string_view text);
 //! The newest of several RFC 3339 times (by parsed value).
 std::string newest(std::initializer_list<std::string> times);
 

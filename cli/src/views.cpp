@@ -8,6 +8,7 @@
 #include <set>
 
 #include "flotilla/core/ascii.h"
+#include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/cluster_document.h"
@@ -471,7 +472,7 @@ std::string qualifiedKind(Kind kind) {
 }
 
 std::string age(std::string_view rfc3339, std::chrono::system_clock::time_point now) {
-  auto at = detail::parseTime(rfc3339);
+  auto at = parseRfc3339(rfc3339);
   if (!at) {
     return "-";
   }

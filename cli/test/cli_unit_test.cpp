@@ -37,6 +37,9 @@ TEST(CliViewsTest, Ages) {
   t = 1'800'000'000 - 3 * 86400;
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   EXPECT_EQ(age(buf, now), "3d");
+  // RFC 3339 as libs/core reads it: an offset counts, a time without one is not a time.
+  EXPECT_EQ(age("2027-01-15T09:50:00+02:00", now), "10m");
+  EXPECT_EQ(age("2027-01-15T07:50:00", now), "-");
 }
 
 Snapshot sampleSnapshot() {

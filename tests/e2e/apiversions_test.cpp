@@ -45,7 +45,7 @@ bool widgetExists(Hub& hub, size_t cluster, const std::string& group, const std:
 
 //! The API versions cluster `name`'s registration record holds (clusters/cluster.<name>).
 std::vector<std::string> registeredApiVersions(Hub& hub, const std::string& name) {
-  for (const auto& record : hub.records("clusters", "cluster.")) {
+  for (const auto& record : recordsOf(hub, "clusters", "cluster.")) {
     const Json* cluster_name = record.at({"metadata", "name"});
     const Json* versions = record.at({"status", "agent", "apiVersions"});
     if (cluster_name == nullptr || !cluster_name->isString() || cluster_name->asString() != name ||

@@ -177,7 +177,7 @@ TEST_F(CascadeTest, DeregisteringAConnectedClusterPrunesItsObjectsAndCanBeUndone
       kLands))
       << "the deregistered cluster is still listed";
   EXPECT_TRUE(Hub::waitFor([&] { return bundlesOn(hub(), gone, name).empty(); }, kLands));
-  for (const auto& record : hub().records("status", "bd.")) {
+  for (const auto& record : recordsOf(hub(), "status", "bd.")) {
     EXPECT_NE(record.getString("cluster"), gone) << "bd status left: " << record.dump();
   }
   EXPECT_EQ(uidsOf(hub(), 0, refs), kept_uids) << "the other cluster must be untouched";

@@ -4,8 +4,11 @@
 // (docs/pipeline.md) and from the clusters' API servers.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "hub_fixture.h"
 
@@ -23,6 +26,26 @@ inline std::string gitRepoYaml(const std::string& name, const std::string& url, 
   return yaml + targets_yaml;
 }
 
+//! Every record of `bucket` whose key starts with `prefix` (Hub::records). A failed read is never "no records": it
+//! is read again for up to 10 s, and a failure that lasts fails the test, so a check that records are gone cannot
+//! pass on a broken connection.
+inline std::vector<Json> recordsOf(Hub& hub, const std::string& bucket, const std::string& prefix) {
+  Result<std::vector<Json>> read = hub.records(bucket, prefix);
+  if (!read.ok()) {
+    Hub::waitFor(
+        [&] {
+          read = hub.records(bucket, prefix);
+          return read.ok();
+        },
+        std::chrono::seconds(10));
+  }
+  if (!read.ok()) {
+    ADD_FAILURE() << "reading KV " << bucket << " (keys " << prefix << "*): " << read.error().describe();
+    return {};
+  }
+  return std::move(read).value();
+}
+
 //! The deployment a cluster should run for a bundle (scheduler's record) and what its agent last reported.
 struct BundleOnCluster {
   std::string bundle;
@@ -36,8 +59,8 @@ struct BundleOnCluster {
 
 inline std::vector<BundleOnCluster> bundlesOn(Hub& hub, const std::string& cluster, const std::string& gitrepo) {
   std::vector<BundleOnCluster> out;
-  auto statuses = hub.records("status", "bd.");
-  for (const auto& record : hub.records("deployments", "")) {
+  auto statuses = recordsOf(hub, "status", "bd.");
+  for (const auto& record : recordsOf(hub, "deployments", "")) {
     if (record.getString("cluster") != cluster || record.getString("gitrepo") != gitrepo) {
       continue;
     }

@@ -53,10 +53,13 @@ inline ObjectRef namespaceRef(const std::string& name) {
   return {.api_version = "v1", .kind = "Namespace", .ns = "", .name = name};
 }
 
-//! The live object, or nullopt when it cannot be read (NotFound or any error).
+//! The live object, or nullopt when the API server answers NotFound; any other failed read also fails the test, so
+//! "no object" (no UID, no owner, not terminating) is never read from an error.
 inline std::optional<Json> liveObject(Hub& hub, size_t cluster, const ObjectRef& ref) {
   auto object = hub.kube(cluster).get(ref.api_version, ref.kind, ref.ns, ref.name);
   if (!object.ok()) {
+    EXPECT_EQ(object.error().kind, ErrorKind::kNotFound)
+        << ref.describe() << " on cluster " << cluster << ": " << object.error().describe();
     return std::nullopt;
   }
   return std::move(object).value();
@@ -126,11 +129,14 @@ inline bool inventoryGone(Hub& hub, size_t cluster, const std::string& bundle) {
   return list.ok() && !inventoryOf(hub, cluster, bundle).has_value();
 }
 
-//! The release-hold list of a cluster (ConfigMap `flotilla-released`), its data as text ("" when absent):
-//! tests only look for an object's name in it, so they do not depend on the list's layout.
+//! The release-hold list of a cluster (ConfigMap `flotilla-released`), its data as text ("" when it is not found;
+//! any other failed read also fails the test): tests only look for an object's name in it, so they do not depend on
+//! the list's layout.
 inline std::string releaseHoldText(Hub& hub, size_t cluster) {
   auto object = hub.kube(cluster).get("v1", "ConfigMap", kAgentNamespace, "flotilla-released");
   if (!object.ok()) {
+    EXPECT_EQ(object.error().kind, ErrorKind::kNotFound)
+        << "release-hold list on cluster " << cluster << ": " << object.error().describe();
     return {};
   }
   const Json* data = object->find("data");
@@ -141,19 +147,19 @@ inline std::string releaseHoldText(Hub& hub, size_t cluster) {
 //! bundler's record and render status. "" when there are none; otherwise one line per record, for messages.
 inline std::string bundleRecordsLeft(Hub& hub, const std::string& bundle) {
   std::string left;
-  for (const auto& record : hub.records("deployments", "")) {
+  for (const auto& record : recordsOf(hub, "deployments", "")) {
     if (record.getString("bundle") == bundle) {
       left += "deployments: " + record.getString("cluster") + "/" + bundle + "\n";
     }
   }
   for (const char* prefix : {"bd.", "summary.bundle.", "bundle-render."}) {
-    for (const auto& record : hub.records("status", prefix)) {
+    for (const auto& record : recordsOf(hub, "status", prefix)) {
       if (record.getString("bundle") == bundle) {
         left += std::string("status: ") + prefix + record.getString("cluster") + " " + bundle + "\n";
       }
     }
   }
-  for (const auto& record : hub.records("bundles", "")) {
+  for (const auto& record : recordsOf(hub, "bundles", "")) {
     if (record.getString("bundle") == bundle) {
       left += "bundles: " + bundle + "\n";
     }
@@ -163,7 +169,7 @@ inline std::string bundleRecordsLeft(Hub& hub, const std::string& bundle) {
 
 //! The GitRepo summary the scheduler keeps (what `flotilla get gitrepos` shows), nullopt when there is none.
 inline std::optional<Json> gitRepoSummary(Hub& hub, const std::string& gitrepo) {
-  for (auto& record : hub.records("status", "summary.gitrepo.")) {
+  for (auto& record : recordsOf(hub, "status", "summary.gitrepo.")) {
     if (record.getString("gitrepo") == gitrepo) {
       return std::move(record);
     }

@@ -341,28 +341,26 @@ Result<std::shared_ptr<bus::KeyValue>> Hub::kv(const std::string& bucket) {
   return *opened;
 }
 
-std::vector<Json> Hub::records(const std::string& bucket, const std::string& prefix) {
-  std::vector<Json> out;
+Result<std::vector<Json>> Hub::records(const std::string& bucket, const std::string& prefix) {
   auto store = kv(bucket);
-  if (!store.ok()) {
-    return out;
-  }
+  FLOTILLA_TRY(store);
   auto keys = (*store)->keys();
-  if (!keys.ok()) {
-    return out;
-  }
+  FLOTILLA_TRY(keys);
+  std::vector<Json> out;
   for (const auto& key : *keys) {
     if (!startsWith(key, prefix)) {
       continue;
     }
     auto entry = (*store)->get(key);
-    if (!entry.ok()) {
-      continue;
+    if (!entry.ok() && entry.error().kind == ErrorKind::kNotFound) {
+      continue;  // deleted since it was listed
     }
+    FLOTILLA_TRY(entry);
     auto parsed = Json::parse(entry->value);
-    if (parsed.ok()) {
-      out.push_back(std::move(parsed).value());
+    if (!parsed.ok()) {
+      return fail(ErrorKind::kInvalid, bucket + "/" + key + " is not JSON: " + parsed.error().describe());
     }
+    out.push_back(std::move(parsed).value());
   }
   return out;
 }

@@ -102,8 +102,9 @@ class Hub {
   //! automation would.
   Result<std::shared_ptr<bus::KeyValue>> kv(const std::string& bucket);
   Result<std::shared_ptr<bus::JetStream>> js();
-  //! Every record of a bucket whose key starts with `prefix`, decoded as JSON.
-  std::vector<Json> records(const std::string& bucket, const std::string& prefix);
+  //! Every record of a bucket whose key starts with `prefix`, decoded as JSON; any failed read (the bucket, the
+  //! key list, a value that is not JSON) is an error, never an empty list. Tests read through e2e::recordsOf.
+  Result<std::vector<Json>> records(const std::string& bucket, const std::string& prefix);
 
   //! Polls `check` every 200 ms until it returns true or the timeout passes.
   static bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout);

@@ -9,6 +9,7 @@
 
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/model/codec.h"
 #include "flotilla/model/state.h"
 #include "test_support.h"
 
@@ -399,6 +400,25 @@ TEST(RecordsTest, PipelineDocExamples) {
   checkExample<ClusterSummary>(summaries[2]);
   ASSERT_EQ(examples["ClusterDeregistration"].size(), 1u);
   checkExample<ClusterDeregistration>(examples["ClusterDeregistration"][0]);
+}
+
+// The Cluster record (clusters/cluster.<name>) is a Fleet resource with libs/model's strict codec; its example in
+// docs/pipeline.md decodes with it and re-encodes to the same JSON.
+TEST(RecordsTest, PipelineDocClusterExample) {
+  auto examples = pipelineExamples();
+  ASSERT_EQ(examples["Cluster"].size(), 1u);
+  const std::string& text = examples["Cluster"][0];
+  auto json = Json::parse(text);
+  ASSERT_TRUE(json.ok()) << json.error().describe();
+  auto cluster = model::decodeCluster(*json, "docs/pipeline.md");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().describe();
+  EXPECT_EQ(model::encode(*cluster), *json) << model::encode(*cluster).dump();
+  auto unknown = *json;
+  unknown["status"]["agent"]["lastSeenTime"] = "2026-12-02T10:05:00.000Z";
+  auto rejected = model::decodeCluster(unknown, "docs/pipeline.md");
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.error().describe().find("status.agent.lastSeenTime"), std::string::npos)
+      << rejected.error().describe();
 }
 
 TEST(RecordsTest, KeyNames) {

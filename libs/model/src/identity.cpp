@@ -7,6 +7,7 @@
 
 #include <openssl/evp.h>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/util.h"
 
 namespace flotilla::model {
@@ -82,15 +83,14 @@ std::string helmReleaseName(std::string_view name) {
   std::string original(name);
   std::string str(name);
   std::replace(str.begin(), str.end(), '/', '-');
-  bool need_hex =
-      std::any_of(str.begin(), str.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)); }) ||
-      !std::all_of(str.begin(), str.end(), isAllowed);
+  bool need_hex = std::any_of(str.begin(), str.end(), [](char c) { return asciiLower(c) != c; }) ||
+                  !std::all_of(str.begin(), str.end(), isAllowed);
   if (need_hex) {
     str += "-" + md5Hex(str).substr(0, 8);
   }
   std::string cleaned;
   for (char c : str) {
-    char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    char lower = asciiLower(c);
     char out = isAllowed(lower) ? lower : '-';
     if (out == '-' && !cleaned.empty() && cleaned.back() == '-') {
       continue;  // runs of replaced characters and dashes become one dash

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 
@@ -15,7 +16,7 @@ namespace {
 std::string envName(const std::string& flag) {
   std::string out = "FLOTILLA_";
   for (char c : flag) {
-    out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    out.push_back(c == '-' ? '_' : asciiUpper(c));
   }
   return out;
 }

@@ -67,6 +67,21 @@ TEST(StoreLimitsTest, ByteSizesTakeBinaryAndDecimalUnits) {
   EXPECT_FALSE(parseByteSize("-1").ok());
   EXPECT_FALSE(parseByteSize("1.5GiB").ok());
   EXPECT_FALSE(parseByteSize("99999999999999999GiB").ok());
+  // Both spellings in use: the IEC suffix with and without the B, the decimal ones, bare bytes.
+  EXPECT_EQ(parseByteSize("16GiB").valueOr(0), int64_t{16} << 30);
+  EXPECT_EQ(parseByteSize("512Mi").valueOr(0), int64_t{512} << 20);
+  EXPECT_EQ(parseByteSize("64KiB").valueOr(0), int64_t{64} << 10);
+  EXPECT_EQ(parseByteSize("1Ti").valueOr(0), int64_t{1} << 40);
+  EXPECT_EQ(parseByteSize("100MB").valueOr(0), 100000000);
+  EXPECT_EQ(parseByteSize("7B").valueOr(0), 7);
+  EXPECT_EQ(parseByteSize("1048576").valueOr(0), 1048576);
+  EXPECT_EQ(parseByteSize("0").valueOr(-1), 0);
+  for (const char* bad : {"", "MiB", "16 MiB", " 16MiB", "16MiB ", "16mib", "16Gb", "16GiBs", "+16GiB", "0x10"}) {
+    auto parsed = parseByteSize(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.error().kind, ErrorKind::kInvalid) << bad;
+    EXPECT_NE(parsed.error().message.find("is not a size like"), std::string::npos) << parsed.error().message;
+  }
 }
 
 }  // namespace

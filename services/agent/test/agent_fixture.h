@@ -391,6 +391,20 @@ class AgentTest : public ::testing::Test {
   bool exists(const std::string& api_version, const std::string& kind, const std::string& ns, const std::string& name) {
     return get(api_version, kind, ns, name).ok();
   }
+  //! True only when the API server answers NotFound. Any other failed read is not "gone": it fails the test (with
+  //! the error) and returns false, so an absence check never passes on an unreachable server or a denied read.
+  bool absent(const std::string& api_version, const std::string& kind, const std::string& ns, const std::string& name) {
+    auto live = get(api_version, kind, ns, name);
+    if (live.ok()) {
+      return false;
+    }
+    if (live.error().kind == ErrorKind::kNotFound) {
+      return true;
+    }
+    ADD_FAILURE() << "reading " << api_version << " " << kind << " " << ns << "/" << name << ": "
+                  << live.error().describe();
+    return false;
+  }
   //! A new namespace made by the test (so it existed before any bundle).
   std::string preexistingNamespace(const std::string& prefix) {
     std::string ns = unique(prefix);

@@ -149,7 +149,7 @@ TEST_F(AgentTest, NewManifestUpdatesAndPrunes) {
   ASSERT_TRUE(status);
   EXPECT_EQ(status->state, "Ready") << status->message;
   EXPECT_EQ(get("v1", "ConfigMap", ns, "change")->at({"data", "k"})->asString(), "2");
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "drop"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "drop"));
   EXPECT_EQ(get("v1", "ConfigMap", ns, "keep")->at({"metadata", "resourceVersion"})->asString(), rv_keep);
   auto inv = inventory(bundle);
   ASSERT_TRUE(inv);
@@ -296,8 +296,8 @@ TEST_F(AgentTest, DeletePrunesOrOrphans) {
   auto deleted = status_.waitFor(pruned, [](const events::StatusEvent& s) { return s.reason == "Deleted"; });
   ASSERT_TRUE(deleted);
   EXPECT_EQ(deleted->state, "Ready");
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "a"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "b"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "a"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "b"));
   EXPECT_TRUE(goneOrDeleting("v1", "Namespace", "", ns));
   EXPECT_FALSE(inventory(pruned));
   EXPECT_EQ(metric("deploys_total", {{"outcome", "deleted"}}), 1);
@@ -328,8 +328,8 @@ TEST_F(AgentTest, RestartedAgentPrunesFromClusterInventory) {
   ASSERT_TRUE(status);
   EXPECT_EQ(status->state, "Ready") << status->message;
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "a"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "b"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "c"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "b"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "c"));
   EXPECT_TRUE(exists("v1", "ConfigMap", "default", "b"));
   (void)kube_->remove("v1", "ConfigMap", "default", "b");
 }
@@ -378,7 +378,7 @@ TEST_F(AgentTest, ObjectOfAnotherBundleIsAReportedConflict) {
   deploy(second, "", Json::object(), true);
   ASSERT_TRUE(status_.waitFor(second, [](const events::StatusEvent& s) { return s.reason == "Deleted"; }));
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "same"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "own"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "own"));
 }
 
 // A Deployment stays NotReady without controllers; when its status says it is available the resync reports
@@ -454,7 +454,7 @@ TEST_F(AgentTest, DependsOnWaitsForTheDependency) {
   ASSERT_TRUE(status_.waitForState(other, "Ready"));
   ASSERT_TRUE(eventually([&] { return metric("dependency_waits_total") >= 2; }, seconds(10)));
   EXPECT_GE(metric("wakes_total", {{"consumer", "deploy"}}), 1);
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "app"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "app"));
   EXPECT_EQ(status_.all(app).size(), 1u) << "WaitApplied must be reported once, not per redelivery";
 
   deploy(infra, putManifest({configMap("infra", "", {})}), options);
@@ -509,7 +509,7 @@ TEST_F(AgentTest, EmptyManifestDoesNotPruneEverything) {
   EXPECT_EQ(inv->objects.size(), 1u);  // still owned, so an explicit delete removes it
   deploy(bundle, "", Json::object(), true);
   ASSERT_TRUE(status_.waitFor(bundle, [](const events::StatusEvent& s) { return s.reason == "Deleted"; }));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "a"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "a"));
 }
 
 // An inventory that does not decode is replaced (counted and logged); nothing is pruned from it.
@@ -588,7 +588,7 @@ TEST_F(AgentTest, StaleGenerationIsIgnored) {
   replay.id = "replay-" + old_event.id;  // the old event again, past the duplicate filter
   publish(replay);
   ASSERT_TRUE(eventually([&] { return metric("deploys_total", {{"outcome", "stale"}}) == 1; }, seconds(10)));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "old"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "old"));
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "new"));
 }
 

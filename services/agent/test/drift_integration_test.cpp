@@ -85,7 +85,7 @@ TEST_F(DriftTest, EditAndDeleteAreModifiedUntilUndone) {
   auto missing = status_.waitForState(bundle, "Modified", seconds(30));
   ASSERT_TRUE(missing);
   EXPECT_NE(missing->message.find("ConfigMap/" + ns + "/b: missing"), std::string::npos) << missing->message;
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "b")) << "re-created without correctDrift";
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "b")) << "re-created without correctDrift";
   EXPECT_GE(metric("watch_state_changes_total", {{"state", "Modified"}}), 11);
   EXPECT_EQ(metric("resync_state_changes_total"), 0);
 }

@@ -199,7 +199,7 @@ TEST_F(DriftRobustTest, ASlowBundleNeverDelaysOtherBundlesDriftReports) {
   ASSERT_FALSE(slow_reports.empty());
   EXPECT_EQ(slow_reports.back().state, "Ready");
   EXPECT_EQ(slow_reports.back().generation, 1);
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "s"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "s"));
 
   // widgets gone, gizmos' names are accepted: the slow deploy goes on and reports for itself.
   ASSERT_TRUE(kube_->remove("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group).ok());

@@ -170,7 +170,7 @@ TEST_F(HandoverTest, ExpiredHoldIsDeleted) {
   ASSERT_TRUE(status_.waitForState(a, "Ready"));
   send(a, {cm("keep")});
   ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  ASSERT_TRUE(eventually([&] { return !exists("v1", "ConfigMap", ns_, "o"); }, seconds(20)));
+  ASSERT_TRUE(eventually([&] { return absent("v1", "ConfigMap", ns_, "o"); }, seconds(20)));
   EXPECT_TRUE(exists("v1", "ConfigMap", ns_, "keep"));
   EXPECT_TRUE(eventually([&] { return metric("released_deleted_total") == 1; }, seconds(5)));
   EXPECT_TRUE(held().empty());
@@ -185,8 +185,8 @@ TEST_F(HandoverTest, HoldZeroPrunesAtOnce) {
   ASSERT_TRUE(status_.waitForState(a, "Ready"));
   send(a, {cm("keep")});
   ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns_, "o"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", agent_namespace_, std::string(kReleasedName)));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns_, "o"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", agent_namespace_, std::string(kReleasedName)));
   EXPECT_EQ(metric("objects_pruned_total", {{"result", "deleted"}}), 1);
 }
 
@@ -324,7 +324,7 @@ TEST_F(HandoverTest, DeleteHandsClaimedObjectsOver) {
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->state, "Ready") << ready->message;
   EXPECT_EQ(uid("o"), before);
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns_, "a-only"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns_, "a-only"));
   EXPECT_FALSE(inventory(a));
 }
 
@@ -517,7 +517,7 @@ TEST_F(HandoverTest, DependsOnSelectorMetUnmetAndNoMatch) {
   ASSERT_TRUE(unmet);
   EXPECT_EQ(unmet->state, "WaitApplied");
   EXPECT_NE(unmet->message.find("bundle " + db + " is NotReady"), std::string::npos) << unmet->message;
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns_, "app3"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns_, "app3"));
 
   // Play the deployment controller: the resync reports db Ready, which wakes app3.
   int64_t generation = get("apps/v1", "Deployment", ns_, "web")->at({"metadata", "generation"})->asInt();
@@ -577,7 +577,7 @@ TEST_F(HandoverTest, DependsOnCycleIsReportedAndBrokenByANewDeploy) {
   EXPECT_EQ(cycle_b->reason, "DependencyCycle");
   EXPECT_EQ(cycle_b->message, "dependsOn cycle: " + wb + " → " + wa + " → " + wb);
   EXPECT_EQ(metric("dependency_cycles_total"), 1);
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns_, "a"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns_, "a"));
 
   send(b, {cm("b")});  // without dependsOn
   auto b_ready = status_.waitForState(b, "Ready");

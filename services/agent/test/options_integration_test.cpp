@@ -95,7 +95,7 @@ TEST_F(OptionsTest, UnmanagedObjectIsRefusedWithoutTakeOwnershipAndAdoptedWithIt
   // Explicitly adopted, so it goes when the bundle stops wanting it.
   deploy(bundle, putManifest({configMap("mine", "", {{"k", "ours"}})}), take);
   ASSERT_TRUE(status_.waitForState(bundle, "Ready"));
-  EXPECT_TRUE(eventually([&] { return !exists("v1", "ConfigMap", ns, "pre"); }, seconds(10)));
+  EXPECT_TRUE(eventually([&] { return absent("v1", "ConfigMap", ns, "pre"); }, seconds(10)));
 }
 
 // serviceAccount: the bundle is applied as system:serviceaccount:<agent ns>:<name>; a verb its Role lacks is
@@ -145,7 +145,7 @@ TEST_F(OptionsTest, ServiceAccountBoundsTheBundleByItsRbac) {
   EXPECT_EQ(denied->state, "ErrApplied");
   EXPECT_TRUE(contains(denied->message, "system:serviceaccount:" + agent_namespace_ + ":deployer")) << denied->message;
   EXPECT_TRUE(contains(denied->message, "cannot patch resource \"configmaps\"")) << denied->message;
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns, "as-sa"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "as-sa"));
 
   ASSERT_TRUE(kube_->apply(rule(Json::parse(R"(["get","list","create","patch","delete"])").value())).ok());
   auto as_deployer = kube_->impersonating(
@@ -159,7 +159,7 @@ TEST_F(OptionsTest, ServiceAccountBoundsTheBundleByItsRbac) {
   EXPECT_EQ(dataOf(ns, "as-sa", "k"), "v");
   deploy(bundle, "", options, /*remove=*/true);
   ASSERT_TRUE(status_.waitFor(bundle, [](const events::StatusEvent& s) { return s.reason == "Deleted"; }));
-  EXPECT_TRUE(eventually([&] { return !exists("v1", "ConfigMap", ns, "as-sa"); }, seconds(10)));
+  EXPECT_TRUE(eventually([&] { return absent("v1", "ConfigMap", ns, "as-sa"); }, seconds(10)));
 }
 
 // deleteNamespace: the namespaces the agent created for the bundle go with it; one that existed before stays, and
@@ -216,7 +216,7 @@ TEST_F(OptionsTest, AtomicRevertsAFailedApplyToThePreviousManifest) {
       contains(reverted->message, "atomic: reverted to the previous manifest " + good.substr(0, 12) + ": Ready"))
       << reverted->message;
   EXPECT_EQ(dataOf(ns, "a", "v"), "1");
-  EXPECT_TRUE(eventually([&] { return !exists("v1", "ConfigMap", ns, "extra"); }, seconds(10)));
+  EXPECT_TRUE(eventually([&] { return absent("v1", "ConfigMap", ns, "extra"); }, seconds(10)));
   auto inv = inventory(bundle);
   ASSERT_TRUE(inv);
   EXPECT_FALSE(inv->applied);
@@ -280,7 +280,7 @@ TEST_F(OptionsTest, UnsupportedOptionsAreRefusedNamingTheField) {
   EXPECT_EQ(refused->reason, "InvalidOptions");
   EXPECT_TRUE(contains(refused->message, "options.downstreamResources: not supported")) << refused->message;
   EXPECT_TRUE(contains(refused->message, "options.helm.valuesFrom: not supported")) << refused->message;
-  EXPECT_FALSE(exists("v1", "ConfigMap", "default", "a"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", "default", "a"));
 }
 
 }  // namespace

@@ -125,7 +125,7 @@ TEST_F(ParallelTest, ABundleWaitingForADependencyDoesNotHoldUpAnother) {
   ASSERT_TRUE(status_.waitForState(waits, "WaitApplied"));
   deploy(other, putManifest({cm("o")}), options_);
   EXPECT_TRUE(status_.waitForState(other, "Ready"));
-  EXPECT_FALSE(exists("v1", "ConfigMap", ns_, "w"));
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns_, "w"));
   deploy(dep, putManifest({cm("d")}), options_);
   EXPECT_TRUE(status_.waitForState(dep, "Ready"));
   EXPECT_TRUE(status_.waitForState(waits, "Ready"));

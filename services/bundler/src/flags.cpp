@@ -7,6 +7,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/render/external_renderers.h"
+#include "flotilla/service/hub.h"
 
 namespace flotilla::bundler {
 namespace {
@@ -79,28 +80,6 @@ Result<std::chrono::milliseconds> parseInterval(std::string_view text) {
   return std::chrono::milliseconds(static_cast<int64_t>(*seconds) * 1000);
 }
 
-Result<uint64_t> parseByteSize(std::string_view text) {
-  std::string value = trim(text);
-  struct Unit {
-    const char* suffix;
-    uint64_t factor;
-  };
-  for (const Unit& unit : {Unit{"KiB", 1ull << 10}, Unit{"MiB", 1ull << 20}, Unit{"GiB", 1ull << 30}, Unit{"KB", 1000},
-                           Unit{"MB", 1000000}, Unit{"GB", 1000000000}, Unit{"B", 1}}) {
-    if (endsWith(value, unit.suffix)) {
-      auto number = parseNumber(std::string_view(value).substr(0, value.size() - std::strlen(unit.suffix)));
-      if (number.ok()) {
-        return *number * unit.factor;
-      }
-    }
-  }
-  auto bytes = parseNumber(value);
-  if (!bytes.ok()) {
-    return fail(ErrorKind::kInvalid, "\"" + value + "\" is not a size (e.g. 16MiB, 512KiB, 1000000)");
-  }
-  return *bytes;
-}
-
 Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
   BundlerOptions options;
   options.handler.work_dir = config.get("work-dir", "/var/lib/flotilla/bundler");
@@ -126,12 +105,12 @@ Result<BundlerOptions> bundlerOptionsFrom(const service::Config& config) {
     if (text.empty()) {
       continue;
     }
-    auto size = parseByteSize(text);
+    auto size = service::parseByteSize(text);
     if (!size.ok() || *size == 0) {
       return fail(ErrorKind::kInvalid, "--" + std::string(name) + ": " +
                                            (size.ok() ? std::string("must be more than 0") : size.error().message));
     }
-    *target = *size;
+    *target = static_cast<uint64_t>(*size);
   }
   struct IntervalFlag {
     const char* name;

@@ -37,5 +37,30 @@ TEST(BundlerFlags, CommitBudgetIsADuration) {
   EXPECT_NE(bad.error().message.find("--commit-budget"), std::string::npos) << bad.error().message;
 }
 
+// --max-file-bytes and --max-manifest-bytes take the one byte-size grammar of libs/service (service::parseByteSize),
+// like --store-max-bytes; a bad size or 0 is refused naming the flag.
+TEST(BundlerFlags, SizeFlagsTakeTheServiceByteSizes) {
+  auto defaults = optionsFrom({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
+  EXPECT_EQ(defaults->handler.limits.max_file_bytes, uint64_t{16} << 20);
+  auto set = optionsFrom({"--max-file-bytes", "512Mi", "--max-manifest-bytes", "16GiB"});
+  ASSERT_TRUE(set.ok()) << set.error().describe();
+  EXPECT_EQ(set->handler.limits.max_file_bytes, uint64_t{512} << 20);
+  EXPECT_EQ(set->handler.limits.max_output_bytes, uint64_t{16} << 30);
+  auto bare = optionsFrom({"--max-file-bytes", "1048576", "--max-manifest-bytes", "100MB"});
+  ASSERT_TRUE(bare.ok()) << bare.error().describe();
+  EXPECT_EQ(bare->handler.limits.max_file_bytes, 1048576u);
+  EXPECT_EQ(bare->handler.limits.max_output_bytes, 100000000u);
+  for (const char* bad : {"16 MiB", "1.5GiB", "lots"}) {
+    auto refused = optionsFrom({"--max-manifest-bytes", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("--max-manifest-bytes: \""), std::string::npos) << refused.error().message;
+  }
+  auto zero = optionsFrom({"--max-file-bytes", "0"});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message.find("--max-file-bytes: must be more than 0"), std::string::npos)
+      << zero.error().message;
+}
+
 }  // namespace
 }  // namespace flotilla::bundler

@@ -1,12 +1,16 @@
 #include "flotilla/scheduler/flags.h"
 
 #include <charconv>
+#include <chrono>
 
 namespace flotilla::scheduler {
 
 std::map<std::string, std::string> schedulerFlags() {
   return {
-      {"ack-wait", "seconds before JetStream redelivers a message the scheduler did not acknowledge (default 60)"},
+      {"ack-wait",
+       "seconds before JetStream redelivers a message the scheduler did not acknowledge (default " +
+           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(SchedulerOptions{}.ack_wait).count()) +
+           "; in-progress acks cover longer handling)"},
       {"agent-ack-wait",
        "seconds before JetStream redelivers a deploy an agent did not acknowledge, i.e. after it died holding it "
        "(default 30; the agents' durables, which the scheduler creates, carry it)"},

@@ -63,6 +63,8 @@ TEST(FlagsTest, OptionsFromFlags) {
   auto options = schedulerOptionsFrom(config);
   ASSERT_TRUE(options.ok());
   EXPECT_TRUE(options->public_events);
+  EXPECT_EQ(options->ack_wait, std::chrono::seconds(30));
+  EXPECT_NE(schedulerFlags().at("ack-wait").find("(default 30;"), std::string::npos) << "the help names the default";
 
   const char* some[] = {"flotilla-scheduler", "--ack-wait", "5", "--public-events=false"};
   auto parsed = schedulerOptionsFrom(service::Config::parse(4, some, schedulerFlags()).value());

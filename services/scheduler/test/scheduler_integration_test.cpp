@@ -122,12 +122,16 @@ class SchedulerTest : public harness::HubTest {
     return more.empty();
   }
 
+  //! The record at `key`; nullopt only when the key is not found (another failed read or a value that is not JSON
+  //! fails the test), so `!kv(...)` is an honest absence check.
   std::optional<Json> kv(bus::KeyValue& bucket, const std::string& key) {
     auto entry = bucket.get(key);
     if (!entry.ok()) {
+      harness::notFound(entry, bucket.bucket() + "/" + key);  // fails the test on anything but NotFound
       return std::nullopt;
     }
     auto json = Json::parse(entry->value);
+    EXPECT_TRUE(json.ok()) << bucket.bucket() << "/" << key << ": " << entry->value;
     return json.ok() ? std::optional<Json>(*json) : std::nullopt;
   }
 
@@ -763,7 +767,8 @@ TEST_F(SchedulerTest, StoresTerminatedDeploysAgentsReportAndRejectsSpoofedOnes) 
   auto key = events::terminatedKey(service::kDeployStream, "agent-c-1", 7);
   ASSERT_TRUE(waitFor([&] { return hub_.status->get(key).ok(); }));
   EXPECT_EQ(events::decodeMessageTerminated(*kv(*hub_.status, key)).value(), record);
-  EXPECT_FALSE(hub_.status->get(events::terminatedKey(service::kDeployStream, "agent-c-2", 8)).ok());
+  const auto spoofed_key = events::terminatedKey(service::kDeployStream, "agent-c-2", 8);
+  EXPECT_TRUE(harness::notFound(hub_.status->get(spoofed_key), "status/" + spoofed_key));
   EXPECT_EQ(metric("messages_total", {{"consumer", "status"}, {"outcome", "spoofed"}}), 1);
   EXPECT_TRUE(
       hub_.js->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kDeployStream, "agent-c-1"))

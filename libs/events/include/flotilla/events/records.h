@@ -16,9 +16,13 @@
 //   status       summary.gitrepo.<ws>.<gitrepo>     GitRepoSummary    scheduler   scheduler, CLI
 //   status       summary.cluster.<cluster>          ClusterSummary    scheduler   scheduler, CLI
 //   clusters     deregistered.<cluster>             ClusterDeregistration  CLI   scheduler, bundler, CLI
+//   clusters     cluster.<cluster>                  model::Cluster    scheduler   scheduler, bundler, CLI
 //
 // The cluster and group records of the `clusters` bucket are Fleet resources (Cluster, ClusterGroup); their
-// strict codec is libs/model's (model::encode, model::decodeCluster, model::decodeClusterGroup). Fleet's
+// strict codec is libs/model's (model::encode, model::decodeCluster, model::decodeClusterGroup), because the same
+// types are what targeting, `flotilla render --cluster` and `get -o yaml` use and this library depends on
+// libs/core only. clusters/cluster.<name> (the scheduler's registration record) is documented in
+// docs/pipeline.md "KV records", section `Cluster`, and its example is tested in records_test.cpp. Fleet's
 // BundleSummary under "summary" and the options subtrees are flotilla::Json here (schema in libs/model), so this
 // library stays a leaf.
 #pragma once

@@ -88,7 +88,11 @@ std::map<std::string, std::string> storeFlags();
 //! --store-max-bytes (the budget split by kStoreShares) and --store-limits (store=bytes,... overrides); a bad
 //! value or an unknown store is kInvalid naming the flag.
 Result<StoreLimits> storeLimitsFrom(const Config& config);
-//! "16GiB", "512MiB", "64KiB", "1000" (bytes; also K/M/G/T for powers of 1000) -> bytes; kInvalid otherwise.
+//! A byte size in the one grammar of every size flag (--store-max-bytes, --store-limits, the bundler's
+//! --max-file-bytes and --max-manifest-bytes): 1 to 15 decimal digits, then at most one unit, case-sensitive, with
+//! nothing around them: B (bytes); K, KB, M, MB, G, GB, T, TB (powers of 1000); Ki, KiB, Mi, MiB, Gi, GiB, Ti, TiB
+//! (powers of 1024). E.g. "16GiB", "512Mi", "2G", "1048576". Anything else (a sign, a fraction, a space, another
+//! unit, a value over int64) is kInvalid.
 Result<int64_t> parseByteSize(std::string_view text);
 
 //! NATS connection options from the common flags (--nats-url, --nats-creds, --nats-user, --nats-ca, ...).

@@ -24,7 +24,5 @@ render::RendererBinaries rendererBinariesFrom(const service::Config& config);
 
 //! Parses "30s", "2m", "500ms", "1h" or a plain number of seconds.
 Result<std::chrono::milliseconds> parseInterval(std::string_view text);
-//! Parses "16MiB", "512KiB", "1GiB", "100MB" or a plain number of bytes.
-Result<uint64_t> parseByteSize(std::string_view text);
 
 }  // namespace flotilla::bundler

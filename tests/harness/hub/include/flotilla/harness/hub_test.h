@@ -53,6 +53,21 @@ class HubTest : public ::testing::Test {
   service::Hub hub_;
 };
 
+//! True only when `read` (a KV get, an object's info, ...) failed with kNotFound. Any other failure is not "gone":
+//! it fails the test with the error, naming `what`, and returns false, so an absence check never passes on a
+//! broken connection or a denied read.
+template <typename T>
+bool notFound(const Result<T>& read, const std::string& what) {
+  if (read.ok()) {
+    return false;
+  }
+  if (read.error().kind == ErrorKind::kNotFound) {
+    return true;
+  }
+  ADD_FAILURE() << "reading " << what << ": " << read.error().describe();
+  return false;
+}
+
 //! Sends the registration an agent of `cluster` would send to the scheduler (with `api_versions`, sorted, as its
 //! discovery found them); the reply message.
 inline Result<bus::Message> requestRegistration(const service::Hub& hub, const std::string& cluster,
