@@ -14,6 +14,8 @@
 //       else    -> place on every cluster; for each whose deployments record differs: publish DeployEvent on
 //                  flotilla.deploy.<cluster>, then write deployments/<cluster>.<ws>.<bundle>; clusters that no
 //                  longer match get a delete DeployEvent
+//   flotilla.manifest.<cluster> (core request/reply, queue "scheduler"): ManifestServer (manifest_server.h)
+//       answers with a chunk of a manifest the cluster's deployment records reference, else a refusal
 //   FLOTILLA_STATUS, durable "scheduler-status": StatusEvents and agent Heartbeats
 //       write status/bd.<cluster>.<ws>.<bundle>, recompute status/summary.{bundle,gitrepo,cluster}.*
 //
@@ -53,6 +55,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/records.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/scheduler/manifest_server.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
 #include "flotilla/scheduler/rollup.h"
@@ -87,6 +90,8 @@ struct SchedulerOptions {
   //! The agents' heartbeat interval: an agent whose last sign of life is older than three of these counts as
   //! disconnected (a deregistered cluster's records are then removed at once, without deletes sent to it).
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(30)};
+  //! Manifest delivery to the agents (manifest_server.h), started and stopped with the scheduler.
+  ManifestServerOptions manifests;
 };
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
@@ -322,6 +327,7 @@ class Scheduler {
   std::unique_ptr<service::Consumer> status_consumer_;
   bus::KvWatcher clusters_watcher_;
   bus::Subscription register_subscription_;
+  std::unique_ptr<ManifestServer> manifest_server_;  //!< flotilla.manifest.* (manifest_server.h)
   std::thread watch_thread_;
   std::thread reconcile_thread_;
 };
