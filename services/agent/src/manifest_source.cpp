@@ -140,10 +140,10 @@ Result<std::string> ManifestSource::get(std::string_view manifest_id, bool retry
       .Increment();
   log::warn("cannot get a manifest from the hub; the deploy is retried later",
             {{"cluster", cluster()}, {"manifest", id}, {"error", last.describe()}});
-  return fail(ErrorKind::kTransient,
-              "cannot get manifest " + id + " from the hub after " + std::to_string(attempts) +
-                  " attempts: " + last.message,
-              last.where);
+  return fail(
+      ErrorKind::kTransient,
+      "cannot get manifest " + id + " from the hub after " + std::to_string(attempts) + " attempts: " + last.message,
+      last.where);
 }
 
 }  // namespace flotilla::agent

@@ -41,7 +41,7 @@ void ManifestIndex::count(const Entry& entry, int delta) {
 void ManifestIndex::put(const std::string& key, const std::string& cluster, const std::string& manifest_id) {
   auto found = entries_.find(key);
   if (found == entries_.end()) {
-    Entry entry{.cluster = cluster, .current = manifest_id, .previous = {}, .applied = {}};
+    Entry entry{.cluster = cluster, .current = manifest_id, .previous = {}, .applied = {}, .recent = {manifest_id}};
     count(entry, 1);
     entries_[key] = std::move(entry);
     return;
@@ -54,6 +54,10 @@ void ManifestIndex::put(const std::string& key, const std::string& cluster, cons
   entry.previous = entry.current;
   entry.current = manifest_id;
   count(entry, 1);
+  entry.recent.push_front(manifest_id);
+  if (entry.recent.size() > kRecentManifests) {
+    entry.recent.pop_back();
+  }
 }
 
 void ManifestIndex::applied(const std::string& key, const std::string& manifest_id) {
@@ -62,7 +66,7 @@ void ManifestIndex::applied(const std::string& key, const std::string& manifest_
     return;
   }
   Entry& entry = found->second;
-  if (manifest_id != entry.current && manifest_id != entry.previous) {
+  if (std::find(entry.recent.begin(), entry.recent.end(), manifest_id) == entry.recent.end()) {
     return;  // not one the hub sent lately: a report cannot widen what the cluster may read
   }
   count(entry, -1);

@@ -76,6 +76,20 @@ TEST(ManifestIndexTest, ARolloutKeepsThePreviousAndTheLastAppliedManifest) {
   EXPECT_FALSE(index.allows("c1", "c"));
 }
 
+// The reports and the records come through two watches: a report read after the record moved on still counts, as
+// long as the record referenced the manifest lately.
+TEST(ManifestIndexTest, AReportReadLateStillCounts) {
+  ManifestIndex index;
+  index.put("c1.ws.app", "c1", "m0");
+  for (size_t i = 1; i <= ManifestIndex::kRecentManifests; ++i) {
+    index.put("c1.ws.app", "c1", "m" + std::to_string(i));
+  }
+  index.applied("c1.ws.app", "m0");  // older than the last kRecentManifests
+  EXPECT_FALSE(index.allows("c1", "m0"));
+  index.applied("c1.ws.app", "m1");
+  EXPECT_TRUE(index.allows("c1", "m1"));
+}
+
 // ---- the server -----------------------------------------------------------------------------------------------
 
 std::string record(const std::string& cluster, const std::string& bundle, const std::string& manifest) {

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
@@ -53,10 +54,14 @@ inline constexpr std::string_view kManifestQueue = "scheduler";
 //! thread-safe (ManifestServer locks it).
 class ManifestIndex {
  public:
+  //! How many of a record's latest manifests a report may name.
+  static constexpr size_t kRecentManifests = 8;
+
   //! The record of `cluster` under `key` now references `manifest_id` ("" = none, e.g. paused from the start).
   void put(const std::string& key, const std::string& cluster, const std::string& manifest_id);
-  //! The agent reported `manifest_id` under `key` as applied (a bd status that is not stale); kept only when it is
-  //! the record's current or previous manifest, so it is always one the hub itself sent to that cluster.
+  //! The agent reported `manifest_id` under `key` as applied (a bd status that is not stale); kept only when the
+  //! record referenced it lately (one of its last kRecentManifests), so it is always one the hub itself sent to that
+  //! cluster, also when the report is read after the record moved on (two watches, no order between them).
   void applied(const std::string& key, const std::string& manifest_id);
   //! The record under `key` was removed: none of its manifests is allowed any more.
   void remove(const std::string& key);
@@ -70,6 +75,7 @@ class ManifestIndex {
     std::string current;
     std::string previous;
     std::string applied;
+    std::deque<std::string> recent;  //!< the record's last manifests (newest first), to check reports against
   };
   //! Adds (`delta` 1) or drops (-1) the entry's distinct manifests from references_.
   void count(const Entry& entry, int delta);
@@ -143,9 +149,9 @@ class ManifestServer {
 
   mutable std::mutex mutex_;  //!< guards index_
   ManifestIndex index_;
-  std::mutex cache_mutex_;  //!< guards cache_, cache_order_, cache_used_
+  std::mutex cache_mutex_;                                      //!< guards cache_, cache_order_, cache_used_
   std::map<std::string, std::shared_ptr<const Cached>> cache_;  //!< shared: a reply slices it outside the lock
-  std::list<std::string> cache_order_;  //!< most recently used first
+  std::list<std::string> cache_order_;                          //!< most recently used first
   size_t cache_used_ = 0;
 
   std::atomic<bool> stopping_{false};
