@@ -19,11 +19,11 @@ namespace {
 constexpr uint64_t kMaxReserve = uint64_t{64} << 20;
 
 Result<uint64_t> numberHeader(const bus::Message& reply, std::string_view name) {
-  auto value = reply.header(name);
+  const std::string text = reply.header(name).value_or("");
+  const char* end = text.data() + text.size();
   uint64_t out = 0;
-  if (!value || value->empty() ||
-      std::from_chars(value->data(), value->data() + value->size(), out).ec != std::errc() ||
-      std::to_string(out) != *value) {
+  auto parsed = std::from_chars(text.data(), end, out);
+  if (text.empty() || parsed.ec != std::errc() || parsed.ptr != end) {
     return fail(ErrorKind::kInternal, "manifest reply: header " + std::string(name) + " is missing or not a number");
   }
   return out;
