@@ -1,6 +1,7 @@
 // Benchmark (issue 11): the agent's footprint and apply speed. One real kube-apiserver (tests/harness), a real
 // nats-server and the real flotilla-agent binary (so the memory figures are its process's); the benchmark plays
-// the scheduler (answers the registration, stores manifests, publishes DeployEvents, reads StatusEvents).
+// the scheduler (answers the registration, stores manifests and their deployment records, serves them with the
+// scheduler's ManifestServer, publishes DeployEvents, reads StatusEvents).
 //
 //   100 bundles, each a Namespace + 10 ConfigMaps (every 10th also a ClusterIP Service): 1,000 ConfigMaps.
 //   Printed: VmRSS idle after registration; VmRSS after the apply settled (idle, watching); VmHWM (peak) while
@@ -32,11 +33,13 @@
 
 #include "bench_util.h"
 #include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/kube_cluster.h"
 #include "flotilla/harness/local_port.h"
@@ -44,6 +47,7 @@
 #include "flotilla/kube/client.h"
 #include "flotilla/model/identity.h"
 #include "flotilla/service/consumer.h"
+#include "flotilla/scheduler/manifest_server.h"
 #include "flotilla/service/hub.h"
 
 using namespace flotilla;
@@ -274,6 +278,10 @@ struct Bench {
   std::shared_ptr<bus::Connection> conn;
   std::shared_ptr<bus::JetStream> js;
   std::shared_ptr<bus::ObjectStore> manifests;
+  std::shared_ptr<bus::KeyValue> deployments;
+  Metrics hub_metrics{"scheduler"};
+  //! The hub's side of manifest delivery: the agent asks it for each manifest of the deployments recorded here.
+  std::unique_ptr<scheduler::ManifestServer> manifest_server;
   bus::Subscription responder;
   ReadyCounter ready;
   Process agent;
@@ -303,6 +311,14 @@ Status startServers(Bench& bench) {
   auto manifests = bus::ObjectStore::open(bench.js, service::kManifestsObjects, true);
   FLOTILLA_TRY(manifests);
   bench.manifests = *manifests;
+  auto deployments = bus::KeyValue::ensure(bench.js, {.bucket = service::kDeploymentsBucket});
+  FLOTILLA_TRY(deployments);
+  bench.deployments = *deployments;
+  auto reports = bus::KeyValue::ensure(bench.js, {.bucket = service::kStatusBucket});
+  FLOTILLA_TRY(reports);
+  bench.manifest_server = std::make_unique<scheduler::ManifestServer>(bench.conn, bench.deployments, *reports,
+                                                                      bench.manifests, bench.hub_metrics);
+  FLOTILLA_TRY(bench.manifest_server->start());
   // The scheduler's side of registration: the cluster's deploy durable, and accept the cluster under its own name
   // (on flotilla.register.<cluster>, where agents register since the cluster comes from their credentials).
   FLOTILLA_TRY(bench.js->ensureConsumer(service::kDeployStream, service::agentDeployConsumer(kCluster)));
@@ -374,6 +390,15 @@ Result<double> deployRound(Bench& bench, const std::string& prefix, int count, i
                               .options = Json::object(),
                               .generation = ++bench.generations[name]};
     event.id = events::deployMsgId(kCluster, name, event.deployment_id, event.generation);
+    // The scheduler's record of the deployment: what lets the agent get the manifest from the hub.
+    events::DeploymentRecord record{.cluster = kCluster,
+                                    .workspace = event.workspace,
+                                    .bundle = name,
+                                    .deployment_id = event.deployment_id,
+                                    .manifest_id = manifest_id,
+                                    .generation = event.generation};
+    FLOTILLA_TRY(
+        bench.deployments->put(events::deploymentKey(kCluster, event.workspace, name), events::encode(record).dump()));
     expected[name] = event.deployment_id;
     deploys.push_back(std::move(event));
   }

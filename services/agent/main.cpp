@@ -26,25 +26,15 @@ Result<kube::Kubeconfig> loadKubeconfig(const service::Config& config) {
   return kube::Kubeconfig::load(path, config.get("kube-context"));
 }
 
-//! Connects to the hub. The hub services create the manifests bucket; an agent started first opens it on its
-//! first deploy, so a missing bucket leaves `manifests` empty.
-Result<std::pair<std::shared_ptr<bus::JetStream>, std::shared_ptr<bus::ObjectStore>>> connectToHub(
-    const service::Config& config, const agent::AgentOptions& options, service::Runtime& runtime) {
+//! Connects to the hub (retried while it is not reachable). The agent opens no bucket: its deploys come through its
+//! durable, its manifests by request from the hub (manifest_source.h); its credentials allow nothing else.
+Result<std::shared_ptr<bus::JetStream>> connectToHub(const service::Config& config, const agent::AgentOptions& options,
+                                                     service::Runtime& runtime) {
   auto connect_options = service::connectOptionsFrom(config, "flotilla-agent-" + options.cluster_name);
   connect_options.inbox_prefix = options.inbox_prefix;  // the agent credentials' own prefix (flags.cpp)
   auto hub = service::connectHub(connect_options, service::HubAccess::kAgent, &runtime.metrics());
-  if (hub.ok()) {
-    return std::pair{hub->js, hub->manifests};
-  }
-  if (hub.error().kind != ErrorKind::kNotFound) {
-    return fail(hub.error());
-  }
-  log::warn("the manifests bucket does not exist yet; opening it on first use", {{"error", hub.error().describe()}});
-  auto connection = bus::Connection::connect(connect_options);
-  FLOTILLA_TRY(connection);
-  auto js = bus::JetStream::create(std::move(connection).value());
-  FLOTILLA_TRY(js);
-  return std::pair{std::shared_ptr<bus::JetStream>(std::move(js).value()), std::shared_ptr<bus::ObjectStore>()};
+  FLOTILLA_TRY(hub);
+  return hub->js;
 }
 
 service::StopService startAgent(const service::Config& config, service::Runtime& runtime) {
@@ -64,9 +54,8 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
   if (!hub.ok()) {
     return service::startupFailed("cannot connect to the hub", hub.error());
   }
-  auto created =
-      agent::Agent::create(*options, hub->first, hub->second,
-                           std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()), runtime.metrics());
+  auto created = agent::Agent::create(*options, *hub, std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()),
+                                      runtime.metrics());
   if (!created.ok()) {
     return service::startupFailed("cannot create the agent", created.error());
   }

@@ -427,6 +427,10 @@ std::string Connection::connectedUrl() const {
   return currentUrl(impl_->conn.get());
 }
 
+int64_t Connection::maxPayload() const {
+  return natsConnection_GetMaxPayload(impl_->conn.get());
+}
+
 Status Connection::publish(std::string_view subject, std::string_view data, const Headers& headers) {
   if (headers.empty()) {
     std::string subj(subject);

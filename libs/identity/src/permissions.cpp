@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "flotilla/core/util.h"
+#include "flotilla/events/manifest.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/labels.h"
 
@@ -173,9 +174,10 @@ Role schedulerRole() {
   consumeDurable(p, kBundleStream, "scheduler");
   createDurable(p, kStatusStream, "scheduler-status");
   consumeDurable(p, kStatusStream, "scheduler-status");
-  // Registration requests: the per-cluster subject (the shared one is gone), and the token requests.
-  p.subscribe_allow.insert(p.subscribe_allow.end(),
-                           {std::string(events::kRegisterSubject) + ".>", "flotilla.registration.>"});
+  // Registration requests: the per-cluster subject (the shared one is gone) and the token requests; every
+  // cluster's manifest requests (answered with chunks of the manifests its deployments reference).
+  p.subscribe_allow.insert(p.subscribe_allow.end(), {std::string(events::kRegisterSubject) + ".>",
+                                                     "flotilla.registration.>", std::string(events::kManifestFilter)});
   p.allow_responses = true;
   return hubRole("scheduler", std::move(p));
 }
@@ -218,11 +220,10 @@ Result<Role> agentRole(std::string_view cluster) {
   FLOTILLA_TRY(checkCluster(cluster));
   std::string durable = agentConsumerName(cluster);
   Permissions p;
-  p.publish_allow = {events::statusFilter(cluster), agentRegisterSubject(cluster)};
+  // Manifests come from the hub on the cluster's own subject (docs/pipeline.md "Manifest delivery"), never from the
+  // shared object store, which cannot be narrowed to one cluster's objects; the replies come to the agent's inbox.
+  p.publish_allow = {events::statusFilter(cluster), agentRegisterSubject(cluster), events::manifestSubject(cluster)};
   consumeDurable(p, kDeployStream, durable);
-  // Manifests: the shared object store cannot be narrowed to one cluster's objects (docs/pipeline.md).
-  readStream(p, cat("OBJ_", events::kManifestsBucket));
-  readWithOrderedConsumers(p, cat("OBJ_", events::kManifestsBucket));
   p.publish_deny = {"$KV.>",
                     "$O.>",
                     api("STREAM.CREATE.>"),

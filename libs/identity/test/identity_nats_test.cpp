@@ -293,6 +293,31 @@ TEST_F(IdentityNatsTest, ARestrictedAgentOnTheBusIsDeniedAnotherClustersSubjects
   EXPECT_TRUE(c2->subjects.empty());
 }
 
+// Manifests: an agent asks the hub on its own cluster's subject; another cluster's subject and every read of the
+// shared object store are refused by the server. The scheduler may listen on every cluster's subject.
+TEST_F(IdentityNatsTest, AnAgentMayAskOnlyForItsOwnClustersManifests) {
+  auto agent = connectAs(agentRole("c1").value());
+  ASSERT_TRUE(agent);
+  expectPublishAllowed(*agent, {"flotilla.manifest.c1"});
+  for (const char* subject :
+       {"flotilla.manifest.c2", "flotilla.manifest.c1x", "$JS.API.STREAM.INFO.OBJ_manifests",
+        "$JS.API.STREAM.MSG.GET.OBJ_manifests", "$JS.API.DIRECT.GET.OBJ_manifests.$O.manifests.M.x",
+        "$JS.API.CONSUMER.CREATE.OBJ_manifests", "$JS.API.CONSUMER.CREATE.OBJ_manifests.c.$O.manifests.C.x"}) {
+    expectPublishDenied(*agent, subject);
+  }
+  auto scheduler = connectAs(schedulerRole());
+  ASSERT_TRUE(scheduler);
+  natsSubscription* sub = nullptr;
+  ASSERT_EQ(natsConnection_QueueSubscribeSync(&sub, scheduler->connection(), "flotilla.manifest.*", "scheduler"),
+            NATS_OK);
+  ASSERT_TRUE(scheduler->publish("$KV.sentinel.x").ok());
+  EXPECT_TRUE(scheduler->awaitError(violation("Publish", "$KV.sentinel.x")));
+  for (const auto& error : scheduler->errors()) {
+    EXPECT_EQ(error.find("flotilla.manifest"), std::string::npos) << error;
+  }
+  natsSubscription_Destroy(sub);
+}
+
 TEST_F(IdentityNatsTest, AnExpiredUserIsRefusedAtConnect) {
   Role role = agentRole("c1").value();
   auto issued =

@@ -41,6 +41,25 @@ TEST(RolePermissionsTest, AnAgentMayUseOnlyItsOwnClustersSubjectsAndConsumer) {
   EXPECT_FALSE(p.allow_responses);
 }
 
+// Manifests come from the hub on the cluster's own subject: no read of the shared object store is left.
+TEST(RolePermissionsTest, AnAgentAsksTheHubForManifestsOnItsOwnSubjectOnly) {
+  auto role = agentRole("c1");
+  ASSERT_TRUE(role.ok()) << role.error().describe();
+  const Permissions& p = role->permissions;
+  EXPECT_TRUE(has(p.publish_allow, "flotilla.manifest.c1"));
+  EXPECT_FALSE(mentions(p.publish_allow, "OBJ_manifests"));
+  EXPECT_FALSE(mentions(p.publish_allow, "$O."));
+  EXPECT_FALSE(mentions(p.publish_allow, "$JS.FC."));
+  EXPECT_FALSE(mentions(p.publish_allow, "flotilla.manifest.*"));
+  EXPECT_TRUE(has(agentRole("prod.eu")->permissions.publish_allow, "flotilla.manifest.prod=2Eeu"));
+  const Permissions& scheduler = schedulerRole().permissions;
+  EXPECT_TRUE(has(scheduler.subscribe_allow, "flotilla.manifest.*"));
+  EXPECT_TRUE(scheduler.allow_responses);
+  for (const auto& other : {pollerRole(), bundlerRole(), readonlyRole()}) {
+    EXPECT_FALSE(mentions(other.permissions.subscribe_allow, "flotilla.manifest")) << other.name;
+  }
+}
+
 TEST(RolePermissionsTest, ClusterNamesAreEscapedIntoOneToken) {
   auto role = agentRole("prod.eu");
   ASSERT_TRUE(role.ok());

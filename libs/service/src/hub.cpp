@@ -192,10 +192,10 @@ Status openBuckets(Hub& hub, HubAccess access, const StoreLimits& limits) {
     out = std::move(opened).value();
     return {};
   };
-  FLOTILLA_TRY(objects(kManifestsObjects, hub.manifests));
   if (access == HubAccess::kAgent) {
-    return {};
+    return {};  // an agent reads no bucket: its manifests come by request from the hub (docs/pipeline.md)
   }
+  FLOTILLA_TRY(objects(kManifestsObjects, hub.manifests));
   FLOTILLA_TRY(ensureTopology(*hub.js, limits));
   FLOTILLA_TRY(kv(kGitReposBucket, 5, hub.gitrepos));
   FLOTILLA_TRY(kv(kClustersBucket, 1, hub.clusters));

@@ -34,13 +34,13 @@ TEST(HubTest, ProvisionCreatesTheWholeTopologyIdempotently) {
   EXPECT_TRUE(again->js->publish("flotilla.commit.ws.repo", "{}", "id-1").ok());
 }
 
-TEST(HubTest, AgentAccessOpensOnlyTheManifestStore) {
+TEST(HubTest, AgentAccessOpensNoBucket) {
   auto server = harness::NatsServer::start();
   ASSERT_TRUE(server.ok());
-  ASSERT_TRUE(connectHub(optionsFor(**server), HubAccess::kProvision, nullptr).ok());
   auto agent = connectHub(optionsFor(**server), HubAccess::kAgent, nullptr);
   ASSERT_TRUE(agent.ok()) << agent.error().describe();
-  EXPECT_TRUE(agent->manifests != nullptr);
+  EXPECT_TRUE(agent->js != nullptr);
+  EXPECT_TRUE(agent->manifests == nullptr);
   EXPECT_TRUE(agent->gitrepos == nullptr);
 }
 

@@ -86,11 +86,12 @@ std::string deployKey(const bus::Message& message) {
   return std::string(message.subject());
 }
 
-Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
-             std::shared_ptr<kube::KubeClient> kube, Metrics& metrics)
+Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<kube::KubeClient> kube,
+             Metrics& metrics)
     : options_(std::move(options)),
       js_(std::move(js)),
-      manifests_(std::make_unique<ManifestSource>(js_, std::move(manifests))),
+      manifests_(
+          std::make_unique<ManifestSource>(js_->connection(), options_.cluster_name, metrics, options_.manifests)),
       kube_(std::move(kube)),
       metrics_(metrics) {
   options_.retry.wake = [this] { wakeParked(); };
@@ -116,7 +117,6 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
 }
 
 Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::shared_ptr<bus::JetStream> js,
-                                             std::shared_ptr<bus::ObjectStore> manifests,
                                              std::shared_ptr<kube::KubeClient> kube, Metrics& metrics) {
   if (options.cluster_name.empty()) {
     return fail(ErrorKind::kInvalid, "--cluster-name is required");
@@ -124,8 +124,7 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::shared_p
   if (!js || !kube) {
     return fail(ErrorKind::kInvalid, "agent: JetStream and Kubernetes client are required");
   }
-  return std::unique_ptr<Agent>(
-      new Agent(std::move(options), std::move(js), std::move(manifests), std::move(kube), metrics));
+  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(js), std::move(kube), metrics));
 }
 
 Agent::~Agent() {
@@ -236,6 +235,7 @@ bool Agent::registerWithHub() {
         // The hub knows the cluster by another name: deploy and status subjects use the hub's.
         log::warn("the hub assigned a different cluster id", {{"cluster", options_.cluster_name}, {"cluster_id", id}});
         publisher_ = std::make_unique<StatusPublisher>(js_, id, metrics_, options_.agent_version);
+        manifests_->setCluster(id);
         handler_ = std::make_unique<DeployHandler>(id, *applier_, *inventories_, *manifests_, *publisher_, metrics_,
                                                    options_.retry);
       }

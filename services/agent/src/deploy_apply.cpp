@@ -90,14 +90,15 @@ Outcome DeployHandler::runApply(ApplyPlan& plan) {
   return reportApplied(plan);
 }
 
-//! The manifest from the object store, and the request that applies it.
+//! The manifest from the hub (manifest_source.h), and the request that applies it.
 std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
   const events::DeployEvent& event = plan.event;
   auto data = manifests_.get(plan.manifest_id);
   if (!data.ok()) {
     if (data.error().kind == ErrorKind::kNotFound) {
       return rejectWithReport(event, plan.delivery, kReasonManifestNotFound,
-                              "manifest " + plan.manifest_id + " is not in the manifests object store", "invalid");
+                              "manifest " + plan.manifest_id + " is not in the hub's store: " + data.error().message,
+                              "invalid");
     }
     return transientFailure(event, plan.delivery, "manifest", data.error());
   }

@@ -64,7 +64,9 @@ Result<std::pair<DriftSettings, std::vector<WatchedObject>>> DeployHandler::rest
   }
   auto options = model::decodeOptions(inventory.options);
   FLOTILLA_TRY(options);
-  auto data = manifests_.get(inventory.deployment_id.substr(0, inventory.deployment_id.find(':')));
+  // One attempt: a manifest the hub no longer serves to this cluster (the cluster moved on while the agent was down)
+  // takes the fallback at once instead of holding up the other bundles' seeding.
+  auto data = manifests_.get(inventory.deployment_id.substr(0, inventory.deployment_id.find(':')), /*retry=*/false);
   FLOTILLA_TRY(data);
   auto manifest = parseManifest(*data);
   FLOTILLA_TRY(manifest);

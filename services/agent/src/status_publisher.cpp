@@ -1,5 +1,5 @@
-// StatusPublisher (status events with stable ids) and ManifestSource (the hub's manifests object store, opened
-// when first needed): the agent's two ways to the hub besides the deploy consumer.
+// StatusPublisher: status events with stable ids, the agent's way to report to the hub (manifest_source.h is its way
+// to get manifests, the deploy consumer its way to get work).
 #include <algorithm>
 #include <thread>
 
@@ -62,25 +62,6 @@ Status StatusPublisher::publish(events::StatusEvent event) {
     }
   }
   return fail(ErrorKind::kTransient, "publishing status: " + last.message, last.where);
-}
-
-Result<std::string> ManifestSource::get(std::string_view manifest_id) {
-  std::shared_ptr<bus::ObjectStore> store;
-  {
-    std::lock_guard lock(mutex_);
-    if (!store_) {
-      auto opened = bus::ObjectStore::open(js_, events::kManifestsBucket, /*create_if_missing=*/false);
-      if (!opened.ok()) {
-        if (opened.error().kind == ErrorKind::kNotFound) {
-          return fail(ErrorKind::kTransient, "the manifests bucket does not exist on the hub yet", "manifests");
-        }
-        return fail(opened.error());
-      }
-      store_ = std::move(opened).value();
-    }
-    store = store_;
-  }
-  return store->get(events::manifestObjectName(manifest_id));
 }
 
 }  // namespace flotilla::agent

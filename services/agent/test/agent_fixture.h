@@ -1,8 +1,9 @@
 // The fixture of the agent's integration tests (agent_integration_test.cpp, handover_integration_test.cpp): a
 // real nats-server -js and a real kube-apiserver (tests/harness). The scheduler is played by the test: a NATS
-// responder answers flotilla.register, the test puts manifests in the object store and publishes DeployEvents,
-// and reads StatusEvents back from FLOTILLA_STATUS. Tests share one kube-apiserver per process; each uses its own
-// cluster name, agent namespace, bundles and namespaces.
+// responder answers flotilla.register, the test puts manifests in the object store, writes the deployment record
+// of each DeployEvent it makes (as the scheduler does) and publishes them, and reads StatusEvents back from
+// FLOTILLA_STATUS. The agent gets its manifests from the scheduler's real ManifestServer, which reads those records.
+// Tests share one kube-apiserver per process; each uses its own cluster name, agent namespace, bundles and namespaces.
 #pragma once
 
 #include <algorithm>
@@ -25,12 +26,14 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/payloads.h"
+#include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
 #include "flotilla/harness/kube_cluster.h"
 #include "flotilla/harness/local_port.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/identity.h"
+#include "flotilla/scheduler/manifest_server.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::agent::testing {
@@ -202,6 +205,14 @@ class AgentTest : public ::testing::Test {
     auto manifests = bus::ObjectStore::open(js_, service::kManifestsObjects, true);
     ASSERT_TRUE(manifests.ok()) << manifests.error().describe();
     manifests_ = *manifests;
+    auto deployments = bus::KeyValue::ensure(js_, {.bucket = service::kDeploymentsBucket});
+    ASSERT_TRUE(deployments.ok()) << deployments.error().describe();
+    deployments_ = *deployments;
+    auto reports = bus::KeyValue::ensure(js_, {.bucket = service::kStatusBucket});
+    ASSERT_TRUE(reports.ok()) << reports.error().describe();
+    manifest_server_ =
+        std::make_unique<scheduler::ManifestServer>(conn_, deployments_, *reports, manifests_, hub_metrics_);
+    ASSERT_TRUE(manifest_server_->start().ok());
     kube_ = newKubeClient();
     ASSERT_NE(kube_, nullptr);
 
@@ -214,6 +225,9 @@ class AgentTest : public ::testing::Test {
   void TearDown() override {
     stopAgent();
     responder_.unsubscribe();
+    if (manifest_server_) {
+      manifest_server_->stop();
+    }
     if (HasFailure() && cluster_ != nullptr) {
       auto health = cluster_->healthy();
       if (!health.ok()) {
@@ -302,11 +316,10 @@ class AgentTest : public ::testing::Test {
     out = std::shared_ptr<kube::KubeClient>(std::move(client).value());
   }
 
-  void startAgent(std::shared_ptr<kube::KubeClient> kube = nullptr, bool wait_ready = true, bool lazy_manifests = false,
+  void startAgent(std::shared_ptr<kube::KubeClient> kube = nullptr, bool wait_ready = true,
                   std::optional<AgentOptions> custom = std::nullopt) {
     metrics_ = std::make_unique<Metrics>("agent");
-    auto agent = Agent::create(custom ? *custom : agentOptions(), js_, lazy_manifests ? nullptr : manifests_,
-                               kube ? kube : newKubeClient(), *metrics_);
+    auto agent = Agent::create(custom ? *custom : agentOptions(), js_, kube ? kube : newKubeClient(), *metrics_);
     ASSERT_TRUE(agent.ok()) << agent.error().describe();
     agent_ = std::move(agent).value();
     agent_->start();
@@ -344,7 +357,23 @@ class AgentTest : public ::testing::Test {
     return id;
   }
 
-  //! An apply (or delete) DeployEvent with the next generation of the bundle, not published.
+  //! The scheduler's record of an apply DeployEvent (deployments/<cluster>.<ws>.<bundle>): what lets the agent
+  //! get its manifest from the ManifestServer.
+  void recordDeployment(const events::DeployEvent& event) {
+    events::DeploymentRecord record{.cluster = event.cluster,
+                                    .workspace = event.workspace,
+                                    .bundle = event.bundle,
+                                    .deployment_id = event.deployment_id,
+                                    .manifest_id = event.manifest_id,
+                                    .options = event.options,
+                                    .generation = event.generation,
+                                    .updated = event.time};
+    auto put = deployments_->put(events::deploymentKey(event.cluster, event.workspace, event.bundle),
+                                 events::encode(record).dump());
+    EXPECT_TRUE(put.ok()) << put.error().describe();
+  }
+  //! An apply (or delete) DeployEvent with the next generation of the bundle, not published; an apply's deployment
+  //! record is written (the scheduler writes it right after publishing).
   events::DeployEvent makeEvent(const std::string& bundle, const std::string& manifest_id, const Json& options,
                                 bool remove = false) {
     events::DeployEvent event{.time = log::nowRfc3339(),
@@ -357,6 +386,9 @@ class AgentTest : public ::testing::Test {
                               .options = options,
                               .generation = ++generations_[bundle]};
     event.id = events::deployMsgId(cluster_name_, bundle, remove ? "deleted" : event.deployment_id, event.generation);
+    if (!remove && !manifest_id.empty()) {
+      recordDeployment(event);
+    }
     return event;
   }
   //! Publishes an apply (or delete) DeployEvent; returns it.
@@ -485,6 +517,9 @@ class AgentTest : public ::testing::Test {
   std::shared_ptr<bus::Connection> conn_;
   std::shared_ptr<bus::JetStream> js_;
   std::shared_ptr<bus::ObjectStore> manifests_;
+  std::shared_ptr<bus::KeyValue> deployments_;
+  Metrics hub_metrics_{"scheduler"};
+  std::unique_ptr<scheduler::ManifestServer> manifest_server_;
   std::shared_ptr<kube::KubeClient> kube_;
   std::string cluster_name_;
   std::string agent_namespace_;

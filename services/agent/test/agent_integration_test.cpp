@@ -318,8 +318,8 @@ TEST_F(AgentTest, RestartedAgentPrunesFromClusterInventory) {
       kube_->apply(configMap("b", "default", {{"not", "ours"}}), kube::ApplyOptions{.field_manager = "test"}).ok());
   stopAgent();
 
-  // A new instance with a new Kubernetes client and its own handle on the manifests store: nothing in memory.
-  startAgent(nullptr, /*wait_ready=*/true, /*lazy_manifests=*/true);
+  // A new instance with a new Kubernetes client: nothing in memory.
+  startAgent(nullptr, /*wait_ready=*/true);
   auto reseeded = status_.waitForState(bundle, "Ready", seconds(20));
   EXPECT_TRUE(reseeded) << "the restarted agent did not re-report the bundle it found";
   auto next = deploy(bundle, putManifest({configMap("a", "", {})}), options);
@@ -443,6 +443,7 @@ TEST_F(AgentTest, DependsOnWaitsForTheDependency) {
   event.deployment_id = model::deploymentID(event.manifest_id, options);
   event.id = events::deployMsgId(cluster_name_, app, event.deployment_id, event.generation);
   event.time = log::nowRfc3339();
+  recordDeployment(event);
   publish(event);
   auto waiting = status_.waitFor(app, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(waiting);
@@ -465,28 +466,88 @@ TEST_F(AgentTest, DependsOnWaitsForTheDependency) {
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "app"));
 }
 
-// An agent may start before the hub has created the manifests bucket: it opens it on first use, and until then
-// a deploy is a transient failure (retried), not an invalid manifest.
-TEST(ManifestSourceTest, OpensTheBucketOnFirstUse) {
+// Manifests come from the hub (manifest_source.h): without an answering hub a fetch is retried with backoff (logged
+// and counted) and ends as a transient failure, so the deploy is retried later; once the hub answers, a manifest of
+// several MiB comes in chunks and is checked against its size and digest. A manifest only another cluster is
+// deployed is refused (retried, then transient); one a deployment references but the store lacks is kNotFound.
+TEST(ManifestSourceTest, RetriesUntilTheHubAnswersAndFetchesALargeManifestInChunks) {
   auto server = harness::NatsServer::start();
   ASSERT_TRUE(server.ok()) << server.error().describe();
-  auto conn = bus::Connection::connect({.servers = {(*server)->url()}, .name = "manifest-source-test"});
-  ASSERT_TRUE(conn.ok());
-  auto js = bus::JetStream::create(*conn);
-  ASSERT_TRUE(js.ok());
-  ManifestSource source(*js);
-  auto early = source.get(std::string(64, 'a'));
+  auto hub = service::connectHub({.servers = {(*server)->url()}, .name = "manifest-source-test"},
+                                 service::HubAccess::kProvision, nullptr);
+  ASSERT_TRUE(hub.ok()) << hub.error().describe();
+  std::string data = "[";
+  for (int i = 0; data.size() < (5u << 20); ++i) {
+    data += (i > 0 ? "," : "") + configMap("cm-" + std::to_string(i), "", {{"k", std::string(4000, 'x')}}).dump();
+  }
+  data += "]";
+  std::string id = model::manifestID(data);
+  ASSERT_TRUE(hub->manifests->put(events::manifestObjectName(id), data).ok());
+  auto record = [&](const std::string& cluster, const std::string& bundle, const std::string& manifest) {
+    events::DeploymentRecord r{.cluster = cluster, .workspace = "ws", .bundle = bundle, .manifest_id = manifest};
+    ASSERT_TRUE(hub->deployments->put(events::deploymentKey(cluster, "ws", bundle), events::encode(r).dump()).ok());
+  };
+  record("c1", "big", id);
+  Metrics metrics("agent");
+  ManifestSource source(hub->connection, "c1", metrics,
+                        {.request_timeout = milliseconds(300),
+                         .attempts = 3,
+                         .backoff_min = milliseconds(50),
+                         .backoff_max = milliseconds(100)});
+  auto early = source.get(id);
   ASSERT_FALSE(early.ok());
   EXPECT_EQ(early.error().kind, ErrorKind::kTransient) << early.error().describe();
-  auto store = bus::ObjectStore::open(*js, service::kManifestsObjects, true);
-  ASSERT_TRUE(store.ok());
-  std::string data = "[]";
-  std::string id = model::manifestID(data);
-  ASSERT_TRUE((*store)->put(events::manifestObjectName(id), data).ok());
+  EXPECT_EQ(metrics.value("manifest_fetch_retries_total"), 2);
+  EXPECT_EQ(metrics.value("manifest_fetches_total", {{"result", "failed"}}), 1);
+
+  Metrics hub_metrics("scheduler");
+  scheduler::ManifestServer manifests(hub->connection, hub->deployments, hub->status, hub->manifests, hub_metrics);
+  ASSERT_TRUE(manifests.start().ok());
   auto loaded = source.get(id);
   ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
-  EXPECT_EQ(*loaded, data);
-  EXPECT_EQ(source.get(std::string(64, 'b')).error().kind, ErrorKind::kNotFound);
+  EXPECT_TRUE(*loaded == data);
+  const double chunks = hub_metrics.value("manifest_requests_total", {{"result", "ok"}});
+  EXPECT_EQ(chunks, static_cast<double>((data.size() + hub->connection->maxPayload() - scheduler::kChunkHeadroom - 1) /
+                                        (hub->connection->maxPayload() - scheduler::kChunkHeadroom)));
+  EXPECT_GE(chunks, 5);
+  EXPECT_EQ(metrics.value("manifest_bytes_received_total"), static_cast<double>(data.size()));
+
+  std::string theirs = model::manifestID("[]");
+  ASSERT_TRUE(hub->manifests->put(events::manifestObjectName(theirs), "[]").ok());
+  record("c2", "app", theirs);
+  auto foreign = source.get(theirs);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.error().kind, ErrorKind::kTransient);
+  EXPECT_NE(foreign.error().message.find("NotDeployed"), std::string::npos) << foreign.error().message;
+  std::string missing(64, 'b');
+  record("c1", "lost", missing);
+  Result<std::string> lost = fail(ErrorKind::kInternal, "not asked yet");
+  ASSERT_TRUE(eventually(
+      [&] {
+        lost = source.get(missing);
+        return !lost.ok() && lost.error().kind == ErrorKind::kNotFound;
+      },
+      seconds(10)))
+      << lost.error().describe();
+  manifests.stop();
+}
+
+// An agent applies a manifest larger than one NATS message: it comes from the hub in several chunks.
+TEST_F(AgentTest, AppliesAManifestOfSeveralMiBFromTheHub) {
+  startRegisteredAgent();
+  std::string ns = unique("big");
+  std::string bundle = unique("bundle");
+  std::vector<Json> objects;
+  for (int i = 0; i < 4; ++i) {
+    objects.push_back(configMap("big-" + std::to_string(i), "", {{"k", std::string(700 * 1024, 'a' + i)}}));
+  }
+  auto event = deploy(bundle, putManifest(objects), Json::obj({{"defaultNamespace", ns}}));
+  auto status = status_.waitForState(bundle, "Ready");
+  ASSERT_TRUE(status) << "no Ready status";
+  EXPECT_EQ(status->deployment_id, event.deployment_id);
+  EXPECT_EQ(dataOf(ns, "big-3", "k"), std::string(700 * 1024, 'd'));
+  EXPECT_GE(hub_metrics_.value("manifest_requests_total", {{"result", "ok"}}), 3);
+  EXPECT_EQ(metric("manifest_fetches_total", {{"result", "ok"}}), 1);
 }
 
 // An empty manifest never prunes a bundle to nothing: the objects stay, the state says why.
@@ -535,7 +596,7 @@ TEST_F(AgentTest, CrdNotEstablishedInTimeFailsItsResources) {
   startResponder();
   AgentOptions options = agentOptions();
   options.crd_timeout = milliseconds(1500);
-  startAgent(nullptr, true, false, options);
+  startAgent(nullptr, true, options);
   std::string group = randomHex(4) + ".example.com";
   ASSERT_NO_FATAL_FAILURE(applyEstablishedCrd(group, "widgets", "Widget"));
   // Same kind under another plural: the API server never accepts its names.

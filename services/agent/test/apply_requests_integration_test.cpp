@@ -48,7 +48,7 @@ TEST_F(ApplyRequestsTest, RedeploySkipsTheReadsOfObjectsTheWatchKnows) {
   AgentOptions options = agentOptions();
   options.resync_interval = seconds(600);
   startResponder();
-  ASSERT_NO_FATAL_FAILURE(startAgent(client, true, false, options));
+  ASSERT_NO_FATAL_FAILURE(startAgent(client, true, options));
   const std::string ns = unique("req");
   const std::string bundle = unique("b");
   auto objects = [&](const std::string& round) {

@@ -24,7 +24,7 @@ class DriftTest : public AgentTest {
       startResponder();
       responding_ = true;
     }
-    startAgent(nullptr, /*wait_ready=*/true, /*lazy_manifests=*/false, options);
+    startAgent(nullptr, /*wait_ready=*/true, options);
   }
 
   bool responding_ = false;

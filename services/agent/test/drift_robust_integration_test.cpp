@@ -29,7 +29,7 @@ class DriftRobustTest : public AgentTest {
       startResponder();
       responding_ = true;
     }
-    startAgent(nullptr, /*wait_ready=*/true, /*lazy_manifests=*/false, options);
+    startAgent(nullptr, /*wait_ready=*/true, options);
   }
 
   //! The service account `name` in the agent namespace (Fleet's rule: serviceAccount lives there).

@@ -24,11 +24,10 @@ struct BundleFacts {
 //! A DeployHandler of its own, as a freshly started agent has: nothing in memory, everything read from the cluster.
 struct HandlerRig {
   HandlerRig(const std::shared_ptr<kube::KubeClient>& kube, const std::shared_ptr<bus::JetStream>& js,
-             const std::shared_ptr<bus::ObjectStore>& manifests_store, const std::string& cluster,
-             const std::string& agent_namespace, DeployHandlerOptions options)
+             const std::string& cluster, const std::string& agent_namespace, DeployHandlerOptions options)
       : applier(*kube, ApplierOptions{}, metrics, [] { return false; }),
         inventories(*kube, agent_namespace),
-        manifests(js, manifests_store),
+        manifests(js->connection(), cluster, metrics),
         publisher(js, cluster, metrics) {
     options.wake = [this] { ++wakes; };
     handler = std::make_unique<DeployHandler>(cluster, applier, inventories, manifests, publisher, metrics, options);
@@ -80,10 +79,10 @@ class HandoverTest : public AgentTest {
     startResponder();
     AgentOptions options = agentOptions();
     options.retry.release_hold = hold;
-    startAgent(nullptr, true, false, options);
+    startAgent(nullptr, true, options);
   }
   std::unique_ptr<HandlerRig> rig(DeployHandlerOptions options = {.release_hold = milliseconds(0)}) {
-    return std::make_unique<HandlerRig>(kube_, js_, manifests_, cluster_name_, agent_namespace_, options);
+    return std::make_unique<HandlerRig>(kube_, js_, cluster_name_, agent_namespace_, options);
   }
   std::vector<ReleasedObject> held() {
     Metrics metrics("agent");

@@ -16,11 +16,10 @@ using namespace flotilla::agent::testing;  // NOLINT(google-build-using-namespac
 //! A DeployHandler of its own, called directly from several threads at once.
 struct Rig {
   Rig(const std::shared_ptr<kube::KubeClient>& kube, const std::shared_ptr<bus::JetStream>& js,
-      const std::shared_ptr<bus::ObjectStore>& store, const std::string& cluster, const std::string& agent_namespace,
-      std::chrono::milliseconds hold)
+      const std::string& cluster, const std::string& agent_namespace, std::chrono::milliseconds hold)
       : applier(*kube, ApplierOptions{}, metrics, [] { return false; }),
         inventories(*kube, agent_namespace),
-        manifests(js, store),
+        manifests(js->connection(), cluster, metrics),
         publisher(js, cluster, metrics) {
     handler = std::make_unique<DeployHandler>(cluster, applier, inventories, manifests, publisher, metrics,
                                               DeployHandlerOptions{.release_hold = hold});
@@ -69,7 +68,7 @@ class ParallelTest : public AgentTest {
     return out;
   }
   std::unique_ptr<Rig> rig(milliseconds hold) {
-    return std::make_unique<Rig>(kube_, js_, manifests_, cluster_name_, agent_namespace_, hold);
+    return std::make_unique<Rig>(kube_, js_, cluster_name_, agent_namespace_, hold);
   }
   std::string owner(const std::string& name) { return ownerOfLive("v1", "ConfigMap", ns_, name); }
   std::string bundleOwner(const std::string& bundle) { return workspace_ + "/" + bundle; }
@@ -91,7 +90,7 @@ TEST_F(ParallelTest, ASlowBundleDoesNotHoldUpAnother) {
   startResponder();
   AgentOptions options = agentOptions();
   options.crd_timeout = seconds(120);
-  startAgent(nullptr, true, false, options);
+  startAgent(nullptr, true, options);
   const std::string group = randomHex(4) + ".example.com";
   ASSERT_NO_FATAL_FAILURE(applyEstablishedCrd(group, "widgets", "Widget"));
   const std::string slow = unique("slow");

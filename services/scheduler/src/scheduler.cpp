@@ -28,7 +28,11 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(service::Hub hub, Metrics& 
 }
 
 Scheduler::Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options)
-    : hub_(std::move(hub)), metrics_(metrics), options_(options) {}
+    : hub_(std::move(hub)),
+      metrics_(metrics),
+      options_(options),
+      manifest_server_(std::make_unique<ManifestServer>(hub_.connection, hub_.deployments, hub_.status, hub_.manifests,
+                                                        metrics_, options_.manifests)) {}
 
 Scheduler::~Scheduler() {
   stop();
@@ -40,6 +44,7 @@ Status Scheduler::start() {
   }
   FLOTILLA_TRY(loadState());
   FLOTILLA_TRY(subscribeRegistrations());
+  FLOTILLA_TRY(manifest_server_->start());
   FLOTILLA_TRY(setUpConsumers());
   enqueueReconcile("");
   watch_thread_ = std::thread([this] { watchLoop(); });
@@ -58,6 +63,7 @@ void Scheduler::stop() {
   { std::lock_guard lock(wake_mutex_); }
   wake_.notify_all();
   register_subscription_ = bus::Subscription();
+  manifest_server_->stop();
   for (auto* consumer : {bundle_consumer_.get(), status_consumer_.get()}) {
     if (consumer != nullptr) {
       consumer->stop();
@@ -77,10 +83,13 @@ bool Scheduler::ready(std::string& why) const {
     std::lock_guard lock(mutex_);
     loaded = loaded_;
   }
+  std::string manifests_why;
+  const bool manifests = manifest_server_->ready(manifests_why);
   return service::readyWhen(why, {{hub_.connection->connected(), "not connected to NATS"},
                                   {loaded, "state not loaded from KV yet"},
                                   {bound_, "durable consumers not bound yet"},
-                                  {subscribed_, "not subscribed to registrations yet"}});
+                                  {subscribed_, "not subscribed to registrations yet"},
+                                  {manifests, "not serving manifests yet"}});
 }
 
 service::ConsumerOptions Scheduler::consumerOptions(const char* stream, std::string_view durable,

@@ -161,6 +161,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   [[nodiscard]] bool connected() const;
   //! The URL of the server currently connected to ("" if none).
   [[nodiscard]] std::string connectedUrl() const;
+  //! The largest message payload the connected server accepts (its max_payload; 0 while not connected).
+  [[nodiscard]] int64_t maxPayload() const;
 
   //! Core NATS publish (no persistence, no ack). With headers when `headers` is not empty.
   Status publish(std::string_view subject, std::string_view data, const Headers& headers = {});

@@ -54,7 +54,7 @@ struct Hub {
 
 enum class HubAccess {
   kProvision,  //!< hub services: create/update the topology, open everything
-  kAgent,      //!< an agent: open only the manifests store and the clusters bucket, create nothing
+  kAgent,      //!< an agent: connection and JetStream only, no bucket opened, nothing created
 };
 
 //! Size caps of every stream, KV bucket and object store the hub creates (docs/pipeline.md "Size caps"), by store

@@ -30,9 +30,9 @@
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/inventory.h"
+#include "flotilla/agent/manifest_source.h"
 #include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
-#include "flotilla/bus/object_store.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
 #include "flotilla/events/payloads.h"
@@ -70,6 +70,8 @@ struct AgentOptions {
   std::chrono::milliseconds fight_window = kDefaultFightWindow;
   //! The CRD and APIService watches that re-register when the served API versions change.
   ApiVersionsOptions api_versions;
+  //! Manifest requests to the hub (manifest_source.h).
+  ManifestSourceOptions manifests;
   std::string agent_version = std::string(kAgentVersion);
 };
 
@@ -89,10 +91,9 @@ std::string deployKey(const bus::Message& message);
 
 class Agent {
  public:
-  //! `js` is the hub's JetStream context (its connection is used for registration); `manifests` its manifests
-  //! object store, or null to open it on first use. Nothing is contacted until start().
+  //! `js` is the hub's JetStream context (its connection is used for registration and manifest requests).
+  //! Nothing is contacted until start().
   static Result<std::unique_ptr<Agent>> create(AgentOptions options, std::shared_ptr<bus::JetStream> js,
-                                               std::shared_ptr<bus::ObjectStore> manifests,
                                                std::shared_ptr<kube::KubeClient> kube, Metrics& metrics);
   ~Agent();
   Agent(const Agent&) = delete;
@@ -114,8 +115,8 @@ class Agent {
   [[nodiscard]] DriftWatcher& drift() { return *drift_; }
 
  private:
-  Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> manifests,
-        std::shared_ptr<kube::KubeClient> kube, Metrics& metrics);
+  Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shared_ptr<kube::KubeClient> kube,
+        Metrics& metrics);
 
   //! Sleeps up to `duration`; false when stop() was called meanwhile.
   bool sleepFor(std::chrono::milliseconds duration);

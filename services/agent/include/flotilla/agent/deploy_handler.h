@@ -61,12 +61,12 @@
 #include "flotilla/agent/applier.h"
 #include "flotilla/agent/inventory.h"
 #include "flotilla/agent/locks.h"
+#include "flotilla/agent/manifest_source.h"
 #include "flotilla/agent/ownership.h"
 #include "flotilla/agent/released.h"
 #include "flotilla/agent/report.h"
 #include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
-#include "flotilla/bus/object_store.h"
 #include "flotilla/core/clock.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/events/payloads.h"
@@ -107,21 +107,6 @@ class StatusPublisher {
   std::string agent_version_;
   std::mutex mutex_;
   std::map<std::string, int64_t> sequences_;
-};
-
-//! The hub's manifests object store, opened on first use when it did not exist yet at start-up (the hub's services
-//! create it, and an agent may start first). Thread-safe.
-class ManifestSource {
- public:
-  ManifestSource(std::shared_ptr<bus::JetStream> js, std::shared_ptr<bus::ObjectStore> store = nullptr)
-      : js_(std::move(js)), store_(std::move(store)) {}
-  //! The manifest's bytes. kNotFound when the object is missing; kTransient when the bucket does not exist yet.
-  Result<std::string> get(std::string_view manifest_id);
-
- private:
-  std::shared_ptr<bus::JetStream> js_;
-  std::mutex mutex_;
-  std::shared_ptr<bus::ObjectStore> store_;
 };
 
 //! Default of --release-hold.

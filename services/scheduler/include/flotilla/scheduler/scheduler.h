@@ -15,6 +15,8 @@
 //       else    -> place on every cluster; for each whose deployments record differs: publish DeployEvent on
 //                  flotilla.deploy.<cluster>, then write deployments/<cluster>.<ws>.<bundle>; clusters that no
 //                  longer match get a delete DeployEvent
+//   flotilla.manifest.<cluster> (core request/reply, queue "scheduler"): ManifestServer (manifest_server.h)
+//       answers with a chunk of a manifest the cluster's deployment records reference, else a refusal
 //   FLOTILLA_STATUS, durable "scheduler-status": StatusEvents and agent Heartbeats
 //       write status/bd.<cluster>.<ws>.<bundle>, recompute status/summary.{bundle,gitrepo,cluster}.*
 //
@@ -54,6 +56,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/records.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/scheduler/manifest_server.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
 #include "flotilla/scheduler/rollup.h"
@@ -92,6 +95,8 @@ struct SchedulerOptions {
   //! (redelivery after an agent died holding a deploy) and deliveries of a failing deploy.
   std::chrono::milliseconds agent_ack_wait = service::kDefaultAgentAckWait;
   int64_t agent_max_deliveries = service::kDefaultMaxDeliveries;
+  //! Manifest delivery to the agents (manifest_server.h), started and stopped with the scheduler.
+  ManifestServerOptions manifests;
 };
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
@@ -334,6 +339,7 @@ class Scheduler {
   std::unique_ptr<service::Consumer> status_consumer_;
   bus::KvWatcher clusters_watcher_;
   bus::Subscription register_subscription_;
+  std::unique_ptr<ManifestServer> manifest_server_;  //!< flotilla.manifest.* (manifest_server.h)
   std::thread watch_thread_;
   std::thread reconcile_thread_;
 };

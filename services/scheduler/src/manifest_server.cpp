@@ -1,0 +1,394 @@
+// Manifest delivery on the hub (manifest_server.h): which manifests each cluster may read, from a watch of the
+// deployments bucket, and the chunked replies on flotilla.manifest.<cluster>.
+#include "flotilla/scheduler/manifest_server.h"
+
+#include <algorithm>
+#include <set>
+
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/manifest.h"
+#include "flotilla/events/records.h"
+#include "flotilla/events/subjects.h"
+
+namespace flotilla::scheduler {
+
+namespace {
+
+constexpr std::string_view kChunkDone = "chunk complete";
+//! The agents' reports in the status bucket (bd.<cluster>.<ws>.<bundle>).
+constexpr std::string_view kReportFilter = "bd.>";
+//! How long the watch thread waits on one watch before looking at the other.
+constexpr std::chrono::milliseconds kWatchWait{250};
+
+}  // namespace
+
+// ---- ManifestIndex --------------------------------------------------------------------------------------------
+
+void ManifestIndex::count(const Entry& entry, int delta) {
+  std::set<std::string> manifests = {entry.current, entry.previous, entry.applied};
+  manifests.erase("");
+  for (const auto& manifest : manifests) {
+    auto key = std::pair{entry.cluster, manifest};
+    int& n = references_[key];
+    n += delta;
+    if (n <= 0) {
+      references_.erase(key);
+    }
+  }
+}
+
+void ManifestIndex::put(const std::string& key, const std::string& cluster, const std::string& manifest_id) {
+  auto found = entries_.find(key);
+  if (found == entries_.end()) {
+    Entry entry{.cluster = cluster, .current = manifest_id, .previous = {}, .applied = {}, .recent = {manifest_id}};
+    count(entry, 1);
+    entries_[key] = std::move(entry);
+    return;
+  }
+  Entry& entry = found->second;
+  if (entry.current == manifest_id || manifest_id.empty()) {
+    return;  // same release (a commit followed, a delete sent) or nothing released: what the agent may read stays
+  }
+  count(entry, -1);
+  entry.previous = entry.current;
+  entry.current = manifest_id;
+  count(entry, 1);
+  entry.recent.push_front(manifest_id);
+  if (entry.recent.size() > kRecentManifests) {
+    entry.recent.pop_back();
+  }
+}
+
+void ManifestIndex::applied(const std::string& key, const std::string& manifest_id) {
+  auto found = entries_.find(key);
+  if (found == entries_.end() || manifest_id.empty()) {
+    return;
+  }
+  Entry& entry = found->second;
+  if (std::find(entry.recent.begin(), entry.recent.end(), manifest_id) == entry.recent.end()) {
+    return;  // not one the hub sent lately: a report cannot widen what the cluster may read
+  }
+  count(entry, -1);
+  entry.applied = manifest_id;
+  count(entry, 1);
+}
+
+void ManifestIndex::remove(const std::string& key) {
+  auto found = entries_.find(key);
+  if (found == entries_.end()) {
+    return;
+  }
+  count(found->second, -1);
+  entries_.erase(found);
+}
+
+bool ManifestIndex::allows(const std::string& cluster, const std::string& manifest_id) const {
+  return !manifest_id.empty() && references_.contains(std::pair{cluster, manifest_id});
+}
+
+// ---- ManifestServer: records ----------------------------------------------------------------------------------
+
+ManifestServer::ManifestServer(std::shared_ptr<bus::Connection> connection, std::shared_ptr<bus::KeyValue> deployments,
+                               std::shared_ptr<bus::KeyValue> status, std::shared_ptr<bus::ObjectStore> manifests,
+                               Metrics& metrics, ManifestServerOptions options)
+    : connection_(std::move(connection)),
+      deployments_(std::move(deployments)),
+      status_(std::move(status)),
+      manifests_(std::move(manifests)),
+      metrics_(metrics),
+      options_(options) {}
+
+ManifestServer::~ManifestServer() {
+  stop();
+}
+
+Status ManifestServer::start() {
+  if (!connection_ || !deployments_ || !status_ || !manifests_) {
+    return fail(ErrorKind::kInvalid,
+                "manifest server: the connection, the deployments and status buckets and the "
+                "manifests store are required");
+  }
+  auto records = deployments_->watch(">");
+  FLOTILLA_TRY(records);
+  records_watcher_ = std::move(records).value();
+  auto reports = status_->watch(kReportFilter);
+  FLOTILLA_TRY(reports);
+  reports_watcher_ = std::move(reports).value();
+  auto initial_records = records_watcher_.initialValues(options_.load_timeout);
+  FLOTILLA_TRY(initial_records);
+  auto initial_reports = reports_watcher_.initialValues(options_.load_timeout);
+  FLOTILLA_TRY(initial_reports);
+  for (const auto& entry : *initial_records) {
+    applyRecord(entry);
+  }
+  for (const auto& entry : *initial_reports) {
+    applyReport(entry);
+  }
+  loaded_ = true;
+  watch_thread_ = std::thread([this] { watchLoop(); });
+  auto subscription = connection_->subscribe(events::kManifestFilter, kManifestQueue, [this](bus::Message message) {
+    if (message.reply().empty()) {
+      return;  // nobody to answer
+    }
+    ManifestReply reply = answer(message.subject(), message.data());
+    auto sent = connection_->publish(message.reply(), reply.body, reply.headers);
+    if (!sent.ok()) {
+      metrics_.counter("manifest_reply_failures_total", "Manifest replies that could not be sent").Increment();
+      log::warn("cannot send a manifest reply", {{"error", sent.error().describe()}});
+    }
+  });
+  FLOTILLA_TRY(subscription);
+  subscription_ = std::move(subscription).value();
+  FLOTILLA_TRY(connection_->flush());
+  subscribed_ = true;
+  std::lock_guard lock(mutex_);
+  log::info("serving manifests to agents",
+            {{"subject", std::string(events::kManifestFilter)}, {"deployments", static_cast<int64_t>(index_.size())}});
+  return {};
+}
+
+void ManifestServer::stop() {
+  stopping_ = true;
+  subscription_.unsubscribe();
+  subscribed_ = false;
+  if (watch_thread_.joinable()) {
+    watch_thread_.join();
+  }
+  records_watcher_.stop();
+  reports_watcher_.stop();
+}
+
+bool ManifestServer::ready(std::string& why) const {
+  if (!loaded_) {
+    why = "manifest server: deployment records not loaded yet";
+    return false;
+  }
+  if (!subscribed_) {
+    why = "manifest server: not subscribed to the manifest subjects";
+    return false;
+  }
+  return true;
+}
+
+void ManifestServer::watchLoop() {
+  while (!stopping_) {
+    drain(records_watcher_, deployments_, ">", true);
+    drain(reports_watcher_, status_, kReportFilter, false);
+  }
+}
+
+void ManifestServer::drain(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
+                           std::string_view filter, bool records) {
+  while (!stopping_) {
+    auto next = watcher.next(kWatchWait);
+    if (!next.ok()) {
+      if (stopping_) {
+        return;
+      }
+      metrics_.counter("manifest_watch_errors_total", "Errors of the KV watches behind manifest delivery").Increment();
+      log::warn("a watch behind manifest delivery failed; restarting it",
+                {{"bucket", bucket->bucket()}, {"error", next.error().describe()}});
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      auto restarted = bucket->watch(filter);
+      if (restarted.ok()) {
+        watcher = std::move(restarted).value();  // its initial values replay every entry (each apply is idempotent)
+      }
+      return;
+    }
+    if (!next->has_value()) {
+      return;  // nothing more for now (or the end of the initial values)
+    }
+    if (records) {
+      applyRecord(**next);
+    } else {
+      applyReport(**next);
+    }
+  }
+}
+
+void ManifestServer::applyRecord(const bus::KvEntry& entry) {
+  auto names = events::keyNames(entry.key, "", 3);
+  if (!names.ok()) {
+    return;  // not a deployment key
+  }
+  std::lock_guard lock(mutex_);
+  if (entry.operation != bus::KvOperation::kPut) {
+    index_.remove(entry.key);
+    return;
+  }
+  auto record = events::parseRecord<events::DeploymentRecord>(entry.value);
+  if (!record.ok()) {
+    metrics_.counter("invalid_records_total", "KV records that could not be decoded", {{"bucket", "deployments"}})
+        .Increment();
+    log::warn("manifest delivery skips an unreadable deployment record",
+              {{"key", entry.key}, {"error", record.error().describe()}});
+    return;
+  }
+  index_.put(entry.key, (*names)[0], record->manifest_id);
+}
+
+void ManifestServer::applyReport(const bus::KvEntry& entry) {
+  if (entry.operation != bus::KvOperation::kPut || !startsWith(entry.key, "bd.")) {
+    return;  // a removed report changes nothing: the record's own removal drops the entry
+  }
+  auto report = events::parseRecord<events::BdStatus>(entry.value);
+  if (!report.ok()) {
+    metrics_.counter("invalid_records_total", "KV records that could not be decoded", {{"bucket", "status"}})
+        .Increment();
+    log::warn("manifest delivery skips an unreadable bd status",
+              {{"key", entry.key}, {"error", report.error().describe()}});
+    return;
+  }
+  const std::string& state = report->state;
+  if (report->stale || state.empty() || state == "ErrApplied" || state == "WaitApplied" || state == "Pending") {
+    return;  // not applied (or about another deployment than the record's)
+  }
+  const std::string& id = report->deployment_id;
+  std::lock_guard lock(mutex_);
+  index_.applied(entry.key.substr(3), id.substr(0, id.find(':')));
+}
+
+// ---- ManifestServer: requests ---------------------------------------------------------------------------------
+
+uint64_t ManifestServer::chunkSize() const {
+  int64_t limit = connection_->maxPayload() - kChunkHeadroom;
+  if (options_.max_chunk > 0) {
+    limit = limit > 0 ? std::min(limit, options_.max_chunk) : options_.max_chunk;
+  }
+  return static_cast<uint64_t>(std::max<int64_t>(limit, 1024));
+}
+
+ManifestReply ManifestServer::refuse(std::string_view reason, const std::string& cluster,
+                                     const std::string& manifest_id, const std::string& message) {
+  metrics_
+      .counter("manifest_requests_total", "Manifest requests of agents, by result", {{"result", std::string(reason)}})
+      .Increment();
+  log::warn("manifest request refused",
+            {{"cluster", cluster}, {"manifest", manifest_id}, {"reason", std::string(reason)}, {"error", message}});
+  return ManifestReply{.headers = {{std::string(events::kManifestErrorHeader), std::string(reason)}}, .body = message};
+}
+
+ManifestReply ManifestServer::answer(std::string_view subject, std::string_view data) {
+  auto tokens = events::subjectTokens(subject, events::kManifestPrefix);
+  if (!tokens.ok() || tokens->size() != 1) {
+    return refuse(events::kManifestBadRequest, "", "", "not a manifest subject: " + std::string(subject));
+  }
+  const std::string& cluster = (*tokens)[0];
+  auto request = events::parseManifestRequest(data);
+  if (!request.ok()) {
+    return refuse(events::kManifestBadRequest, cluster, "", request.error().describe());
+  }
+  const std::string& id = request->manifest_id;
+  if (!loaded_) {
+    return refuse(events::kManifestUnavailable, cluster, id, "the hub has not loaded its deployment records yet");
+  }
+  bool allowed = false;
+  {
+    std::lock_guard lock(mutex_);
+    allowed = index_.allows(cluster, id);
+  }
+  if (!allowed) {
+    return refuse(events::kManifestNotDeployed, cluster, id,
+                  "no deployment of cluster " + cluster + " references manifest " + id);
+  }
+  const auto offset = static_cast<uint64_t>(request->offset);
+  auto chunk = readChunk(events::manifestObjectName(id), offset, chunkSize());
+  if (!chunk.ok()) {
+    bool missing = chunk.error().kind == ErrorKind::kNotFound;
+    bool past_end = chunk.error().kind == ErrorKind::kInvalid;
+    return refuse(missing    ? events::kManifestNotFound
+                  : past_end ? events::kManifestBadRequest
+                             : events::kManifestUnavailable,
+                  cluster, id, chunk.error().describe());
+  }
+  auto& [info, bytes] = *chunk;
+  metrics_.counter("manifest_requests_total", "Manifest requests of agents, by result", {{"result", "ok"}}).Increment();
+  metrics_.counter("manifest_bytes_sent_total", "Manifest bytes sent to agents")
+      .Increment(static_cast<double>(bytes.size()));
+  log::debug("manifest chunk sent", {{"cluster", cluster},
+                                     {"manifest", id},
+                                     {"offset", request->offset},
+                                     {"bytes", static_cast<int64_t>(bytes.size())},
+                                     {"size", static_cast<int64_t>(info.size)}});
+  return ManifestReply{.headers = {{std::string(events::kManifestSizeHeader), std::to_string(info.size)},
+                                   {std::string(events::kManifestDigestHeader), info.digest},
+                                   {std::string(events::kManifestOffsetHeader), std::to_string(offset)}},
+                       .body = std::move(bytes)};
+}
+
+// ---- ManifestServer: the store --------------------------------------------------------------------------------
+
+std::shared_ptr<const ManifestServer::Cached> ManifestServer::cached(const std::string& name) {
+  std::lock_guard lock(cache_mutex_);
+  auto found = cache_.find(name);
+  if (found == cache_.end()) {
+    return nullptr;
+  }
+  cache_order_.remove(name);
+  cache_order_.push_front(name);
+  return found->second;
+}
+
+void ManifestServer::remember(const std::string& name, const bus::ObjectInfo& info, std::string data) {
+  std::lock_guard lock(cache_mutex_);
+  if (cache_.contains(name)) {
+    return;
+  }
+  while (!cache_order_.empty() && cache_used_ + data.size() > options_.cache_bytes) {
+    auto last = cache_.find(cache_order_.back());
+    cache_used_ -= last->second->data.size();
+    cache_.erase(last);
+    cache_order_.pop_back();
+  }
+  cache_used_ += data.size();
+  cache_order_.push_front(name);
+  cache_[name] = std::make_shared<const Cached>(Cached{.info = info, .data = std::move(data)});
+}
+
+Result<std::pair<bus::ObjectInfo, std::string>> ManifestServer::readChunk(const std::string& name, uint64_t offset,
+                                                                          uint64_t max) {
+  auto slice = [&](const bus::ObjectInfo& info,
+                   std::string_view data) -> Result<std::pair<bus::ObjectInfo, std::string>> {
+    if (offset > info.size || (offset == info.size && info.size > 0)) {
+      return fail(ErrorKind::kInvalid, "offset " + std::to_string(offset) + " is past the end of the manifest (" +
+                                           std::to_string(info.size) + " bytes)");
+    }
+    return std::pair{info, std::string(data.substr(offset, max))};
+  };
+  if (auto hit = cached(name)) {
+    return slice(hit->info, hit->data);
+  }
+  auto info = manifests_->info(name);
+  FLOTILLA_TRY(info);
+  if (info->size <= options_.cache_bytes) {
+    auto data = manifests_->get(name);
+    FLOTILLA_TRY(data);
+    auto out = slice(*info, *data);
+    remember(name, *info, std::move(data).value());
+    return out;
+  }
+  if (offset >= info->size) {
+    return slice(*info, {});
+  }
+  // Larger than the cache: read up to the end of the chunk and stop there.
+  const uint64_t end = std::min(info->size, offset + max);
+  std::string out;
+  uint64_t position = 0;
+  auto streamed = manifests_->get(name, [&](std::string_view piece) -> Status {
+    const uint64_t piece_end = position + piece.size();
+    if (piece_end > offset && position < end) {
+      const uint64_t from = std::max(offset, position);
+      out.append(piece.substr(from - position, std::min(end, piece_end) - from));
+    }
+    position = piece_end;
+    return position >= end ? Status(fail(ErrorKind::kWait, std::string(kChunkDone))) : Status();
+  });
+  if (out.size() != end - offset) {
+    return fail(streamed.ok() ? Error{ErrorKind::kInternal, "manifest " + name + " is shorter than its meta says", ""}
+                              : streamed.error());
+  }
+  return std::pair{*info, std::move(out)};
+}
+
+}  // namespace flotilla::scheduler
