@@ -3,7 +3,8 @@
 // SIGKILL when it reaches that step; the test restarts it without the variable and checks the same end state as
 // without a crash — the objects handed over with their UIDs, nothing pruned that a live bundle wants, never stuck.
 // The agents hold released objects for 5 minutes (longer than any redelivery here); a message a killed service held
-// comes back 10 s after it died (--ack-wait 10s on the bundler, the scheduler and the agents; 30 s by default).
+// comes back 10 s after it died (--ack-wait 10s on the bundler and the scheduler, and --agent-ack-wait 10 on the
+// scheduler for the agents' durables, which it creates; 30 s by default).
 #include <csignal>
 
 #include "handover_checks.h"
@@ -15,7 +16,7 @@ namespace {
 class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
  public:
   static HubOptions hubOptions() {
-    return {.services = {{"agent", {.flags = {"--release-hold", "5m", "--ack-wait", "10s"}}},
+    return {.services = {{"agent", {.flags = {"--release-hold", "5m"}}},
                          {"scheduler", baseSettings("scheduler")},
                          {"bundler", baseSettings("bundler")}}};
   }
@@ -42,7 +43,7 @@ class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
   //! A service's own flags (for agents: the "agent-<i>" entry; their common ones are in the "agent" entry).
   static ServiceSettings baseSettings(const std::string& service) {
     if (service == "scheduler") {
-      return ServiceSettings{.flags = {"--ack-wait", "10"}};
+      return ServiceSettings{.flags = {"--ack-wait", "10", "--agent-ack-wait", "10"}};
     }
     if (service == "bundler") {
       return ServiceSettings{.flags = {"--ack-wait", "10s"}};
