@@ -46,8 +46,8 @@
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/kube/client.h"
 #include "flotilla/model/identity.h"
-#include "flotilla/service/consumer.h"
 #include "flotilla/scheduler/manifest_server.h"
+#include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 
 using namespace flotilla;

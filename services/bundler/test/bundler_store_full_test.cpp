@@ -31,6 +31,8 @@ TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAft
   ManualClock clock(std::chrono::system_clock::now());
   BundlerOptions opts = options();
   opts.handler.clock = &clock;
+  // The commit's time budget runs on the same clock: the two hours the test steps must not use it up.
+  opts.handler.commit_budget = std::chrono::hours(24);
   bundler_ = std::make_unique<Bundler>(handlerBus(), renderers_, metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());
 
