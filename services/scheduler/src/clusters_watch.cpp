@@ -9,6 +9,7 @@
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "invalid_record.h"
 #include "times.h"
 
 namespace flotilla::scheduler {
@@ -16,9 +17,7 @@ namespace flotilla::scheduler {
 namespace {
 
 void countInvalidClustersRecord(Metrics& metrics, const bus::KvEntry& entry, const Error& error) {
-  metrics.counter("invalid_records_total", "KV records that could not be read (skipped)", {{"bucket", "clusters"}})
-      .Increment();
-  log::warn("ignoring an unreadable clusters record", {{"key", entry.key}, {"error", error.describe()}});
+  countInvalidRecord(metrics, events::kClustersBucket, entry.key, error);
 }
 
 template <typename T, typename Decode>

@@ -22,6 +22,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "invalid_record.h"
 
 namespace flotilla::scheduler {
 
@@ -35,9 +36,7 @@ int64_t tombstoneMillis(const events::ClusterDeregistration& tombstone) {
 }
 
 void countInvalidTombstone(Metrics& metrics, const bus::KvEntry& entry, const Error& error) {
-  metrics.counter("invalid_records_total", "KV records that could not be read (skipped)", {{"bucket", "clusters"}})
-      .Increment();
-  log::warn("ignoring an unreadable clusters record", {{"key", entry.key}, {"error", error.describe()}});
+  countInvalidRecord(metrics, events::kClustersBucket, entry.key, error);
 }
 
 }  // namespace

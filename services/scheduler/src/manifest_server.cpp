@@ -10,6 +10,7 @@
 #include "flotilla/events/manifest.h"
 #include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
+#include "invalid_record.h"
 
 namespace flotilla::scheduler {
 
@@ -219,10 +220,7 @@ void ManifestServer::applyRecord(const bus::KvEntry& entry) {
   }
   auto record = events::parseRecord<events::DeploymentRecord>(entry.value);
   if (!record.ok()) {
-    metrics_.counter("invalid_records_total", "KV records that could not be decoded", {{"bucket", "deployments"}})
-        .Increment();
-    log::warn("manifest delivery skips an unreadable deployment record",
-              {{"key", entry.key}, {"error", record.error().describe()}});
+    countInvalidRecord(metrics_, events::kDeploymentsBucket, entry.key, record.error());
     return;
   }
   index_.put(entry.key, (*names)[0], record->manifest_id);
@@ -234,10 +232,7 @@ void ManifestServer::applyReport(const bus::KvEntry& entry) {
   }
   auto report = events::parseRecord<events::BdStatus>(entry.value);
   if (!report.ok()) {
-    metrics_.counter("invalid_records_total", "KV records that could not be decoded", {{"bucket", "status"}})
-        .Increment();
-    log::warn("manifest delivery skips an unreadable bd status",
-              {{"key", entry.key}, {"error", report.error().describe()}});
+    countInvalidRecord(metrics_, events::kStatusBucket, entry.key, report.error());
     return;
   }
   const std::string& state = report->state;

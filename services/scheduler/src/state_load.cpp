@@ -4,6 +4,7 @@
 #include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "invalid_record.h"
 
 namespace flotilla::scheduler {
 
@@ -62,12 +63,7 @@ Json withoutUpdated(Json record) {
 }  // namespace
 
 void Scheduler::countInvalidRecord(std::string_view bucket, const std::string& key, const Error& error) {
-  metrics_
-      .counter("invalid_records_total", "KV records that could not be read (skipped)",
-               {{"bucket", std::string(bucket)}})
-      .Increment();
-  log::warn("skipping an unreadable record",
-            {{"bucket", std::string(bucket)}, {"key", key}, {"error", error.describe()}});
+  scheduler::countInvalidRecord(metrics_, bucket, key, error);
 }
 
 Status Scheduler::loadState() {
