@@ -15,39 +15,17 @@
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "scheduler_fixture.h"
 
 namespace flotilla::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the fixture's helpers
 
-const std::string kWs = "fleet-default";
-const std::string kCommit1(40, '1');
-const std::string kCommit2(40, '2');
-const std::string kManifestA(64, 'a');
-const std::string kManifestB(64, 'b');
-
-bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 10s) {
-  return harness::waitUntil(check, timeout);
-}
-
-events::BundleEvent bundleEvent(const std::string& manifest, Json targets, const std::string& commit = kCommit1) {
-  events::BundleEvent event;
-  event.id = events::bundleMsgId(kWs, "repo-app", commit, manifest);
-  event.time = log::nowRfc3339();
-  event.workspace = kWs;
-  event.gitrepo = "repo";
-  event.bundle = "repo-app";
-  event.path = "app";
-  event.commit = commit;
-  event.manifest_id = manifest;
-  event.options = Json::obj({{"defaultNamespace", "app"}});
-  event.targets = std::move(targets);
-  return event;
-}
-
-Json prodOnly() {
-  return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
+//! A BundleEvent of bundle repo-app.
+events::BundleEvent appEvent(const std::string& manifest, Json targets, const std::string& commit = kCommit1) {
+  return scheduler_test::bundleEvent("repo-app", manifest, std::move(targets), commit);
 }
 
 //! A Cluster document as `flotilla apply` stores it.
@@ -60,68 +38,17 @@ std::string clusterDocument(const std::string& name, const std::string& labels_j
   return model::encode(*document).dump();
 }
 
-class ClusterRecordsTest : public harness::HubTest {
+class ClusterRecordsTest : public SchedulerFixture {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(startHub("cluster-records-test"));
     startScheduler();
   }
 
-  void TearDown() override {
-    stopScheduler();
-    stopHub();
-  }
-
   void startScheduler(std::chrono::milliseconds heartbeat_interval = 10s) {
-    metrics_ = std::make_unique<Metrics>("scheduler");
-    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 5s, .retry_base = 100ms, .retry_max = 1s};
+    auto options = testOptions();
     options.heartbeat_interval = heartbeat_interval;
-    auto created = Scheduler::create(hub_, *metrics_, options);
-    ASSERT_TRUE(created.ok()) << created.error().describe();
-    scheduler_ = std::move(created).value();
-    auto started = scheduler_->start();
-    ASSERT_TRUE(started.ok()) << started.error().describe();
-    ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }));
-  }
-
-  void stopScheduler() {
-    if (scheduler_) {
-      scheduler_->stop();
-    }
-    scheduler_.reset();
-  }
-
-  events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
-    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
-    EXPECT_TRUE(reply.ok()) << reply.error().describe();
-    if (!reply.ok()) {
-      return {};
-    }
-    return events::parsePayload<events::RegisterReply>(reply->data()).valueOr(events::RegisterReply{});
-  }
-
-  void publishBundle(const events::BundleEvent& event, const std::string& msg_id_suffix = "") {
-    auto ack = hub_.js->publish(events::bundleSubject(event.workspace, event.bundle), events::encode(event).dump(),
-                                event.id + msg_id_suffix);
-    ASSERT_TRUE(ack.ok()) << ack.error().describe();
-  }
-
-  std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
-                                           std::chrono::milliseconds timeout = 10s) {
-    return harness::fetchPayloads<events::DeployEvent>(
-        consumer, {.count = count, .timeout = timeout, .wait = 200ms},
-        [](const bus::Message& message, const Result<events::DeployEvent>& event) {
-          EXPECT_TRUE(event.ok()) << message.data();
-          return true;
-        });
-  }
-
-  bool noMoreDeploys(bus::PullConsumer& consumer, std::chrono::milliseconds quiet = 700ms) {
-    auto more = deploys(consumer, 1, quiet);
-    for (const auto& event : more) {
-      ADD_FAILURE() << "unexpected DeployEvent: " << events::encode(event).dump();
-    }
-    return more.empty();
+    startSchedulerWith(options);
   }
 
   bool exists(bus::KeyValue& bucket, const std::string& key) { return bucket.get(key).ok(); }
@@ -155,6 +82,16 @@ class ClusterRecordsTest : public harness::HubTest {
     ASSERT_TRUE(ack.ok()) << ack.error().describe();
   }
 
+  //! Registers c-1 (no labels), publishes repo-app for every cluster and reads c-1's DeployEvent into `first`.
+  void deployToC1(bus::PullConsumer& c1, events::DeployEvent& first) {
+    ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+    c1 = harness::agentDurable(hub_, "c-1");
+    publishBundle(appEvent(kManifestA, Json::array()));
+    auto sent = deploys(c1, 1);
+    ASSERT_EQ(sent.size(), 1u);
+    first = sent[0];
+  }
+
   void putTombstone(const std::string& cluster, bool keep_resources) {
     events::ClusterDeregistration tombstone{
         .cluster = cluster, .time = log::nowRfc3339(), .keep_resources = keep_resources};
@@ -168,11 +105,6 @@ class ClusterRecordsTest : public harness::HubTest {
            absent(*hub_.status, events::clusterSummaryKey(cluster)) &&
            absent(*hub_.clusters, events::clusterKey(cluster)) && !scheduler_->cluster(cluster).has_value();
   }
-
-  double metric(std::string_view name, const prometheus::Labels& labels = {}) { return metrics_->value(name, labels); }
-
-  std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Scheduler> scheduler_;
 };
 
 // The hub's labels win over the agent's: a Cluster document re-targets like a registration change, the agent's
@@ -181,7 +113,7 @@ class ClusterRecordsTest : public harness::HubTest {
 TEST_F(ClusterRecordsTest, ClusterDocumentLabelsRetarget) {
   ASSERT_TRUE(registerCluster("c-1", {{"env", "dev"}, {"arch", "arm64"}}).accepted);
   auto c1 = harness::agentDurable(hub_, "c-1");
-  publishBundle(bundleEvent(kManifestA, prodOnly()));
+  publishBundle(appEvent(kManifestA, prodOnly()));
   EXPECT_TRUE(noMoreDeploys(c1));
 
   ASSERT_TRUE(
@@ -209,16 +141,14 @@ TEST_F(ClusterRecordsTest, ClusterDocumentLabelsRetarget) {
 // spec.paused holds new deployments of the cluster (staged in the record, OutOfSync) like a paused bundle, and
 // unpausing releases them.
 TEST_F(ClusterRecordsTest, PausedClusterHoldsNewDeploymentsUntilResumed) {
-  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  auto c1 = harness::agentDurable(hub_, "c-1");
-  publishBundle(bundleEvent(kManifestA, Json::array()));
-  auto first = deploys(c1, 1);
-  ASSERT_EQ(first.size(), 1u);
-  answer(first[0]);
+  bus::PullConsumer c1;
+  events::DeployEvent first;
+  ASSERT_NO_FATAL_FAILURE(deployToC1(c1, first));
+  answer(first);
 
   ASSERT_TRUE(hub_.clusters->put(events::clusterSpecKey("c-1"), clusterDocument("c-1", "{}", true)).ok());
   ASSERT_TRUE(waitFor([&] { return scheduler_->cluster("c-1") && scheduler_->cluster("c-1")->spec.paused; }));
-  publishBundle(bundleEvent(kManifestB, Json::array(), kCommit2));
+  publishBundle(appEvent(kManifestB, Json::array(), kCommit2));
   ASSERT_TRUE(waitFor([&] {
     auto record = scheduler_->deployment("c-1", kWs, "repo-app");
     return record && !record->staged_deployment_id.empty();
@@ -234,19 +164,17 @@ TEST_F(ClusterRecordsTest, PausedClusterHoldsNewDeploymentsUntilResumed) {
   auto released = deploys(c1, 1);
   ASSERT_EQ(released.size(), 1u);
   EXPECT_EQ(released[0].manifest_id, kManifestB);
-  EXPECT_GT(released[0].generation, first[0].generation);
+  EXPECT_GT(released[0].generation, first.generation);
 }
 
 // A connected agent (a recent heartbeat) gets a delete for each deployment (keepResources from the tombstone); the
 // records stay until its report answers the delete, then the cluster's records go; a registration under the name
 // is refused meanwhile and afterwards.
 TEST_F(ClusterRecordsTest, DeregisteringAConnectedClusterDeletesThenRemovesRecordsAsReportsArrive) {
-  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  auto c1 = harness::agentDurable(hub_, "c-1");
-  publishBundle(bundleEvent(kManifestA, Json::array()));
-  auto first = deploys(c1, 1);
-  ASSERT_EQ(first.size(), 1u);
-  answer(first[0]);
+  bus::PullConsumer c1;
+  events::DeployEvent first;
+  ASSERT_NO_FATAL_FAILURE(deployToC1(c1, first));
+  answer(first);
   heartbeat("c-1");
   ASSERT_TRUE(waitFor([&] { return exists(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-app")); }));
   ASSERT_TRUE(waitFor([&] { return !scheduler_->lastHeartbeat("c-1").empty(); }));
@@ -255,7 +183,7 @@ TEST_F(ClusterRecordsTest, DeregisteringAConnectedClusterDeletesThenRemovesRecor
   auto removal = deploys(c1, 1);
   ASSERT_EQ(removal.size(), 1u);
   EXPECT_TRUE(removal[0].remove);
-  EXPECT_GT(removal[0].generation, first[0].generation);
+  EXPECT_GT(removal[0].generation, first.generation);
   EXPECT_TRUE(removal[0].options.getBool("keepResources"));
   EXPECT_EQ(removal[0].options.getString("defaultNamespace"), "app");
   EXPECT_TRUE(exists(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")))
@@ -268,8 +196,8 @@ TEST_F(ClusterRecordsTest, DeregisteringAConnectedClusterDeletesThenRemovesRecor
 
   // A new bundle version does not reach a deregistering cluster, and a late report about the old deployment is not
   // taken for the answer.
-  publishBundle(bundleEvent(kManifestB, Json::array(), kCommit2));
-  answer(first[0], "NotReady");
+  publishBundle(appEvent(kManifestB, Json::array(), kCommit2));
+  answer(first, "NotReady");
   EXPECT_TRUE(noMoreDeploys(c1));
   EXPECT_TRUE(exists(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")));
 
@@ -292,7 +220,7 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);
   auto gone = harness::agentDurable(hub_, "gone-1");
   auto quiet = harness::agentDurable(hub_, "quiet-1");
-  publishBundle(bundleEvent(kManifestA, Json::array()));
+  publishBundle(appEvent(kManifestA, Json::array()));
   ASSERT_EQ(deploys(gone, 1).size(), 1u);
   ASSERT_EQ(deploys(quiet, 1).size(), 1u);
 
@@ -315,11 +243,9 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
 // Removing the tombstone half-way (a Cluster document applied again) withdraws the deregistration: the deployment
 // already told to delete is deployed again, and the agent may register.
 TEST_F(ClusterRecordsTest, AWithdrawnDeregistrationDeploysAgain) {
-  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  auto c1 = harness::agentDurable(hub_, "c-1");
-  publishBundle(bundleEvent(kManifestA, Json::array()));
-  auto first = deploys(c1, 1);
-  ASSERT_EQ(first.size(), 1u);
+  bus::PullConsumer c1;
+  events::DeployEvent first;
+  ASSERT_NO_FATAL_FAILURE(deployToC1(c1, first));
   putTombstone("c-1", false);
   auto removal = deploys(c1, 1);
   ASSERT_EQ(removal.size(), 1u);
@@ -343,10 +269,9 @@ TEST_F(ClusterRecordsTest, AWithdrawnDeregistrationDeploysAgain) {
 // A tombstone written while the scheduler is down is acted on at start: the delete is sent and the records go when
 // it is answered.
 TEST_F(ClusterRecordsTest, ADeregistrationContinuesAfterARestart) {
-  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  auto c1 = harness::agentDurable(hub_, "c-1");
-  publishBundle(bundleEvent(kManifestA, Json::array()));
-  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+  bus::PullConsumer c1;
+  events::DeployEvent first;
+  ASSERT_NO_FATAL_FAILURE(deployToC1(c1, first));
   stopScheduler();
   putTombstone("c-1", false);
   startScheduler();

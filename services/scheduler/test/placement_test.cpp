@@ -1,4 +1,5 @@
-// Unit tests of placement as a pure decision (placement.h): every action, from targeting's answer and the record.
+// Unit tests of placement as a pure decision (placement.h): every action, from targeting's answer, the record and
+// whether the cluster is paused (a Cluster document's spec.paused).
 #include "flotilla/scheduler/placement.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +117,36 @@ TEST(PlacementTest, PausedBundleStages) {
   EXPECT_EQ(decision.record.staged_deployment_id, "m2:o");
   EXPECT_EQ(decision.record.deployment_id, "m1:o");
   EXPECT_EQ(decidePlacement(input(&t, want(), &decision.record)).action, Action::kNothing);
+}
+
+// A paused cluster stages new deployments like a paused bundle, and unpausing releases them; a paused cluster that
+// gets nothing yet has nothing released (the record says what is held).
+TEST(PlacementTest, PausedClusterStagesAndUnpausingReleases) {
+  auto t = targeting();
+  auto record = released();
+  auto in = input(&t, want(), &record);
+  in.cluster_paused = true;
+  auto held = decidePlacement(in);
+  EXPECT_EQ(held.action, Action::kStage);
+  EXPECT_FALSE(held.event.has_value());
+  EXPECT_EQ(held.record.staged_deployment_id, "m2:o");
+  EXPECT_EQ(held.record.deployment_id, "m1:o");
+
+  in.record = &held.record;
+  EXPECT_EQ(decidePlacement(in).action, Action::kNothing) << "staged already";
+
+  in.cluster_paused = false;
+  auto freed = decidePlacement(in);
+  EXPECT_EQ(freed.action, Action::kDeploy);
+  ASSERT_TRUE(freed.event.has_value());
+  EXPECT_EQ(freed.event->deployment_id, "m2:o");
+  EXPECT_TRUE(freed.record.staged_deployment_id.empty());
+
+  in.record = nullptr;
+  in.cluster_paused = true;
+  auto first = decidePlacement(in);
+  EXPECT_EQ(first.action, Action::kStage);
+  EXPECT_TRUE(first.record.deployment_id.empty());
 }
 
 // A per-cluster bundle not rendered for the cluster yet is held, whatever the record says.

@@ -64,18 +64,23 @@ TEST(FlagsTest, OptionsFromFlags) {
   ASSERT_TRUE(options.ok());
   EXPECT_TRUE(options->public_events);
   EXPECT_EQ(options->ack_wait, std::chrono::seconds(30));
+  EXPECT_EQ(options->heartbeat_interval, std::chrono::seconds(30));
   EXPECT_NE(schedulerFlags().at("ack-wait").find("(default 30;"), std::string::npos) << "the help names the default";
 
-  const char* some[] = {"flotilla-scheduler", "--ack-wait", "5", "--public-events=false"};
-  auto parsed = schedulerOptionsFrom(service::Config::parse(4, some, schedulerFlags()).value());
+  const char* some[] = {"flotilla-scheduler",         "--ack-wait", "5", "--public-events=false",
+                        "--agent-heartbeat-interval", "5"};
+  auto parsed = schedulerOptionsFrom(service::Config::parse(6, some, schedulerFlags()).value());
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->ack_wait, std::chrono::seconds(5));
   EXPECT_FALSE(parsed->public_events);
+  EXPECT_EQ(parsed->heartbeat_interval, std::chrono::seconds(5));
 
-  const char* bad[] = {"flotilla-scheduler", "--ack-wait", "soon"};
-  auto failed = schedulerOptionsFrom(service::Config::parse(3, bad, schedulerFlags()).value());
-  ASSERT_FALSE(failed.ok());
-  EXPECT_NE(failed.error().message.find("--ack-wait"), std::string::npos);
+  for (const char* flag : {"--ack-wait", "--agent-heartbeat-interval"}) {
+    const char* bad[] = {"flotilla-scheduler", flag, flag == std::string_view("--ack-wait") ? "soon" : "0"};
+    auto failed = schedulerOptionsFrom(service::Config::parse(3, bad, schedulerFlags()).value());
+    ASSERT_FALSE(failed.ok()) << flag;
+    EXPECT_NE(failed.error().message.find(flag), std::string::npos) << failed.error().message;
+  }
 }
 
 }  // namespace

@@ -18,108 +18,47 @@
 #include "flotilla/model/codec.h"
 #include "flotilla/model/identity.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "scheduler_fixture.h"
 
 namespace flotilla::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the fixture's helpers
 
-const std::string kWs = "fleet-default";
-const std::string kCommit1(40, '1');
-const std::string kCommit2(40, '2');
-const std::string kManifestA(64, 'a');
-const std::string kManifestB(64, 'b');
-
-bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 10s) {
-  return harness::waitUntil(check, timeout);
-}
-
-events::BundleEvent bundleEvent(const std::string& bundle, const std::string& manifest, Json targets,
-                                const std::string& commit = kCommit1) {
-  events::BundleEvent event;
-  event.id = events::bundleMsgId(kWs, bundle, commit, manifest);
-  event.time = log::nowRfc3339();
-  event.workspace = kWs;
-  event.gitrepo = "repo";
-  event.bundle = bundle;
-  event.path = "app";
-  event.commit = commit;
-  event.manifest_id = manifest;
-  event.options = Json::obj({{"defaultNamespace", "app"}});
-  event.targets = std::move(targets);
-  return event;
-}
-
-Json prodOnly() {
-  return Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
-}
-
-class SchedulerTest : public harness::HubTest {
+class SchedulerTest : public SchedulerFixture {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(startHub("scheduler-test"));
     startScheduler();
   }
 
-  void TearDown() override {
-    if (scheduler_) {
-      scheduler_->stop();
-    }
-    scheduler_.reset();
-    stopHub();
-  }
-
   void startScheduler(int64_t max_deliveries = service::kDefaultMaxDeliveries,
                       std::chrono::milliseconds ack_wait = 5s) {
-    metrics_ = std::make_unique<Metrics>("scheduler");
-    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = ack_wait, .retry_base = 100ms, .retry_max = 1s};
+    auto options = testOptions();
+    options.ack_wait = ack_wait;
     options.max_deliveries = max_deliveries;
-    auto created = Scheduler::create(hub_, *metrics_, options);
-    ASSERT_TRUE(created.ok()) << created.error().describe();
-    scheduler_ = std::move(created).value();
-    auto started = scheduler_->start();
-    ASSERT_TRUE(started.ok()) << started.error().describe();
-    ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }));
-  }
-
-  events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
-    auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
-    EXPECT_TRUE(reply.ok()) << reply.error().describe();
-    if (!reply.ok()) {
-      return {};
-    }
-    auto decoded = events::parsePayload<events::RegisterReply>(reply->data());
-    EXPECT_TRUE(decoded.ok());
-    return decoded.ok() ? *decoded : events::RegisterReply{};
-  }
-
-  void publishBundle(const events::BundleEvent& event, const std::string& msg_id_suffix = "") {
-    auto ack = hub_.js->publish(events::bundleSubject(event.workspace, event.bundle), events::encode(event).dump(),
-                                event.id + msg_id_suffix);
-    ASSERT_TRUE(ack.ok()) << ack.error().describe();
+    startSchedulerWith(options);
   }
 
   //! A durable like the agent's: agent-<cluster> on flotilla.deploy.<cluster>.
   bus::PullConsumer agentConsumer(const std::string& cluster) { return harness::agentDurable(hub_, cluster); }
 
-  //! Reads DeployEvents until `count` arrived or `timeout` passed (acking them).
-  std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, size_t count,
-                                           std::chrono::milliseconds timeout = 10s) {
-    return harness::fetchPayloads<events::DeployEvent>(
-        consumer, {.count = count, .timeout = timeout, .wait = 200ms},
-        [](const bus::Message& message, const Result<events::DeployEvent>& event) {
-          EXPECT_TRUE(event.ok()) << message.data();
-          return true;
-        });
-  }
-
-  //! True when nothing more arrives within `quiet`.
-  bool noMoreDeploys(bus::PullConsumer& consumer, std::chrono::milliseconds quiet = 700ms) {
-    auto more = deploys(consumer, 1, quiet);
-    for (const auto& event : more) {
-      ADD_FAILURE() << "unexpected DeployEvent: " << events::encode(event).dump();
-    }
-    return more.empty();
+  //! Registers eu-1 (region=eu) and us-1 (region=us) with their durables, and stores the ClusterGroup "europe" of
+  //! region=eu, leaving the watcher time to see it before a bundle arrives.
+  void europeGroup(bus::PullConsumer& eu, bus::PullConsumer& us, model::ClusterGroup& group) {
+    ASSERT_TRUE(registerCluster("eu-1", {{"region", "eu"}}).accepted);
+    ASSERT_TRUE(registerCluster("us-1", {{"region", "us"}}).accepted);
+    eu = agentConsumer("eu-1");
+    us = agentConsumer("us-1");
+    auto decoded = model::decodeClusterGroup(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1",
+        "kind":"ClusterGroup","metadata":{"name":"europe","namespace":"fleet-default"},
+        "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
+                                                 .value());
+    ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+    group = *decoded;
+    ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(group).dump()).ok());
+    std::this_thread::sleep_for(300ms);
   }
 
   //! The record at `key`; nullopt only when the key is not found (another failed read or a value that is not JSON
@@ -147,31 +86,6 @@ class SchedulerTest : public harness::HubTest {
         timeout);
     return last && check(*last) ? last : std::nullopt;
   }
-
-  double metric(std::string_view name, const prometheus::Labels& labels = {}) { return metrics_->value(name, labels); }
-
-  void publishStatus(const std::string& cluster, const std::string& bundle, const std::string& deployment_id,
-                     int64_t generation, const std::string& state, const std::string& message = "") {
-    static int64_t sequence = 0;
-    ++sequence;
-    events::StatusEvent event{.id = events::statusMsgId(cluster, bundle, deployment_id, state, sequence),
-                              .time = log::nowRfc3339(),
-                              .cluster = cluster,
-                              .workspace = kWs,
-                              .bundle = bundle,
-                              .deployment_id = deployment_id,
-                              .generation = generation,
-                              .sequence = sequence,
-                              .state = state,
-                              .reason = state == "Ready" ? "" : "Test",
-                              .message = message,
-                              .agent_version = "0.1.0"};
-    auto ack = hub_.js->publish(events::statusSubject(cluster, bundle), events::encode(event).dump(), event.id);
-    ASSERT_TRUE(ack.ok()) << ack.error().describe();
-  }
-
-  std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Scheduler> scheduler_;
 };
 
 // Registration: valid clusters are accepted and recorded with labels and versions; bad names and labels are
@@ -344,24 +258,17 @@ TEST_F(SchedulerTest, LateClusterGetsBundlesAndLabelChangeRemovesThem) {
 // ClusterGroup targeting: a group written to clusters/group.<ws>.<name> (as `flotilla apply` does) selects its
 // members; changing the group's selector moves the bundle.
 TEST_F(SchedulerTest, ClusterGroupTargeting) {
-  ASSERT_TRUE(registerCluster("eu-1", {{"region", "eu"}}).accepted);
-  ASSERT_TRUE(registerCluster("us-1", {{"region", "us"}}).accepted);
-  auto eu = agentConsumer("eu-1");
-  auto us = agentConsumer("us-1");
-  auto group = model::decodeClusterGroup(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
-        "metadata":{"name":"europe","namespace":"fleet-default"},
-        "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
-                                             .value());
-  ASSERT_TRUE(group.ok()) << group.error().describe();
-  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(*group).dump()).ok());
-  std::this_thread::sleep_for(300ms);  // let the watcher see the group before the bundle arrives
+  bus::PullConsumer eu;
+  bus::PullConsumer us;
+  model::ClusterGroup group;
+  ASSERT_NO_FATAL_FAILURE(europeGroup(eu, us, group));
 
   publishBundle(bundleEvent("repo-app", kManifestA, Json::parse(R"([{"clusterGroup":"europe"}])").value()));
   ASSERT_EQ(deploys(eu, 1).size(), 1u);
   EXPECT_TRUE(noMoreDeploys(us, 300ms));
 
-  group->spec.selector = model::parseSelector("region=us").value();
-  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(*group).dump()).ok());
+  group.spec.selector = model::parseSelector("region=us").value();
+  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(group).dump()).ok());
   auto to_us = deploys(us, 1);
   ASSERT_EQ(to_us.size(), 1u);
   EXPECT_FALSE(to_us[0].remove);
@@ -911,17 +818,10 @@ TEST_F(SchedulerTest, DeployEventsCarryGitRepoCommitSequenceAndLabels) {
 // A ClusterGroup deleted: every bundle of its workspace is placed again, so clusters matched only through the
 // group get delete DeployEvents; the others are left alone.
 TEST_F(SchedulerTest, DeletedClusterGroupRetargetsEveryBundleOfItsWorkspace) {
-  ASSERT_TRUE(registerCluster("eu-1", {{"region", "eu"}}).accepted);
-  ASSERT_TRUE(registerCluster("us-1", {{"region", "us"}}).accepted);
-  auto eu = agentConsumer("eu-1");
-  auto us = agentConsumer("us-1");
-  auto group = model::decodeClusterGroup(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
-        "metadata":{"name":"europe","namespace":"fleet-default"},
-        "spec":{"selector":{"matchLabels":{"region":"eu"}}}})")
-                                             .value());
-  ASSERT_TRUE(group.ok()) << group.error().describe();
-  ASSERT_TRUE(hub_.clusters->put(events::clusterGroupKey(kWs, "europe"), model::encode(*group).dump()).ok());
-  std::this_thread::sleep_for(300ms);  // let the watcher see the group before the bundles arrive
+  bus::PullConsumer eu;
+  bus::PullConsumer us;
+  model::ClusterGroup group;
+  ASSERT_NO_FATAL_FAILURE(europeGroup(eu, us, group));
   const Json to_europe = Json::parse(R"([{"clusterGroup":"europe"}])").value();
   publishBundle(bundleEvent("repo-one", kManifestA, to_europe));
   publishBundle(bundleEvent("repo-two", kManifestB, to_europe));

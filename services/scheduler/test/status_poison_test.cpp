@@ -16,20 +16,19 @@
 #include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/poll.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "scheduler_fixture.h"
 
 namespace flotilla::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
-
-const std::string kWs = "fleet-default";
-const std::string kManifest(64, 'a');
+using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the fixture's helpers
 
 bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 20s) {
   return harness::waitUntil(check, timeout);
 }
 
-class SchedulerStatusPoisonTest : public harness::HubTest {
+class SchedulerStatusPoisonTest : public SchedulerFixture {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(startHub("status-poison-test"));
@@ -40,10 +39,7 @@ class SchedulerStatusPoisonTest : public harness::HubTest {
   }
 
   void TearDown() override {
-    if (scheduler_) {
-      scheduler_->stop();
-    }
-    scheduler_.reset();
+    stopScheduler();
     log::setSink(nullptr);
     stopHub();
   }
@@ -51,32 +47,17 @@ class SchedulerStatusPoisonTest : public harness::HubTest {
   //! A scheduler whose status durable allows `max_deliveries`; a report ahead of its deployment record is retried
   //! for `ahead_retries` deliveries before it is stored as stale.
   void startScheduler(int64_t max_deliveries, uint64_t ahead_retries) {
-    metrics_ = std::make_unique<Metrics>("scheduler");
-    SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 1s, .retry_base = 100ms, .retry_max = 1s};
+    auto options = testOptions();
+    options.ack_wait = 1s;
     options.max_deliveries = max_deliveries;
     options.ahead_retries = ahead_retries;
-    auto created = Scheduler::create(hub_, *metrics_, options);
-    ASSERT_TRUE(created.ok()) << created.error().describe();
-    scheduler_ = std::move(created).value();
-    auto started = scheduler_->start();
-    ASSERT_TRUE(started.ok()) << started.error().describe();
-    ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }));
+    startSchedulerWith(options);
   }
 
   //! Registers `cluster`, publishes a bundle for every cluster and waits for its deployment record.
   DeploymentRecord deployed(const std::string& cluster, const std::string& bundle) {
     EXPECT_TRUE(harness::requestRegistration(hub_, cluster, kWs, {}).ok());
-    events::BundleEvent event;
-    event.id = events::bundleMsgId(kWs, bundle, std::string(40, '1'), kManifest);
-    event.time = log::nowRfc3339();
-    event.workspace = kWs;
-    event.gitrepo = "repo";
-    event.bundle = bundle;
-    event.path = "app";
-    event.commit = std::string(40, '1');
-    event.manifest_id = kManifest;
-    auto ack = hub_.js->publish(events::bundleSubject(kWs, bundle), events::encode(event).dump(), event.id);
-    EXPECT_TRUE(ack.ok()) << ack.error().describe();
+    publishBundle(bundleEvent(bundle, kManifestA, Json::array()));
     std::optional<DeploymentRecord> record;
     EXPECT_TRUE(waitFor([&] {
       record = scheduler_->deployment(cluster, kWs, bundle);
@@ -86,29 +67,11 @@ class SchedulerStatusPoisonTest : public harness::HubTest {
     return record.value_or(DeploymentRecord{});
   }
 
-  //! Publishes an agent's report; its stream sequence (0 when the publish failed, which fails the test).
+  //! Publishes an agent's report ("test report" unless Ready); its stream sequence (0 when the publish failed).
   uint64_t report(const std::string& cluster, const std::string& bundle, const std::string& deployment_id,
                   int64_t generation, const std::string& state, events::StatusEvent* sent = nullptr) {
-    static int64_t sequence = 0;
-    ++sequence;
-    events::StatusEvent event{.id = events::statusMsgId(cluster, bundle, deployment_id, state, sequence),
-                              .time = log::nowRfc3339(),
-                              .cluster = cluster,
-                              .workspace = kWs,
-                              .bundle = bundle,
-                              .deployment_id = deployment_id,
-                              .generation = generation,
-                              .sequence = sequence,
-                              .state = state,
-                              .reason = state == "Ready" ? "" : "Test",
-                              .message = state == "Ready" ? "" : "test report",
-                              .agent_version = "0.1.0"};
-    if (sent != nullptr) {
-      *sent = event;
-    }
-    auto ack = hub_.js->publish(events::statusSubject(cluster, bundle), events::encode(event).dump(), event.id);
-    EXPECT_TRUE(ack.ok()) << ack.error().describe();
-    return ack.ok() ? ack->sequence : 0;
+    return publishStatus(cluster, bundle, deployment_id, generation, state, state == "Ready" ? "" : "test report",
+                         sent);
   }
 
   //! The stored report state of (cluster, bundle) ("" while there is none).
@@ -153,6 +116,18 @@ class SchedulerStatusPoisonTest : public harness::HubTest {
     EXPECT_NE(event->data().find(record.msg_id), std::string::npos) << event->data();
   }
 
+  //! The c-1/repo-app report `poison`, at `sequence`, was terminated after 3 deliveries (`because` in its message)
+  //! and reported.
+  void expectTerminated(uint64_t sequence, const events::StatusEvent& poison, std::string_view because) {
+    auto record = terminatedRecord(sequence);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->msg_id, poison.id);
+    EXPECT_EQ(record->subject, events::statusSubject("c-1", "repo-app"));
+    EXPECT_EQ(record->deliveries, 3u);
+    EXPECT_NE(record->message.find(because), std::string::npos) << record->message;
+    ASSERT_NO_FATAL_FAILURE(expectReported(*record));
+  }
+
   bool loggedTermination(const events::MessageTerminated& record) {
     std::lock_guard lock(log_mutex_);
     for (const auto& line : log_lines_) {
@@ -165,8 +140,6 @@ class SchedulerStatusPoisonTest : public harness::HubTest {
     return false;
   }
 
-  std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<Scheduler> scheduler_;
   std::mutex log_mutex_;
   std::vector<std::string> log_lines_;
 };
@@ -186,14 +159,8 @@ TEST_F(SchedulerStatusPoisonTest, AReportThatAlwaysFailsIsTerminatedAndReportedW
   report("c-1", "repo-web", web.deployment_id, web.generation, "Ready");
   EXPECT_TRUE(waitFor([&] { return storedState("c-1", "repo-web") == "Ready"; })) << "the other report was not stored";
 
-  auto record = terminatedRecord(sequence);
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->msg_id, poison.id);
-  EXPECT_EQ(record->subject, events::statusSubject("c-1", "repo-app"));
-  EXPECT_EQ(record->deliveries, 3u);
-  EXPECT_NE(record->message.find("gave up after 3 deliveries"), std::string::npos) << record->message;
+  ASSERT_NO_FATAL_FAILURE(expectTerminated(sequence, poison, "gave up after 3 deliveries"));
   EXPECT_EQ(metrics_->value("status_events_total", {{"result", "ahead"}}), 3);
-  ASSERT_NO_FATAL_FAILURE(expectReported(*record));
   EXPECT_EQ(storedState("c-1", "repo-app"), "") << "the poison report must not be stored";
 
   // Still serving: the agent's report about the deployment the record holds is stored.
@@ -223,13 +190,7 @@ TEST_F(SchedulerStatusPoisonTest, AReportThatKillsTheSchedulerIsTerminatedAndRep
   crashing = bus::PullConsumer();
 
   ASSERT_NO_FATAL_FAILURE(startScheduler(2, 5));
-  auto record = terminatedRecord(sequence);
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->msg_id, poison.id);
-  EXPECT_EQ(record->subject, events::statusSubject("c-1", "repo-app"));
-  EXPECT_EQ(record->deliveries, 3u);
-  EXPECT_NE(record->message.find("did not survive"), std::string::npos) << record->message;
-  ASSERT_NO_FATAL_FAILURE(expectReported(*record));
+  ASSERT_NO_FATAL_FAILURE(expectTerminated(sequence, poison, "did not survive"));
 
   const auto app = deployed("c-1", "repo-app");
   report("c-1", "repo-app", app.deployment_id, app.generation, "Ready");
