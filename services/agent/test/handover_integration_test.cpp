@@ -3,10 +3,9 @@
 // before and after, a double claim released by the first owner, holds and their expiry, the crash points of the
 // protocol (each simulated by running the steps up to it, then handling the same event with a fresh
 // DeployHandler, as a restarted agent would), and dependsOn by selector, woken by the dependency's state.
-#include "agent_fixture.h"
 #include "flotilla/agent/ownership.h"
-#include "flotilla/agent/released.h"
 #include "flotilla/core/time.h"
+#include "handler_rig.h"
 
 namespace flotilla::agent {
 namespace {
@@ -21,35 +20,9 @@ struct BundleFacts {
   Json depends_on = Json::array();
 };
 
-//! A DeployHandler of its own, as a freshly started agent has: nothing in memory, everything read from the cluster.
-struct HandlerRig {
-  HandlerRig(const std::shared_ptr<kube::KubeClient>& kube, const std::shared_ptr<bus::JetStream>& js,
-             const std::string& cluster, const std::string& agent_namespace, DeployHandlerOptions options)
-      : applier(*kube, ApplierOptions{}, metrics, [] { return false; }),
-        inventories(*kube, agent_namespace),
-        manifests(js->connection(), cluster, metrics),
-        publisher(js, cluster, metrics) {
-    options.wake = [this] { ++wakes; };
-    handler = std::make_unique<DeployHandler>(cluster, applier, inventories, manifests, publisher, metrics, options);
-  }
-  Outcome handle(const events::DeployEvent& event) { return handler->handleEvent(event, Delivery{}); }
-
-  Metrics metrics{"agent"};
-  Applier applier;
-  InventoryStore inventories;
-  ManifestSource manifests;
-  StatusPublisher publisher;
-  std::unique_ptr<DeployHandler> handler;
-  int wakes = 0;
-};
-
-class HandoverTest : public AgentTest {
+class HandoverTest : public ConfigMapBundlesTest {
  protected:
-  void SetUp() override {
-    AgentTest::SetUp();
-    ns_ = unique("ho");
-    options_ = Json::obj({{"defaultNamespace", ns_}});
-  }
+  HandoverTest() : ConfigMapBundlesTest("ho") {}
 
   //! The next DeployEvent of `bundle` with `objects`, not published.
   events::DeployEvent event(const std::string& bundle, const std::vector<Json>& objects, const BundleFacts& facts = {},
@@ -81,50 +54,66 @@ class HandoverTest : public AgentTest {
     options.retry.release_hold = hold;
     startAgent(nullptr, true, options);
   }
-  std::unique_ptr<HandlerRig> rig(DeployHandlerOptions options = {.release_hold = milliseconds(0)}) {
-    return std::make_unique<HandlerRig>(kube_, js_, cluster_name_, agent_namespace_, options);
-  }
-  std::vector<ReleasedObject> held() {
-    Metrics metrics("agent");
-    auto loaded = ReleasedStore(*kube_, agent_namespace_, metrics).load();
-    EXPECT_TRUE(loaded.ok()) << loaded.error().describe();
-    return loaded.ok() ? *loaded : std::vector<ReleasedObject>();
-  }
   std::string uid(const std::string& name) { return uidOf("v1", "ConfigMap", ns_, name); }
-  std::string owner(const std::string& name) { return ownerOfLive("v1", "ConfigMap", ns_, name); }
-  std::string bundleOwner(const std::string& bundle) { return workspace_ + "/" + bundle; }
   bool lists(const std::string& bundle, const std::string& name) {
     auto inv = inventory(bundle);
     return inv && inv->lists({"v1", "ConfigMap", ns_, name});
   }
-  static Json cm(const std::string& name, const std::string& value = "v") {
-    return configMap(name, "", {{"k", value}});
+  //! Sends `objects` as `bundle` and waits until it is Ready; the UID of ConfigMap "o" then ("" when not Ready).
+  std::string readyWithO(const std::string& bundle, const std::vector<Json>& objects, const BundleFacts& facts = {}) {
+    sendReady(bundle, objects, facts);
+    return HasFatalFailure() ? std::string() : uid("o");
+  }
+  //! Starts the agent, then readyWithO.
+  std::string startOwningO(const std::string& bundle, const std::vector<Json>& objects, const BundleFacts& facts = {}) {
+    startRegisteredAgent();
+    return readyWithO(bundle, objects, facts);
+  }
+  void sendReady(const std::string& bundle, const std::vector<Json>& objects, const BundleFacts& facts = {}) {
+    send(bundle, objects, facts);
+    ASSERT_TRUE(status_.waitForState(bundle, "Ready")) << bundle;
+  }
+  //! `bundle` deploys ConfigMaps "o" and "keep", then a deployment without "o"; the UID "o" had ("" on a failure).
+  std::string releasesO(const std::string& bundle) {
+    std::string before = readyWithO(bundle, {cm("o"), cm("keep")});
+    sendReady(bundle, {cm("keep")});
+    return HasFatalFailure() ? std::string() : before;
+  }
+  //! `rig` handles a deployment of ConfigMaps "o" (k=a) and "keep" as `bundle`; the UID "o" then has.
+  std::string appliedWithO(HandlerRig& rig, const std::string& bundle) {
+    EXPECT_EQ(rig.handle(event(bundle, {cm("o", "a"), cm("keep")})).result, "applied");
+    return uid("o");
+  }
+  //! Sends `objects` as `claimant`: its first status is Ready, and ConfigMap "o" is its, with the UID `before`.
+  void expectAdopted(const std::string& claimant, const std::vector<Json>& objects, const std::string& before,
+                     const BundleFacts& facts = {}, const Json& options = Json()) {
+    send(claimant, objects, facts, options);
+    auto first = next(claimant);
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->state, "Ready") << first->message;
+    EXPECT_EQ(uid("o"), before);
+    EXPECT_EQ(owner("o"), bundleOwner(claimant));
+  }
+  //! Applies ConfigMap "o" (data k=`value`) annotated as `bundle`'s, as a claim's apply step does.
+  void annotateO(const std::string& bundle, const std::string& value) {
+    Json annotated = configMap("o", ns_, {{"k", value}});
+    annotated["metadata"]["annotations"][kBundleAnnotation] = bundleOwner(bundle);
+    ASSERT_TRUE(kube_->apply(annotated, kube::ApplyOptions{.field_manager = std::string(kFieldManager)}).ok());
   }
   static Json selectorOn(const std::string& key, const std::string& value) {
     return Json(Json::Array{Json::obj({{"selector", Json::obj({{"matchLabels", Json::obj({{key, value}})}})}})});
   }
-
-  std::string ns_;
-  Json options_;
 };
 
 // Rule stale: the owner named by the annotation has no inventory (here: it was lost). The object is taken over in
 // one step, its UID unchanged, and the new bundle's first status is Ready.
 TEST_F(HandoverTest, StaleOwnerIsTakenOverKeepingTheUid) {
-  startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {cm("o", "a")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
+  std::string before = startOwningO(a, {cm("o", "a")});
   ASSERT_FALSE(before.empty());
   ASSERT_TRUE(kube_->remove("v1", "ConfigMap", agent_namespace_, inventoryName(workspace_, a)).ok());
-  send(b, {cm("o", "b")});
-  auto first = next(b);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->state, "Ready") << first->message;
-  EXPECT_EQ(uid("o"), before);
-  EXPECT_EQ(owner("o"), bundleOwner(b));
+  ASSERT_NO_FATAL_FAILURE(expectAdopted(b, {cm("o", "b")}, before));
   EXPECT_EQ(get("v1", "ConfigMap", ns_, "o")->at({"data", "k"})->asString(), "b");
   EXPECT_EQ(metric("handovers_total", {{"rule", "stale"}}), 1);
 }
@@ -135,11 +124,8 @@ TEST_F(HandoverTest, HeldObjectIsAdoptedKeepingTheUid) {
   startWithHold(seconds(60));
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {cm("o"), cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
-  send(a, {cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
+  std::string before = releasesO(a);
+  ASSERT_FALSE(before.empty());
   EXPECT_EQ(uid("o"), before) << "a held object is not deleted";
   EXPECT_FALSE(lists(a, "o"));
   auto holds = held();
@@ -150,12 +136,7 @@ TEST_F(HandoverTest, HeldObjectIsAdoptedKeepingTheUid) {
   EXPECT_EQ(metric("objects_pruned_total", {{"result", "held"}}), 1);
   EXPECT_EQ(metric("released_objects"), 1);
 
-  send(b, {cm("o", "b")});
-  auto first = next(b);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->state, "Ready") << first->message;
-  EXPECT_EQ(uid("o"), before);
-  EXPECT_EQ(owner("o"), bundleOwner(b));
+  ASSERT_NO_FATAL_FAILURE(expectAdopted(b, {cm("o", "b")}, before));
   EXPECT_EQ(metric("handovers_total", {{"rule", "released"}}), 1);
   EXPECT_TRUE(held().empty());
   EXPECT_EQ(metric("released_objects"), 0);
@@ -165,10 +146,7 @@ TEST_F(HandoverTest, HeldObjectIsAdoptedKeepingTheUid) {
 TEST_F(HandoverTest, ExpiredHoldIsDeleted) {
   startWithHold(seconds(1));
   std::string a = unique("a");
-  send(a, {cm("o"), cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  send(a, {cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
+  ASSERT_FALSE(releasesO(a).empty());
   ASSERT_TRUE(eventually([&] { return absent("v1", "ConfigMap", ns_, "o"); }, seconds(20)));
   EXPECT_TRUE(exists("v1", "ConfigMap", ns_, "keep"));
   EXPECT_TRUE(eventually([&] { return metric("released_deleted_total") == 1; }, seconds(5)));
@@ -180,10 +158,7 @@ TEST_F(HandoverTest, ExpiredHoldIsDeleted) {
 TEST_F(HandoverTest, HoldZeroPrunesAtOnce) {
   startRegisteredAgent();
   std::string a = unique("a");
-  send(a, {cm("o"), cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  send(a, {cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
+  ASSERT_FALSE(releasesO(a).empty());
   EXPECT_TRUE(absent("v1", "ConfigMap", ns_, "o"));
   EXPECT_TRUE(absent("v1", "ConfigMap", agent_namespace_, std::string(kReleasedName)));
   EXPECT_EQ(metric("objects_pruned_total", {{"result", "deleted"}}), 1);
@@ -192,20 +167,13 @@ TEST_F(HandoverTest, HoldZeroPrunesAtOnce) {
 // Rule newer-commit: within one GitRepo the newer commit says whose the object is; an older commit never takes
 // from a newer one, and another GitRepo never takes by commit order (both are conflicts naming both bundles).
 TEST_F(HandoverTest, NewerCommitTakesOverAndOlderNeverDoes) {
-  startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
   std::string c = unique("c");
   std::string d = unique("d");
-  send(a, {cm("o", "a"), cm("a-own")}, {.gitrepo = "repo", .commit_sequence = 5});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
-  send(b, {cm("o", "b")}, {.gitrepo = "repo", .commit_sequence = 7});
-  auto taken = next(b);
-  ASSERT_TRUE(taken);
-  EXPECT_EQ(taken->state, "Ready") << taken->message;
-  EXPECT_EQ(uid("o"), before);
-  EXPECT_EQ(owner("o"), bundleOwner(b));
+  std::string before = startOwningO(a, {cm("o", "a"), cm("a-own")}, {.gitrepo = "repo", .commit_sequence = 5});
+  ASSERT_FALSE(before.empty());
+  ASSERT_NO_FATAL_FAILURE(expectAdopted(b, {cm("o", "b")}, before, {.gitrepo = "repo", .commit_sequence = 7}));
   EXPECT_FALSE(lists(a, "o"));
   EXPECT_TRUE(lists(a, "a-own"));
   EXPECT_EQ(metric("handovers_total", {{"rule", "newer-commit"}}), 1);
@@ -233,18 +201,13 @@ TEST_F(HandoverTest, NewerCommitTakesOverAndOlderNeverDoes) {
 
 // Rule forced: takeOwnership takes the object from a live owner; the old owner's inventory drops it.
 TEST_F(HandoverTest, ForcedTakesOverKeepingTheUid) {
-  startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {cm("o", "a"), cm("a-own")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
-  send(b, {cm("o", "b")}, {}, Json::obj({{"defaultNamespace", ns_}, {"helm", Json::obj({{"takeOwnership", true}})}}));
-  auto first = next(b);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->state, "Ready") << first->message;
-  EXPECT_EQ(uid("o"), before);
-  EXPECT_EQ(owner("o"), bundleOwner(b));
+  std::string before = startOwningO(a, {cm("o", "a"), cm("a-own")});
+  ASSERT_FALSE(before.empty());
+  ASSERT_NO_FATAL_FAILURE(
+      expectAdopted(b, {cm("o", "b")}, before, {},
+                    Json::obj({{"defaultNamespace", ns_}, {"helm", Json::obj({{"takeOwnership", true}})}})));
   EXPECT_FALSE(lists(a, "o"));
   EXPECT_EQ(metric("handovers_total", {{"rule", "forced"}}), 1);
 }
@@ -254,12 +217,10 @@ TEST_F(HandoverTest, ForcedTakesOverKeepingTheUid) {
 // handed over, not deleted, and the claimant is woken and Ready without a new DeployEvent. Its status stream is
 // exactly ErrApplied, Ready.
 TEST_F(HandoverTest, DoubleClaimRecoversWhenTheFirstReleases) {
-  startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {cm("o", "a"), cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
+  std::string before = startOwningO(a, {cm("o", "a"), cm("keep")});
+  ASSERT_FALSE(before.empty());
   send(b, {cm("o", "b"), cm("p")});
   auto conflict = next(b);
   ASSERT_TRUE(conflict);
@@ -278,8 +239,7 @@ TEST_F(HandoverTest, DoubleClaimRecoversWhenTheFirstReleases) {
       },
       seconds(10)));
 
-  send(a, {cm("keep")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
+  ASSERT_NO_FATAL_FAILURE(sendReady(a, {cm("keep")}));
   auto ready = next(b);
   ASSERT_TRUE(ready) << "the claimant was not woken";
   EXPECT_EQ(ready->state, "Ready") << ready->message;
@@ -305,12 +265,10 @@ TEST_F(HandoverTest, DoubleClaimRecoversWhenTheFirstReleases) {
 // The first owner deleted (a GitRepo renamed by creating the new one and deleting the old): its cascade hands the
 // claimed object over instead of deleting it, and prunes the rest.
 TEST_F(HandoverTest, DeleteHandsClaimedObjectsOver) {
-  startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {cm("o", "a"), cm("a-only")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
+  std::string before = startOwningO(a, {cm("o", "a"), cm("a-only")});
+  ASSERT_FALSE(before.empty());
   send(b, {cm("o", "b")});
   auto conflict = next(b);
   ASSERT_TRUE(conflict);
@@ -329,21 +287,15 @@ TEST_F(HandoverTest, DeleteHandsClaimedObjectsOver) {
 
 // keepResources orphans the objects (left as they are); a later claim adopts them (rule stale), UID kept.
 TEST_F(HandoverTest, KeepResourcesOrphansAndAClaimAdopts) {
-  startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {cm("o", "a")});
-  ASSERT_TRUE(status_.waitForState(a, "Ready"));
-  std::string before = uid("o");
+  std::string before = startOwningO(a, {cm("o", "a")});
+  ASSERT_FALSE(before.empty());
   sendDelete(a, Json::obj({{"keepResources", true}}));
   ASSERT_TRUE(status_.waitFor(a, [](const events::StatusEvent& s) { return s.reason == "Orphaned"; }));
   EXPECT_EQ(owner("o"), bundleOwner(a));
   EXPECT_TRUE(held().empty());
-  send(b, {cm("o", "b")});
-  auto first = next(b);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->state, "Ready") << first->message;
-  EXPECT_EQ(uid("o"), before);
+  ASSERT_NO_FATAL_FAILURE(expectAdopted(b, {cm("o", "b")}, before));
   EXPECT_EQ(metric("handovers_total", {{"rule", "stale"}}), 1);
 }
 
@@ -352,18 +304,16 @@ TEST_F(HandoverTest, KeepResourcesOrphansAndAClaimAdopts) {
 // drops O from A's list without pruning it.
 TEST_F(HandoverTest, CrashAfterClaimAppliedConverges) {
   std::string a = unique("a");
-  std::string b = unique("b");
   auto first = rig();
-  ASSERT_EQ(first->handle(event(a, {cm("o", "a"), cm("keep")})).result, "applied");
-  std::string before = uid("o");
+  std::string before = appliedWithO(*first, a);
+  ASSERT_FALSE(HasFailure());
+  std::string b = unique("b");
   auto claim = event(b, {cm("o", "b")});
   // B's steps up to the crash point.
   ASSERT_TRUE(first->inventories
                   .save(Inventory{.workspace = workspace_, .bundle = b, .objects = {{"v1", "ConfigMap", ns_, "o"}}})
                   .ok());
-  Json annotated = configMap("o", ns_, {{"k", "b"}});
-  annotated["metadata"]["annotations"][kBundleAnnotation] = bundleOwner(b);
-  ASSERT_TRUE(kube_->apply(annotated, kube::ApplyOptions{.field_manager = std::string(kFieldManager)}).ok());
+  ASSERT_NO_FATAL_FAILURE(annotateO(b, "b"));
   first.reset();
 
   auto restarted = rig();
@@ -385,8 +335,8 @@ TEST_F(HandoverTest, CrashAfterReleaseDroppedConverges) {
   std::string a = unique("a");
   std::string b = unique("b");
   auto first = rig();
-  ASSERT_EQ(first->handle(event(a, {cm("o", "a"), cm("keep")})).result, "applied");
-  std::string before = uid("o");
+  std::string before = appliedWithO(*first, a);
+  ASSERT_FALSE(HasFailure());
   auto claim = event(b, {cm("o", "b")});
   auto parked = first->handle(claim);
   EXPECT_EQ(parked.action, Outcome::Action::kWait);
@@ -457,9 +407,7 @@ TEST_F(HandoverTest, ReaperSparesAdoptedObjects) {
   ASSERT_EQ(handler->handle(event(a, {cm("keep")})).result, "applied");
   ASSERT_EQ(held().size(), 2u);
   // "o" adopted by another writer's annotation change (as after a crash mid-claim), "back" re-wanted by A.
-  Json annotated = configMap("o", ns_, {{"k", "v"}});
-  annotated["metadata"]["annotations"][kBundleAnnotation] = bundleOwner(b);
-  ASSERT_TRUE(kube_->apply(annotated, kube::ApplyOptions{.field_manager = std::string(kFieldManager)}).ok());
+  ASSERT_NO_FATAL_FAILURE(annotateO(b, "v"));
   ASSERT_EQ(handler->handle(event(a, {cm("keep"), cm("back")})).result, "applied");
   clock.advance(std::chrono::minutes(2));
   EXPECT_EQ(*handler->handler->reapReleased(), 0u);

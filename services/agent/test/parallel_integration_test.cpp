@@ -3,63 +3,17 @@
 // Established) or one waiting for a dependency never holds up another; and bundles that claim and release the same
 // objects at the same moment (two handler calls racing, no consumer in between) end with one owner per object, listed
 // in that owner's inventory only (the lock order is in deploy_handler.h).
-#include <latch>
-
-#include "agent_fixture.h"
-#include "flotilla/agent/released.h"
+#include "handler_rig.h"
 
 namespace flotilla::agent {
 namespace {
 
 using namespace flotilla::agent::testing;  // NOLINT(google-build-using-namespace): the fixture's helpers
 
-//! A DeployHandler of its own, called directly from several threads at once.
-struct Rig {
-  Rig(const std::shared_ptr<kube::KubeClient>& kube, const std::shared_ptr<bus::JetStream>& js,
-      const std::string& cluster, const std::string& agent_namespace, std::chrono::milliseconds hold)
-      : applier(*kube, ApplierOptions{}, metrics, [] { return false; }),
-        inventories(*kube, agent_namespace),
-        manifests(js->connection(), cluster, metrics),
-        publisher(js, cluster, metrics) {
-    handler = std::make_unique<DeployHandler>(cluster, applier, inventories, manifests, publisher, metrics,
-                                              DeployHandlerOptions{.release_hold = hold});
-  }
-  //! Handles `events` on one thread each, all started together; the outcomes in the same order.
-  std::vector<Outcome> race(const std::vector<events::DeployEvent>& events) {
-    std::vector<Outcome> outcomes(events.size());
-    std::latch start(static_cast<std::ptrdiff_t>(events.size()));
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < events.size(); ++i) {
-      threads.emplace_back([&, i] {
-        start.arrive_and_wait();
-        outcomes[i] = handler->handleEvent(events[i], Delivery{});
-      });
-    }
-    for (auto& thread : threads) {
-      thread.join();
-    }
-    return outcomes;
-  }
-
-  Metrics metrics{"agent"};
-  Applier applier;
-  InventoryStore inventories;
-  ManifestSource manifests;
-  StatusPublisher publisher;
-  std::unique_ptr<DeployHandler> handler;
-};
-
-class ParallelTest : public AgentTest {
+class ParallelTest : public ConfigMapBundlesTest {
  protected:
-  void SetUp() override {
-    AgentTest::SetUp();
-    ns_ = unique("par");
-    options_ = Json::obj({{"defaultNamespace", ns_}});
-  }
+  ParallelTest() : ConfigMapBundlesTest("par") {}
 
-  static Json cm(const std::string& name, const std::string& value = "v") {
-    return configMap(name, "", {{"k", value}});
-  }
   static std::vector<Json> cms(const std::string& prefix, int n) {
     std::vector<Json> out;
     for (int i = 0; i < n; ++i) {
@@ -67,21 +21,7 @@ class ParallelTest : public AgentTest {
     }
     return out;
   }
-  std::unique_ptr<Rig> rig(milliseconds hold) {
-    return std::make_unique<Rig>(kube_, js_, cluster_name_, agent_namespace_, hold);
-  }
-  std::string owner(const std::string& name) { return ownerOfLive("v1", "ConfigMap", ns_, name); }
-  std::string bundleOwner(const std::string& bundle) { return workspace_ + "/" + bundle; }
   ObjectRef ref(const std::string& name) { return ObjectRef{"v1", "ConfigMap", ns_, name}; }
-  std::vector<ReleasedObject> held() {
-    Metrics metrics("agent");
-    auto loaded = ReleasedStore(*kube_, agent_namespace_, metrics).load();
-    EXPECT_TRUE(loaded.ok()) << loaded.error().describe();
-    return loaded.ok() ? *loaded : std::vector<ReleasedObject>();
-  }
-
-  std::string ns_;
-  Json options_;
 };
 
 // A bundle stuck in its CRD wait (a CRD that never gets Established, --crd-timeout 120s) does not hold up another
@@ -159,7 +99,7 @@ TEST_F(ParallelTest, OneBundlesDeploysRunInOrder) {
 // (its annotation), listed in that bundle's inventory and claimed by the other; when one bundle is deleted, the
 // other takes every object over.
 TEST_F(ParallelTest, TwoBundlesClaimingTheSameObjectsAtOnceEndWithOneOwnerEach) {
-  auto r = rig(milliseconds(0));
+  auto r = rig();
   const std::string x = unique("x");
   const std::string y = unique("y");
   const auto objects = cms("o", 12);
@@ -201,7 +141,7 @@ TEST_F(ParallelTest, TwoBundlesClaimingTheSameObjectsAtOnceEndWithOneOwnerEach) 
 TEST_F(ParallelTest, ARaceBetweenReleaseAndClaimConverges) {
   for (auto hold : {milliseconds(0), milliseconds(60000)}) {
     SCOPED_TRACE("hold " + std::to_string(hold.count()) + " ms");
-    auto r = rig(hold);
+    auto r = rig({.release_hold = hold});
     const std::string a = unique("a");
     const std::string b = unique("b");
     const std::string prefix = "m" + randomHex(2) + "-";
