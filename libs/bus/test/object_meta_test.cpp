@@ -23,15 +23,18 @@ TEST(BusObjectMetaTest, DigestIsBase64UrlPaddedSha256) {
   EXPECT_EQ(objectDigest(sha256Raw("")), "SHA-256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=");
 }
 
+ObjectInfo sampleInfo() {
+  return ObjectInfo{.name = "bundle/x.json",
+                    .bucket = "manifests",
+                    .nuid = "n1",
+                    .size = 300000,
+                    .chunks = 3,
+                    .digest = "SHA-256=abc=",
+                    .mtime = "2026-01-02T03:04:05.678Z"};
+}
+
 TEST(BusObjectMetaTest, EncodeWritesTheStandardFields) {
-  ObjectInfo info{.name = "bundle/x.json",
-                  .bucket = "manifests",
-                  .nuid = "n1",
-                  .size = 300000,
-                  .chunks = 3,
-                  .digest = "SHA-256=abc=",
-                  .mtime = "2026-01-02T03:04:05.678Z"};
-  auto json = Json::parse(encodeObjectMeta(info));
+  auto json = Json::parse(encodeObjectMeta(sampleInfo()));
   ASSERT_TRUE(json.ok());
   EXPECT_EQ(json->getString("name"), "bundle/x.json");
   EXPECT_EQ(json->getString("bucket"), "manifests");
@@ -47,19 +50,13 @@ TEST(BusObjectMetaTest, EncodeWritesTheStandardFields) {
 }
 
 TEST(BusObjectMetaTest, DecodeRoundTripsAndReadsOtherClientsFields) {
-  ObjectInfo info{.name = "a",
-                  .bucket = "b",
-                  .nuid = "n",
-                  .size = 5,
-                  .chunks = 1,
-                  .digest = "SHA-256=x",
-                  .mtime = "2026-01-01T00:00:00Z",
-                  .deleted = true};
+  ObjectInfo info = sampleInfo();
+  info.deleted = true;
   auto decoded = decodeObjectMeta(encodeObjectMeta(info));
   ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
-  EXPECT_EQ(decoded->name, "a");
-  EXPECT_EQ(decoded->size, 5u);
-  EXPECT_EQ(decoded->chunks, 1u);
+  EXPECT_EQ(decoded->name, "bundle/x.json");
+  EXPECT_EQ(decoded->size, 300000u);
+  EXPECT_EQ(decoded->chunks, 3u);
   EXPECT_TRUE(decoded->deleted);
   EXPECT_EQ(decoded->max_chunk_size, kObjectChunkSize);
 
@@ -81,22 +78,21 @@ TEST(BusObjectMetaTest, DecodeRejectsMalformedMeta) {
 }
 
 TEST(BusObjectMetaTest, BucketNames) {
-  EXPECT_TRUE(isValidBucketName("manifests"));
-  EXPECT_TRUE(isValidBucketName("a-b_C9"));
-  EXPECT_FALSE(isValidBucketName(""));
-  EXPECT_FALSE(isValidBucketName("a.b"));
-  EXPECT_FALSE(isValidBucketName("a b"));
+  for (const char* name : {"manifests", "a-b_C9"}) {
+    EXPECT_TRUE(isValidBucketName(name)) << name;
+  }
+  for (const char* name : {"", "a.b", "a b"}) {
+    EXPECT_FALSE(isValidBucketName(name)) << name;
+  }
 }
 
 TEST(BusKvKeyTest, AllowedCharacters) {
-  EXPECT_TRUE(isValidKvKey("gitrepos.default.my-repo"));
-  EXPECT_TRUE(isValidKvKey("a/b_c=d-e.F9"));
-  EXPECT_FALSE(isValidKvKey(""));
-  EXPECT_FALSE(isValidKvKey(".a"));
-  EXPECT_FALSE(isValidKvKey("a."));
-  EXPECT_FALSE(isValidKvKey("a b"));
-  EXPECT_FALSE(isValidKvKey("a*"));
-  EXPECT_FALSE(isValidKvKey("a>"));
+  for (const char* key : {"gitrepos.default.my-repo", "a/b_c=d-e.F9"}) {
+    EXPECT_TRUE(isValidKvKey(key)) << key;
+  }
+  for (const char* key : {"", ".a", "a.", "a b", "a*", "a>"}) {
+    EXPECT_FALSE(isValidKvKey(key)) << key;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "flotilla/kube/kubeconfig.h"
 
 #include <cstdlib>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -29,6 +30,13 @@ class KubeconfigTest : public ::testing::Test {
   testing::TempDir temp_{"flotilla-kubeconfig-test"};
   const std::string dir_ = temp_.path();
 };
+
+//! The string fields of `c`: context, host, port, hostPort(), base path, default namespace, CA, client certificate
+//! and key, token, token file, TLS server name.
+std::vector<std::string> fieldsOf(const Kubeconfig& c) {
+  return {c.context,         c.host,           c.port,  c.hostPort(), c.base_path,      c.default_namespace, c.ca_pem,
+          c.client_cert_pem, c.client_key_pem, c.token, c.token_file, c.tls_server_name};
+}
 
 constexpr const char* kTwoContexts = R"(apiVersion: v1
 kind: Config
@@ -62,31 +70,17 @@ contexts:
 TEST_F(KubeconfigTest, CurrentContextWithRelativeFiles) {
   auto config = load(kTwoContexts);
   ASSERT_TRUE(config.ok()) << config.error().describe();
-  EXPECT_EQ(config->context, "certs");
-  EXPECT_EQ(config->host, "127.0.0.1");
-  EXPECT_EQ(config->port, "6443");
-  EXPECT_EQ(config->base_path, "");
-  EXPECT_EQ(config->ca_pem, "CA PEM");
-  EXPECT_EQ(config->client_cert_pem, "CERT PEM");
-  EXPECT_EQ(config->client_key_pem, "KEY PEM");
-  EXPECT_EQ(config->default_namespace, "team-a");
-  EXPECT_TRUE(config->token.empty());
-  EXPECT_EQ(config->hostPort(), "127.0.0.1:6443");
+  EXPECT_EQ(fieldsOf(*config), (std::vector<std::string>{"certs", "127.0.0.1", "6443", "127.0.0.1:6443", "", "team-a",
+                                                         "CA PEM", "CERT PEM", "KEY PEM", "", "", ""}));
 }
 
 // An explicit context; inline CA data, a token file, default port and namespace, a path prefix.
 TEST_F(KubeconfigTest, NamedContextWithDataAndTokenFile) {
   auto config = load(kTwoContexts, "robot");
   ASSERT_TRUE(config.ok()) << config.error().describe();
-  EXPECT_EQ(config->host, "kube.example.com");
-  EXPECT_EQ(config->port, "443");
-  EXPECT_EQ(config->base_path, "/prefix");
-  EXPECT_EQ(config->ca_pem, "REMOTE CA");
-  EXPECT_EQ(config->tls_server_name, "api.internal");
-  EXPECT_EQ(config->token, "file-token");
-  EXPECT_EQ(config->token_file, dir_ + "/token");
-  EXPECT_EQ(config->default_namespace, "default");
-  EXPECT_TRUE(config->client_cert_pem.empty());
+  EXPECT_EQ(fieldsOf(*config),
+            (std::vector<std::string>{"robot", "kube.example.com", "443", "kube.example.com:443", "/prefix", "default",
+                                      "REMOTE CA", "", "", "file-token", dir_ + "/token", "api.internal"}));
 }
 
 TEST_F(KubeconfigTest, InlineTokenAndInsecureAndIpv6) {

@@ -110,12 +110,13 @@ TEST(CodecTest, UnknownFieldNamesPathLineAndSuggestion) {
 
 TEST(CodecTest, WrongTypeNamesPathAndLine) {
   const char* text =
-      "apiVersion: fleet.cattle.io/v1alpha1\n"
-      "kind: GitRepo\n"
-      "metadata: {name: r}\n"
-      "spec:\n"
-      "  repo: https://example.com/r.git\n"
-      "  pollingInterval: 15\n";
+      R"(apiVersion: fleet.cattle.io/v1alpha1
+kind: GitRepo
+metadata: {name: r}
+spec:
+  repo: https://example.com/r.git
+  pollingInterval: 15
+)";
   auto resources = decodeResources(text, "r.yaml");
   ASSERT_FALSE(resources.ok());
   EXPECT_EQ(resources.error().message,
@@ -124,14 +125,15 @@ TEST(CodecTest, WrongTypeNamesPathAndLine) {
 
 TEST(CodecTest, ReportsSeveralProblemsAtOnce) {
   const char* text =
-      "apiVersion: flotilla.io/v1alpha1\n"
-      "kind: GitRepo\n"
-      "metadata:\n"
-      "  name: Bad_Name\n"
-      "  labels: {version: 2}\n"
-      "spec:\n"
-      "  paused: \"yes\"\n"
-      "  paths: [a, 3]\n";
+      R"(apiVersion: flotilla.io/v1alpha1
+kind: GitRepo
+metadata:
+  name: Bad_Name
+  labels: {version: 2}
+spec:
+  paused: "yes"
+  paths: [a, 3]
+)";
   auto resources = decodeResources(text, "r.yaml");
   ASSERT_FALSE(resources.ok());
   const std::string& m = resources.error().message;

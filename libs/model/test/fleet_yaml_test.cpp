@@ -174,10 +174,11 @@ TEST(FleetYamlTest, DocsPartitionTypoIsCaughtWithItsLine) {
 
 TEST(FleetYamlTest, HelmChartTypeErrorNamesFileLineAndPath) {
   const char* text =
-      "defaultNamespace: web\n"
-      "helm:\n"
-      "  releaseName: web\n"
-      "  chart: 12\n";
+      R"(defaultNamespace: web
+helm:
+  releaseName: web
+  chart: 12
+)";
   auto fy = decodeFleetYaml(text, "apps/web/fleet.yaml");
   ASSERT_FALSE(fy.ok());
   EXPECT_EQ(fy.error().kind, ErrorKind::kInvalid);
@@ -187,12 +188,13 @@ TEST(FleetYamlTest, HelmChartTypeErrorNamesFileLineAndPath) {
 
 TEST(FleetYamlTest, TypoInTargetCustomizationIsReported) {
   const char* text =
-      "targetCustomizations:\n"
-      "- name: prod\n"
-      "  clusterSelector:\n"
-      "    matchLabel: {env: prod}\n"
-      "  helm:\n"
-      "    valuse: {replicas: 3}\n";
+      R"(targetCustomizations:
+- name: prod
+  clusterSelector:
+    matchLabel: {env: prod}
+  helm:
+    valuse: {replicas: 3}
+)";
   auto fy = decodeFleetYaml(text, "fleet.yaml");
   ASSERT_FALSE(fy.ok());
   const std::string& m = fy.error().message;
@@ -231,18 +233,19 @@ TEST(FleetYamlTest, MultipleDocumentsAndSyntaxErrorsAreRejected) {
 
 TEST(FleetYamlTest, SemanticChecks) {
   const char* text =
-      "name: Bad_Bundle\n"
-      "helm:\n"
-      "  releaseName: this-release-name-is-far-too-long-for-helm-to-accept-it-at-all\n"
-      "  timeoutSeconds: -5\n"
-      "targetCustomizationMode: Sometimes\n"
-      "dependsOn:\n"
-      "- acceptedStates: [Ready, Happy]\n"
-      "rolloutStrategy:\n"
-      "  maxUnavailable: 150%\n"
-      "  autoPartitionSize: ten\n"
-      "imageScans:\n"
-      "- image: ghcr.io/x/web\n";
+      R"(name: Bad_Bundle
+helm:
+  releaseName: this-release-name-is-far-too-long-for-helm-to-accept-it-at-all
+  timeoutSeconds: -5
+targetCustomizationMode: Sometimes
+dependsOn:
+- acceptedStates: [Ready, Happy]
+rolloutStrategy:
+  maxUnavailable: 150%
+  autoPartitionSize: ten
+imageScans:
+- image: ghcr.io/x/web
+)";
   auto fy = decodeFleetYaml(text, "fleet.yaml");
   ASSERT_FALSE(fy.ok());
   const std::string& m = fy.error().message;
@@ -258,14 +261,15 @@ TEST(FleetYamlTest, SemanticChecks) {
 
 TEST(FleetYamlTest, ImageScansAndOverrideTargets) {
   const char* text =
-      "imageScans:\n"
-      "- tagName: web\n"
-      "  image: ghcr.io/x/web\n"
-      "  interval: 5m\n"
-      "  secretRef: {name: regcred}\n"
-      "  policy:\n"
-      "    semver: {range: \">=1.0.0\"}\n"
-      "overrideTargets: []\n";
+      R"(imageScans:
+- tagName: web
+  image: ghcr.io/x/web
+  interval: 5m
+  secretRef: {name: regcred}
+  policy:
+    semver: {range: ">=1.0.0"}
+overrideTargets: []
+)";
   auto fy = decodeFleetYaml(text, "fleet.yaml");
   ASSERT_TRUE(fy.ok()) << fy.error().describe();
   ASSERT_EQ(fy->image_scans.size(), 1u);

@@ -14,6 +14,19 @@ ObjectOutcome ok(std::string name) {
   return ObjectOutcome{.ref = {"v1", "ConfigMap", "ns", name}, .ready = true};
 }
 
+//! `r` has `state`, `reason` and `message`, and resources in `resource_states`.
+void expectSummary(const BundleReport& r, model::BundleState state, std::string_view reason, std::string_view message,
+                   const std::vector<std::string>& resource_states) {
+  EXPECT_EQ(r.state, state);
+  EXPECT_EQ(r.reason, reason);
+  EXPECT_EQ(r.message, message);
+  std::vector<std::string> states;
+  for (const auto& resource : r.resources) {
+    states.push_back(resource.state);
+  }
+  EXPECT_EQ(states, resource_states);
+}
+
 // All applied and healthy: Ready without reason.
 TEST(ReportTest, ReadyWhenEverythingIsHealthy) {
   BundleReport r = summarize({ok("a"), ok("b")});
@@ -26,11 +39,9 @@ TEST(ReportTest, ReadyWhenEverythingIsHealthy) {
 TEST(ReportTest, NotReadyListsObjects) {
   ObjectOutcome web{.ref = {"apps/v1", "Deployment", "prod", "web"}, .message = "0 of 2 replicas available"};
   BundleReport r = summarize({ok("a"), web});
-  EXPECT_EQ(r.state, model::BundleState::kNotReady);
-  EXPECT_EQ(r.reason, kReasonNotReady);
-  EXPECT_EQ(r.message, "1 of 2 objects not ready: Deployment/prod/web: 0 of 2 replicas available");
+  expectSummary(r, model::BundleState::kNotReady, kReasonNotReady,
+                "1 of 2 objects not ready: Deployment/prod/web: 0 of 2 replicas available", {"NotReady"});
   ASSERT_EQ(r.resources.size(), 1u);
-  EXPECT_EQ(r.resources[0].state, "NotReady");
   EXPECT_EQ(r.resources[0].ns, "prod");
 }
 
@@ -39,12 +50,8 @@ TEST(ReportTest, ErrAppliedNamesFailedObjects) {
   ObjectOutcome bad{.ref = {"v1", "ConfigMap", "prod", "bad"}, .apply_failed = true, .error = "data: expected map"};
   ObjectOutcome web{.ref = {"apps/v1", "Deployment", "prod", "web"}, .message = "waiting"};
   BundleReport r = summarize({bad, web, ok("c")});
-  EXPECT_EQ(r.state, model::BundleState::kErrApplied);
-  EXPECT_EQ(r.reason, kReasonApplyFailed);
-  EXPECT_EQ(r.message, "failed to apply 1 of 3 objects: ConfigMap/prod/bad: data: expected map");
-  ASSERT_EQ(r.resources.size(), 2u);
-  EXPECT_EQ(r.resources[0].state, "ErrApplied");
-  EXPECT_EQ(r.resources[1].state, "NotReady");
+  expectSummary(r, model::BundleState::kErrApplied, kReasonApplyFailed,
+                "failed to apply 1 of 3 objects: ConfigMap/prod/bad: data: expected map", {"ErrApplied", "NotReady"});
 }
 
 // Ownership conflicts only: reason OwnershipConflict and the conflict messages, which name both bundles.
