@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "flotilla/core/process.h"
+#include "flotilla/testing/half_request.h"
 
 namespace flotilla::http {
 namespace {
@@ -91,27 +92,8 @@ TEST(HttpServerTest, PortInUseIsAClearError) {
   EXPECT_NE(second.error().message.find("cannot listen"), std::string::npos);
 }
 
-//! A TCP connection that sends half a request and holds the connection open until destroyed.
-class HalfRequest {
- public:
-  explicit HalfRequest(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-    const std::string head = "GET /healthz HTTP/1.1\r\nHost: x\r\n";  // no blank line: the request never ends
-    connected_ = connected_ && ::send(fd_, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
-  }
-  ~HalfRequest() { ::close(fd_); }
-  HalfRequest(const HalfRequest&) = delete;
-  HalfRequest& operator=(const HalfRequest&) = delete;
-  [[nodiscard]] bool connected() const { return connected_; }
-
- private:
-  int fd_;
-  bool connected_ = false;
-};
+//! The start of a request to /healthz (a testing::HalfRequest never ends it).
+constexpr const char* kHealthzHead = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
 
 //! Records the refusals the server reports.
 struct Refusals {
@@ -137,8 +119,8 @@ TEST(HttpServerTest, ConnectionsOverTheCapGet503) {
       Server::start({.max_connections = 2, .on_refused = refusals.callback()}, standardRoutes(metrics, nullptr));
   ASSERT_TRUE(server.ok()) << server.error().describe();
   const uint16_t port = (*server)->port();
-  auto first = std::make_unique<HalfRequest>(port);
-  HalfRequest second(port);
+  auto first = std::make_unique<testing::HalfRequest>(port, kHealthzHead);
+  testing::HalfRequest second(port, kHealthzHead);
   ASSERT_TRUE(first->connected() && second.connected());
   // Waits for the server to have accepted both (a condition, not a duration: the deadline only bounds a failure).
   for (int i = 0; i < 1000 && (*server)->activeConnections() < 2; ++i) {

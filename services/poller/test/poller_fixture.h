@@ -91,6 +91,21 @@ class PollerIntegrationTest : public harness::HubTest {
     return harness::GitServer::start(options);
   }
 
+  //! Replaces the git server by one that asks for user alice, password correct-horse (repository "app" at one commit),
+  //! and writes alice's credentials as secret `secret` of `workspace` into `creds`, a credentials dir.
+  void startGitWithAliceAs(const std::string& workspace, const std::string& secret, std::string& creds) {
+    auto git = startGit({.basic_user = "alice", .basic_password = "correct-horse"});
+    ASSERT_TRUE(git.ok()) << git.error().describe();
+    git_ = std::move(git).value();
+    ASSERT_TRUE(git_->createRepo("app").ok());
+    ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
+    creds = data_dir_ + "/creds";
+    const std::string dir = creds + "/" + workspace + "/" + secret;
+    std::filesystem::create_directories(dir);
+    ASSERT_TRUE(writeFile(dir + "/username", "alice\n").ok());
+    ASSERT_TRUE(writeFile(dir + "/password", "correct-horse\n").ok());
+  }
+
   PollerOptions defaultOptions() const {
     return PollerOptions{.data_dir = data_dir_,
                          .workers = 2,

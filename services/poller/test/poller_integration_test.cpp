@@ -291,15 +291,8 @@ TEST_F(PollerIntegrationTest, RevisionTagAndCommitSha) {
 // Credentials from --credentials-dir; a wrong secret gives a status error naming the GitRepo and the secret,
 // never the password.
 TEST_F(PollerIntegrationTest, CredentialsFromTheCredentialsDir) {
-  auto git = startGit({.basic_user = "alice", .basic_password = "correct-horse"});
-  ASSERT_TRUE(git.ok()) << git.error().describe();
-  git_ = std::move(git).value();
-  ASSERT_TRUE(git_->createRepo("app").ok());
-  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
-  const std::string creds = data_dir_ + "/creds";
-  std::filesystem::create_directories(creds + "/fleet-default/good");
-  ASSERT_TRUE(writeFile(creds + "/fleet-default/good/username", "alice\n").ok());
-  ASSERT_TRUE(writeFile(creds + "/fleet-default/good/password", "correct-horse\n").ok());
+  std::string creds;
+  ASSERT_NO_FATAL_FAILURE(startGitWithAliceAs("fleet-default", "good", creds));
   ASSERT_TRUE(writeFile(creds + "/fleet-default/wrong.yaml", "username: alice\npassword: battery-staple\n").ok());
   PollerOptions options = defaultOptions();
   options.credentials_dir = creds;
@@ -328,15 +321,8 @@ TEST_F(PollerIntegrationTest, CredentialsFromTheCredentialsDir) {
 // gets (naming the GitRepo, the field and the secret), nothing reaches the git server; and credentials over plain
 // http:// are refused without spec.insecureAllowHTTP, naming the field.
 TEST_F(PollerIntegrationTest, AnotherWorkspacesSecretAndCredentialsOverHttpAreRefused) {
-  auto git = startGit({.basic_user = "alice", .basic_password = "correct-horse"});
-  ASSERT_TRUE(git.ok()) << git.error().describe();
-  git_ = std::move(git).value();
-  ASSERT_TRUE(git_->createRepo("app").ok());
-  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one").ok());
-  const std::string creds = data_dir_ + "/creds";
-  std::filesystem::create_directories(creds + "/team-a/alice");
-  ASSERT_TRUE(writeFile(creds + "/team-a/alice/username", "alice\n").ok());
-  ASSERT_TRUE(writeFile(creds + "/team-a/alice/password", "correct-horse\n").ok());
+  std::string creds;
+  ASSERT_NO_FATAL_FAILURE(startGitWithAliceAs("team-a", "alice", creds));
   PollerOptions options = defaultOptions();
   options.credentials_dir = creds;
   startPoller(options);

@@ -11,6 +11,7 @@
 #include "flotilla/cli/cli.h"
 #include "flotilla/core/process.h"
 #include "flotilla/poller/webhook.h"
+#include "flotilla/testing/half_request.h"
 #include "poller_fixture.h"
 
 namespace flotilla::poller {
@@ -180,6 +181,14 @@ class PollerWebhookTest : public PollerIntegrationTest {
     return gitRepoJson(name, git_->httpUrl("app"), R"(,"disablePolling":true,"webhookSecret":"hooks")" + extra);
   }
 
+  //! Starts a webhook poller, puts webhook-only GitRepo "app" and waits for its first commit event.
+  void followHookedApp() {
+    ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
+    startWebhookPoller();
+    putGitRepo("app", hookedGitRepo("app"));
+    ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  }
+
   std::string creds_;
   uint16_t port_ = 0;
 };
@@ -187,10 +196,7 @@ class PollerWebhookTest : public PollerIntegrationTest {
 // Every provider: a valid push makes the GitRepo (webhook-only: disablePolling) publish the new commit at once;
 // status records the announced commit.
 TEST_F(PollerWebhookTest, EachProvidersPushTriggersAnImmediatePoll) {
-  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
-  startWebhookPoller();
-  putGitRepo("app", hookedGitRepo("app"));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(followHookedApp());
   const std::string url = git_->httpUrl("app");
   uint64_t expected = 1;
   for (const char* provider :
@@ -226,10 +232,7 @@ TEST_F(PollerWebhookTest, EachProvidersPushTriggersAnImmediatePoll) {
 // A forged push (wrong secret, missing signature, wrong token, wrong basic auth) gets 401, a log line and a metric,
 // and no poll; an unknown sender gets 400; a body is parsed only once its signature is right.
 TEST_F(PollerWebhookTest, ForgedWebhooksAreRejectedAndDoNotSync) {
-  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
-  startWebhookPoller();
-  putGitRepo("app", hookedGitRepo("app"));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(followHookedApp());
   auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
   ASSERT_TRUE(head.ok());
   const std::string url = git_->httpUrl("app");
@@ -301,10 +304,7 @@ TEST_F(PollerWebhookTest, PollerWideSecretServesGitReposWithoutTheirOwn) {
 // The reply says nothing about the configuration: a verified push gets the same answer whether a GitRepo uses the
 // repository or not, and a forged one the same answer for a known and an unknown repository.
 TEST_F(PollerWebhookTest, UnknownAndKnownRepositoriesGetTheSameAnswers) {
-  ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 0\n"}}, "zero").ok());
-  startWebhookPoller();
-  putGitRepo("app", hookedGitRepo("app"));
-  ASSERT_TRUE(waitFor([&] { return commitCount() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(followHookedApp());
   const std::string known = git_->httpUrl("app");
   const std::string unknown = "https://git.example.com/nobody/uses-this";
   for (const char* provider : {"github", "gitlab", "generic"}) {
@@ -350,35 +350,13 @@ TEST_F(PollerWebhookTest, APushVerifiedByOneWorkspacesSecretDoesNotTriggerAnothe
   EXPECT_EQ(commitCount(), 3u);
 }
 
-//! A connection that sends half a request and stays open until destroyed.
-class HeldConnection {
- public:
-  explicit HeldConnection(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const std::string head = "POST /webhook HTTP/1.1\r\nHost: x\r\n";
-    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-          ::send(fd_, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
-  }
-  ~HeldConnection() { ::close(fd_); }
-  HeldConnection(const HeldConnection&) = delete;
-  HeldConnection& operator=(const HeldConnection&) = delete;
-  [[nodiscard]] bool ok() const { return ok_; }
-
- private:
-  int fd_;
-  bool ok_ = false;
-};
-
 // Over --webhook-max-connections a connection gets 503 at once, counted and logged; the held one is unaffected.
 TEST_F(PollerWebhookTest, ConnectionsOverTheCapGet503) {
   PollerOptions options = webhookOptions();
   options.webhook_max_connections = 1;
   port_ = startPoller(options).webhookPort();
-  HeldConnection held(port_);
-  ASSERT_TRUE(held.ok());
+  flotilla::testing::HalfRequest held(port_, "POST /webhook HTTP/1.1\r\nHost: x\r\n");
+  ASSERT_TRUE(held.connected());
   // Until the server has accepted the held connection, a request may still be served: wait for the first 503.
   HttpReply refused;
   ASSERT_TRUE(waitFor([&] {
