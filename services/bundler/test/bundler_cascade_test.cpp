@@ -11,6 +11,12 @@ namespace {
 using namespace std::chrono_literals;
 using namespace flotilla::bundler::bundler_test;
 
+//! A bundle directory whose fleet.yaml names the bundle `name` (so two GitRepos can claim one name).
+std::map<std::string, std::string> namedBundle(const std::string& dir, const std::string& name,
+                                               const std::string& object) {
+  return {{dir + "/fleet.yaml", "name: " + name + "\n"}, {dir + "/cm.yaml", configMap(object)}};
+}
+
 class BundlerCascadeTest : public BundlerIntegrationTest {
  protected:
   //! What the poller publishes when GitRepo `gitrepo` is deleted (its spec removed from KV first).
@@ -36,18 +42,23 @@ class BundlerCascadeTest : public BundlerIntegrationTest {
     return decoded.ok() ? std::optional<events::BundleClaim>(*decoded) : std::nullopt;
   }
 
+  //! gitrepo_ renders bundle "shared" (apps/web) at kCommit1; GitRepo "other" names its svc/ bundle "shared" too at
+  //! kCommit2, which is skipped and its claim recorded.
+  void otherWaitsForShared() {
+    putGitRepoNamed("other");
+    startBundler();
+    publishCommit(kCommit1, namedBundle("apps/web", "shared", "from-repo"), {"apps/*"});
+    ASSERT_EQ(readEvents(1).size(), 1u);
+    publishCommitFor("other", kCommit2, namedBundle("svc", "shared", "from-other"));
+    ASSERT_TRUE(eventually([&] { return claim("shared", "other").has_value(); }));
+  }
+
   uint64_t commitSequence(size_t nth) {
     auto info = hub_.js->streamInfo(service::kCommitsStream);
     EXPECT_TRUE(info.ok());
     return info.ok() ? info->first_sequence + nth - 1 : 0;
   }
 };
-
-//! A bundle directory whose fleet.yaml names the bundle `name` (so two GitRepos can claim one name).
-std::map<std::string, std::string> namedBundle(const std::string& dir, const std::string& name,
-                                               const std::string& object) {
-  return {{dir + "/fleet.yaml", "name: " + name + "\n"}, {dir + "/cm.yaml", configMap(object)}};
-}
 
 // A deleted GitRepo: a deleted BundleEvent for each of its bundles (naming the bundle's last commit and the
 // delete's commitSequence), records and render statuses gone, even though its spec is gone from KV.
@@ -130,12 +141,7 @@ TEST_F(BundlerCascadeTest, APathDroppedFromPathsDeletesItsBundles) {
 // commit removes that bundle, "other"'s bundle is rendered right after the deletion, from other's commit — no new
 // commit of "other", no force-sync — and the claim is gone.
 TEST_F(BundlerCascadeTest, ANameReleasedByACommitIsRenderedForTheGitRepoWaitingForIt) {
-  putGitRepoNamed("other");
-  startBundler();
-  publishCommit(kCommit1, namedBundle("apps/web", "shared", "from-repo"), {"apps/*"});
-  ASSERT_EQ(readEvents(1).size(), 1u);
-  publishCommitFor("other", kCommit2, namedBundle("svc", "shared", "from-other"));
-  ASSERT_TRUE(eventually([&] { return claim("shared", "other").has_value(); }));
+  ASSERT_NO_FATAL_FAILURE(otherWaitsForShared());
   EXPECT_EQ(claim("shared", "other")->owner, gitrepo_);
   EXPECT_EQ(claim("shared", "other")->path, "svc");
   expectNoMoreEvents();
@@ -165,12 +171,7 @@ TEST_F(BundlerCascadeTest, ANameReleasedByACommitIsRenderedForTheGitRepoWaitingF
 // The same when the holder is a GitRepo that is deleted (the cascade frees the name); and a claim the waiting
 // GitRepo no longer makes (its next commit drops the directory) is removed.
 TEST_F(BundlerCascadeTest, ANameReleasedByACascadeIsRenderedAndStaleClaimsAreDropped) {
-  putGitRepoNamed("other");
-  startBundler();
-  publishCommit(kCommit1, namedBundle("apps/web", "shared", "from-repo"), {"apps/*"});
-  ASSERT_EQ(readEvents(1).size(), 1u);
-  publishCommitFor("other", kCommit2, namedBundle("svc", "shared", "from-other"));
-  ASSERT_TRUE(eventually([&] { return claim("shared", "other").has_value(); }));
+  ASSERT_NO_FATAL_FAILURE(otherWaitsForShared());
 
   ASSERT_NO_FATAL_FAILURE(deleteGitRepo(gitrepo_, 5));
   auto events = readEvents(2);

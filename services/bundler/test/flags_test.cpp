@@ -1,6 +1,8 @@
 // The bundler's flags: --ack-wait (how soon a commit a killed bundler held is redelivered), --commit-budget.
 #include "flotilla/bundler/flags.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 namespace flotilla::bundler {
@@ -13,28 +15,32 @@ Result<BundlerOptions> optionsFrom(std::vector<const char*> args) {
   return bundlerOptionsFrom(*config);
 }
 
-TEST(BundlerFlags, AckWaitIsADuration) {
+//! `flag` defaults to `fallback`, takes `value` as `parsed` and refuses `bad`, naming the flag; `get` reads it.
+void expectDurationFlag(const char* flag, const std::function<std::chrono::milliseconds(const BundlerOptions&)>& get,
+                        std::chrono::milliseconds fallback, const char* value, std::chrono::milliseconds parsed,
+                        const char* bad) {
+  SCOPED_TRACE(flag);
   auto defaults = optionsFrom({});
   ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
-  EXPECT_EQ(defaults->ack_wait, std::chrono::seconds(30));
-  auto set = optionsFrom({"--ack-wait", "10s"});
+  EXPECT_EQ(get(*defaults), fallback);
+  auto set = optionsFrom({flag, value});
   ASSERT_TRUE(set.ok()) << set.error().describe();
-  EXPECT_EQ(set->ack_wait, std::chrono::seconds(10));
-  auto bad = optionsFrom({"--ack-wait", "0"});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("--ack-wait"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(get(*set), parsed);
+  auto refused = optionsFrom({flag, bad});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find(flag), std::string::npos) << refused.error().message;
+}
+
+TEST(BundlerFlags, AckWaitIsADuration) {
+  expectDurationFlag(
+      "--ack-wait", [](const BundlerOptions& o) { return o.ack_wait; }, std::chrono::seconds(30), "10s",
+      std::chrono::seconds(10), "0");
 }
 
 TEST(BundlerFlags, CommitBudgetIsADuration) {
-  auto defaults = optionsFrom({});
-  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
-  EXPECT_EQ(defaults->handler.commit_budget, std::chrono::minutes(20));
-  auto set = optionsFrom({"--commit-budget", "5m"});
-  ASSERT_TRUE(set.ok()) << set.error().describe();
-  EXPECT_EQ(set->handler.commit_budget, std::chrono::minutes(5));
-  auto bad = optionsFrom({"--commit-budget", "soon"});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("--commit-budget"), std::string::npos) << bad.error().message;
+  expectDurationFlag(
+      "--commit-budget", [](const BundlerOptions& o) { return o.handler.commit_budget; }, std::chrono::minutes(20),
+      "5m", std::chrono::minutes(5), "soon");
 }
 
 // --max-file-bytes and --max-manifest-bytes take the one byte-size grammar of libs/service (service::parseByteSize),

@@ -155,6 +155,13 @@ class VariantsIntegrationTest : public harness::HubTest {
 
   //! DeployEvents for `bundle` until `count` arrived or `timeout` passed (other bundles' events are acked and
   //! skipped).
+  //! The next DeployEvent of `bundle` for `consumer`; an empty one (and a failure) when none arrives.
+  events::DeployEvent deployOf(bus::PullConsumer& consumer, const std::string& bundle) {
+    auto got = deploys(consumer, bundle, 1);
+    EXPECT_EQ(got.size(), 1u) << bundle;
+    return got.empty() ? events::DeployEvent{} : got[0];
+  }
+
   std::vector<events::DeployEvent> deploys(bus::PullConsumer& consumer, const std::string& bundle, size_t count,
                                            std::chrono::milliseconds timeout = 30s) {
     return harness::fetchPayloads<events::DeployEvent>(

@@ -20,21 +20,19 @@ TEST_F(VariantsIntegrationTest, TemplatedValuesPerClusterAndLabelChanges) {
   publishCommit("1111111111111111111111111111111111111111");
   const std::string web = "apps-web";
 
-  auto deploy_a = deploys(a, web, 1);
-  auto deploy_b = deploys(b, web, 1);
-  auto deploy_c = deploys(c, web, 1);
-  ASSERT_EQ(deploy_a.size(), 1u);
-  ASSERT_EQ(deploy_b.size(), 1u);
-  ASSERT_EQ(deploy_c.size(), 1u);
+  const auto deploy_a = deployOf(a, web);
+  const auto deploy_b = deployOf(b, web);
+  const auto deploy_c = deployOf(c, web);
+  ASSERT_FALSE(HasFailure());
   // Same labels share one manifest; other labels get their own.
-  EXPECT_EQ(deploy_a[0].manifest_id, deploy_b[0].manifest_id);
-  EXPECT_NE(deploy_a[0].manifest_id, deploy_c[0].manifest_id);
-  EXPECT_NE(manifestText(deploy_a[0].manifest_id).find(R"("env":"prod")"), std::string::npos);
-  EXPECT_NE(manifestText(deploy_a[0].manifest_id).find(R"("tier":"gold")"), std::string::npos);
-  EXPECT_NE(manifestText(deploy_c[0].manifest_id).find(R"("env":"dev")"), std::string::npos);
-  EXPECT_NE(manifestText(deploy_c[0].manifest_id).find(R"("tier":"bronze")"), std::string::npos);
+  EXPECT_EQ(deploy_a.manifest_id, deploy_b.manifest_id);
+  EXPECT_NE(deploy_a.manifest_id, deploy_c.manifest_id);
+  EXPECT_NE(manifestText(deploy_a.manifest_id).find(R"("env":"prod")"), std::string::npos);
+  EXPECT_NE(manifestText(deploy_a.manifest_id).find(R"("tier":"gold")"), std::string::npos);
+  EXPECT_NE(manifestText(deploy_c.manifest_id).find(R"("env":"dev")"), std::string::npos);
+  EXPECT_NE(manifestText(deploy_c.manifest_id).find(R"("tier":"bronze")"), std::string::npos);
   // The options carry the templated values.
-  EXPECT_EQ(deploy_c[0].options.at({"helm", "values", "env"})->asString(), "dev");
+  EXPECT_EQ(deploy_c.options.at({"helm", "values", "env"})->asString(), "dev");
   // Two distinct renders for three clusters; the bundle without templates kept its single render.
   EXPECT_EQ(bundler_metrics_.value("variant_renders_total"), 2);
 
@@ -53,11 +51,11 @@ TEST_F(VariantsIntegrationTest, TemplatedValuesPerClusterAndLabelChanges) {
 
   // prod-b moves to dev: only prod-b is re-rendered (cache for the others) and redeployed.
   registerCluster("prod-b", {{"env", "staging"}, {"tier", "gold"}});
-  auto redeploy_b = deploys(b, web, 1);
-  ASSERT_EQ(redeploy_b.size(), 1u);
-  EXPECT_NE(redeploy_b[0].manifest_id, deploy_b[0].manifest_id);
-  EXPECT_GT(redeploy_b[0].generation, deploy_b[0].generation);
-  EXPECT_NE(manifestText(redeploy_b[0].manifest_id).find(R"("env":"staging")"), std::string::npos);
+  const auto redeploy_b = deployOf(b, web);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NE(redeploy_b.manifest_id, deploy_b.manifest_id);
+  EXPECT_GT(redeploy_b.generation, deploy_b.generation);
+  EXPECT_NE(manifestText(redeploy_b.manifest_id).find(R"("env":"staging")"), std::string::npos);
   EXPECT_TRUE(waitFor([&] { return bundler_metrics_.value("rerenders_total", {{"result", "published"}}) >= 1; }));
   EXPECT_EQ(bundler_metrics_.value("variant_renders_total"), 3);  // one new render; two variants from the cache
   EXPECT_TRUE(deploys(a, web, 1, 1500ms).empty()) << "prod-a must not be redeployed";
@@ -66,9 +64,9 @@ TEST_F(VariantsIntegrationTest, TemplatedValuesPerClusterAndLabelChanges) {
   // A cluster registered now gets the bundle once the bundler has rendered for it.
   auto d = agent("dev-d");
   registerCluster("dev-d", {{"env", "dev"}, {"tier", "bronze"}});
-  auto deploy_d = deploys(d, web, 1);
-  ASSERT_EQ(deploy_d.size(), 1u);
-  EXPECT_EQ(deploy_d[0].manifest_id, deploy_c[0].manifest_id);
+  const auto deploy_d = deployOf(d, web);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(deploy_d.manifest_id, deploy_c.manifest_id);
 }
 
 // A template that fails for one cluster (a missing label: Fleet's missingkey=error) makes the bundle a render
@@ -143,32 +141,29 @@ TEST_F(VariantsIntegrationTest, ApiVersionSetsAreARenderInputAndANewSetRedeploys
   publishCommit("4444444444444444444444444444444444444444", kCapabilitiesFiles);
   const std::string caps = "apps-caps";
 
-  auto deploy_a = deploys(a, caps, 1);
-  auto deploy_b = deploys(b, caps, 1);
-  auto deploy_c = deploys(c, caps, 1);
-  auto deploy_d = deploys(d, caps, 1);
-  ASSERT_EQ(deploy_a.size(), 1u);
-  ASSERT_EQ(deploy_b.size(), 1u);
-  ASSERT_EQ(deploy_c.size(), 1u);
-  ASSERT_EQ(deploy_d.size(), 1u);
-  EXPECT_EQ(deploy_a[0].manifest_id, deploy_b[0].manifest_id) << "the same set shares one render";
-  EXPECT_NE(deploy_a[0].manifest_id, deploy_c[0].manifest_id);
-  const std::string without = manifestText(deploy_a[0].manifest_id);
-  const std::string with = manifestText(deploy_c[0].manifest_id);
+  const auto deploy_a = deployOf(a, caps);
+  const auto deploy_b = deployOf(b, caps);
+  const auto deploy_c = deployOf(c, caps);
+  const auto deploy_d = deployOf(d, caps);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(deploy_a.manifest_id, deploy_b.manifest_id) << "the same set shares one render";
+  EXPECT_NE(deploy_a.manifest_id, deploy_c.manifest_id);
+  const std::string without = manifestText(deploy_a.manifest_id);
+  const std::string with = manifestText(deploy_c.manifest_id);
   EXPECT_NE(without.find(R"("widgets":"false")"), std::string::npos) << without;
   EXPECT_EQ(without.find(R"("kind":"Widget")"), std::string::npos) << without;
   EXPECT_NE(with.find(R"("widgets":"true")"), std::string::npos) << with;
   EXPECT_NE(with.find(R"("kind":"Widget")"), std::string::npos) << with;
-  EXPECT_NE(manifestText(deploy_d[0].manifest_id).find(R"("widgets":"false")"), std::string::npos);
+  EXPECT_NE(manifestText(deploy_d.manifest_id).find(R"("widgets":"false")"), std::string::npos);
   // a+b, c, d: three render inputs (d differs from a and b by its set, even though the output is the same).
   EXPECT_EQ(bundler_metrics_.value("variant_renders_total"), 3);
 
   // caps-a now serves example.com/v1 (a CRD was installed): its agent registers again with the new set.
   registerCluster("caps-a", {}, widgets);
-  auto redeploy_a = deploys(a, caps, 1);
-  ASSERT_EQ(redeploy_a.size(), 1u);
-  EXPECT_EQ(redeploy_a[0].manifest_id, deploy_c[0].manifest_id) << "caps-a now shares caps-c's render";
-  EXPECT_GT(redeploy_a[0].generation, deploy_a[0].generation);
+  const auto redeploy_a = deployOf(a, caps);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(redeploy_a.manifest_id, deploy_c.manifest_id) << "caps-a now shares caps-c's render";
+  EXPECT_GT(redeploy_a.generation, deploy_a.generation);
   EXPECT_EQ(bundler_metrics_.value("variant_renders_total"), 3) << "no new render: caps-c's input was cached";
   EXPECT_TRUE(deploys(b, caps, 1, 1500ms).empty()) << "caps-b must not be redeployed";
   EXPECT_TRUE(deploys(c, caps, 1, 500ms).empty()) << "caps-c must not be redeployed";
