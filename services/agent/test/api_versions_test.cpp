@@ -8,6 +8,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/identity/auth_dir.h"
 #include "flotilla/identity/permissions.h"
+#include "flotilla/testing/temp_dir.h"
 
 namespace flotilla::agent {
 namespace {
@@ -68,14 +69,10 @@ TEST(AgentFlags, AckWaitAndMaxDeliveriesAreTheHubs) {
 class AgentCredentialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto dir = makeTempDir("agent-creds");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
+    ASSERT_FALSE(dir_.empty());
     auto init = identity::initAuthDir({.dir = dir_ + "/auth", .server_name = "hub"});
     ASSERT_TRUE(init.ok()) << init.error().describe();
   }
-  void TearDown() override { removeAll(dir_); }
-
   std::string issue(const std::string& role, const std::string& subject) {
     auto made = identity::roleFor(role, subject);
     EXPECT_TRUE(made.ok());
@@ -86,7 +83,8 @@ class AgentCredentialsTest : public ::testing::Test {
     return path;
   }
 
-  std::string dir_;
+  flotilla::testing::TempDir temp_{"agent-creds"};
+  const std::string dir_ = temp_.path();
 };
 
 // The cluster comes from the credentials: --cluster-name may be left out, the same name is fine, another is refused;

@@ -6,14 +6,14 @@
 
 #include "flotilla/agent/health.h"
 #include "flotilla/agent/watcher.h"
+#include "flotilla/testing/json.h"
 
 namespace flotilla::agent {
 namespace {
 
+//! A JSON object written in the test.
 Json parse(const char* text) {
-  auto parsed = Json::parse(text);
-  EXPECT_TRUE(parsed.ok()) << text;
-  return parsed.ok() ? *parsed : Json();
+  return flotilla::testing::parseJson(text);
 }
 
 // A Deployment as the API server answers the agent's apply: flotilla (Apply) holds replicas, the container's image

@@ -3,13 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "flotilla/testing/json.h"
+
 namespace flotilla::agent {
 namespace {
 
+//! A JSON object written in the test.
 Json live(const char* text) {
-  auto parsed = Json::parse(text);
-  EXPECT_TRUE(parsed.ok()) << text;
-  return parsed.ok() ? *parsed : Json();
+  return flotilla::testing::parseJson(text);
 }
 
 // Objects without controllers are Ready as soon as they exist.

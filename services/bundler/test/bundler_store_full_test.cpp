@@ -9,21 +9,10 @@ namespace {
 using namespace std::chrono_literals;
 using namespace flotilla::bundler::bundler_test;
 
-class BundlerStoreFullTest : public BundlerIntegrationTest {
- protected:
-  //! Provisions the hub again with `manifests` capped at `bytes` (what --store-limits=manifests=<bytes> does).
-  void capManifests(int64_t bytes) {
-    service::StoreLimits limits = service::StoreLimits::fromBudget(service::kDefaultStoreBudget);
-    limits.max_bytes[service::kManifestsObjects] = bytes;
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "capped"},
-                                   service::HubAccess::kProvision, nullptr, 10s, limits);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
-  }
-};
+using BundlerStoreFullTest = BundlerIntegrationTest;
 
 TEST_F(BundlerStoreFullTest, FullManifestsStoreIsReportedAndTheCommitProceedsAfterGarbageCollection) {
-  ASSERT_NO_FATAL_FAILURE(capManifests(int64_t{512} << 10));
+  ASSERT_NO_FATAL_FAILURE(capStore(service::kManifestsObjects, int64_t{512} << 10));
   // Garbage no record names (a manifest of a bundle deleted long ago) takes most of the store.
   ASSERT_TRUE(hub_.manifests->put("orphan", std::string(size_t{300} << 10, 'o')).ok());
   // Ages are measured on a clock the test steps: until it does, the orphan is young and the early pass that a

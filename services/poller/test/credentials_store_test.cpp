@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/core/util.h"
+#include "flotilla/testing/temp_dir.h"
 
 namespace flotilla::poller {
 namespace {
@@ -15,13 +16,6 @@ constexpr const char* kWs = "fleet-default";
 
 class PollerCredentialsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto dir = makeTempDir("poller-creds");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
-  }
-  void TearDown() override { removeAll(dir_); }
-
   //! Writes a file of workspace fleet-default's secrets (the workspace of gitrepo()).
   void write(const std::string& relative, const std::string& content) { writeIn("fleet-default", relative, content); }
   void writeIn(const std::string& workspace, const std::string& relative, const std::string& content) {
@@ -39,7 +33,8 @@ class PollerCredentialsTest : public ::testing::Test {
     return g;
   }
 
-  std::string dir_;
+  testing::TempDir temp_{"poller-creds"};
+  const std::string dir_ = temp_.path();
 };
 
 // A directory with a file per key, like a mounted Kubernetes Secret (with its ..data internals).

@@ -21,21 +21,10 @@ std::string noise(size_t size, uint64_t seed) {
   return out;
 }
 
-class PollerStoreFullTest : public PollerIntegrationTest {
- protected:
-  //! Provisions the hub again with `sources` capped at `bytes` (what --store-limits=sources=<bytes> does).
-  void capSources(int64_t bytes) {
-    service::StoreLimits limits = service::StoreLimits::fromBudget(service::kDefaultStoreBudget);
-    limits.max_bytes[service::kSourcesObjects] = bytes;
-    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "capped"},
-                                   service::HubAccess::kProvision, nullptr, seconds(10), limits);
-    ASSERT_TRUE(hub.ok()) << hub.error().describe();
-    hub_ = std::move(hub).value();
-  }
-};
+using PollerStoreFullTest = PollerIntegrationTest;
 
 TEST_F(PollerStoreFullTest, FullSourcesStoreIsReportedAndThePollerRecoversAfterGarbageCollection) {
-  ASSERT_NO_FATAL_FAILURE(capSources(int64_t{700} << 10));
+  ASSERT_NO_FATAL_FAILURE(capStore(service::kSourcesObjects, int64_t{700} << 10));
   ASSERT_TRUE(git_->commitFiles("app", "main", {{"simple/a.yaml", noise(size_t{200} << 10, 0)}}, "c0").ok());
   // Garbage collection measures ages on a clock the test steps: until it does, every archive is young and the
   // early pass a full store asks for frees nothing, so the full store stays full for as long as the test looks.

@@ -42,6 +42,17 @@ class HubTest : public ::testing::Test {
     nats_.reset();
   }
 
+  //! Provisions the hub again with the object store `store` capped at `bytes` (what --store-limits=<store>=<bytes>
+  //! does).
+  void capStore(const std::string& store, int64_t bytes) {
+    service::StoreLimits limits = service::StoreLimits::fromBudget(service::kDefaultStoreBudget);
+    limits.max_bytes[store] = bytes;
+    auto hub = service::connectHub(bus::ConnectOptions{.servers = {nats_->url()}, .name = "capped"},
+                                   service::HubAccess::kProvision, nullptr, std::chrono::seconds(10), limits);
+    ASSERT_TRUE(hub.ok()) << hub.error().describe();
+    hub_ = std::move(hub).value();
+  }
+
   //! A fresh temporary directory named after `prefix`, stored in `dir`.
   static void makeScratchDir(const std::string& prefix, std::string& dir) {
     auto made = makeTempDir(prefix);
