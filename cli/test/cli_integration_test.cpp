@@ -356,10 +356,7 @@ items:
   metadata:
     name: europe
     namespace: fleet-default
-  spec:
-    selector:
-      matchLabels:
-        region: eu
+  spec: {selector: {matchLabels: {region: eu}}}
 - apiVersion: fleet.cattle.io/v1alpha1
   kind: GitRepo
   metadata:
@@ -388,7 +385,7 @@ TEST_F(CliTest, ABadListItemNamesItsIndex) {
   auto result = cli({"apply", "-f", file("bad-list.yaml", bad)});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_TRUE(result.err.starts_with("error: items[1]: ")) << result.err;
-  EXPECT_NE(result.err.find("bad-list.yaml:19: spec.repoo: unknown field"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("bad-list.yaml:16: spec.repoo: unknown field"), std::string::npos) << result.err;
   expectAbsent(*hub_.clusters, events::clusterGroupKey("fleet-default", "europe"));
 
   auto wrong_version = cli({"apply", "-f", "-"}, "apiVersion: v2\nkind: List\nitems: []\n");

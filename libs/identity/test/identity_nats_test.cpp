@@ -150,16 +150,23 @@ TEST_F(IdentityNatsTest, EachHubServiceProvisionsTheTopologyAndWritesOnlyItsOwnK
   EXPECT_NE(world_->server->logText().find("Publish Violation"), std::string::npos);
 }
 
-TEST_F(IdentityNatsTest, AnAgentFetchesItsOwnDeploysAndPublishesItsOwnStatus) {
-  auto agent = connectAs(agentRole("c1").value());
-  ASSERT_TRUE(agent);
+//! Binds `js` to cluster `cluster`'s deploy durable (agent-<cluster> on flotilla.deploy.<cluster>) as an agent does.
+natsStatus pullDeploys(jsCtx* js, const std::string& cluster, jsOptions* opts, natsSubscription** sub,
+                       jsErrCode* jerr) {
+  const std::string durable = "agent-" + cluster;
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = kDeployStream.data();
-  so.Consumer = "agent-c1";
+  so.Consumer = durable.c_str();
+  return js_PullSubscribe(sub, js, ("flotilla.deploy." + cluster).c_str(), durable.c_str(), opts, &so, jerr);
+}
+
+TEST_F(IdentityNatsTest, AnAgentFetchesItsOwnDeploysAndPublishesItsOwnStatus) {
+  auto agent = connectAs(agentRole("c1").value());
+  ASSERT_TRUE(agent);
   natsSubscription* sub = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = js_PullSubscribe(&sub, agent->jetstream(), "flotilla.deploy.c1", "agent-c1", nullptr, &so, &jerr);
+  natsStatus s = pullDeploys(agent->jetstream(), "c1", nullptr, &sub, &jerr);
   ASSERT_EQ(s, NATS_OK) << testclient::natsErrorText(s) << " " << join(agent->errors(), "\n");
   natsMsgList list{};
   s = natsSubscription_Fetch(&list, sub, 1, 10000, &jerr);
@@ -187,14 +194,10 @@ TEST_F(IdentityNatsTest, AnAgentCannotFetchAnotherClustersDeploys) {
   jsOptions opts;
   jsOptions_Init(&opts);
   opts.Wait = 2000;
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = kDeployStream.data();
-  so.Consumer = "agent-c2";
   natsSubscription* sub = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
   // libnats 3.4 goes on binding when the consumer lookup goes unanswered; the fetch is what must fail.
-  natsStatus s = js_PullSubscribe(&sub, agent->jetstream(), "flotilla.deploy.c2", "agent-c2", &opts, &so, &jerr);
+  natsStatus s = pullDeploys(agent->jetstream(), "c2", &opts, &sub, &jerr);
   if (s == NATS_OK) {
     natsMsgList list{};
     EXPECT_NE(natsSubscription_Fetch(&list, sub, 1, 2000, &jerr), NATS_OK);

@@ -1,5 +1,9 @@
 #include "flotilla/render/discovery.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -90,19 +94,24 @@ TEST(Discovery, HiddenDirectoriesAreNotBundles) {
 }
 
 TEST(Discovery, JoinAndCleanRelativePaths) {
-  EXPECT_EQ(joinRelative(".", "a"), "a");
-  EXPECT_EQ(joinRelative("a/b", "c"), "a/b/c");
-  EXPECT_EQ(joinRelative("a", "./x/../y"), "a/y");
-  EXPECT_EQ(joinRelative("a", "."), "a");
-  EXPECT_EQ(joinRelative(".", "."), ".");
+  struct Case {
+    const char* base;
+    const char* path;
+    const char* joined;
+  };
+  for (const Case& c : {Case{".", "a", "a"}, Case{"a/b", "c", "a/b/c"}, Case{"a", "./x/../y", "a/y"},
+                        Case{"a", ".", "a"}, Case{".", ".", "."}}) {
+    EXPECT_EQ(joinRelative(c.base, c.path), c.joined) << c.base << " + " << c.path;
+  }
   EXPECT_EQ(cleanRelative("../a"), "../a");
 }
 
 TEST(Discovery, NormalizePathPattern) {
-  EXPECT_EQ(normalizePathPattern("/"), "");
-  EXPECT_EQ(normalizePathPattern("."), "");
-  EXPECT_EQ(normalizePathPattern("./a/b/"), "a/b");
-  EXPECT_EQ(normalizePathPattern(" /./a "), "a");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/", ""}, {".", ""}, {"./a/b/", "a/b"}, {" /./a ", "a"}};
+  for (const auto& [pattern, normalized] : cases) {
+    EXPECT_EQ(normalizePathPattern(pattern), normalized) << pattern;
+  }
 }
 
 // Which files of a bundle are its manifests.
