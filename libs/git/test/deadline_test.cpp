@@ -94,37 +94,37 @@ void expectTimedOut(const Result<RemoteHeads>& heads, const std::string& url) {
 
 const RemoteOptions kShort{.timeout = milliseconds(500)};
 
+//! An ls-remote of <prefix><address>/x.git against a server behaving as `behaviour` times out; the number of
+//! connections the server accepted.
+int expectLsRemoteTimesOut(MisbehavingServer::Behaviour behaviour, const std::string& prefix,
+                           const Credentials& credentials = {}) {
+  MisbehavingServer server(behaviour);
+  const std::string url = prefix + server.address() + "/x.git";
+  expectTimedOut(lsRemote(url, credentials, kShort), url);
+  return server.accepted();
+}
+
 TEST(GitDeadlineTest, SilentHttpServerTimesOut) {
-  MisbehavingServer silent(MisbehavingServer::Behaviour::kSilent);
-  const std::string url = "http://" + silent.address() + "/x.git";
-  expectTimedOut(lsRemote(url, {}, kShort), url);
-  EXPECT_GE(silent.accepted(), 1);
+  EXPECT_GE(expectLsRemoteTimesOut(MisbehavingServer::Behaviour::kSilent, "http://"), 1);
 }
 
 TEST(GitDeadlineTest, SilentGitDaemonTimesOut) {
-  MisbehavingServer silent(MisbehavingServer::Behaviour::kSilent);
-  const std::string url = "git://" + silent.address() + "/x.git";
-  expectTimedOut(lsRemote(url, {}, kShort), url);
+  expectLsRemoteTimesOut(MisbehavingServer::Behaviour::kSilent, "git://");
 }
 
 TEST(GitDeadlineTest, SilentSshServerTimesOut) {
   // libssh2 reads the socket itself: only shutting the socket down at the deadline ends its handshake.
-  MisbehavingServer silent(MisbehavingServer::Behaviour::kSilent);
-  const std::string url = "ssh://git@" + silent.address() + "/x.git";
-  expectTimedOut(lsRemote(url, Credentials{.insecure_ignore_host_key = true}, kShort), url);
+  expectLsRemoteTimesOut(MisbehavingServer::Behaviour::kSilent, "ssh://git@",
+                         Credentials{.insecure_ignore_host_key = true});
 }
 
 TEST(GitDeadlineTest, SilentHttpsServerTimesOut) {
-  MisbehavingServer silent(MisbehavingServer::Behaviour::kSilent);
-  const std::string url = "https://" + silent.address() + "/x.git";
-  expectTimedOut(lsRemote(url, {}, kShort), url);
+  expectLsRemoteTimesOut(MisbehavingServer::Behaviour::kSilent, "https://");
 }
 
 TEST(GitDeadlineTest, TricklingServerTimesOut) {
   // Answers, but one byte every 100 ms: progress never stops, the operation's deadline still ends it.
-  MisbehavingServer slow(MisbehavingServer::Behaviour::kTrickle);
-  const std::string url = "http://" + slow.address() + "/x.git";
-  expectTimedOut(lsRemote(url, {}, kShort), url);
+  expectLsRemoteTimesOut(MisbehavingServer::Behaviour::kTrickle, "http://");
 }
 
 TEST(GitDeadlineTest, MirrorFetchFromSilentServerTimesOut) {

@@ -171,14 +171,14 @@ TEST_F(BundlerIntegrationTest, UnknownFleetYamlFieldIsAnErrorEvent) {
 TEST_F(BundlerIntegrationTest, RedeliveryAfterACrashPublishesNoDuplicates) {
   // A first "process" handles the commit but dies before acking it.
   auto opts = options();
-  bus::ConsumerConfig config{.durable = std::string(kConsumerName),
-                             .filter_subject = std::string(events::kCommitFilter),
-                             .ack_wait = opts.ack_wait};
-  ASSERT_TRUE(hub_.js->ensureConsumer(service::kCommitsStream, config).ok());
-  auto consumer = hub_.js->bindPull(service::kCommitsStream, std::string(kConsumerName));
-  ASSERT_TRUE(consumer.ok());
+  bus::PullConsumer consumer;
+  ASSERT_NO_FATAL_FAILURE(bindDurable(service::kCommitsStream,
+                                      {.durable = std::string(kConsumerName),
+                                       .filter_subject = std::string(events::kCommitFilter),
+                                       .ack_wait = opts.ack_wait},
+                                      consumer));
   publishCommit(kCommit1, threeBundles(), {"apps/*"});
-  auto batch = consumer->fetch(1, 5s);
+  auto batch = consumer.fetch(1, 5s);
   ASSERT_TRUE(batch.ok());
   ASSERT_EQ(batch->size(), 1u);
   {
@@ -392,16 +392,16 @@ TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRe
   auto opts = options();
   opts.max_deliveries = 2;
   opts.ack_wait = 1s;
-  bus::ConsumerConfig config{.durable = std::string(kConsumerName),
-                             .filter_subject = std::string(events::kCommitFilter),
-                             .ack_wait = opts.ack_wait,
-                             .max_deliver = opts.max_deliveries + 1};
-  ASSERT_TRUE(hub_.js->ensureConsumer(service::kCommitsStream, config).ok());
-  auto crashing = hub_.js->bindPull(service::kCommitsStream, std::string(kConsumerName));
-  ASSERT_TRUE(crashing.ok());
+  bus::PullConsumer crashing;
+  ASSERT_NO_FATAL_FAILURE(bindDurable(service::kCommitsStream,
+                                      {.durable = std::string(kConsumerName),
+                                       .filter_subject = std::string(events::kCommitFilter),
+                                       .ack_wait = opts.ack_wait,
+                                       .max_deliver = opts.max_deliveries + 1},
+                                      crashing));
   auto poison = publishCommit(kCommit1, threeBundles(), {"apps/*"});
   uint64_t sequence = 0;
-  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, sequence));
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(crashing, 2, sequence));
   crashing = bus::PullConsumer();
   bundler_ = std::make_unique<Bundler>(handlerBus(), std::make_shared<const render::RendererSet>(), metrics_, opts);
   ASSERT_TRUE(bundler_->start().ok());

@@ -63,33 +63,9 @@ class ClusterRecordsTest : public SchedulerFixture {
     ASSERT_TRUE(hub_.js->publish(events::statusSubject(cluster, ""), events::encode(beat).dump(), beat.id).ok());
   }
 
-  //! What an agent publishes after handling `deploy` (a delete answers with state Ready, reason Deleted).
+  //! What an agent publishes after handling `deploy` (a delete answers with state Ready).
   void answer(const events::DeployEvent& deploy, const std::string& state = "Ready") {
-    events::StatusEvent event{
-        .id = events::statusMsgId(deploy.cluster, deploy.bundle, deploy.deployment_id, state, deploy.generation),
-        .time = log::nowRfc3339(),
-        .cluster = deploy.cluster,
-        .workspace = deploy.workspace,
-        .bundle = deploy.bundle,
-        .deployment_id = deploy.deployment_id,
-        .generation = deploy.generation,
-        .sequence = deploy.generation,
-        .state = state,
-        .reason = deploy.remove ? "Deleted" : "",
-        .agent_version = "0.1.0"};
-    auto ack =
-        hub_.js->publish(events::statusSubject(deploy.cluster, deploy.bundle), events::encode(event).dump(), event.id);
-    ASSERT_TRUE(ack.ok()) << ack.error().describe();
-  }
-
-  //! Registers c-1 (no labels), publishes repo-app for every cluster and reads c-1's DeployEvent into `first`.
-  void deployToC1(bus::PullConsumer& c1, events::DeployEvent& first) {
-    ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-    c1 = harness::agentDurable(hub_, "c-1");
-    publishBundle(appEvent(kManifestA, Json::array()));
-    auto sent = deploys(c1, 1);
-    ASSERT_EQ(sent.size(), 1u);
-    first = sent[0];
+    publishStatus(deploy.cluster, deploy.bundle, deploy.deployment_id, deploy.generation, state);
   }
 
   void putTombstone(const std::string& cluster, bool keep_resources) {

@@ -74,6 +74,18 @@ class SchedulerFixture : public harness::HubTest {
     ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }, std::chrono::seconds(20)));
   }
 
+  //! Binds `consumer` to the scheduler's durable `durable` on `stream` (filter `filter`, a 1 s ack wait, 3
+  //! deliveries) before the scheduler starts: a "process" that takes messages and dies holding them.
+  void bindCrashingDurable(std::string_view stream, std::string_view durable, std::string_view filter,
+                           bus::PullConsumer& consumer) {
+    bindDurable(stream,
+                {.durable = std::string(durable),
+                 .filter_subject = std::string(filter),
+                 .ack_wait = std::chrono::seconds(1),
+                 .max_deliver = 3},
+                consumer);
+  }
+
   void stopScheduler() {
     if (scheduler_) {
       scheduler_->stop();
@@ -121,6 +133,17 @@ class SchedulerFixture : public harness::HubTest {
       ADD_FAILURE() << "unexpected DeployEvent: " << events::encode(event).dump();
     }
     return more.empty();
+  }
+
+  //! Registers c-1 (no labels), publishes bundle repo-app (kManifestA) for every cluster and reads c-1's DeployEvent
+  //! into `first` (from c-1's agent durable, bound to `c1`).
+  void deployToC1(bus::PullConsumer& c1, events::DeployEvent& first) {
+    ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+    c1 = harness::agentDurable(hub_, "c-1");
+    publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
+    auto sent = deploys(c1, 1);
+    ASSERT_EQ(sent.size(), 1u);
+    first = sent[0];
   }
 
   //! Publishes an agent's report (reason "Test" unless Ready); its stream sequence (0 when the publish failed,

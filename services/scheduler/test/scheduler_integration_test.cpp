@@ -542,12 +542,10 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
 
 // A paused bundle holds new deployments (OutOfSync) until it is resumed.
 TEST_F(SchedulerTest, PausedBundleHoldsNewDeployments) {
-  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  auto c1 = agentConsumer("c-1");
-  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
-  auto first = deploys(c1, 1);
-  ASSERT_EQ(first.size(), 1u);
-  publishStatus("c-1", "repo-app", first[0].deployment_id, first[0].generation, "Ready");
+  bus::PullConsumer c1;
+  events::DeployEvent first;
+  ASSERT_NO_FATAL_FAILURE(deployToC1(c1, first));
+  publishStatus("c-1", "repo-app", first.deployment_id, first.generation, "Ready");
 
   auto paused = bundleEvent("repo-app", kManifestB, Json::array(), kCommit2);
   paused.paused = true;
@@ -563,6 +561,21 @@ TEST_F(SchedulerTest, PausedBundleHoldsNewDeployments) {
   auto released = deploys(c1, 1);
   ASSERT_EQ(released.size(), 1u);
   EXPECT_EQ(released[0].manifest_id, kManifestB);
+}
+
+// A cluster record that disappears (no registered agent to report a delete): the delete is still sent, and its
+// records go at once instead of waiting.
+TEST_F(SchedulerTest, AnUnregisteredClusterDoesNotWaitForADeleteReport) {
+  bus::PullConsumer c1;
+  events::DeployEvent first;
+  ASSERT_NO_FATAL_FAILURE(deployToC1(c1, first));
+  ASSERT_TRUE(
+      kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
+  ASSERT_TRUE(hub_.clusters->remove(events::clusterKey("c-1")).ok());
+  auto removed = deploys(c1, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_TRUE(removed[0].remove);
+  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")); }));
 }
 
 // NATS goes away: a handler that cannot publish asks for a retry (nak with backoff) and changes nothing; once NATS
@@ -622,17 +635,13 @@ TEST_F(SchedulerTest, BinaryRunsAndStopsCleanly) {
 TEST_F(SchedulerTest, APoisonBundleEventIsTerminatedAndReportedWhileOthersSchedule) {
   scheduler_->stop();
   scheduler_.reset();
-  bus::ConsumerConfig config{.durable = std::string(kBundleConsumer),
-                             .filter_subject = std::string(events::kBundleFilter),
-                             .ack_wait = 1s,
-                             .max_deliver = 3};
-  ASSERT_TRUE(hub_.js->ensureConsumer(service::kBundlesStream, config).ok());
-  auto crashing = hub_.js->bindPull(service::kBundlesStream, std::string(kBundleConsumer));
-  ASSERT_TRUE(crashing.ok());
+  bus::PullConsumer crashing;
+  ASSERT_NO_FATAL_FAILURE(
+      bindCrashingDurable(service::kBundlesStream, kBundleConsumer, events::kBundleFilter, crashing));
   auto poison = bundleEvent("poison", kManifestA, prodOnly());
   publishBundle(poison);
   uint64_t sequence = 0;
-  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, sequence));
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(crashing, 2, sequence));
   crashing = bus::PullConsumer();
   startScheduler(2, 1s);
   auto key = events::terminatedKey(service::kBundlesStream, kBundleConsumer, sequence);
@@ -840,22 +849,6 @@ TEST_F(SchedulerTest, DeletedClusterGroupRetargetsEveryBundleOfItsWorkspace) {
   EXPECT_EQ(bundles, (std::set<std::string>{"repo-one", "repo-two"}));
   EXPECT_TRUE(noMoreDeploys(eu));
   EXPECT_TRUE(noMoreDeploys(us, 300ms));
-}
-
-// A cluster record that disappears (no registered agent to report a delete): the delete is still sent, and its
-// records go at once instead of waiting.
-TEST_F(SchedulerTest, AnUnregisteredClusterDoesNotWaitForADeleteReport) {
-  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
-  auto c1 = agentConsumer("c-1");
-  publishBundle(bundleEvent("repo-app", kManifestA, Json::array()));
-  ASSERT_EQ(deploys(c1, 1).size(), 1u);
-  ASSERT_TRUE(
-      kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"), [](const Json&) { return true; }));
-  ASSERT_TRUE(hub_.clusters->remove(events::clusterKey("c-1")).ok());
-  auto removed = deploys(c1, 1);
-  ASSERT_EQ(removed.size(), 1u);
-  EXPECT_TRUE(removed[0].remove);
-  EXPECT_TRUE(waitFor([&] { return !kv(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app")); }));
 }
 
 // Fault point scheduler.bundle.deployed: the binary dies (SIGKILL) right after the first cluster's DeployEvent of a

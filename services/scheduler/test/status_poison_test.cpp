@@ -174,18 +174,14 @@ TEST_F(SchedulerStatusPoisonTest, AReportThatAlwaysFailsIsTerminatedAndReportedW
 // A report whose handling kills the scheduler every time (each "process" takes it and dies without settling it)
 // is terminated unrun on the delivery after the maximum and reported; the scheduler then stores the next report.
 TEST_F(SchedulerStatusPoisonTest, AReportThatKillsTheSchedulerIsTerminatedAndReported) {
-  bus::ConsumerConfig config{.durable = std::string(kStatusConsumer),
-                             .filter_subject = std::string(events::kStatusFilter),
-                             .ack_wait = 1s,
-                             .max_deliver = 3};
-  ASSERT_TRUE(hub_.js->ensureConsumer(service::kStatusStream, config).ok());
-  auto crashing = hub_.js->bindPull(service::kStatusStream, std::string(kStatusConsumer));
-  ASSERT_TRUE(crashing.ok()) << crashing.error().describe();
+  bus::PullConsumer crashing;
+  ASSERT_NO_FATAL_FAILURE(
+      bindCrashingDurable(service::kStatusStream, kStatusConsumer, events::kStatusFilter, crashing));
   events::StatusEvent poison;
   const uint64_t sequence = report("c-1", "repo-app", "m:o", 1, "Ready", &poison);
   ASSERT_NE(sequence, 0u);
   uint64_t delivered = 0;
-  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(*crashing, 2, delivered));
+  ASSERT_NO_FATAL_FAILURE(harness::deliverUnsettled(crashing, 2, delivered));
   ASSERT_EQ(delivered, sequence);
   crashing = bus::PullConsumer();
 

@@ -53,6 +53,16 @@ class HubTest : public ::testing::Test {
     hub_ = std::move(hub).value();
   }
 
+  //! Creates the durable `config` describes on `stream` and binds `consumer` to it, as a service process does (a
+  //! test then takes messages through it and "dies" holding them).
+  void bindDurable(std::string_view stream, const bus::ConsumerConfig& config, bus::PullConsumer& consumer) {
+    auto created = hub_.js->ensureConsumer(stream, config);
+    ASSERT_TRUE(created.ok()) << created.error().describe();
+    auto bound = hub_.js->bindPull(stream, config.durable);
+    ASSERT_TRUE(bound.ok()) << bound.error().describe();
+    consumer = std::move(bound).value();
+  }
+
   //! A fresh temporary directory named after `prefix`, stored in `dir`.
   static void makeScratchDir(const std::string& prefix, std::string& dir) {
     auto made = makeTempDir(prefix);
