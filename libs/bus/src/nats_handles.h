@@ -18,31 +18,22 @@
 #include "flotilla/bus/errors.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
+#include "flotilla/core/c_handle.h"
 
 namespace flotilla::bus {
 
-template <auto Destroy>
-struct NatsDeleter {
-  template <typename T>
-  void operator()(T* handle) const {
-    if (handle != nullptr) {
-      Destroy(handle);
-    }
-  }
-};
-
-using NatsOptionsPtr = std::unique_ptr<natsOptions, NatsDeleter<natsOptions_Destroy>>;
-using NatsConnectionPtr = std::unique_ptr<natsConnection, NatsDeleter<natsConnection_Destroy>>;
-using NatsSubscriptionPtr = std::unique_ptr<natsSubscription, NatsDeleter<natsSubscription_Destroy>>;
-using NatsMsgPtr = std::unique_ptr<natsMsg, NatsDeleter<natsMsg_Destroy>>;
-using JsCtxPtr = std::unique_ptr<jsCtx, NatsDeleter<jsCtx_Destroy>>;
-using JsStreamInfoPtr = std::unique_ptr<jsStreamInfo, NatsDeleter<jsStreamInfo_Destroy>>;
-using JsConsumerInfoPtr = std::unique_ptr<jsConsumerInfo, NatsDeleter<jsConsumerInfo_Destroy>>;
-using JsPubAckPtr = std::unique_ptr<jsPubAck, NatsDeleter<jsPubAck_Destroy>>;
-using JsMetaPtr = std::unique_ptr<jsMsgMetaData, NatsDeleter<jsMsgMetaData_Destroy>>;
-using KvStorePtr = std::unique_ptr<kvStore, NatsDeleter<kvStore_Destroy>>;
-using KvEntryPtr = std::unique_ptr<kvEntry, NatsDeleter<kvEntry_Destroy>>;
-using KvWatcherPtr = std::unique_ptr<kvWatcher, NatsDeleter<kvWatcher_Destroy>>;
+using NatsOptionsPtr = CHandle<natsOptions, natsOptions_Destroy>;
+using NatsConnectionPtr = CHandle<natsConnection, natsConnection_Destroy>;
+using NatsSubscriptionPtr = CHandle<natsSubscription, natsSubscription_Destroy>;
+using NatsMsgPtr = CHandle<natsMsg, natsMsg_Destroy>;
+using JsCtxPtr = CHandle<jsCtx, jsCtx_Destroy>;
+using JsStreamInfoPtr = CHandle<jsStreamInfo, jsStreamInfo_Destroy>;
+using JsConsumerInfoPtr = CHandle<jsConsumerInfo, jsConsumerInfo_Destroy>;
+using JsPubAckPtr = CHandle<jsPubAck, jsPubAck_Destroy>;
+using JsMetaPtr = CHandle<jsMsgMetaData, jsMsgMetaData_Destroy>;
+using KvStorePtr = CHandle<kvStore, kvStore_Destroy>;
+using KvEntryPtr = CHandle<kvEntry, kvEntry_Destroy>;
+using KvWatcherPtr = CHandle<kvWatcher, kvWatcher_Destroy>;
 
 //! Owns a natsMsgList (a struct by value in libnats).
 struct NatsMsgList {

@@ -10,33 +10,16 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "flotilla/core/c_handle.h"
+
 namespace flotilla::identity::detail {
 
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-struct PkeyCtxFree {
-  void operator()(EVP_PKEY_CTX* ctx) const { EVP_PKEY_CTX_free(ctx); }
-};
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-struct X509Free {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct ExtensionFree {
-  void operator()(X509_EXTENSION* ext) const { X509_EXTENSION_free(ext); }
-};
-
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
-using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using ExtensionPtr = std::unique_ptr<X509_EXTENSION, ExtensionFree>;
+using PkeyPtr = CHandle<EVP_PKEY, EVP_PKEY_free>;
+using PkeyCtxPtr = CHandle<EVP_PKEY_CTX, EVP_PKEY_CTX_free>;
+using MdCtxPtr = CHandle<EVP_MD_CTX, EVP_MD_CTX_free>;
+using X509Ptr = CHandle<X509, X509_free>;
+using BioPtr = CHandle<BIO, BIO_free>;
+using ExtensionPtr = CHandle<X509_EXTENSION, X509_EXTENSION_free>;
 
 //! The text of OpenSSL's most recent error (and clears the queue), or `fallback` when the queue is empty.
 inline std::string opensslError(const std::string& fallback) {

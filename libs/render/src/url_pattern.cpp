@@ -8,20 +8,12 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "flotilla/core/c_handle.h"
+
 namespace flotilla::render::detail {
 namespace {
 
 constexpr const char* kField = "helmRepoURLRegex";
-
-struct CodeFree {
-  void operator()(pcre2_code* code) const { pcre2_code_free(code); }
-};
-struct MatchDataFree {
-  void operator()(pcre2_match_data* data) const { pcre2_match_data_free(data); }
-};
-struct MatchContextFree {
-  void operator()(pcre2_match_context* context) const { pcre2_match_context_free(context); }
-};
 
 std::string pcreMessage(int code) {
   std::array<PCRE2_UCHAR, 256> buffer{};
@@ -48,15 +40,15 @@ Result<bool> urlPatternMatches(std::string_view pattern, std::string_view url) {
   }
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  std::unique_ptr<pcre2_code, CodeFree> code(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                                           PCRE2_NEVER_BACKSLASH_C, &error_code, &error_offset,
-                                                           nullptr));
+  CHandle<pcre2_code, pcre2_code_free> code(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                                          PCRE2_NEVER_BACKSLASH_C, &error_code, &error_offset,
+                                                          nullptr));
   if (!code) {
     return fail(invalid("is not a valid regular expression: " + pcreMessage(error_code) + " at offset " +
                         std::to_string(error_offset)));
   }
-  std::unique_ptr<pcre2_match_context, MatchContextFree> context(pcre2_match_context_create(nullptr));
-  std::unique_ptr<pcre2_match_data, MatchDataFree> data(pcre2_match_data_create_from_pattern(code.get(), nullptr));
+  CHandle<pcre2_match_context, pcre2_match_context_free> context(pcre2_match_context_create(nullptr));
+  CHandle<pcre2_match_data, pcre2_match_data_free> data(pcre2_match_data_create_from_pattern(code.get(), nullptr));
   if (!context || !data) {
     return fail(makeError(ErrorKind::kInternal, "out of memory matching the helmRepoURLRegex", kField));
   }

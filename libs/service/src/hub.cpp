@@ -63,6 +63,36 @@ std::map<std::string, std::string> storeFlags() {
   };
 }
 
+namespace {
+
+//! The factor of a size unit: 1 for none or B; K, M, G, T (B optional) are powers of 1000, Ki, Mi, Gi, Ti (B
+//! optional) powers of 1024; 0 for anything else.
+int64_t unitFactor(std::string_view unit) {
+  if (unit.empty() || unit == "B") {
+    return 1;
+  }
+  constexpr std::string_view kPrefixes = "KMGT";
+  const size_t power = kPrefixes.find(unit.front());
+  if (power == std::string_view::npos) {
+    return 0;
+  }
+  std::string_view rest = unit.substr(1);
+  const bool binary = rest.starts_with('i');
+  if (binary) {
+    rest.remove_prefix(1);
+  }
+  if (!rest.empty() && rest != "B") {
+    return 0;
+  }
+  int64_t factor = 1;
+  for (size_t i = 0; i <= power; ++i) {
+    factor *= binary ? 1024 : 1000;
+  }
+  return factor;
+}
+
+}  // namespace
+
 Result<int64_t> parseByteSize(std::string_view text) {
   size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
@@ -72,32 +102,9 @@ Result<int64_t> parseByteSize(std::string_view text) {
     return fail(ErrorKind::kInvalid, "\"" + std::string(text) + "\" is not a size like 512MiB or 16GiB");
   }
   const int64_t number = std::stoll(std::string(text.substr(0, digits)));
-  static const std::pair<std::string_view, int64_t> kUnits[] = {{"", 1},
-                                                                {"B", 1},
-                                                                {"K", 1000},
-                                                                {"KB", 1000},
-                                                                {"Ki", int64_t{1} << 10},
-                                                                {"KiB", int64_t{1} << 10},
-                                                                {"M", 1000000},
-                                                                {"MB", 1000000},
-                                                                {"Mi", int64_t{1} << 20},
-                                                                {"MiB", int64_t{1} << 20},
-                                                                {"G", 1000000000},
-                                                                {"GB", 1000000000},
-                                                                {"Gi", int64_t{1} << 30},
-                                                                {"GiB", int64_t{1} << 30},
-                                                                {"T", 1000000000000},
-                                                                {"TB", 1000000000000},
-                                                                {"Ti", int64_t{1} << 40},
-                                                                {"TiB", int64_t{1} << 40}};
-  const std::string_view unit = text.substr(digits);
-  for (const auto& [name, factor] : kUnits) {
-    if (unit == name) {
-      if (number > std::numeric_limits<int64_t>::max() / factor) {
-        break;
-      }
-      return number * factor;
-    }
+  const int64_t factor = unitFactor(text.substr(digits));
+  if (factor != 0 && number <= std::numeric_limits<int64_t>::max() / factor) {
+    return number * factor;
   }
   return fail(ErrorKind::kInvalid, "\"" + std::string(text) + "\" is not a size like 512MiB or 16GiB");
 }

@@ -12,28 +12,17 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "flotilla/core/c_handle.h"
 #include "flotilla/core/util.h"
 
 namespace flotilla::harness::pki {
 namespace {
 
 // RAII for the OpenSSL objects used here.
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct X509Free {
-  void operator()(X509* p) const { X509_free(p); }
-};
-struct BioFree {
-  void operator()(BIO* p) const { BIO_free(p); }
-};
-struct ExtFree {
-  void operator()(X509_EXTENSION* p) const { X509_EXTENSION_free(p); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using Cert = std::unique_ptr<X509, X509Free>;
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Ext = std::unique_ptr<X509_EXTENSION, ExtFree>;
+using Pkey = CHandle<EVP_PKEY, EVP_PKEY_free>;
+using Cert = CHandle<X509, X509_free>;
+using Bio = CHandle<BIO, BIO_free>;
+using Ext = CHandle<X509_EXTENSION, X509_EXTENSION_free>;
 
 // The one place OpenSSL's error queue becomes our Error.
 Failure opensslFailure(const char* where) {
