@@ -165,22 +165,14 @@ TEST_F(AgentTest, CrdAndCustomResourceInOneBundle) {
   std::string ns = unique("crd");
   std::string group = randomHex(4) + ".example.com";
   std::string bundle = unique("bundle");
-  Json crd = Json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-    "metadata":{"name":"widgets.)" +
-                         group + R"("},
-    "spec":{"group":")" + group +
-                         R"(","scope":"Namespaced",
-      "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},
-      "versions":[{"name":"v1","served":true,"storage":true,
-        "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object",
-          "properties":{"size":{"type":"integer"}}}}}}}]}})")
-                 .value();
+  Json widgets = crd(group, "widgets", "Widget");
+  widgets["spec"]["scope"] = "Namespaced";
   Json widget = Json::obj({{"apiVersion", group + "/v1"},
                            {"kind", "Widget"},
                            {"metadata", Json::obj({{"name", "w1"}})},
                            {"spec", Json::obj({{"size", 3}})}});
   // The manifest lists the custom resource first: the agent's staging, not the manifest order, must win.
-  deploy(bundle, putManifest({widget, crd, namespaceObject(ns)}), Json::obj({{"defaultNamespace", ns}}));
+  deploy(bundle, putManifest({widget, widgets, namespaceObject(ns)}), Json::obj({{"defaultNamespace", ns}}));
   auto status = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(status);
   EXPECT_EQ(status->state, "Ready") << status->message;

@@ -12,14 +12,6 @@ namespace {
 
 class ApplyRequestsTest : public AgentTest {
  protected:
-  //! A client of its own, so its request counters are this test's.
-  std::shared_ptr<kube::KubeClient> countingClient() {
-    auto config = kube::Kubeconfig::load(cluster_->kubeconfigPath());
-    EXPECT_TRUE(config.ok());
-    auto client = kube::KubeClient::create(*config);
-    EXPECT_TRUE(client.ok());
-    return client.ok() ? std::shared_ptr<kube::KubeClient>(std::move(client).value()) : nullptr;
-  }
   static double requests(kube::KubeClient& client, const std::string& verb) {
     double total = 0;
     for (const char* code : {"200", "201", "404", "409"}) {
@@ -41,7 +33,7 @@ class ApplyRequestsTest : public AgentTest {
 };
 
 TEST_F(ApplyRequestsTest, RedeploySkipsTheReadsOfObjectsTheWatchKnows) {
-  auto client = countingClient();
+  auto client = newKubeClient();  // a client of its own: its request counters are this test's
   ASSERT_NE(client, nullptr);
   // The agent namespace exists (its first inventory write does not create it) and no resync reads in between.
   ASSERT_TRUE(kube_->apply(namespaceObject(agent_namespace_)).ok());
@@ -80,7 +72,7 @@ TEST_F(ApplyRequestsTest, RedeploySkipsTheReadsOfObjectsTheWatchKnows) {
 }
 
 TEST_F(ApplyRequestsTest, AStaleCacheFallsBackToReadingTheOwner) {
-  auto client = countingClient();
+  auto client = newKubeClient();  // a client of its own: its request counters are this test's
   ASSERT_NE(client, nullptr);
   const std::string ns = unique("stale");
   ASSERT_TRUE(kube_->apply(namespaceObject(ns)).ok());
