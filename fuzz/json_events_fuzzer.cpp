@@ -46,26 +46,25 @@ void record(const Json& json) {
       [](const T& v) { return flotilla::events::encode(v); });
 }
 
+//! payload<T> for each T.
+template <typename... T>
+void payloads(const Json& json) {
+  (payload<T>(json), ...);
+}
+
+//! record<T> for each T.
+template <typename... T>
+void records(const Json& json) {
+  (record<T>(json), ...);
+}
+
 void decodeEverything(const Json& json) {
   namespace ev = flotilla::events;
-  payload<ev::CommitEvent>(json);
-  payload<ev::BundleEvent>(json);
-  payload<ev::DeployEvent>(json);
-  payload<ev::StatusEvent>(json);
-  payload<ev::RegisterRequest>(json);
-  payload<ev::RegisterReply>(json);
-  payload<ev::Heartbeat>(json);
+  payloads<ev::CommitEvent, ev::BundleEvent, ev::DeployEvent, ev::StatusEvent, ev::RegisterRequest, ev::RegisterReply,
+           ev::Heartbeat>(json);
   (void)ev::payloadKind(json);
-  record<ev::DeploymentRecord>(json);
-  record<ev::BdStatus>(json);
-  record<ev::BundleRecord>(json);
-  record<ev::RenderStatus>(json);
-  record<ev::BundleClaim>(json);
-  record<ev::PollStatus>(json);
-  record<ev::BundleSummary>(json);
-  record<ev::GitRepoSummary>(json);
-  record<ev::ClusterSummary>(json);
-  record<ev::ClusterDeregistration>(json);
+  records<ev::DeploymentRecord, ev::BdStatus, ev::BundleRecord, ev::RenderStatus, ev::BundleClaim, ev::PollStatus,
+          ev::BundleSummary, ev::GitRepoSummary, ev::ClusterSummary, ev::ClusterDeregistration>(json);
   roundTrip<ev::CloudEvent>(json, "CloudEvent round trip", ev::decodeCloudEvent,
                             [](const ev::CloudEvent& v) { return ev::encode(v); });
   roundTrip<ev::BundleVariants>(json, "BundleVariants round trip", ev::decodeBundleVariants,

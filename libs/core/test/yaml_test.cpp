@@ -64,15 +64,16 @@ TEST(YamlTest, EmitsEmptyCollectionsInFlowStyle) {
 
 TEST(YamlTest, RecordsFieldLinesWhenAsked) {
   const char* text =
-      "kind: GitRepo\n"
-      "metadata:\n"
-      "  labels:\n"
-      "    app.kubernetes.io/name: x\n"
-      "spec:\n"
-      "  targets:\n"
-      "  - name: a\n"
-      "    clusterSelector:\n"
-      "      matchLabels: {env: prod}\n";
+      R"(kind: GitRepo
+metadata:
+  labels:
+    app.kubernetes.io/name: x
+spec:
+  targets:
+  - name: a
+    clusterSelector:
+      matchLabels: {env: prod}
+)";
   auto docs = parseYamlDocuments(text, "g.yaml", YamlLimits{.record_lines = true});
   ASSERT_TRUE(docs.ok()) << docs.error().describe();
   const YamlDocument& doc = docs->front();
@@ -88,13 +89,14 @@ TEST(YamlTest, RecordsFieldLinesWhenAsked) {
 
 TEST(YamlTest, MergeKeysCanBeOverriddenOnEitherSide) {
   const char* text =
-      "base: &b {x: 1, y: 2}\n"
-      "before:\n"
-      "  y: 3\n"
-      "  <<: *b\n"
-      "after:\n"
-      "  <<: *b\n"
-      "  y: 4\n";
+      R"(base: &b {x: 1, y: 2}
+before:
+  y: 3
+  <<: *b
+after:
+  <<: *b
+  y: 4
+)";
   auto docs = parseYamlDocuments(text, "m.yaml", YamlLimits{.record_lines = true});
   ASSERT_TRUE(docs.ok()) << docs.error().describe();
   const YamlDocument& doc = docs->front();

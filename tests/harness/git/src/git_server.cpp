@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "flotilla/core/util.h"
+#include "flotilla/harness/log_tail.h"
 
 namespace flotilla::harness {
 namespace fs = std::filesystem;
@@ -63,19 +64,7 @@ Status runSetupTool(const std::vector<std::string>& argv, const std::string& wha
 
 std::string tailOf(const std::string& path, size_t lines) {
   auto content = readFile(path);
-  if (!content.ok()) {
-    return {};
-  }
-  auto all = split(*content, '\n');
-  while (!all.empty() && all.back().empty()) {
-    all.pop_back();
-  }
-  size_t first = all.size() > lines ? all.size() - lines : 0;
-  std::string out;
-  for (size_t i = first; i < all.size(); ++i) {
-    out += all[i] + "\n";
-  }
-  return out;
+  return content.ok() ? lastLines(*content, lines) : std::string();
 }
 
 // fast-import accepts C-style quoted paths; quoting every path keeps spaces and odd characters safe.

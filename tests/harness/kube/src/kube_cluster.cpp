@@ -18,6 +18,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/harness/local_port.h"
+#include "flotilla/harness/log_tail.h"
 #include "pki.h"
 
 namespace flotilla::harness {
@@ -87,18 +88,7 @@ std::string tailOfFile(const std::string& path, size_t lines) {
   if (!text.ok()) {
     return "(no log: " + text.error().message + ")\n";
   }
-  auto all = split(*text, '\n');
-  if (!all.empty() && all.back().empty()) {
-    all.pop_back();
-  }
-  size_t first = all.size() > lines ? all.size() - lines : 0;
-  std::string out;
-  for (size_t i = first; i < all.size(); ++i) {
-    // klog lines can be very long (whole objects); a tail is for reading.
-    out += all[i].size() > 500 ? all[i].substr(0, 500) + " ..." : all[i];
-    out += '\n';
-  }
-  return out;
+  return lastLines(*text, lines, 500);  // klog lines can be very long (whole objects); a tail is for reading
 }
 
 std::string kubeconfigYaml(const std::string& name, const std::string& server, const std::string& cluster_fields,
