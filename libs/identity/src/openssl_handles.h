@@ -15,7 +15,6 @@
 namespace flotilla::identity::detail {
 
 using PkeyPtr = CHandle<EVP_PKEY, EVP_PKEY_free>;
-using PkeyCtxPtr = CHandle<EVP_PKEY_CTX, EVP_PKEY_CTX_free>;
 using MdCtxPtr = CHandle<EVP_MD_CTX, EVP_MD_CTX_free>;
 using X509Ptr = CHandle<X509, X509_free>;
 using BioPtr = CHandle<BIO, BIO_free>;
