@@ -79,9 +79,9 @@ class HandoverTest : public ConfigMapBundlesTest {
     sendReady(bundle, {cm("keep")});
     return HasFatalFailure() ? std::string() : before;
   }
-  //! `rig` handles a deployment of ConfigMaps "o" (k=a) and "keep" as `bundle`; the UID "o" then has.
-  std::string appliedWithO(HandlerRig& rig, const std::string& bundle) {
-    EXPECT_EQ(rig.handle(event(bundle, {cm("o", "a"), cm("keep")})).result, "applied");
+  //! `first` handles a deployment of ConfigMaps "o" (k=a) and "keep" as `bundle`; the UID "o" then has.
+  std::string appliedWithO(HandlerRig& first, const std::string& bundle) {
+    EXPECT_EQ(first.handle(event(bundle, {cm("o", "a"), cm("keep")})).result, "applied");
     return uid("o");
   }
   //! Sends `objects` as `claimant`: its first status is Ready, and ConfigMap "o" is its, with the UID `before`.
@@ -343,7 +343,7 @@ TEST_F(HandoverTest, CrashAfterReleaseDroppedConverges) {
   EXPECT_EQ(parked.result, "conflict");
   int wakes = first->wakes;
   EXPECT_EQ(first->handle(event(a, {cm("keep")})).result, "applied");
-  EXPECT_GT(first->wakes, wakes) << "a release with a claimant wakes the parked deploys";
+  EXPECT_GT(first->wakes.load(), wakes) << "a release with a claimant wakes the parked deploys";
   EXPECT_FALSE(lists(a, "o"));
   EXPECT_EQ(uid("o"), before);
   first.reset();  // the crash: B was never run again
