@@ -21,7 +21,7 @@ namespace flotilla::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
-using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the fixture's helpers
+using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the shared fixture
 
 //! A BundleEvent of bundle repo-app.
 events::BundleEvent appEvent(const std::string& manifest, Json targets, const std::string& commit = kCommit1) {

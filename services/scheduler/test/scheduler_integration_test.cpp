@@ -24,7 +24,7 @@ namespace flotilla::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
-using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the fixture's helpers
+using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the shared fixture
 
 class SchedulerTest : public SchedulerFixture {
  protected:

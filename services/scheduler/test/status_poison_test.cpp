@@ -22,7 +22,7 @@ namespace flotilla::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
-using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the fixture's helpers
+using namespace scheduler_test;  // NOLINT(google-build-using-namespace): the shared fixture
 
 bool waitFor(const std::function<bool()>& check, std::chrono::milliseconds timeout = 20s) {
   return harness::waitUntil(check, timeout);
