@@ -23,6 +23,12 @@ constexpr std::string_view kTwoFields = R"({"kind":"Status","status":"Failure",
 TEST(ImmutableFieldsTest, SelectorRefusalNamesTheField) {
   Error error = kube::apiError(422, kSelectorRefusal, "PATCH /apis/apps/v1/namespaces/app/deployments/web");
   EXPECT_EQ(immutableFields(error), std::vector<std::string>{"spec.selector"});
+  // kube-apiserver 1.36 prints the value as JSON.
+  Error json_value = kube::apiError(
+      422,
+      R"({"kind":"Status","message":"Deployment.apps \"web\" is invalid: spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"web\",\"release\":\"two\"}}: field is immutable","reason":"Invalid","code":422})",
+      "PATCH /apis/apps/v1/namespaces/app/deployments/web");
+  EXPECT_EQ(immutableFields(json_value), std::vector<std::string>{"spec.selector"}) << json_value.message;
 }
 
 TEST(ImmutableFieldsTest, SeveralFieldsAreEachNamedOnce) {
