@@ -855,7 +855,7 @@ TEST_F(SchedulerTest, GitRepoCascadeIsDeletingUntilEveryAgentReported) {
   EXPECT_TRUE(resent[0].remove);
   EXPECT_EQ(resent[0].bundle, "repo-a");
   EXPECT_GT(resent[0].generation, a2.generation);
-  EXPECT_EQ(metric("delete_retries_total"), 1);
+  EXPECT_TRUE(waitFor([&] { return metric("delete_retries_total") == 1; }));  // counted right after the publish
 
   publishStatus("c-2", "repo-a", "", resent[0].generation, "Ready");
   publishStatus("c-2", "repo-b", "", b2.generation, "Ready");
