@@ -148,6 +148,90 @@ TEST_F(CascadeTest, PathDroppedFromPathsDeletesItsBundles) {
       << bundleRecordsLeft(hub(), dropped);
 }
 
+//! A ValidatingAdmissionPolicy (and its binding) on `cluster` that refuses deleting ConfigMap `name` in `ns`.
+Status refuseDeletes(Hub& hub, size_t cluster, const std::string& policy, const std::string& ns,
+                     const std::string& name) {
+  auto vap = Json::parse(R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicy",
+    "metadata":{"name":")" +
+                         policy + R"("},"spec":{"failurePolicy":"Fail","matchConstraints":{"resourceRules":[
+      {"apiGroups":[""],"apiVersions":["v1"],"operations":["DELETE"],"resources":["configmaps"]}]},
+    "validations":[{"expression":"oldObject.metadata.name != ')" +
+                         name + R"('",
+      "message":"deleting this ConfigMap is refused by a test policy"}]}})");
+  auto binding = Json::parse(R"({"apiVersion":"admissionregistration.k8s.io/v1",
+    "kind":"ValidatingAdmissionPolicyBinding","metadata":{"name":")" +
+                             policy + R"("},"spec":{"policyName":")" + policy +
+                             R"(","validationActions":["Deny"],"matchResources":{"namespaceSelector":{
+      "matchLabels":{"kubernetes.io/metadata.name":")" +
+                             ns + R"("}}}}})");
+  FLOTILLA_TRY(vap);
+  FLOTILLA_TRY(binding);
+  FLOTILLA_TRY(hub.kube(cluster).apply(*vap, {.field_manager = "e2e"}));
+  FLOTILLA_TRY(hub.kube(cluster).apply(*binding, {.field_manager = "e2e"}));
+  return {};
+}
+
+// A delete the API server refuses (a ValidatingAdmissionPolicy on cluster 1 denies deleting ConfigMap a; the agents
+// prune at once: --release-hold 0): the agent reports ErrApplied/PruneFailed naming the refusal, the GitRepo stays
+// Deleting, and the scheduler sends the delete again with a backoff (the refusal is reported again); once the policy
+// is lifted the cascade finishes on its own: the object is pruned, the records and the GitRepo's row are gone.
+TEST_F(CascadeTest, RefusedPruneIsRetriedAndTheCascadeFinishesWhenAllowed) {
+  hub().configure("agent", {.flags = {"--release-hold", "0", "--resync-interval", "1s"}});
+  for (const auto* agent : {"agent-0", "agent-1"}) {
+    ASSERT_TRUE(hub().restartService(agent).ok());
+  }
+  struct Restore {
+    ~Restore() {
+      hub().configure("agent", {.flags = {"--release-hold", "2s", "--resync-interval", "1s"}});
+      for (const auto* agent : {"agent-0", "agent-1"}) {
+        EXPECT_TRUE(hub().restartService(agent).ok());
+      }
+    }
+  } restore;
+  const std::string name = "refuse-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  twoBundles(name, ns);
+  ASSERT_FALSE(HasFailure());
+  const std::string policy = "deny-" + name;
+  ASSERT_TRUE(refuseDeletes(hub(), 0, policy, ns, "a").ok());
+  ASSERT_TRUE(
+      Hub::waitFor([&] { return !hub().kube(0).remove("v1", "ConfigMap", ns, "a", {.dry_run = true}).ok(); }, kLands))
+      << "the policy never took effect";
+  const uint64_t mark = status().mark();
+  const std::string cluster = hub().clusterName(0);
+  const std::string bundle = bundleId(name, "one");
+
+  auto deleted = hub().cli({"delete", "gitrepo", name});
+  ASSERT_TRUE(deleted.ok());
+  ASSERT_EQ(deleted->exit_code, 0) << deleted->err;
+  auto refusals = [&] {
+    size_t count = 0;
+    for (const auto& recorded : status().of(cluster, bundle, mark)) {
+      if (recorded.event.state == "ErrApplied" && recorded.event.reason == "PruneFailed" &&
+          recorded.event.message.find("refused by a test policy") != std::string::npos) {
+        ++count;
+      }
+    }
+    return count;
+  };
+  EXPECT_TRUE(Hub::waitFor([&] { return refusals() >= 2; }, kLands))
+      << "the refused delete must be reported and sent again: " << status().describe(cluster, bundle, mark);
+  EXPECT_NE(gitRepoRow(name).find("Deleting"), std::string::npos) << gitRepoRow(name);
+  EXPECT_TRUE(configMapExists(hub(), 0, ns, "a"));
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapGone(hub(), 1, ns, "a"); }, kLands))
+      << "the other cluster is pruned meanwhile";
+
+  ASSERT_TRUE(
+      hub().kube(0).remove("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "", policy).ok());
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapGone(hub(), 0, ns, "a"); }, kLands))
+      << "the delete must go through once allowed: " << status().describe(cluster, bundle, mark);
+  EXPECT_TRUE(Hub::waitFor([&] { return bundleRecordsLeft(hub(), bundle).empty(); }, kLands))
+      << bundleRecordsLeft(hub(), bundle);
+  EXPECT_TRUE(Hub::waitFor([&] { return gitRepoRow(name).empty(); }, kLands)) << gitRepoRow(name);
+  EXPECT_TRUE(inventoryGone(hub(), 0, bundle));
+  (void)hub().kube(0).remove("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "", policy);
+}
+
 // `flotilla delete cluster` while its agent is connected: the cluster's objects are pruned there (the other cluster
 // is untouched), its records go, and it leaves `flotilla get clusters`. Applying its Cluster document again
 // withdraws the deregistration: the agent registers on its next start and the GitRepo is deployed there again.

@@ -98,6 +98,16 @@ TEST_F(HandoverCrashTest, AgentKilledAfterClaimApplied) {
   renameThroughCrash("kca", "agent-0", "agent.claim.applied");
 }
 
+// After the agent widened the new bundle's inventory with the objects it is about to apply, before any is applied.
+TEST_F(HandoverCrashTest, AgentKilledAfterClaimIntent) {
+  renameThroughCrash("kci", "agent-0", "agent.claim.intent");
+}
+
+// After the old bundle's inventory dropped an object the new bundle took over, before its hold entry is removed.
+TEST_F(HandoverCrashTest, AgentKilledAfterClaimDropped) {
+  renameThroughCrash("kcd", "agent-0", "agent.claim.dropped");
+}
+
 // After the bundler published the commit's live bundles, before the deleted ones.
 TEST_F(HandoverCrashTest, BundlerKilledAfterCommitPublished) {
   renameThroughCrash("kbp", "bundler", "bundler.commit.published");
@@ -111,41 +121,34 @@ TEST_F(HandoverCrashTest, SchedulerKilledAfterBundleDeployed) {
 // A release with a claimant: X drops an object that Y's bundle claims; the agent dies after X's inventory dropped
 // it, before waking Y. After the restart Y takes it (rule stale), same UID.
 TEST_F(HandoverCrashTest, AgentKilledAfterReleaseDropped) {
-  const std::string x = "krx-" + randomHex(3);
-  const std::string y = "kry-" + randomHex(3);
-  const std::string ns = "ns-" + x;
-  auto repo_x = hub().git().createRepo(x);
-  auto repo_y = hub().git().createRepo(y);
-  ASSERT_TRUE(repo_x.ok() && repo_y.ok());
-  auto x_first = hub().git().commitFiles(
-      x, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}), "x");
-  ASSERT_TRUE(x_first.ok());
-  ASSERT_TRUE(hub().apply(gitRepoYaml(x, repo_x->http, {"app"})).ok());
-  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), x, *x_first, clusters()); }, kLands));
-  const std::string x_bundle = bundleId(x, "app");
-  const std::string y_bundle = bundleId(y, "app");
-  const ObjectRef moved = configMapRef(ns, "moved");
+  const CrossRepoMove m = crossRepoMove(hub(), "kr");
+  ASSERT_FALSE(HasFailure());
+  const std::string& x = m.x;
+  const std::string& y = m.y;
+  const std::string& ns = m.ns;
+  const std::string& x_bundle = m.x_bundle;
+  const std::string& y_bundle = m.y_bundle;
+  const ObjectRef& moved = m.moved;
   arm("agent-0", "agent.release.dropped");
 
   Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
   handover.old_bundle_deleted = false;
-  auto y_first = hub().git().commitFiles(y, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "y")}}), "y");
-  ASSERT_TRUE(y_first.ok());
-  ASSERT_TRUE(hub().apply(gitRepoYaml(y, repo_y->http, {"app"})).ok());
+  const std::string y_first = claimByY(hub(), m, /*y_own=*/false);
+  ASSERT_FALSE(HasFailure());
   for (const auto& cluster : clusters()) {
     ASSERT_TRUE(
         Hub::waitFor([&] { return ownershipConflict(status(), cluster, y_bundle, x_bundle, handover.mark); }, kLands))
         << status().describe(cluster, y_bundle, handover.mark);
   }
   handover.mark = status().mark();
-  auto x_release = hub().git().deleteFiles(x, "main", {"app/moved.yaml"}, "x lets go of moved");
-  ASSERT_TRUE(x_release.ok());
+  const std::string x_release = releaseByX(hub(), m);
+  ASSERT_FALSE(HasFailure());
   expectDiedAtAndRestart("agent-0", "agent.release.dropped");
-  expectHandedOver(hub(), status(), handover, *y_first, std::chrono::seconds(120));
+  expectHandedOver(hub(), status(), handover, y_first, std::chrono::seconds(120));
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y");
     EXPECT_TRUE(configMapExists(hub(), c, ns, "stays"));
-    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), hub().clusterName(c), x, x_bundle, "Ready", *x_release); },
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), hub().clusterName(c), x, x_bundle, "Ready", x_release); },
                              kLands));
   }
 }

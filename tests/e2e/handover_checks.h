@@ -98,4 +98,67 @@ inline bool ownershipConflict(StatusLog& status, const std::string& cluster, con
   return false;
 }
 
+//! Two GitRepos X and Y of one repository each, for an object `moved` that leaves X's bundle `app` and joins Y's:
+//! X is committed (ConfigMaps moved and stays in namespace `ns`), applied and Ready on every cluster.
+struct CrossRepoMove {
+  std::string x, y, ns, x_url, y_url, x_bundle, y_bundle;
+  ObjectRef moved;
+  std::string x_first;  //!< X's first commit
+};
+
+//! Sets up a CrossRepoMove whose GitRepos are named "<prefix>x-<hex>" and "<prefix>y-<hex>". Callers check
+//! HasFailure() afterwards.
+inline CrossRepoMove crossRepoMove(Hub& hub, const std::string& prefix) {
+  CrossRepoMove m;
+  m.x = prefix + "x-" + randomHex(3);
+  m.y = prefix + "y-" + randomHex(3);
+  m.ns = "ns-" + m.x;
+  auto repo_x = hub.git().createRepo(m.x);
+  auto repo_y = hub.git().createRepo(m.y);
+  EXPECT_TRUE(repo_x.ok() && repo_y.ok());
+  if (!repo_x.ok() || !repo_y.ok()) {
+    return m;
+  }
+  m.x_url = repo_x->http;
+  m.y_url = repo_y->http;
+  m.x_bundle = bundleId(m.x, "app");
+  m.y_bundle = bundleId(m.y, "app");
+  m.moved = configMapRef(m.ns, "moved");
+  auto x_first = hub.git().commitFiles(
+      m.x, "main", bundleFiles("app", m.ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}),
+      "x");
+  EXPECT_TRUE(x_first.ok());
+  if (!x_first.ok()) {
+    return m;
+  }
+  m.x_first = *x_first;
+  EXPECT_TRUE(hub.apply(gitRepoYaml(m.x, m.x_url, {"app"})).ok());
+  std::vector<std::string> clusters;
+  for (size_t c = 0; c < hub.clusterCount(); ++c) {
+    clusters.push_back(hub.clusterName(c));
+  }
+  EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, m.x, m.x_first, clusters); }, std::chrono::seconds(90)))
+      << m.x << " not Ready at " << m.x_first;
+  return m;
+}
+
+//! Y claims `moved` (value "y"; with `y_own`, also its own ConfigMap y-own): Y's first commit, and Y applied.
+inline std::string claimByY(Hub& hub, const CrossRepoMove& m, bool y_own) {
+  std::map<std::string, std::string> objects = {{"moved", configMap("moved", "y")}};
+  if (y_own) {
+    objects.emplace("y-own", configMap("y-own", "y"));
+  }
+  auto y_first = hub.git().commitFiles(m.y, "main", bundleFiles("app", m.ns, objects), "y");
+  EXPECT_TRUE(y_first.ok());
+  EXPECT_TRUE(hub.apply(gitRepoYaml(m.y, m.y_url, {"app"})).ok());
+  return y_first.ok() ? *y_first : std::string();
+}
+
+//! X lets go of `moved` (a commit deleting it); returns the commit.
+inline std::string releaseByX(Hub& hub, const CrossRepoMove& m) {
+  auto x_release = hub.git().deleteFiles(m.x, "main", {"app/moved.yaml"}, "x lets go of moved");
+  EXPECT_TRUE(x_release.ok());
+  return x_release.ok() ? *x_release : std::string();
+}
+
 }  // namespace flotilla::e2e

@@ -157,26 +157,19 @@ TEST_F(HandoverTest, GitRepoPathsThenRepoChangeHandsOver) {
 // An object leaves GitRepo X's bundle after GitRepo Y's bundle claimed it: Y is ErrApplied naming both bundles
 // while X holds it, and Ready with X's object (same UID, Y's content) as soon as X releases it.
 TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
-  const std::string x = "mcx-" + randomHex(3);
-  const std::string y = "mcy-" + randomHex(3);
-  const std::string ns = "ns-" + x;
-  auto repo_x = hub().git().createRepo(x);
-  auto repo_y = hub().git().createRepo(y);
-  ASSERT_TRUE(repo_x.ok() && repo_y.ok());
-  auto x_first = hub().git().commitFiles(
-      x, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}), "x");
-  ASSERT_TRUE(x_first.ok());
-  applyAndWait(x, repo_x->http, {"app"}, *x_first);
-  const std::string x_bundle = bundleId(x, "app");
-  const std::string y_bundle = bundleId(y, "app");
-  const ObjectRef moved = configMapRef(ns, "moved");
+  const CrossRepoMove m = crossRepoMove(hub(), "mc");
+  ASSERT_FALSE(HasFailure());
+  const std::string& x = m.x;
+  const std::string& y = m.y;
+  const std::string& ns = m.ns;
+  const std::string& x_bundle = m.x_bundle;
+  const std::string& y_bundle = m.y_bundle;
+  const ObjectRef& moved = m.moved;
 
   Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
   handover.old_bundle_deleted = false;
-  auto y_first = hub().git().commitFiles(
-      y, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "y")}, {"y-own", configMap("y-own", "y")}}), "y");
-  ASSERT_TRUE(y_first.ok());
-  ASSERT_TRUE(hub().apply(gitRepoYaml(y, repo_y->http, {"app"})).ok());
+  const std::string y_first = claimByY(hub(), m, /*y_own=*/true);
+  ASSERT_FALSE(HasFailure());
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
     ASSERT_TRUE(
@@ -193,8 +186,8 @@ TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
   std::this_thread::sleep_for(std::chrono::seconds(8));
 
   const uint64_t before_release = status().mark();
-  auto x_release = hub().git().deleteFiles(x, "main", {"app/moved.yaml"}, "x lets go of moved");
-  ASSERT_TRUE(x_release.ok());
+  const std::string x_release = releaseByX(hub(), m);
+  ASSERT_FALSE(HasFailure());
   expectHandedOver(
       hub(), status(),
       [&] {
@@ -202,12 +195,12 @@ TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
         after.mark = before_release;  // Y's reports before the release were ErrApplied, as checked above
         return after;
       }(),
-      *y_first);
+      y_first);
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
     EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y") << cluster;
     EXPECT_TRUE(configMapExists(hub(), c, ns, "stays")) << cluster;
-    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, x, x_bundle, "Ready", *x_release); }, kLands));
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, x, x_bundle, "Ready", x_release); }, kLands));
     auto released = status().first(cluster, x_bundle, "Ready", before_release);
     auto adopted = status().first(cluster, y_bundle, "Ready", before_release);
     ASSERT_TRUE(released.ok() && adopted.ok()) << status().describe(cluster, x_bundle, before_release);
@@ -226,25 +219,20 @@ TEST_F(HandoverTest, MoveAcrossGitReposReleaseFirstAdoptsTheHeldObject) {
   struct RestoreHold {
     ~RestoreHold() { restartAgentsWithHold("3s"); }
   } restore;
-  const std::string x = "mrx-" + randomHex(3);
-  const std::string y = "mry-" + randomHex(3);
-  const std::string ns = "ns-" + x;
-  auto repo_x = hub().git().createRepo(x);
-  auto repo_y = hub().git().createRepo(y);
-  ASSERT_TRUE(repo_x.ok() && repo_y.ok());
-  auto x_first = hub().git().commitFiles(
-      x, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}), "x");
-  ASSERT_TRUE(x_first.ok());
-  applyAndWait(x, repo_x->http, {"app"}, *x_first);
-  const std::string x_bundle = bundleId(x, "app");
-  const std::string y_bundle = bundleId(y, "app");
-  const ObjectRef moved = configMapRef(ns, "moved");
+  const CrossRepoMove m = crossRepoMove(hub(), "mr");
+  ASSERT_FALSE(HasFailure());
+  const std::string& x = m.x;
+  const std::string& y = m.y;
+  const std::string& ns = m.ns;
+  const std::string& x_bundle = m.x_bundle;
+  const std::string& y_bundle = m.y_bundle;
+  const ObjectRef& moved = m.moved;
 
   Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
   handover.old_bundle_deleted = false;
-  auto x_release = hub().git().deleteFiles(x, "main", {"app/moved.yaml"}, "x lets go of moved");
-  ASSERT_TRUE(x_release.ok());
-  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), x, *x_release, clusters()); }, kLands));
+  const std::string x_release = releaseByX(hub(), m);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), x, x_release, clusters()); }, kLands));
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_FALSE(uidOf(hub(), c, moved).empty()) << "a released object is held, not deleted at once";
     const std::string held = releaseHoldText(hub(), c);
@@ -252,11 +240,9 @@ TEST_F(HandoverTest, MoveAcrossGitReposReleaseFirstAdoptsTheHeldObject) {
         << "flotilla-released on cluster " << c << " must list the held object: " << held;
   }
 
-  auto y_first = hub().git().commitFiles(
-      y, "main", bundleFiles("app", ns, {{"moved", configMap("moved", "y")}, {"y-own", configMap("y-own", "y")}}), "y");
-  ASSERT_TRUE(y_first.ok());
-  ASSERT_TRUE(hub().apply(gitRepoYaml(y, repo_y->http, {"app"})).ok());
-  expectHandedOver(hub(), status(), handover, *y_first);
+  const std::string y_first = claimByY(hub(), m, /*y_own=*/true);
+  ASSERT_FALSE(HasFailure());
+  expectHandedOver(hub(), status(), handover, y_first);
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y");
     EXPECT_TRUE(Hub::waitFor([&] { return releaseHoldText(hub(), c).find("moved") == std::string::npos; }, kLands))
@@ -317,11 +303,10 @@ TEST_F(HandoverTest, GitRepoRenamedByDeleteThenCreateAdoptsTheObjects) {
 }
 
 // Delete and create at once (`flotilla delete gitrepo old && flotilla apply -f new.yaml`): the new GitRepo's
-// deployment may reach an agent before the old one's cascade. Then the documented protocol applies (two GitRepos,
-// no newer-commit rule): ErrApplied/OwnershipConflict naming both bundles until the cascade releases the objects,
-// then Ready, woken by the release — never stuck, never re-created, nothing WaitApplied. The test prints the
-// reports it saw.
-TEST_F(HandoverTest, GitRepoRenamedByDeleteAndCreateAtOnceIsNeverStuck) {
+// deployment may reach an agent before the old one's cascade. The scheduler lists the old bundle as `retiring` in
+// it (the old GitRepo's spec is gone), so the claim is a handover on the first apply: the new bundle's first report
+// is Ready, nothing ErrApplied or WaitApplied on the way, same UIDs, the old bundle's records and inventory gone.
+TEST_F(HandoverTest, GitRepoRenamedByDeleteAndCreateAtOnceIsOneStep) {
   restartAgentsWithHold("5m");
   struct RestoreHold {
     ~RestoreHold() { restartAgentsWithHold("3s"); }
@@ -329,29 +314,9 @@ TEST_F(HandoverTest, GitRepoRenamedByDeleteAndCreateAtOnceIsNeverStuck) {
   GitRepoRename rename;
   renameGitRepo(hub(), status(), /*wait_for_cascade=*/false, rename);
   ASSERT_FALSE(HasFailure());
-  const Handover& handover = rename.handover;
-  for (size_t c = 0; c < 2; ++c) {
-    const std::string cluster = hub().clusterName(c);
-    ASSERT_TRUE(Hub::waitFor(
-        [&] { return bundleState(hub(), cluster, rename.new_name, handover.new_bundle, "Ready", rename.commit); },
-        kLands))
-        << status().describe(cluster, handover.new_bundle, handover.mark);
-    std::cout << "[ reports  ] " << status().describe(cluster, handover.new_bundle, handover.mark) << std::endl;
-    for (const auto& recorded : status().of(cluster, handover.new_bundle, handover.mark)) {
-      EXPECT_NE(recorded.event.state, "WaitApplied");
-      if (recorded.event.state == "ErrApplied") {
-        EXPECT_TRUE(ownershipConflict(status(), cluster, handover.new_bundle, handover.old_bundle, handover.mark))
-            << recorded.event.message;
-      }
-    }
-    EXPECT_EQ(uidsOf(hub(), c, handover.objects), handover.uids[c]) << "handed over, not re-created, on " << cluster;
-    for (const auto& object : handover.objects) {
-      EXPECT_EQ(ownerOf(hub(), c, object), qualified(handover.new_bundle)) << object.describe();
-    }
-    EXPECT_TRUE(Hub::waitFor([&] { return inventoryGone(hub(), c, handover.old_bundle); }, kLands));
-  }
-  EXPECT_TRUE(Hub::waitFor([&] { return bundleRecordsLeft(hub(), handover.old_bundle).empty(); }, kLands))
-      << bundleRecordsLeft(hub(), handover.old_bundle);
+  expectHandedOver(hub(), status(), rename.handover, rename.commit, kLands);
+  EXPECT_TRUE(Hub::waitFor([&] { return !gitRepoSummary(hub(), rename.old_name).has_value(); }, kLands))
+      << "the old GitRepo's summary must be removed";
 }
 
 // X owns an object that Y and Z both claim: each claimant is ErrApplied naming the owner and itself. X's GitRepo

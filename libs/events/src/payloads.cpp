@@ -151,6 +151,7 @@ constexpr auto kDeployFields = [](auto& v, auto& s) {
   v.str("gitrepo", s.gitrepo);
   v.integer("commitSequence", s.commit_sequence);
   v.stringMap("labels", s.labels);
+  v.strings("retiring", s.retiring);
 };
 
 constexpr auto kStatusFields = [](auto& v, auto& s) {

@@ -201,6 +201,10 @@ Result<ObjectOutcome> Applier::applyOne(const PlannedObject& planned, const Appl
   }
   kube::ApplyOptions apply_options{.field_manager = std::string(kFieldManager), .force = request.force};
   auto applied = clientFor(request).apply(planned.object, apply_options);
+  if (!applied.ok() && !previous_owner.empty()) {
+    // The object exists and is this bundle's (or a claim rule gave it to it): a refused immutable field replaces it.
+    applied = replaceIfImmutable(planned, request, applied.error(), outcome);
+  }
   if (!applied.ok()) {
     if (transient(applied.error())) {
       return fail(applied.error());

@@ -33,6 +33,7 @@ Claimant claimantOf(const events::DeployEvent& event, const model::BundleDeploym
                   .bundle = event.bundle,
                   .gitrepo = event.gitrepo,
                   .commit_sequence = event.commit_sequence,
+                  .retiring = {event.retiring.begin(), event.retiring.end()},
                   .force = wantsForce(options)};
 }
 
@@ -129,7 +130,12 @@ std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
         grew = true;
       }
     }
-    return grew ? writeInventory(plan.current) : Status();
+    if (!grew) {
+      return {};
+    }
+    FLOTILLA_TRY(writeInventory(plan.current));
+    fault::point("agent.claim.intent");  // the intent is recorded, nothing of it applied yet
+    return {};
   };
   plan.drift = driftSettings(options, inventories_.ns());
   plan.request.applied_object = [&plan](const ObjectRef& ref, const Json& sent, const Json& live) {

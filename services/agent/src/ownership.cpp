@@ -45,6 +45,10 @@ Result<std::optional<std::string>> Ownership::decide(const Claimant& claimant, c
       return std::optional<std::string>(std::string(kRuleNewerCommit));
     }
   }
+  if (auto parts = splitOwner(owner);
+      parts && parts->first == claimant.workspace && claimant.retiring.contains(parts->second)) {
+    return std::optional<std::string>(std::string(kRuleRetiring));
+  }
   if (claimant.force) {
     return std::optional<std::string>(std::string(kRuleForced));
   }
@@ -60,6 +64,7 @@ Status Ownership::completeHandover(const Claimant& claimant, const ObjectRef& re
   }
   if (inventory.ok() && *inventory && (*inventory)->drop(ref)) {
     FLOTILLA_TRY(inventories_.save(**inventory));
+    fault::point("agent.claim.dropped");  // the previous owner's inventory dropped it; the hold entry not yet
   }
   FLOTILLA_TRY(released_.remove(ref));
   metrics_

@@ -61,6 +61,7 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   BundleReport report;
   std::vector<std::string> failed;
   std::vector<std::string> not_ready;
+  std::vector<std::string> replaced;
   bool only_conflicts = true;
   bool only_unmanaged = true;
   for (const auto& outcome : outcomes) {
@@ -76,6 +77,9 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
     }
   }
   for (const auto& outcome : outcomes) {
+    if (!outcome.replaced.empty()) {
+      replaced.push_back(outcome.replaced);
+    }
     if (!outcome.apply_failed && !outcome.ready) {
       not_ready.push_back(outcome.ref.describe() + ": " + truncateMessage(outcome.message));
       if (report.resources.size() < kMaxReportedResources) {
@@ -102,6 +106,11 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
     report.reason = std::string(kReasonNotReady);
     report.message = listMessage(
         std::to_string(not_ready.size()) + " of " + std::to_string(outcomes.size()) + " objects not ready", not_ready);
+  }
+  if (!replaced.empty()) {
+    // Said whatever the state: a replacement changes UIDs, which a user of the objects must be able to see.
+    report.message =
+        report.message.empty() ? listMessage("", replaced) : report.message + "; " + listMessage("", replaced);
   }
   return report;
 }

@@ -29,6 +29,7 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
     return rejectBundle(event.error().describe());
   }
   std::lock_guard lock(mutex_);
+  gitrepo_gone_.clear();  // GitRepo specs are read afresh by each handler (retiring.cpp)
   BundleContext context{.event = *event,
                         .clock_ms = clock_ms > 0 ? clock_ms : detail::nowMs(),
                         .delivery_count = delivery_count,

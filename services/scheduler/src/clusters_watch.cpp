@@ -60,6 +60,7 @@ void Scheduler::watchLoop() {
       handleClustersEntry(**entry);
     }
     checkDeregistrations();
+    retryDueDeletes();
   }
 }
 

@@ -86,6 +86,7 @@ Status Scheduler::reconcileQueued(const std::deque<std::string>& work) {
 
 Status Scheduler::reconcileAll() {
   std::lock_guard lock(mutex_);
+  gitrepo_gone_.clear();
   Affected affected;
   int64_t clock_ms = detail::nowMs();
   Status passed = forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) -> Status {
@@ -123,6 +124,7 @@ Status Scheduler::retryFailedDeletes(int64_t clock_ms, Affected& affected) {
 
 Status Scheduler::reconcileCluster(const std::string& cluster) {
   std::lock_guard lock(mutex_);
+  gitrepo_gone_.clear();
   Affected affected;
   int64_t clock_ms = detail::nowMs();
   FLOTILLA_TRY(forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) {
@@ -342,7 +344,9 @@ Status Scheduler::forgetDeployment(const std::string& cluster, const std::string
   return {};
 }
 
-Status Scheduler::publishDeploy(const events::DeployEvent& event) {
+Status Scheduler::publishDeploy(const events::DeployEvent& sent) {
+  events::DeployEvent event = sent;
+  addRetiring(event);
   auto ack = hub_.js->publish(events::deploySubject(event.cluster), events::encode(event).dump(), event.id);
   FLOTILLA_TRY(ack);
   metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", event.remove ? "delete" : "apply"}})

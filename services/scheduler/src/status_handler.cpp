@@ -192,15 +192,12 @@ Outcome Scheduler::settleDelete(StatusContext& context, const DeploymentRecord& 
   }
   if (event.state == "ErrApplied") {
     // The agent could not remove everything (it keeps what is left in its inventory): the record stays, the error
-    // shows in the summaries, and the next full re-targeting pass sends the delete again.
-    log::warn("the agent could not delete the bundle; the deployment stays until a delete succeeds",
-              {{"cluster", context.cluster},
-               {"bundle", context.bundle},
-               {"reason", event.reason},
-               {"message", event.message}});
+    // shows in the summaries, and the delete is sent again after a backoff (delete_retry.cpp).
     countStatus("delete-failed");
     context.stale = false;
-    return storeReport(context, record);
+    Outcome stored = storeReport(context, record);
+    scheduleDeleteRetry(context.key, record, event.reason + ": " + event.message);
+    return stored;
   }
   Affected affected;
   affected.clusters.insert(context.cluster);

@@ -765,8 +765,15 @@ TEST_F(SchedulerTest, GitRepoCascadeIsDeletingUntilEveryAgentReported) {
            s.getString("message").find("failed to delete 1 object") != std::string::npos;
   })) << kv(*hub_.status, events::gitRepoSummaryKey(kWs, "repo")).value_or(Json()).dump();
   EXPECT_TRUE(kv(*hub_.deployments, events::deploymentKey("c-2", kWs, "repo-a")).has_value());
+  // The failed delete is sent again after a backoff (delete_retry.cpp), with a newer generation.
+  auto resent = deploys(c2, 1);
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_TRUE(resent[0].remove);
+  EXPECT_EQ(resent[0].bundle, "repo-a");
+  EXPECT_GT(resent[0].generation, a2.generation);
+  EXPECT_TRUE(waitFor([&] { return metric("delete_retries_total") == 1; }));  // counted right after the publish
 
-  publishStatus("c-2", "repo-a", "", a2.generation, "Ready");
+  publishStatus("c-2", "repo-a", "", resent[0].generation, "Ready");
   publishStatus("c-2", "repo-b", "", b2.generation, "Ready");
   EXPECT_TRUE(waitFor([&] {
     return !kv(*hub_.status, events::gitRepoSummaryKey(kWs, "repo")) &&
@@ -779,6 +786,35 @@ TEST_F(SchedulerTest, GitRepoCascadeIsDeletingUntilEveryAgentReported) {
   EXPECT_EQ(metric("deployments_deleting"), 0);
   EXPECT_TRUE(noMoreDeploys(c1, 300ms));
   EXPECT_TRUE(noMoreDeploys(c2, 300ms));
+}
+
+// A GitRepo renamed by creating the new one and deleting the old (docs/pipeline.md "Ownership handover", rule
+// retiring): while both specs exist the new GitRepo's DeployEvent lists nothing as retiring; once the old GitRepo's
+// spec is gone from the gitrepos bucket, it lists the old GitRepo's bundle on that cluster.
+TEST_F(SchedulerTest, DeployEventsListBundlesWhoseGitRepoIsGoneAsRetiring) {
+  ASSERT_TRUE(registerCluster("c-1", {}).accepted);
+  auto c1 = agentConsumer("c-1");
+  ASSERT_TRUE(hub_.gitrepos->put(events::gitRepoKey(kWs, "old"), "{}").ok());
+  ASSERT_TRUE(hub_.gitrepos->put(events::gitRepoKey(kWs, "new"), "{}").ok());
+  auto old_bundle = bundleEvent("old-app", kManifestA, Json::array());
+  old_bundle.gitrepo = "old";
+  publishBundle(old_bundle);
+  ASSERT_EQ(deploys(c1, 1).size(), 1u);
+
+  auto both_live = bundleEvent("new-app", kManifestA, Json::array());
+  both_live.gitrepo = "new";
+  publishBundle(both_live);
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].retiring.empty());
+
+  ASSERT_TRUE(hub_.gitrepos->remove(events::gitRepoKey(kWs, "old")).ok());
+  auto renamed = bundleEvent("new-app", kManifestB, Json::array(), kCommit2);
+  renamed.gitrepo = "new";
+  publishBundle(renamed);
+  auto second = deploys(c1, 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].retiring, std::vector<std::string>{"old-app"});
 }
 
 // Every DeployEvent carries the bundle's GitRepo, commitSequence and labels, and the record keeps them: a labels

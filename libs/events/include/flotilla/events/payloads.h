@@ -131,6 +131,9 @@ struct DeployEvent {
   std::string gitrepo;          //!< the bundle's GitRepo (ownership handover between bundles of one GitRepo)
   int64_t commit_sequence = 0;  //!< BundleEvent::commit_sequence of the release (0: unknown)
   StringMap labels;             //!< the bundle's labels, for dependsOn selectors evaluated on the cluster
+  //! Bundles of the workspace on this cluster being deleted (their GitRepo's spec is gone or their deployment is
+  //! `deleting`) when this event was sent: their objects are handed over to this bundle on a claim.
+  std::vector<std::string> retiring;
 
   bool operator==(const DeployEvent&) const = default;
 };

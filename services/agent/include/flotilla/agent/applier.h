@@ -29,6 +29,12 @@
 
 namespace flotilla::agent {
 
+//! The fields a 422 refusal of the API server names as immutable ("spec.selector" from "... is invalid:
+//! spec.selector: Invalid value: ...: field is immutable"), each once; empty when it is not such a refusal.
+std::vector<std::string> immutableFields(const Error& error);
+//! "Deployment app/web was deleted and re-created (new UID) because field spec.selector is immutable".
+std::string replacedMessage(const ObjectRef& ref, const std::vector<std::string>& fields);
+
 //! The field manager of every bundle object the agent applies (DESIGN.md "Apply semantics").
 inline constexpr std::string_view kFieldManager = "flotilla";
 
@@ -36,6 +42,9 @@ struct ApplierOptions {
   //! How long to wait for the CRDs of a bundle to become Established before applying their custom resources.
   std::chrono::milliseconds crd_timeout{60000};
   std::chrono::milliseconds crd_poll{200};
+  //! How long a replacement (replace.cpp: delete and re-create of an object whose change touches an immutable
+  //! field) waits for the old object to be gone; after it the deploy fails as transient and is retried.
+  std::chrono::milliseconds replace_timeout{30000};
   //! The watch cache's word on an object (DriftWatcher::ownedVersion): the resourceVersion at which the live object
   //! carried `owner`'s annotation and was the newest state the watch had seen, 0 when it cannot say. With one, the
   //! read before the apply is skipped and the apply carries that resourceVersion as a precondition, so the API
@@ -134,6 +143,11 @@ class Applier {
   //! The apply of an object the watch cache knows as the request's own (options_.owned_version), without reading
   //! it first: the answer, or nullopt when the cache cannot say or the precondition failed (read it then).
   Result<std::optional<Json>> applyOwned(const PlannedObject& planned, const ApplyRequest& request);
+  //! After the API server refused an apply of an object this request may write (`refused`): when the refusal names
+  //! immutable fields (immutableFields), the object is deleted and re-created (replace.cpp) and outcome.replaced
+  //! says so; otherwise, or when the replacement fails, the error.
+  Result<Json> replaceIfImmutable(const PlannedObject& planned, const ApplyRequest& request, Error refused,
+                                  ObjectOutcome& outcome);
   //! Health and the callbacks of an object the API server accepted.
   void finishApplied(const PlannedObject& planned, const ApplyRequest& request, const Json& applied,
                      ObjectOutcome& outcome);

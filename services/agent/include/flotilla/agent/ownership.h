@@ -8,6 +8,9 @@
 //                 after A released it: a release drops O from A's inventory, so a held object is also unlisted)
 //   released      O is held after A released it (A's inventory still lists it only after a crash mid-release)
 //   newer-commit  A and B belong to the same GitRepo (and workspace) and B's commitSequence is greater than A's
+//   retiring      A is being deleted (B's DeployEvent lists A under `retiring`: A's GitRepo spec is gone or A's
+//                 deployment on this cluster is `deleting`), e.g. a GitRepo renamed by creating the new, deleting the
+//                 old
 //   forced        B's options ask for it (helm.takeOwnership, helm.force, correctDrift.force)
 // Otherwise it is a conflict: O stays A's and B records it under `claims` in its inventory.
 // After B applied O with its own annotation, completeHandover() finishes the claim: O leaves A's inventory and the
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -35,6 +39,7 @@ struct Claimant {
   std::string bundle;
   std::string gitrepo;
   int64_t commit_sequence = 0;
+  std::set<std::string> retiring;  //!< bundles of the workspace being deleted (DeployEvent::retiring)
   bool force = false;
 
   [[nodiscard]] std::string owner() const { return workspace + "/" + bundle; }
@@ -44,6 +49,7 @@ struct Claimant {
 inline constexpr std::string_view kRuleStale = "stale";
 inline constexpr std::string_view kRuleReleased = "released";
 inline constexpr std::string_view kRuleNewerCommit = "newer-commit";
+inline constexpr std::string_view kRuleRetiring = "retiring";
 inline constexpr std::string_view kRuleForced = "forced";
 
 //! "<workspace>/<bundle>" split at the first '/'; nullopt when there is none.

@@ -53,7 +53,8 @@ struct ObjectOutcome {
   bool adopted_unmanaged = false;  //!< it existed managed by no bundle and was adopted (takeOwnership)
   std::string error;               //!< why apply failed (the API server's message, or the conflict message)
   bool ready = false;
-  std::string message;  //!< why it is not Ready
+  std::string message;   //!< why it is not Ready
+  std::string replaced;  //!< set when it was deleted and re-created (replacedMessage): said in the bundle's message
 };
 
 //! A bundle's state with the fields of a StatusEvent that describe it.

@@ -259,10 +259,19 @@ class Scheduler {
   Status forgetDeployment(const std::string& cluster, const std::string& workspace, const std::string& bundle);
   //! Sends again the deletes of deleted bundles that an agent reported as failed (reconcileAll).
   Status retryFailedDeletes(int64_t clock_ms, Affected& affected);
+  //! An agent reported a failed delete of deployments-bucket `key`: send it again after a backoff (delete_retry.cpp).
+  void scheduleDeleteRetry(const std::string& key, const DeploymentRecord& record, std::string_view error);
+  //! Sends the failed deletes whose backoff ran out again (the watch loop, about once a second; takes mutex_).
+  void retryDueDeletes();
   Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published);
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
   Status publishDeploy(const events::DeployEvent& event);
+  //! Fills `event.retiring` (an apply only): the workspace's bundles on the event's cluster being deleted
+  //! (retiring.cpp).
+  void addRetiring(events::DeployEvent& event);
+  //! True when the GitRepo's spec is gone from the gitrepos bucket (read once per handler: gitrepo_gone_).
+  bool gitRepoGone(const std::string& workspace, const std::string& gitrepo);
   std::vector<GroupInfo> groupList() const;
 
   // bundle events (bundle_handler.cpp; mutex_ held below handleBundle)
@@ -324,6 +333,13 @@ class Scheduler {
   std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
   std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)
   std::map<std::string, Json> summaries_;                //!< last written (without `updated`), by status-bucket key
+  //! A delete an agent reported as failed, sent again at `due` (max: sent, waiting for the agent's report).
+  struct DeleteRetry {
+    uint64_t failures = 0;
+    std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();
+  };
+  std::map<std::string, DeleteRetry> delete_retries_;  //!< by deployments-bucket key
+  std::map<std::string, bool> gitrepo_gone_;  //!< gitrepos key -> spec gone; read once per handler, cleared on entry
   Affected unwritten_;  //!< summaries a handler could not write (its message is redone); written with the next ones
   bool loaded_ = false;
 
