@@ -202,11 +202,14 @@ void forgetBlock(const FieldValues::Paths* paths) {
 
 std::shared_ptr<const FieldValues::Paths> shareBlock(std::unique_ptr<FieldValues::Paths> paths) {
   PathPool& pool = pathPool();
+  // Dropped after the lock (declared before it): it may be the block's last reference, whose deleter takes the lock.
+  std::shared_ptr<const FieldValues::Paths> other;
   std::lock_guard lock(pool.mutex);
   auto it = pool.blocks.find(paths->text);
   if (it != pool.blocks.end()) {
-    if (auto shared = it->second.lock(); shared && shared->ends == paths->ends) {
-      return shared;
+    other = it->second.lock();
+    if (other && other->ends == paths->ends) {
+      return other;
     }
     pool.blocks.erase(it);  // expired (its deleter waits for the lock), or other ends: this one replaces it
   }

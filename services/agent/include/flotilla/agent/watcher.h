@@ -187,8 +187,8 @@ class DriftWatcher {
     std::shared_ptr<const std::string> owner;  //!< "<workspace>/<bundle>", one string per registration
     ObjectRef ref;
     FieldValues applied;
-    bool adopt = false;  //!< take `applied` from the first live state
-    bool known = false;  //!< a live state (or its absence) has been seen
+    bool adopt = false;                   //!< take `applied` from the first live state
+    bool known = false;                   //!< a live state (or its absence) has been seen
     std::unique_ptr<const Json> desired;  //!< null unless the bundle corrects drift
     //! The newest resourceVersion seen (etcd revisions are numbers): a late event of an older one is skipped.
     uint64_t min_version = 0;
@@ -209,8 +209,8 @@ class DriftWatcher {
   struct BundleEntry {
     DriftSettings settings;
     std::vector<const std::string*> ids;  //!< its entries' keys in entries_ (stable while the entry exists)
-    uint64_t epoch = 0;       //!< bumped by beginApply
-    uint64_t registered = 0;  //!< the epoch registerBundle saw: corrections run only while equal
+    uint64_t epoch = 0;                   //!< bumped by beginApply
+    uint64_t registered = 0;              //!< the epoch registerBundle saw: corrections run only while equal
     std::shared_ptr<std::mutex> apply_mutex = std::make_shared<std::mutex>();
   };
   //! What a watch thread and its owner share.
