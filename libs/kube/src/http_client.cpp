@@ -35,9 +35,9 @@ using Clock = std::chrono::steady_clock;
 // An idle pooled connection older than this is dropped rather than reused: kube-apiserver closes idle
 // connections after a while, and a fresh connection is cheaper than a failed request plus a retry.
 constexpr auto kMaxIdleAge = std::chrono::seconds(45);
-// Per open stream (a watch holds one for its lifetime): one TLS record's worth is enough, a longer event arrives in
-// several reads.
-constexpr size_t kStreamChunk = size_t{16} * 1024;
+// Per open stream (a watch holds one for its lifetime, the agent one per watched kind): a few KiB hold a typical
+// watch event (bench_agent: a ConfigMap's is ~1.5 KiB); a longer one arrives in several reads.
+constexpr size_t kStreamChunk = size_t{4} * 1024;
 
 std::string millis(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";

@@ -5,6 +5,8 @@
 #include <cassert>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "flotilla/agent/applier.h"
 
@@ -172,20 +174,82 @@ FieldSet managedFieldSet(const Json& live, std::string_view manager, std::string
   return out;
 }
 
+namespace {
+
+//! The pool FieldValues::shrink() shares path blocks through, keyed by the block's text (every path, each with its
+//! end, so equal text means equal paths). A block leaves the pool when its last user drops it (the deleter).
+struct PathPool {
+  std::mutex mutex;
+  std::unordered_map<std::string_view, std::weak_ptr<const FieldValues::Paths>> blocks;
+};
+
+PathPool& pathPool() {
+  static auto* pool = new PathPool;  // never destroyed: blocks may be dropped by static destructors after main
+  return *pool;
+}
+
+void forgetBlock(const FieldValues::Paths* paths) {
+  PathPool& pool = pathPool();
+  {
+    std::lock_guard lock(pool.mutex);
+    auto it = pool.blocks.find(paths->text);
+    if (it != pool.blocks.end() && it->first.data() == paths->text.data()) {
+      pool.blocks.erase(it);  // (a block made after this one expired has its own key)
+    }
+  }
+  delete paths;  // NOLINT(cppcoreguidelines-owning-memory): the shared_ptr deleter of shareBlock
+}
+
+std::shared_ptr<const FieldValues::Paths> shareBlock(std::unique_ptr<FieldValues::Paths> paths) {
+  PathPool& pool = pathPool();
+  // Dropped after the lock (declared before it): it may be the block's last reference, whose deleter takes the lock.
+  std::shared_ptr<const FieldValues::Paths> other;
+  std::lock_guard lock(pool.mutex);
+  auto it = pool.blocks.find(paths->text);
+  if (it != pool.blocks.end()) {
+    other = it->second.lock();
+    if (other && other->ends == paths->ends) {
+      return other;
+    }
+    pool.blocks.erase(it);  // expired (its deleter waits for the lock), or other ends: this one replaces it
+  }
+  paths->text.shrink_to_fit();
+  paths->ends.shrink_to_fit();
+  std::shared_ptr<const FieldValues::Paths> shared(paths.release(), forgetBlock);
+  pool.blocks.emplace(shared->text, shared);
+  return shared;
+}
+
+}  // namespace
+
+size_t sharedFieldPathBlocks() {
+  PathPool& pool = pathPool();
+  std::lock_guard lock(pool.mutex);
+  return pool.blocks.size();
+}
+
 void FieldValues::add(std::string_view path, uint64_t hash) {
-  assert(fields_.empty() || (*this)[fields_.size() - 1].path < path);
-  paths_.append(path);
-  fields_.push_back(Slot{.hash = hash, .end = static_cast<uint32_t>(paths_.size())});
+  assert(!paths_);
+  assert(hashes_.empty() || (*this)[hashes_.size() - 1].path < path);
+  if (!building_) {
+    building_ = std::make_unique<Paths>();
+  }
+  building_->text.append(path);
+  building_->ends.push_back(static_cast<uint32_t>(building_->text.size()));
+  hashes_.push_back(hash);
 }
 
 void FieldValues::shrink() {
-  paths_.shrink_to_fit();
-  fields_.shrink_to_fit();
+  if (building_) {
+    paths_ = shareBlock(std::move(building_));
+  }
+  hashes_.shrink_to_fit();
 }
 
 FieldValues::Field FieldValues::operator[](size_t index) const {
-  const size_t begin = index == 0 ? 0 : fields_[index - 1].end;
-  return Field{.path = std::string_view(paths_).substr(begin, fields_[index].end - begin), .hash = fields_[index].hash};
+  const Paths& paths = paths_ ? *paths_ : *building_;
+  const size_t begin = index == 0 ? 0 : paths.ends[index - 1];
+  return Field{.path = std::string_view(paths.text).substr(begin, paths.ends[index] - begin), .hash = hashes_[index]};
 }
 
 FieldValues appliedFieldValues(const Json& applied) {

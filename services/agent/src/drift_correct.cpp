@@ -113,15 +113,15 @@ void DriftWatcher::wakeDueEntriesLocked() {
     Correcting& state = *entry.correcting;
     if (state.fight && now - state.last_write >= state.fight->quiet) {
       log::info("the other writer stayed quiet: correcting drift again", {{"cluster", options_.cluster},
-                                                                          {"bundle", entry.owner},
+                                                                          {"bundle", *entry.owner},
                                                                           {"object", entry.ref.describe()},
                                                                           {"manager", state.fight->manager}});
       state.fight.reset();
       state.corrections.clear();
-      markDirtyLocked(entry.owner);
+      markDirtyLocked(*entry.owner);
     }
     if (state.failed_corrections > 0 && state.retry_at <= now && entry.drift.drifted()) {
-      markDirtyLocked(entry.owner);  // a failed correction's retry is due
+      markDirtyLocked(*entry.owner);  // a failed correction's retry is due
     }
     forgetCleanLocked(entry);
   }
@@ -199,13 +199,13 @@ std::vector<FieldPath> driftedFields(const ObjectDrift& drift) {
 std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const std::string& owner, Notes& fight_notes) {
   std::vector<Correction> due;
   const auto now = SteadyClock::now();
-  for (const auto& id : bundles_[owner].ids) {
-    auto it = entries_.find(id);
-    if (it == entries_.end() || it->second.owner != owner) {
+  for (const std::string* id : bundles_[owner].ids) {
+    auto it = entries_.find(*id);
+    if (it == entries_.end() || *it->second.owner != owner) {
       continue;
     }
     Entry& entry = it->second;
-    if (!entry.drift.drifted() || entry.fighting() || entry.desired.isNull()) {
+    if (!entry.drift.drifted() || entry.fighting() || !entry.desired || entry.desired->isNull()) {
       continue;
     }
     if (entry.retrying() && now < entry.correcting->retry_at) {
@@ -226,7 +226,7 @@ std::vector<DriftWatcher::Correction> DriftWatcher::dueCorrectionsLocked(const s
                  {"attempt", static_cast<int64_t>(entry.correcting->failed_corrections) + 1},
                  {"last_error", entry.correcting->correction_error}});
     }
-    due.push_back(Correction{.id = id, .ref = entry.ref, .desired = entry.desired, .fields = std::move(fields)});
+    due.push_back(Correction{.id = *id, .ref = entry.ref, .desired = *entry.desired, .fields = std::move(fields)});
   }
   return due;
 }
@@ -268,7 +268,7 @@ void DriftWatcher::startFightLocked(Entry& entry, const FieldPath& field, Notes&
                         secondsText(options_.fight_window) +
                         "; flotilla stops correcting it until that writer stays quiet for " + secondsText(quiet);
   log::warn("drift fight: correction stopped", {{"cluster", options_.cluster},
-                                                {"bundle", entry.owner},
+                                                {"bundle", *entry.owner},
                                                 {"object", entry.ref.describe()},
                                                 {"manager", state.fight->manager},
                                                 {"field", state.fight->path},
@@ -369,8 +369,8 @@ std::optional<BundleReport> DriftWatcher::bundleReport(const std::string& owner)
   std::vector<ObjectOutcome> outcomes;
   BundleReport modified{.state = model::BundleState::kModified, .reason = std::string(kReasonDrifted)};
   size_t drifted = 0;
-  for (const auto& id : bundle->second.ids) {
-    auto it = entries_.find(id);
+  for (const std::string* id : bundle->second.ids) {
+    auto it = entries_.find(*id);
     if (it == entries_.end()) {
       continue;
     }

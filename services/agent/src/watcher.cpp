@@ -177,10 +177,11 @@ void DriftWatcher::registerBundle(const std::string& owner, const DriftSettings&
   bundle.registered = bundle.epoch;
   std::vector<Entry> entries;
   entries.reserve(objects.size());
+  const auto name = std::make_shared<const std::string>(owner);
   for (auto& object : objects) {
-    Entry entry{.owner = owner, .ref = object.ref, .applied = appliedFieldValues(object.live)};
+    Entry entry{.owner = name, .ref = object.ref, .applied = appliedFieldValues(object.live)};
     if (settings.correct) {
-      entry.desired = std::move(object.desired);
+      entry.desired = std::make_unique<const Json>(std::move(object.desired));
     }
     if (!object.relist) {
       updateEntryLocked(entry, &object.live);  // the first drift and health, from the apply's answer
@@ -202,8 +203,9 @@ void DriftWatcher::adoptBundle(const std::string& owner, const DriftSettings& se
   bundle.registered = bundle.epoch;
   std::vector<Entry> entries;
   entries.reserve(refs.size());
+  const auto name = std::make_shared<const std::string>(owner);
   for (const auto& ref : refs) {
-    entries.push_back(Entry{.owner = owner, .ref = ref, .adopt = true});
+    entries.push_back(Entry{.owner = name, .ref = ref, .adopt = true});
   }
   addEntriesLocked(owner, std::move(entries));
 }
@@ -215,12 +217,12 @@ void DriftWatcher::addEntriesLocked(const std::string& owner, std::vector<Entry>
     std::string id = entry.ref.identity();
     if (auto it = entries_.find(id); it != entries_.end()) {
       // Another bundle had it registered (a handover): the object is this bundle's now.
-      std::erase(bundles_[it->second.owner].ids, id);
+      std::erase(bundles_[*it->second.owner].ids, &it->first);
       releaseWatchLocked(keyOf(it->second.ref));
     }
     retainWatchLocked(keyOf(entry.ref), !entry.known);
-    bundles_[owner].ids.push_back(id);
-    entries_[id] = std::move(entry);
+    auto placed = entries_.insert_or_assign(std::move(id), std::move(entry)).first;
+    bundles_[owner].ids.push_back(&placed->first);
   }
   for (const auto& key : previous) {
     releaseWatchLocked(key);
@@ -244,9 +246,9 @@ std::vector<DriftWatcher::WatchKey> DriftWatcher::dropEntriesLocked(const std::s
   if (bundle == bundles_.end()) {
     return keys;
   }
-  for (const auto& id : bundle->second.ids) {
-    auto it = entries_.find(id);
-    if (it != entries_.end() && it->second.owner == owner) {
+  for (const std::string* id : bundle->second.ids) {
+    auto it = entries_.find(*id);
+    if (it != entries_.end() && *it->second.owner == owner) {
       keys.push_back(keyOf(it->second.ref));
       entries_.erase(it);
     }
@@ -264,7 +266,7 @@ bool DriftWatcher::registered(const std::string& owner) const {
 uint64_t DriftWatcher::ownedVersion(const ObjectRef& ref, const std::string& owner) const {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(ref.identity());
-  if (it == entries_.end() || it->second.owner != owner || it->second.ref.api_version != ref.api_version) {
+  if (it == entries_.end() || *it->second.owner != owner || it->second.ref.api_version != ref.api_version) {
     return 0;
   }
   return it->second.owned_version;
@@ -344,14 +346,19 @@ bool DriftWatcher::watchFromList(const WatchKey& key, const WatchFlags& loop) {
         "watch failed, re-listing after a pause",
         {{"cluster", options_.cluster}, {"watch", what}, {"step", std::string(step)}, {"error", error.describe()}});
   };
-  auto listed = client_.list(key.api_version, key.kind, key.ns);
-  if (!listed.ok()) {
-    count_error("list", listed.error());
-    return false;
+  std::string list_version;
+  {
+    // The list (every object of the kind, managed or not) is freed before the watch runs: it may run for hours.
+    auto listed = client_.list(key.api_version, key.kind, key.ns);
+    if (!listed.ok()) {
+      count_error("list", listed.error());
+      return false;
+    }
+    metrics_.counter("watch_lists_total", "Lists that (re)started a watch").Increment();
+    applySnapshot(key, listed->items, listed->resource_version);
+    list_version = std::move(listed->resource_version);
   }
-  metrics_.counter("watch_lists_total", "Lists that (re)started a watch").Increment();
-  applySnapshot(key, listed->items, listed->resource_version);
-  auto watch = client_.watch(key.api_version, key.kind, key.ns, {.resource_version = listed->resource_version});
+  auto watch = client_.watch(key.api_version, key.kind, key.ns, {.resource_version = list_version});
   if (!watch.ok()) {
     count_error("watch", watch.error());
     return false;
@@ -390,14 +397,14 @@ void DriftWatcher::applySnapshot(const WatchKey& key, const std::vector<Json>& i
     }
     listed.insert(it->first);
     if (updateEntryLocked(it->second, &item)) {
-      markDirtyLocked(it->second.owner);
+      markDirtyLocked(*it->second.owner);
     }
   }
   for (auto& [id, entry] : entries_) {
     // An object applied after the list was taken is not missing: the watch brings it.
     const bool newer = listed_at != 0 && entry.min_version > listed_at;
     if (keyOf(entry.ref) == key && !listed.contains(id) && !newer && updateEntryLocked(entry, nullptr)) {
-      markDirtyLocked(entry.owner);
+      markDirtyLocked(*entry.owner);
     }
   }
 }
@@ -415,7 +422,7 @@ void DriftWatcher::applyEvent(const kube::WatchEvent& event) {
   metrics_.counter("watch_events_total", "Watch events of managed objects").Increment();
   const bool deleted = event.type == kube::WatchEventType::kDeleted;
   if (updateEntryLocked(it->second, deleted ? nullptr : &event.object)) {
-    markDirtyLocked(it->second.owner);
+    markDirtyLocked(*it->second.owner);
   }
 }
 
@@ -433,12 +440,12 @@ bool DriftWatcher::updateEntryLocked(Entry& entry, const Json* live) {
     entry.health = Health{.ready = false, .message = "missing"};
   } else {
     entry.min_version = resourceVersionOf(*live);
-    entry.owned_version = ownerAnnotation(*live) == entry.owner ? entry.min_version : 0;
+    entry.owned_version = ownerAnnotation(*live) == *entry.owner ? entry.min_version : 0;
     if (entry.adopt) {
       entry.applied = appliedFieldValues(*live);
       entry.adopt = false;
     }
-    auto settings = bundles_.find(entry.owner);
+    auto settings = bundles_.find(*entry.owner);
     const DriftSettings none;
     const DriftSettings& drift_settings = settings != bundles_.end() ? settings->second.settings : none;
     entry.drift = computeDrift(entry.applied, *live, ignoredPointers(drift_settings.diff, entry.ref));

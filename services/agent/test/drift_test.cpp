@@ -53,6 +53,30 @@ TEST(DriftTest, ManagedFieldSetHasLeavesAndMarkedNodes) {
   EXPECT_TRUE(managedFieldSet(parse(kApplied), "kubectl-edit", "").empty());
 }
 
+TEST(DriftTest, FieldValuesShareTheirPaths) {
+  const size_t before = sharedFieldPathBlocks();
+  {
+    Json scaled = parse(kApplied);
+    scaled["spec"]["replicas"] = 5;  // another value, the same fields
+    FieldValues first = appliedFieldValues(parse(kApplied));
+    FieldValues second = appliedFieldValues(scaled);
+    EXPECT_EQ(sharedFieldPathBlocks(), before + 1);  // one block for both
+    ASSERT_EQ(first.size(), 5u);
+    ASSERT_EQ(second.size(), 5u);
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_EQ(first[i].path, second[i].path);
+      EXPECT_EQ(first[i].path.data(), second[i].path.data());  // the same text, not a copy
+    }
+    EXPECT_EQ(displayPath(std::string(first[1].path)), ".spec.replicas");
+    EXPECT_NE(first[1].hash, second[1].hash);  // each keeps its own values
+    EXPECT_EQ(first[0].hash, second[0].hash);
+    FieldValues other = appliedFieldValues(parse(kEdited));  // fewer fields: a block of its own
+    EXPECT_EQ(other.size(), 3u);
+    EXPECT_EQ(sharedFieldPathBlocks(), before + 2);
+  }
+  EXPECT_EQ(sharedFieldPathBlocks(), before);  // forgotten with their last user
+}
+
 TEST(DriftTest, UnchangedObjectHasNoDrift) {
   Json applied = parse(kApplied);
   ObjectDrift drift = computeDrift(appliedFieldValues(applied), applied, {});

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -37,30 +38,39 @@ using FieldSet = std::set<FieldPath>;
 inline constexpr uint64_t kNodeHash = 0;
 
 //! The fields the agent applied, each with a hash of its applied value (kNodeHash: a node that only has to exist),
-//! sorted by path. One block of text and one array: the watch cache holds this for every managed object, and a map
-//! node per field cost about 100 bytes (bench_agent: 1,221 objects).
+//! sorted by path. The watch cache holds this for every managed object (bench_agent: 1,221 objects), and the objects
+//! of one kind applied from one template have the same paths: once every field is added, shrink() swaps the paths
+//! for a block shared by every FieldValues with the same ones (a process-wide pool that forgets a block when its
+//! last user goes), so each object keeps only its values' hashes.
 class FieldValues {
  public:
   struct Field {
     std::string_view path;
     uint64_t hash = kNodeHash;
   };
-  //! Appends a field; paths come in ascending order (asserted), as managedFields' maps give them.
+  //! Appends a field; paths come in ascending order (asserted), as managedFields' maps give them. Not after
+  //! shrink() (asserted).
   void add(std::string_view path, uint64_t hash);
-  //! Gives back the spare capacity once every field is added.
+  //! Shares the paths with the FieldValues that have the same ones and gives back the spare capacity.
   void shrink();
-  [[nodiscard]] size_t size() const { return fields_.size(); }
-  [[nodiscard]] bool empty() const { return fields_.empty(); }
+  [[nodiscard]] size_t size() const { return hashes_.size(); }
+  [[nodiscard]] bool empty() const { return hashes_.empty(); }
   [[nodiscard]] Field operator[](size_t index) const;
 
- private:
-  struct Slot {
-    uint64_t hash;
-    uint32_t end;  //!< where the path ends in paths_
+  //! The paths of a FieldValues: one block of text and where each path ends in it.
+  struct Paths {
+    std::string text;
+    std::vector<uint32_t> ends;
   };
-  std::string paths_;
-  std::vector<Slot> fields_;
+
+ private:
+  std::shared_ptr<const Paths> paths_;  //!< shared once shrink() ran
+  std::unique_ptr<Paths> building_;     //!< while fields are added
+  std::vector<uint64_t> hashes_;
 };
+
+//! How many distinct path blocks the pool shares now (tests).
+size_t sharedFieldPathBlocks();
 
 //! How many changed paths one object's diff names at most.
 inline constexpr size_t kMaxDriftPaths = 5;

@@ -181,14 +181,15 @@ class DriftWatcher {
     std::chrono::milliseconds retry_delay{0};
     std::chrono::steady_clock::time_point retry_at{};  //!< the next retry is not made before
   };
-  //! One managed object.
+  //! One managed object. The watch cache holds one per object every bundle applied, so it is kept small: the owner's
+  //! name is shared by the bundle's entries, the object as sent is allocated only for bundles that correct drift.
   struct Entry {
-    std::string owner;
+    std::shared_ptr<const std::string> owner;  //!< "<workspace>/<bundle>", one string per registration
     ObjectRef ref;
     FieldValues applied;
-    bool adopt = false;  //!< take `applied` from the first live state
-    bool known = false;  //!< a live state (or its absence) has been seen
-    Json desired;
+    bool adopt = false;                   //!< take `applied` from the first live state
+    bool known = false;                   //!< a live state (or its absence) has been seen
+    std::unique_ptr<const Json> desired;  //!< null unless the bundle corrects drift
     //! The newest resourceVersion seen (etcd revisions are numbers): a late event of an older one is skipped.
     uint64_t min_version = 0;
     //! min_version when that state carried the owner's annotation, else 0.
@@ -207,9 +208,9 @@ class DriftWatcher {
   };
   struct BundleEntry {
     DriftSettings settings;
-    std::vector<std::string> ids;
-    uint64_t epoch = 0;       //!< bumped by beginApply
-    uint64_t registered = 0;  //!< the epoch registerBundle saw: corrections run only while equal
+    std::vector<const std::string*> ids;  //!< its entries' keys in entries_ (stable while the entry exists)
+    uint64_t epoch = 0;                   //!< bumped by beginApply
+    uint64_t registered = 0;              //!< the epoch registerBundle saw: corrections run only while equal
     std::shared_ptr<std::mutex> apply_mutex = std::make_shared<std::mutex>();
   };
   //! What a watch thread and its owner share.
