@@ -172,6 +172,36 @@ Status issueClientCertificate(const std::string& dir, const std::string& name) {
   return writePemPair(*cert, dir + "/tls/" + name + ".pem", dir + "/tls/" + name + "-key.pem");
 }
 
+Result<std::string> renderAuthDirAccounts(const std::string& dir, Clock::time_point now) {
+  std::vector<AccountJwt> jwts;  // operator, system account, account: {subject, JWT}
+  for (const char* file : {"operator.jwt", "system-account.jwt", "account.jwt"}) {
+    auto text = readFile(dir + "/" + file);
+    if (!text.ok()) {
+      return fail(ErrorKind::kNotFound, dir + "/" + file + " is missing: run auth init --dir " + dir);
+    }
+    std::string jwt = trim(*text);
+    auto verified = verifyJwt(jwt, now);
+    if (!verified.ok()) {
+      return fail(ErrorKind::kInvalid, dir + "/" + file + ": " + verified.error().message);
+    }
+    jwts.push_back({verified->subject(), jwt});
+  }
+  ServerConfig config{.operator_jwt = jwts[0].jwt,
+                      .system_account = jwts[1].public_key,
+                      .accounts = {jwts[1], jwts[2]},
+                      .jetstream = false};
+  return renderServerConfig(config);
+}
+
+Result<PemPair> issueServerCertificate(const std::string& dir, const std::vector<std::string>& names) {
+  if (names.empty()) {
+    return fail(ErrorKind::kInvalid, "a server certificate needs at least one name");
+  }
+  auto ca = readCa(dir);
+  FLOTILLA_TRY(ca);
+  return issueCertificate(*ca, {.common_name = names.front(), .alt_names = names});
+}
+
 Result<AuthInitResult> initAuthDir(const AuthInitOptions& options) {
   std::error_code error;
   std::string dir = fs::absolute(options.dir, error).lexically_normal().string();
