@@ -5,6 +5,7 @@
 // config running a real nats-server with Secrets from the real CLI: charts_auth_apiserver_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "deploy_util.h"
 #include "flotilla/core/util.h"
@@ -286,6 +287,24 @@ TEST(AuthSecretsCli, RefusesBadNamesAndMissingMaterialNamingThem) {
   auto bad_cluster = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "ns", "--agent", "Edge_1"});
   EXPECT_EQ(bad_cluster.exit_code, 2);
   EXPECT_THAT(bad_cluster.err, HasSubstr("Edge_1"));
+}
+
+// The accounts config is re-rendered from the directory's JWTs, each verified: a missing or altered one is named.
+TEST(AuthSecretsCli, AMissingOrAlteredAccountJwtIsNamed) {
+  flotilla::testing::TempDir temp("flotilla-auth-secrets-jwt");
+  const std::string dir = temp.path() + "/hub-auth";
+  ASSERT_EQ(flotilla({"auth", "init", "--dir", dir, "--tls"}).exit_code, 0);
+  const std::string jwt = readFile(dir + "/account.jwt").valueOr("");
+  ASSERT_TRUE(
+      writeFile(dir + "/account.jwt", jwt.substr(0, jwt.size() / 2) + "x" + jwt.substr(jwt.size() / 2 + 1)).ok());
+  auto altered = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "ns"});
+  EXPECT_EQ(altered.exit_code, 1);
+  EXPECT_THAT(altered.err, HasSubstr(dir + "/account.jwt: "));
+  EXPECT_TRUE(altered.out.empty()) << "nothing to apply when a Secret would be wrong";
+  ASSERT_EQ(::unlink((dir + "/account.jwt").c_str()), 0);
+  auto missing = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "ns"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr(dir + "/account.jwt is missing: run auth init --dir " + dir));
 }
 
 }  // namespace
