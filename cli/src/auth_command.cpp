@@ -1,8 +1,9 @@
-// `flotilla auth init` and `flotilla auth issue` (flotilla/cli/auth.h): thin over libs/identity's auth_dir.h.
+// `flotilla auth init`, `auth issue` and `auth secrets` (flotilla/cli/auth.h): thin over libs/identity's auth_dir.h.
 #include <ostream>
 
 #include <CLI/CLI.hpp>
 
+#include "auth_secrets.h"
 #include "command_line.h"
 #include "flotilla/cli/auth.h"
 #include "flotilla/cli/cli.h"
@@ -130,14 +131,29 @@ void defineAuth(CLI::App& command, Invocation& invocation) {
   issue->add_option("--out", args.out, "creds file to write (default D/creds/<identity>.creds; - = stdout)");
   issue->add_flag("--client-cert", args.client_cert, "also write a client certificate (mutual TLS)");
   issue->fallthrough();
+  CLI::App* secrets = command.add_subcommand("secrets", "print Kubernetes Secrets for the charts from the directory");
+  secrets->add_option("--dir", args.dir, "directory auth init created (with --tls or --mutual-tls)")->required();
+  secrets->add_option("--kube-namespace", args.kube_namespace, "namespace of the release")->required();
+  CLI::Option* agent =
+      secrets->add_option("--agent", args.agent, "print the Secret of this cluster's agent (after auth issue) instead");
+  secrets->add_option("--release", args.release, "the hub chart's release name (default flotilla)")->excludes(agent);
+  secrets->add_option("--san", args.alt_names, "another DNS name or IP of the hub's server certificate (repeatable)")
+      ->excludes(agent);
+  secrets->add_option("--name", args.secret_name, "the agent Secret's name (default flotilla-agent-nats)")
+      ->needs(agent);
+  secrets->fallthrough();
   args.init = init;
   args.issue = issue;
+  args.secrets = secrets;
 }
 
 int runAuth(Invocation& invocation, const Streams& io) {
   const AuthArgs& args = invocation.auth;
   if (args.init != nullptr && args.init->parsed()) {
     return runInit(args, io);
+  }
+  if (args.secrets != nullptr && args.secrets->parsed()) {
+    return runAuthSecrets(args, io);
   }
   return runIssue(args, io);
 }

@@ -66,9 +66,9 @@ class AgentChartRbacOnApiserver : public ::testing::Test {
   //! Renders the chart with its defaults (rbac.mode=applyAll) and one listed service account, and applies only
   //! its ServiceAccount and RBAC objects (a List), plus the listed account itself.
   static void applyAgentRbac() {
-    const std::vector<std::string> args{"--set", "clusterName=edge-1",
-                                        "--set", "nats.url=nats://hub:4222",
-                                        "--set", "impersonation.serviceAccounts={deployer}"};
+    const std::vector<std::string> args{
+        "--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222",
+        "--set", "nats.insecure=true", "--set", "impersonation.serviceAccounts={deployer}"};
     auto objects = renderChart("flotilla-agent", args, kRelease, kNamespace);
     ASSERT_TRUE(objects.ok()) << objects.error().describe();
     Json list = Json::obj({{"apiVersion", "v1"}, {"kind", "List"}, {"items", Json::array()}});
@@ -179,7 +179,9 @@ TEST_F(AgentChartRbacOnApiserver, NotesNameTheModeAndTheImpersonatedAccounts) {
                                   "--set",
                                   "clusterName=edge-1",
                                   "--set",
-                                  "nats.url=nats://hub:4222"};
+                                  "nats.url=nats://hub:4222",
+                                  "--set",
+                                  "nats.insecure=true"};
     argv.insert(argv.end(), more.begin(), more.end());
     return run(argv);
   };

@@ -13,7 +13,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::vector<std::string> agentArgs(const std::vector<std::string>& more = {}) {
-  std::vector<std::string> args{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222"};
+  std::vector<std::string> args{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222",
+                                "--set", "nats.insecure=true"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }

@@ -58,7 +58,9 @@ class ChartsOnApiserver : public ::testing::Test {
 };
 
 TEST_F(ChartsOnApiserver, HubDefaultsPassServerDryRun) {
-  expectDryRunAccepts("flotilla-hub", {}, "hub");
+  expectDryRunAccepts("flotilla-hub", {"--set", "nats.auth.lookupSecrets=false"}, "hub");
+  expectDryRunAccepts("flotilla-hub", {"--set", "nats.auth.lookupSecrets=false", "--set", "nats.auth.mutualTls=true"},
+                      "hub-mtls");
 }
 
 TEST_F(ChartsOnApiserver, HubWithExternalNatsAndEveryOptionPassesServerDryRun) {
@@ -72,7 +74,8 @@ TEST_F(ChartsOnApiserver, HubWithExternalNatsAndEveryOptionPassesServerDryRun) {
 }
 
 TEST_F(ChartsOnApiserver, AgentVariantsPassServerDryRun) {
-  const std::vector<std::string> required{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222"};
+  const std::vector<std::string> required{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222",
+                                          "--set", "nats.insecure=true"};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), required.begin(), required.end());
     return more;
@@ -88,7 +91,8 @@ TEST_F(ChartsOnApiserver, AgentVariantsPassServerDryRun) {
 }
 
 TEST_F(ChartsOnApiserver, AgentRbacGrantsWhatValuesSay) {
-  const std::vector<std::string> required{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222"};
+  const std::vector<std::string> required{"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222",
+                                          "--set", "nats.insecure=true"};
   for (const auto& [release, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"admin", {"--set", "rbac.mode=clusterAdmin"}}, {"restricted", {"--set", "rbac.mode=rules"}}}) {
     auto args = required;

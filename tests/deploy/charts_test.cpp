@@ -14,9 +14,21 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-// The values the agent chart cannot render without.
+// The values the agent chart cannot render without: its cluster, the hub's URL, its creds and the CA.
 std::vector<std::string> agentRequired() {
-  return {"--set", "clusterName=edge-1", "--set", "nats.url=nats://hub:4222"};
+  return {"--set", "clusterName=edge-1",
+          "--set", "nats.url=tls://hub:4222",
+          "--set", "nats.credentials.secretName=edge-1-nats",
+          "--set", "nats.tls.secretName=edge-1-nats"};
+}
+
+// The hub chart rendered without a cluster: helm template cannot look the nats.auth Secrets up.
+const std::vector<std::string> kOffline{"--set", "nats.auth.lookupSecrets=false"};
+
+Result<std::vector<Json>> renderHub(const std::vector<std::string>& args) {
+  std::vector<std::string> all = kOffline;
+  all.insert(all.end(), args.begin(), args.end());
+  return renderChart("flotilla-hub", all);
 }
 
 std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
@@ -61,15 +73,22 @@ void expectLintClean(const std::string& chart, const std::vector<std::vector<std
 }
 
 TEST(HubChart, LintIsClean) {
-  expectLintClean("flotilla-hub", {{}, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://nats:4222"}});
+  expectLintClean("flotilla-hub",
+                  {kOffline,
+                   with(kOffline, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats:4222"}),
+                   with(kOffline, {"--set", "nats.auth.mutualTls=true"}),
+                   {"--set", "nats.auth.enabled=false"}});
 }
 
 TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
-  auto objects = renderChart("flotilla-hub", {});
+  auto objects = renderHub({});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  EXPECT_EQ(kindCounts(*objects),
-            (std::map<std::string, int>{
-                {"Deployment", 3}, {"NetworkPolicy", 4}, {"Service", 5}, {"ServiceAccount", 1}, {"StatefulSet", 1}}));
+  EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ConfigMap", 1},
+                                                              {"Deployment", 3},
+                                                              {"NetworkPolicy", 4},
+                                                              {"Service", 5},
+                                                              {"ServiceAccount", 1},
+                                                              {"StatefulSet", 1}}));
   for (const std::string component : {"poller", "bundler", "scheduler"}) {
     const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-hub-" + component);
     ASSERT_NE(deployment, nullptr) << component;
@@ -77,7 +96,7 @@ TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
     const Json* container = firstContainer(*deployment);
     EXPECT_EQ(stringList(container->find("command")), std::vector<std::string>{"flotilla-" + component});
     const auto args = stringList(container->find("args"));
-    EXPECT_THAT(args, Contains("--nats-url=nats://t-flotilla-hub-nats.flotilla-system.svc:4222"));
+    EXPECT_THAT(args, Contains("--nats-url=tls://t-flotilla-hub-nats.flotilla-system.svc:4222"));
     EXPECT_THAT(args, Contains("--http-addr=0.0.0.0:8080"));
     EXPECT_NE(findObject(*objects, "Service", "t-flotilla-hub-" + component), nullptr) << component;
   }
@@ -97,7 +116,7 @@ TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
 // Ingress by default: NATS' client port from any source (agents in other clusters), /metrics and NATS' monitoring
 // port only from the monitoring namespaces, the poller's webhook port (when on) from any source.
 TEST(HubChart, NetworkPoliciesByDefault) {
-  auto objects = renderChart("flotilla-hub", {"--set", "poller.webhook.enabled=true"});
+  auto objects = renderHub({"--set", "poller.webhook.enabled=true"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const Json* nats = findObject(*objects, "NetworkPolicy", "t-flotilla-hub-nats");
   ASSERT_NE(nats, nullptr);
@@ -119,28 +138,32 @@ TEST(HubChart, NetworkPoliciesByDefault) {
   }
   const Json* poller = findObject(*objects, "Deployment", "t-flotilla-hub-poller");
   EXPECT_THAT(stringList(firstContainer(*poller)->find("args")), Contains("--webhook-addr=0.0.0.0:9000"));
-  auto off = renderChart("flotilla-hub", {"--set", "networkPolicy.enabled=false"});
+  auto off = renderHub({"--set", "networkPolicy.enabled=false"});
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(kindCounts(*off).count("NetworkPolicy"), 0u);
 }
 
-// No exposure of the embedded NATS, which has no authentication or TLS of its own, without a server config.
+// No exposure of the embedded NATS without authentication and TLS: with nats.auth.enabled=false, LoadBalancer and
+// NodePort need a server config of the user's own (configSecret); with nats.auth (the default) they render.
 TEST(HubChart, ExposingUnauthenticatedNatsIsRefused) {
   for (const char* type : {"LoadBalancer", "NodePort"}) {
-    auto objects = renderChart("flotilla-hub", {"--set", std::string("nats.embedded.service.type=") + type});
+    auto objects =
+        renderHub({"--set", "nats.auth.enabled=false", "--set", std::string("nats.embedded.service.type=") + type});
     ASSERT_FALSE(objects.ok()) << type;
     EXPECT_THAT(objects.error().message, HasSubstr(std::string("nats.embedded.service.type=") + type +
                                                    " exposes a NATS server without authentication or TLS"));
+    auto secured = renderHub({"--set", std::string("nats.embedded.service.type=") + type});
+    EXPECT_TRUE(secured.ok()) << type << ": " << secured.error().describe();
   }
-  auto configured = renderChart("flotilla-hub", {"--set", "nats.embedded.service.type=LoadBalancer", "--set",
-                                                 "nats.embedded.configSecret=nats-config"});
+  auto configured = renderHub({"--set", "nats.auth.enabled=false", "--set", "nats.embedded.service.type=LoadBalancer",
+                               "--set", "nats.embedded.configSecret=nats-config"});
   EXPECT_TRUE(configured.ok()) << configured.error().describe();
 }
 
 // The size caps reach every service that creates the topology, garbage collection the two writers.
 TEST(HubChart, StoreCapsAndGarbageCollectionReachTheServices) {
-  auto objects = renderChart(
-      "flotilla-hub", {"--set", "store.maxBytes=4GiB", "--set", "store.limits.sources=1GiB", "--set", "gc.grace=2h"});
+  auto objects =
+      renderHub({"--set", "store.maxBytes=4GiB", "--set", "store.limits.sources=1GiB", "--set", "gc.grace=2h"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   for (const std::string component : {"poller", "bundler", "scheduler"}) {
     const auto args =
@@ -155,8 +178,7 @@ TEST(HubChart, StoreCapsAndGarbageCollectionReachTheServices) {
 }
 
 TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {
-  auto objects = renderChart(
-      "flotilla-hub", {"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://a:4222\\,nats://b:4222"});
+  auto objects = renderHub({"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://a:4222\\,nats://b:4222"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(kindCounts(*objects).count("StatefulSet"), 0u);
   EXPECT_EQ(kindCounts(*objects)["Service"], 3);
@@ -166,20 +188,23 @@ TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {
 }
 
 TEST(HubChart, ExternalNatsWithoutUrlIsAnError) {
-  auto objects = renderChart("flotilla-hub", {"--set", "nats.embedded.enabled=false"});
+  auto objects = renderHub({"--set", "nats.embedded.enabled=false"});
   ASSERT_FALSE(objects.ok());
   EXPECT_THAT(objects.error().message, HasSubstr("nats.url is required"));
 }
 
 TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
-  auto objects = renderChart(
-      "flotilla-hub",
-      {"--set", "poller.gitCredentials.secrets[0].workspace=fleet-default", "--set",
-       "poller.gitCredentials.secrets[0].name=github-token", "--set",
-       "poller.gitCredentials.secrets[1].workspace=team-b", "--set", "poller.gitCredentials.secrets[1].name=gitlab-ssh",
-       "--set", "poller.gitCredentials.secrets[1].secretName=team-b-gitlab-ssh", "--set",
-       "poller.persistence.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set",
-       "nats.credentials.secretName=hub-nats", "--set", "nats.tls.secretName=nats-ca"});
+  auto objects = renderHub({"--set", "poller.gitCredentials.secrets[0].workspace=fleet-default",
+                            "--set", "poller.gitCredentials.secrets[0].name=github-token",
+                            "--set", "poller.gitCredentials.secrets[1].workspace=team-b",
+                            "--set", "poller.gitCredentials.secrets[1].name=gitlab-ssh",
+                            "--set", "poller.gitCredentials.secrets[1].secretName=team-b-gitlab-ssh",
+                            "--set", "poller.persistence.enabled=true",
+                            "--set", "metrics.serviceMonitor.enabled=true",
+                            "--set", "nats.embedded.enabled=false",
+                            "--set", "nats.url=tls://nats:4222",
+                            "--set", "nats.credentials.secretName=hub-nats",
+                            "--set", "nats.tls.secretName=nats-ca"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(kindCounts(*objects)["ServiceMonitor"], 1);
   ASSERT_NE(findObject(*objects, "PersistentVolumeClaim", "t-flotilla-hub-poller-data"), nullptr);
@@ -215,7 +240,7 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
 
 // The flat list of earlier versions is refused, not ignored: credentials are per workspace.
 TEST(HubChart, FlatGitCredentialsListIsRefused) {
-  auto objects = renderChart("flotilla-hub", {"--set", "poller.gitCredentials.secretNames={github-token}"});
+  auto objects = renderHub({"--set", "poller.gitCredentials.secretNames={github-token}"});
   ASSERT_FALSE(objects.ok());
   EXPECT_THAT(objects.error().message, HasSubstr("poller.gitCredentials.secretNames was replaced by "
                                                  "poller.gitCredentials.secrets"));
@@ -228,10 +253,10 @@ TEST(AgentChart, LintIsClean) {
 }
 
 TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {
-  auto no_name = renderChart("flotilla-agent", {"--set", "nats.url=nats://hub:4222"});
+  auto no_name = renderChart("flotilla-agent", {"--set", "nats.url=nats://hub:4222", "--set", "nats.insecure=true"});
   ASSERT_FALSE(no_name.ok());
   EXPECT_THAT(no_name.error().message, HasSubstr("clusterName is required"));
-  auto no_url = renderChart("flotilla-agent", {"--set", "clusterName=edge-1"});
+  auto no_url = renderChart("flotilla-agent", {"--set", "clusterName=edge-1", "--set", "nats.insecure=true"});
   ASSERT_FALSE(no_url.ok());
   EXPECT_THAT(no_url.error().message, HasSubstr("nats.url is required"));
 }
@@ -241,7 +266,8 @@ TEST(AgentChart, ClusterNameAndNatsUrlAreRequired) {
 TEST(AgentChart, DefaultsBindTheGeneratedClusterRole) {
   auto objects = renderChart(
       "flotilla-agent", with(agentRequired(), {"--set", "clusterLabels.env=prod", "--set", "clusterLabels.region=eu",
-                                               "--set-string", "nats.credentials.content=-----BEGIN NATS-----"}));
+                                               "--set", "nats.credentials.secretName=", "--set-string",
+                                               "nats.credentials.content=-----BEGIN NATS-----"}));
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ClusterRole", 1},
                                                               {"ClusterRoleBinding", 1},
@@ -263,7 +289,7 @@ TEST(AgentChart, DefaultsBindTheGeneratedClusterRole) {
   EXPECT_EQ(stringAt(*deployment, {"spec", "strategy", "type"}), "Recreate");
   const auto args = stringList(firstContainer(*deployment)->find("args"));
   EXPECT_THAT(args, Contains("--cluster-name=edge-1"));
-  EXPECT_THAT(args, Contains("--nats-url=nats://hub:4222"));
+  EXPECT_THAT(args, Contains("--nats-url=tls://hub:4222"));
   EXPECT_THAT(args, Contains("--labels=env=prod,region=eu"));
   EXPECT_THAT(args, Contains("--agent-namespace=flotilla-system"));
   EXPECT_THAT(args, Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));

@@ -55,13 +55,8 @@ Result<std::string> renderChartText(const std::string& chart, const std::vector<
   return result->out;
 }
 
-Result<std::vector<Json>> renderChart(const std::string& chart, const std::vector<std::string>& args,
-                                      const std::string& release, const std::string& ns) {
-  auto text = renderChartText(chart, args, release, ns);
-  if (!text.ok()) {
-    return fail(text.error());
-  }
-  auto documents = parseYamlDocuments(*text, "helm template " + chart);
+Result<std::vector<Json>> parseObjects(const std::string& text, const std::string& what) {
+  auto documents = parseYamlDocuments(text, what);
   if (!documents.ok()) {
     return fail(documents.error());
   }
@@ -74,13 +69,22 @@ Result<std::vector<Json>> renderChart(const std::string& chart, const std::vecto
         document.value.getString("kind").empty() || !document.value.at({"metadata", "name"}) ||
         !document.value.at({"metadata", "name"})->isString()) {
       return fail(ErrorKind::kInvalid,
-                  chart + ": document at line " + std::to_string(document.line) +
+                  what + ": document at line " + std::to_string(document.line) +
                       " is not a Kubernetes object: " + document.value.dump(),
-                  "renderChart");
+                  "parseObjects");
     }
     objects.push_back(std::move(document.value));
   }
   return objects;
+}
+
+Result<std::vector<Json>> renderChart(const std::string& chart, const std::vector<std::string>& args,
+                                      const std::string& release, const std::string& ns) {
+  auto text = renderChartText(chart, args, release, ns);
+  if (!text.ok()) {
+    return fail(text.error());
+  }
+  return parseObjects(*text, "helm template " + chart);
 }
 
 std::map<std::string, int> kindCounts(const std::vector<Json>& objects) {

@@ -33,6 +33,9 @@ Result<std::vector<Json>> renderChart(const std::string& chart, const std::vecto
 Result<std::string> renderChartText(const std::string& chart, const std::vector<std::string>& args,
                                     const std::string& release = "t", const std::string& ns = "flotilla-system");
 
+//! The Kubernetes objects of a multi-document YAML text (`what` names it in errors); kInvalid as renderChart.
+Result<std::vector<Json>> parseObjects(const std::string& text, const std::string& what);
+
 //! Counts by kind, e.g. {"Deployment": 3, "Service": 5}.
 std::map<std::string, int> kindCounts(const std::vector<Json>& objects);
 //! The object with this kind and metadata.name, or nullptr.

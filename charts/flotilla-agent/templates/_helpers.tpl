@@ -58,3 +58,18 @@ app.kubernetes.io/component: agent
 {{- define "flotilla-agent.clusterRoleName" -}}
 {{- printf "%s-%s" (include "flotilla-agent.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/* Unless nats.insecure: the agent has its own identity (credentials or userPassword) and talks TLS (a CA Secret or
+a tls:// URL). */}}
+{{- define "flotilla-agent.checkNatsSecurity" -}}
+{{- $n := .Values.nats -}}
+{{- if not $n.insecure -}}
+{{- $cluster := default "<clusterName>" .Values.clusterName -}}
+{{- if not (or (include "flotilla-agent.natsCredentialsSecret" .) $n.userPassword.secretName) -}}
+{{- fail (printf "nats.credentials is required: the agent's own NATS identity. Issue it from the hub's auth directory with `flotilla auth issue --dir hub-auth --role agent --cluster %s` and `flotilla auth secrets --dir hub-auth --agent %s --kube-namespace %s | kubectl apply -f -`, then set nats.credentials.secretName and nats.tls.secretName to the Secret it prints (flotilla-agent-nats). nats.insecure=true connects without credentials (a hub without authentication only)" $cluster $cluster .Release.Namespace) -}}
+{{- end -}}
+{{- if not (or $n.tls.secretName (hasPrefix "tls://" $n.url)) -}}
+{{- fail "nats.tls.secretName is required (the CA of the hub's NATS, key ca.crt; `flotilla auth secrets --agent` puts it in the agent's Secret), or a tls:// nats.url for a server with a public certificate: the creds must not cross the network in clear. nats.insecure=true allows a plain nats:// connection" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

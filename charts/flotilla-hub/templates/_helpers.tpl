@@ -51,12 +51,97 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* The NATS URL the services use: the embedded server's Service, or nats.url (required then). */}}
+{{/* The NATS URL the services use: the embedded server's Service (tls:// with nats.auth), or nats.url (required
+then). */}}
 {{- define "flotilla-hub.natsUrl" -}}
 {{- if .Values.nats.embedded.enabled -}}
-{{- printf "nats://%s.%s.svc:%d" (include "flotilla-hub.componentName" (dict "root" . "component" "nats")) .Release.Namespace (int .Values.nats.embedded.port) -}}
+{{- printf "%s://%s.%s.svc:%d" (ternary "tls" "nats" .Values.nats.auth.enabled) (include "flotilla-hub.componentName" (dict "root" . "component" "nats")) .Release.Namespace (int .Values.nats.embedded.port) -}}
 {{- else -}}
 {{- required "nats.url is required when nats.embedded.enabled is false" .Values.nats.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/* NATS identities (nats.auth) -------------------------------------------------------------------------- */}}
+{{/* The Secret of one identity: nats.auth.secrets.<who>, or "<fullname>-nats-<who>" (what `flotilla auth secrets`
+prints). (dict "root" $ "who" "server" | "poller" | "bundler" | "scheduler") */}}
+{{- define "flotilla-hub.authSecret" -}}
+{{- default (printf "%s-nats-%s" (include "flotilla-hub.fullname" .root | trunc 40 | trimSuffix "-") .who) (index .root.Values.nats.auth.secrets .who) -}}
+{{- end -}}
+
+{{/* How the hub services authenticate to NATS: "perService" (nats.auth: each its own Secret), "shared"
+(nats.credentials or nats.userPassword, external NATS only) or "none" (nats.auth.enabled=false). Fails on a
+combination that would leave a value unused. */}}
+{{- define "flotilla-hub.identity" -}}
+{{- $n := .Values.nats -}}
+{{- $shared := or $n.credentials.secretName $n.userPassword.secretName -}}
+{{- if and $n.embedded.enabled (or $shared $n.tls.secretName) -}}
+{{- fail "nats.credentials, nats.userPassword and nats.tls are for an external NATS (nats.embedded.enabled=false): the embedded server's identities and TLS come from nats.auth (charts/README.md)" -}}
+{{- end -}}
+{{- if and $n.auth.mutualTls (or $shared (not $n.auth.enabled)) -}}
+{{- fail "nats.auth.mutualTls needs nats.auth.enabled and the per-service Secrets (with nats.credentials or nats.userPassword, nats.tls.clientCert gives the client certificate)" -}}
+{{- end -}}
+{{- if $shared -}}
+shared
+{{- else if $n.auth.enabled -}}
+{{- if $n.tls.secretName -}}
+{{- fail "nats.tls goes with nats.credentials or nats.userPassword: with nats.auth each service's Secret carries ca.crt (and tls.crt/tls.key with nats.auth.mutualTls)" -}}
+{{- end -}}
+perService
+{{- else -}}
+none
+{{- end -}}
+{{- end -}}
+
+{{/* The embedded server's config with nats.auth (ConfigMap <name>-config, mounted with the server Secret's files
+in /etc/nats). Ports, JetStream and the store come from the command line. */}}
+{{- define "flotilla-hub.natsServerConf" -}}
+# Rendered by the flotilla-hub chart (nats.auth). Operator mode: the operator, system account and Flotilla account
+# JWTs (no seeds) from `flotilla auth secrets`; every client presents a user JWT signed by the account.
+include "nats-auth.conf"
+tls {
+  cert_file: "/etc/nats/tls.crt"
+  key_file: "/etc/nats/tls.key"
+  ca_file: "/etc/nats/ca.crt"
+  {{- if .Values.nats.auth.mutualTls }}
+  # mutual TLS: a client without a certificate signed by ca_file is refused
+  verify: true
+  {{- end }}
+  timeout: 2
+}
+{{- end -}}
+
+{{/* With nats.auth.lookupSecrets: every Secret nats.auth needs exists with its keys, else fail naming what is
+missing and the commands that make it. */}}
+{{- define "flotilla-hub.checkAuthSecrets" -}}
+{{- $auth := .Values.nats.auth -}}
+{{- if and $auth.enabled $auth.lookupSecrets -}}
+{{- $wanted := list -}}
+{{- if .Values.nats.embedded.enabled -}}
+{{- $wanted = append $wanted (list "server" (list "nats-auth.conf" "tls.crt" "tls.key" "ca.crt")) -}}
+{{- end -}}
+{{- if eq (include "flotilla-hub.identity" .) "perService" -}}
+{{- $keys := ternary (list "nats.creds" "ca.crt" "tls.crt" "tls.key") (list "nats.creds" "ca.crt") $auth.mutualTls -}}
+{{- range list "poller" "bundler" "scheduler" -}}
+{{- $wanted = append $wanted (list . $keys) -}}
+{{- end -}}
+{{- end -}}
+{{- $problems := list -}}
+{{- range $wanted -}}
+{{- $name := include "flotilla-hub.authSecret" (dict "root" $ "who" (index . 0)) -}}
+{{- $secret := lookup "v1" "Secret" $.Release.Namespace $name -}}
+{{- if not $secret -}}
+{{- $problems = append $problems (printf "Secret %s is missing" $name) -}}
+{{- else -}}
+{{- range $key := index . 1 -}}
+{{- if not (hasKey (default dict $secret.data) $key) -}}
+{{- $problems = append $problems (printf "Secret %s has no key %s" $name $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $problems -}}
+{{- fail (printf "nats.auth: %s (namespace %s). The hub's NATS identities and TLS come from `flotilla auth init`: run `flotilla auth init --dir hub-auth %s` once, then `flotilla auth secrets --dir hub-auth --kube-namespace %s --release %s | kubectl apply -f -`, and install again. Renderers without a cluster (helm template, helm lint, GitOps tools) cannot look Secrets up: set nats.auth.lookupSecrets=false there. nats.auth.enabled=false runs NATS without authentication or TLS" (join "; " $problems) .Release.Namespace (ternary "--mutual-tls" "--tls" $auth.mutualTls) .Release.Namespace .Release.Name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -78,18 +163,28 @@ app.kubernetes.io/component: {{ .component }}
 - --gc-interval={{ .Values.gc.interval }}
 {{- end -}}
 
-{{/* Arguments every hub service takes. */}}
+{{/* Arguments every hub service takes: (dict "root" $ "component" "poller"). */}}
 {{- define "flotilla-hub.commonArgs" -}}
-- --nats-url={{ include "flotilla-hub.natsUrl" . }}
-- --http-addr=0.0.0.0:{{ .Values.httpPort }}
-- --log-level={{ .Values.logLevel }}
-- --workspace={{ .Values.workspace }}
-{{- if .Values.nats.credentials.secretName }}
-- --nats-creds=/etc/flotilla/nats-credentials/{{ .Values.nats.credentials.key }}
+{{- $root := .root -}}
+{{- $n := $root.Values.nats -}}
+- --nats-url={{ include "flotilla-hub.natsUrl" $root }}
+- --http-addr=0.0.0.0:{{ $root.Values.httpPort }}
+- --log-level={{ $root.Values.logLevel }}
+- --workspace={{ $root.Values.workspace }}
+{{- if eq (include "flotilla-hub.identity" $root) "perService" }}
+- --nats-creds=/etc/flotilla/nats/nats.creds
+- --nats-ca=/etc/flotilla/nats/ca.crt
+{{- if $n.auth.mutualTls }}
+- --nats-cert=/etc/flotilla/nats/tls.crt
+- --nats-key=/etc/flotilla/nats/tls.key
 {{- end }}
-{{- if .Values.nats.tls.secretName }}
-- --nats-ca=/etc/flotilla/nats-tls/{{ .Values.nats.tls.caKey }}
-{{- if .Values.nats.tls.clientCert }}
+{{- end }}
+{{- if $n.credentials.secretName }}
+- --nats-creds=/etc/flotilla/nats-credentials/{{ $n.credentials.key }}
+{{- end }}
+{{- if $n.tls.secretName }}
+- --nats-ca=/etc/flotilla/nats-tls/{{ $n.tls.caKey }}
+{{- if $n.tls.clientCert }}
 - --nats-cert=/etc/flotilla/nats-tls/tls.crt
 - --nats-key=/etc/flotilla/nats-tls/tls.key
 {{- end }}
@@ -116,34 +211,48 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
+{{/* (dict "root" $ "component" "poller") */}}
 {{- define "flotilla-hub.commonVolumeMounts" -}}
 - name: tmp
   mountPath: /tmp
-{{- if .Values.nats.credentials.secretName }}
+{{- if eq (include "flotilla-hub.identity" .root) "perService" }}
+- name: nats-identity
+  mountPath: /etc/flotilla/nats
+  readOnly: true
+{{- end }}
+{{- if .root.Values.nats.credentials.secretName }}
 - name: nats-credentials
   mountPath: /etc/flotilla/nats-credentials
   readOnly: true
 {{- end }}
-{{- if .Values.nats.tls.secretName }}
+{{- if .root.Values.nats.tls.secretName }}
 - name: nats-tls
   mountPath: /etc/flotilla/nats-tls
   readOnly: true
 {{- end }}
 {{- end -}}
 
+{{/* (dict "root" $ "component" "poller"): the component's own NATS identity Secret with nats.auth. */}}
 {{- define "flotilla-hub.commonVolumes" -}}
+{{- $n := .root.Values.nats -}}
 - name: tmp
   emptyDir: {}
-{{- if .Values.nats.credentials.secretName }}
-- name: nats-credentials
+{{- if eq (include "flotilla-hub.identity" .root) "perService" }}
+- name: nats-identity
   secret:
-    secretName: {{ .Values.nats.credentials.secretName }}
+    secretName: {{ include "flotilla-hub.authSecret" (dict "root" .root "who" .component) }}
     defaultMode: 0440
 {{- end }}
-{{- if .Values.nats.tls.secretName }}
+{{- if $n.credentials.secretName }}
+- name: nats-credentials
+  secret:
+    secretName: {{ $n.credentials.secretName }}
+    defaultMode: 0440
+{{- end }}
+{{- if $n.tls.secretName }}
 - name: nats-tls
   secret:
-    secretName: {{ .Values.nats.tls.secretName }}
+    secretName: {{ $n.tls.secretName }}
     defaultMode: 0440
 {{- end }}
 {{- end -}}
@@ -195,14 +304,14 @@ affinity:
 {{- end }}
 {{- end -}}
 
-{{/* Pod template metadata: (dict "root" $ "component" "poller") */}}
+{{/* Pod template metadata: (dict "root" $ "component" "poller" ["annotations" (dict ...)]) */}}
 {{- define "flotilla-hub.podMetadata" -}}
 labels:
   {{- include "flotilla-hub.selectorLabels" . | nindent 2 }}
   {{- with .root.Values.podLabels }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-{{- with .root.Values.podAnnotations }}
+{{- with merge (dict) (default dict .annotations) .root.Values.podAnnotations }}
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}

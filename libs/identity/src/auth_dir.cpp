@@ -118,6 +118,21 @@ Result<PemPair> readCa(const std::string& dir) {
   return PemPair{*cert, *key};
 }
 
+//! The JWT in dir/file, verified: {its subject, the JWT}.
+Result<AccountJwt> readVerifiedJwt(const std::string& dir, const char* file, Clock::time_point now) {
+  const std::string path = dir + "/" + file;
+  auto text = readFile(path);
+  if (!text.ok()) {
+    return fail(ErrorKind::kNotFound, path + " is missing: run auth init --dir " + dir);
+  }
+  std::string jwt = trim(*text);
+  auto verified = verifyJwt(jwt, now);
+  if (!verified.ok()) {
+    return fail(ErrorKind::kInvalid, path + ": " + verified.error().message);
+  }
+  return AccountJwt{verified->subject(), jwt};
+}
+
 }  // namespace
 
 std::string identityName(const Role& role) {
@@ -170,6 +185,29 @@ Status issueClientCertificate(const std::string& dir, const std::string& name) {
   auto cert = issueCertificate(*ca, {.common_name = name, .use = CertificateUse::kClient});
   FLOTILLA_TRY(cert);
   return writePemPair(*cert, dir + "/tls/" + name + ".pem", dir + "/tls/" + name + "-key.pem");
+}
+
+Result<std::string> renderAuthDirAccounts(const std::string& dir, Clock::time_point now) {
+  std::vector<AccountJwt> jwts;  // operator, system account, account: {subject, JWT}
+  for (const char* file : {"operator.jwt", "system-account.jwt", "account.jwt"}) {
+    auto jwt = readVerifiedJwt(dir, file, now);
+    FLOTILLA_TRY(jwt);
+    jwts.push_back(std::move(*jwt));
+  }
+  ServerConfig config{.operator_jwt = jwts[0].jwt,
+                      .system_account = jwts[1].public_key,
+                      .accounts = {jwts[1], jwts[2]},
+                      .jetstream = false};
+  return renderServerConfig(config);
+}
+
+Result<PemPair> issueServerCertificate(const std::string& dir, const std::vector<std::string>& names) {
+  if (names.empty()) {
+    return fail(ErrorKind::kInvalid, "a server certificate needs at least one name");
+  }
+  auto ca = readCa(dir);
+  FLOTILLA_TRY(ca);
+  return issueCertificate(*ca, {.common_name = names.front(), .alt_names = names});
 }
 
 Result<AuthInitResult> initAuthDir(const AuthInitOptions& options) {

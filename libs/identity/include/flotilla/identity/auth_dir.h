@@ -22,6 +22,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/identity/jwt.h"
 #include "flotilla/identity/permissions.h"
+#include "flotilla/identity/tls.h"
 
 namespace flotilla::identity {
 
@@ -59,6 +60,15 @@ Result<IssuedUser> issueFromAuthDir(const std::string& dir, const Role& role, st
 //! The client certificate of `name` from the directory's CA (mutual TLS), written to tls/<name>.pem and
 //! tls/<name>-key.pem; kNotFound when the directory has no CA.
 Status issueClientCertificate(const std::string& dir, const std::string& name);
+
+//! The server config of the directory's operator and accounts (operator.jwt, system-account.jwt, account.jwt, each
+//! verified): operator mode with the accounts preloaded and max_control_line, without server_name, JetStream or TLS,
+//! for a server whose main config sets those itself (the hub chart's). kNotFound / kInvalid naming the file.
+Result<std::string> renderAuthDirAccounts(const std::string& dir, Clock::time_point now = Clock::now());
+
+//! A server certificate for `names` (DNS names or IPs; the first is the common name) from the directory's CA, e.g.
+//! for the Kubernetes Service names of a release; kNotFound when the directory has no CA.
+Result<PemPair> issueServerCertificate(const std::string& dir, const std::vector<std::string>& names);
 
 //! "creds/<role>.creds", "creds/agent-<cluster>.creds", "creds/registration-<token>.creds".
 std::string credsFileName(const Role& role);
