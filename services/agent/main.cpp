@@ -30,7 +30,8 @@ Result<kube::Kubeconfig> loadKubeconfig(const service::Config& config) {
 //! Connects to the hub (retried while it is not reachable). The agent opens no bucket: its deploys come through its
 //! durable, its manifests by request from the hub (manifest_source.h); its credentials allow nothing else.
 Result<std::shared_ptr<bus::JetStream>> connectToHub(const service::Config& config, const agent::AgentOptions& options,
-                                                     service::Runtime& runtime, const agent::CredentialsKeeper* keeper) {
+                                                     service::Runtime& runtime,
+                                                     const agent::CredentialsKeeper* keeper) {
   auto connect_options = service::connectOptionsFrom(config, "flotilla-agent-" + options.cluster_name);
   connect_options.inbox_prefix = options.inbox_prefix;  // the agent credentials' own prefix (flags.cpp)
   if (keeper != nullptr) {

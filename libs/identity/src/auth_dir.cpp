@@ -69,14 +69,13 @@ Result<std::vector<AccountJwt>> accountJwts(const Keys& keys, Writer& out) {
       keys.operator_key, {.base = {.name = "flotilla"}, .system_account = keys.system_account.publicKey()});
   auto system_jwt = issueAccountJwt(keys.operator_key, keys.system_account.publicKey(),
                                     {.base = {.name = "SYS"}, .jetstream = false});
-  auto account_jwt =
-      issueAccountJwt(keys.operator_key, keys.account.publicKey(),
-                      {.base = {.name = "flotilla"},
-                       .signing_keys = {keys.account_signing.publicKey()},
-                       // the registrar's key makes agents only (the server applies the agent template)
-                       .scoped_signing_keys = {{.key = keys.registrar_signing.publicKey(),
-                                                .role = "agent",
-                                                .permissions = agentTemplatePermissions()}}});
+  auto account_jwt = issueAccountJwt(
+      keys.operator_key, keys.account.publicKey(),
+      {.base = {.name = "flotilla"},
+       .signing_keys = {keys.account_signing.publicKey()},
+       // the registrar's key makes agents only (the server applies the agent template)
+       .scoped_signing_keys = {
+           {.key = keys.registrar_signing.publicKey(), .role = "agent", .permissions = agentTemplatePermissions()}}});
   for (const auto* jwt : {&operator_jwt, &system_jwt, &account_jwt}) {
     FLOTILLA_TRY(*jwt);
   }

@@ -123,8 +123,8 @@ Result<RenewRequest> renewRequest(std::string_view current_creds, const KeyPair&
   return RenewRequest{.jwt = creds->jwt, .public_key = next_key.publicKey(), .signature = base64UrlEncode(*signature)};
 }
 
-Result<std::string> issueAgentJwt(const AgentSigner& signer, std::string_view cluster,
-                                  std::string_view user_public_key, std::chrono::seconds ttl, Clock::time_point now) {
+Result<std::string> issueAgentJwt(const AgentSigner& signer, std::string_view cluster, std::string_view user_public_key,
+                                  std::chrono::seconds ttl, Clock::time_point now) {
   auto role = agentRole(cluster);
   FLOTILLA_TRY(role);
   UserClaims claims{.base = {.name = identityName(*role), .issued_at = now, .expires = now + ttl},
@@ -175,8 +175,8 @@ Result<RenewalCheck> checkRenewal(const RenewRequest& request, std::string_view 
     return fail(ErrorKind::kInvalid, "renewal request: jwt: " + verified.error().message);
   }
   if (verified->issuer() != signer_public_key) {
-    return fail(ErrorKind::kPermanent, "renewal request: jwt: not issued by this hub's registrar (issuer " +
-                                           verified->issuer() + ")");
+    return fail(ErrorKind::kPermanent,
+                "renewal request: jwt: not issued by this hub's registrar (issuer " + verified->issuer() + ")");
   }
   auto tags = tagsOf(*verified);
   auto expected = identityTags("agent", cluster);

@@ -74,7 +74,8 @@ TEST(EnrollmentCodecTest, AScopedRegistrarKeySignsAgentsWithoutPermissionsOfThei
       op, f.account.publicKey(),
       {.base = {.name = "flotilla"},
        .signing_keys = {plain.publicKey()},
-       .scoped_signing_keys = {{.key = f.registrar.publicKey(), .role = "agent", .permissions = agentTemplatePermissions()}}});
+       .scoped_signing_keys = {
+           {.key = f.registrar.publicKey(), .role = "agent", .permissions = agentTemplatePermissions()}}});
   ASSERT_TRUE(account_jwt.ok()) << account_jwt.error().describe();
   auto account = verifyJwt(*account_jwt).value();
   const Json* keys = account.claims.at({"nats", "signing_keys"});

@@ -131,7 +131,8 @@ Result<CredentialsResult> CredentialsKeeper::request(std::string_view kind, cons
 Result<CredentialsResult> CredentialsKeeper::enrollOnce() {
   auto stored = usableStoredCreds(options_.creds_store, options_.cluster);
   if (stored.ok()) {
-    log::info("using the stored agent credentials", {{"cluster", options_.cluster}, {"creds_store", options_.creds_store}});
+    log::info("using the stored agent credentials",
+              {{"cluster", options_.cluster}, {"creds_store", options_.creds_store}});
     return CredentialsResult::kStored;
   }
   auto token = readFile(options_.registration_creds);
@@ -152,11 +153,13 @@ Result<CredentialsResult> CredentialsKeeper::enrollOnce() {
   FLOTILLA_TRY(key);
   auto role = identity::registrationRole(owner->subject);
   FLOTILLA_TRY(role);
-  std::string body = identity::encode(identity::EnrollRequest{.cluster = options_.cluster, .public_key = key->publicKey()}).dump();
+  std::string body =
+      identity::encode(identity::EnrollRequest{.cluster = options_.cluster, .public_key = key->publicKey()}).dump();
   auto result = request("enroll", options_.registration_creds, role->inbox_prefix,
                         identity::registrationRequestSubject(owner->subject), body, key->seed());
   if (!result.ok()) {
-    return fail(result.error().kind, "--registration-creds " + options_.registration_creds + ": " + result.error().message);
+    return fail(result.error().kind,
+                "--registration-creds " + options_.registration_creds + ": " + result.error().message);
   }
   return result;
 }
@@ -207,9 +210,9 @@ Status CredentialsKeeper::obtain() {
     if (result.ok()) {
       return {};
     }
-    log::error("cannot obtain agent credentials; retrying",
-               {{"cluster", options_.cluster}, {"error", result.error().message},
-                {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+    log::error("cannot obtain agent credentials; retrying", {{"cluster", options_.cluster},
+                                                             {"error", result.error().message},
+                                                             {"retry_in_ms", static_cast<int64_t>(delay.count())}});
     if (!sleepFor(delay)) {
       break;
     }
@@ -253,9 +256,9 @@ void CredentialsKeeper::renewLoop() {
       delay = options_.retry_base;
       continue;
     }
-    log::error("cannot renew the agent credentials; retrying",
-               {{"cluster", options_.cluster}, {"error", renewed.error().message},
-                {"retry_in_ms", static_cast<int64_t>(delay.count())}});
+    log::error("cannot renew the agent credentials; retrying", {{"cluster", options_.cluster},
+                                                                {"error", renewed.error().message},
+                                                                {"retry_in_ms", static_cast<int64_t>(delay.count())}});
     sleepFor(delay);
     delay = std::min(delay * 2, options_.retry_max);
   }

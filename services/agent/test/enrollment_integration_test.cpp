@@ -2,16 +2,14 @@
 // config `flotilla auth init` writes: the scheduler's registrar (services/scheduler enrollment.h) with the hub's
 // registrar signing key, and the agent's CredentialsKeeper (enrollment.h) asking it with a token's credentials.
 // Expiry is real (short TTLs, waited for); nothing asserts how long anything took.
-#include "flotilla/agent/enrollment.h"
-
-#include <sys/stat.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include "flotilla/agent/enrollment.h"
 #include "flotilla/bus/connection.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/time.h"
@@ -85,8 +83,8 @@ class EnrollmentTest : public ::testing::Test {
     ASSERT_TRUE(config.ok()) << config.error().describe();
     auto options = scheduler::registrarOptionsFrom(*config);
     ASSERT_TRUE(options.ok() && *options) << (options.ok() ? "" : options.error().describe());
-    registrar_ = std::make_unique<scheduler::Registrar>(scheduler_->connection, scheduler_->clusters, metrics_,
-                                                        **options);
+    registrar_ =
+        std::make_unique<scheduler::Registrar>(scheduler_->connection, scheduler_->clusters, metrics_, **options);
     ASSERT_TRUE(registrar_->start().ok());
   }
 

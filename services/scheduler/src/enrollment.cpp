@@ -40,7 +40,8 @@ Result<identity::KeyPair> readSigningKey(const std::string& path) {
   }
   auto key = identity::KeyPair::fromSeed(trim(*seed));
   if (!key.ok() || key->type() != identity::KeyType::kAccount) {
-    return fail(ErrorKind::kInvalid, "--registration-signing-key " + path + ": not an account signing key seed (SA...)" +
+    return fail(ErrorKind::kInvalid, "--registration-signing-key " + path +
+                                         ": not an account signing key seed (SA...)" +
                                          (key.ok() ? "" : ": " + key.error().message));
   }
   return key;
@@ -82,8 +83,9 @@ std::map<std::string, std::string> registrarFlags() {
       {"registration-account",
        "the JWT file of the account those credentials belong to (auth init's account.jwt), which must list the key "
        "among its signing keys; required with --registration-signing-key"},
-      {"agent-creds-ttl", "lifetime of the agent credentials the registrar issues (default 720h; agents renew them "
-                          "after two thirds of it)"},
+      {"agent-creds-ttl",
+       "lifetime of the agent credentials the registrar issues (default 720h; agents renew them "
+       "after two thirds of it)"},
   };
 }
 
@@ -207,9 +209,10 @@ Result<std::optional<std::pair<EnrollmentRecord, uint64_t>>> Registrar::readReco
   return Found(std::pair{*record, entry->revision});
 }
 
-Result<std::pair<std::string_view, std::string>> Registrar::enrollRefusal(
-    const std::string& cluster, const std::string& token, const std::optional<EnrollmentRecord>& record,
-    Clock::time_point now) {
+Result<std::pair<std::string_view, std::string>> Registrar::enrollRefusal(const std::string& cluster,
+                                                                          const std::string& token,
+                                                                          const std::optional<EnrollmentRecord>& record,
+                                                                          Clock::time_point now) {
   using Refusal = std::pair<std::string_view, std::string>;
   auto tombstone = clusters_->get(events::clusterDeregisteredKey(cluster));
   if (tombstone.ok()) {
@@ -264,8 +267,8 @@ CredentialsReply Registrar::answerEnroll(std::string_view subject, std::string_v
   }
   auto existing = readRecord(cluster);
   if (!existing.ok()) {
-    return refuse(kRequest, identity::kRefusedUnavailable, "the hub cannot read " + enrollmentKey(cluster) + ": " +
-                                                               existing.error().describe(), cluster);
+    return refuse(kRequest, identity::kRefusedUnavailable,
+                  "the hub cannot read " + enrollmentKey(cluster) + ": " + existing.error().describe(), cluster);
   }
   std::optional<EnrollmentRecord> record;
   if (*existing) {
@@ -285,8 +288,8 @@ CredentialsReply Registrar::answerEnroll(std::string_view subject, std::string_v
     return refuse(kRequest, identity::kRefusedUnavailable, "cannot issue credentials: " + issued.error().describe(),
                   cluster);
   }
-  log::info("agent enrolled with a registration token", {{"cluster", cluster}, {"token", token},
-                                                           {"expires", issued->expires}});
+  log::info("agent enrolled with a registration token",
+            {{"cluster", cluster}, {"token", token}, {"expires", issued->expires}});
   return *issued;
 }
 
@@ -348,8 +351,8 @@ CredentialsReply Registrar::renew(const std::string& cluster, const identity::Re
     return refuse(kRequest, identity::kRefusedDeregistered,
                   "cluster \"" + cluster + "\" was deregistered on the hub; its credentials are not renewed", cluster);
   }
-  if (!*existing || ((*existing)->first.key != checked->current_key &&
-                     (*existing)->first.previous_key != checked->current_key)) {
+  if (!*existing ||
+      ((*existing)->first.key != checked->current_key && (*existing)->first.previous_key != checked->current_key)) {
     return refuse(kRequest, identity::kRefusedRevoked,
                   *existing ? "these credentials were replaced by newer ones; only the latest are renewed"
                             : "cluster \"" + cluster + "\" has no enrollment (revoked); enroll again with a token",

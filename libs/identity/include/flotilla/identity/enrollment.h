@@ -46,8 +46,8 @@ struct RenewRequest {
 inline constexpr std::string_view kRefusedInvalid = "invalid";            //!< unreadable request
 inline constexpr std::string_view kRefusedDeregistered = "deregistered";  //!< the cluster was deregistered
 inline constexpr std::string_view kRefusedTaken = "taken";                //!< another identity holds the name
-inline constexpr std::string_view kRefusedUnknown = "unknown";     //!< renewal of credentials the hub did not issue
-inline constexpr std::string_view kRefusedRevoked = "revoked";     //!< renewal of superseded or revoked credentials
+inline constexpr std::string_view kRefusedUnknown = "unknown";  //!< renewal of credentials the hub did not issue
+inline constexpr std::string_view kRefusedRevoked = "revoked";  //!< renewal of superseded or revoked credentials
 inline constexpr std::string_view kRefusedUnavailable = "unavailable";  //!< the hub cannot answer now: retry
 
 struct CredentialsReply {
@@ -82,9 +82,8 @@ struct AgentSigner {
 Result<AgentSigner> agentSignerFor(const KeyPair& key, std::string_view account_jwt);
 
 //! A user JWT of role agent for `cluster`, for the key `user_public_key`, expiring `ttl` after `now`.
-Result<std::string> issueAgentJwt(const AgentSigner& signer, std::string_view cluster,
-                                  std::string_view user_public_key, std::chrono::seconds ttl,
-                                  Clock::time_point now = Clock::now());
+Result<std::string> issueAgentJwt(const AgentSigner& signer, std::string_view cluster, std::string_view user_public_key,
+                                  std::chrono::seconds ttl, Clock::time_point now = Clock::now());
 
 //! What a checked renewal names: the credentials' user key and their expiry.
 struct RenewalCheck {

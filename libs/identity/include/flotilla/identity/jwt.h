@@ -50,7 +50,7 @@ struct AccountClaims {
   ClaimsBase base;
   std::vector<std::string> signing_keys;  //!< account keys that sign the account's user JWTs
   std::vector<ScopedSigningKey> scoped_signing_keys;
-  bool jetstream = true;                  //!< unlimited JetStream storage (false for the system account)
+  bool jetstream = true;  //!< unlimited JetStream storage (false for the system account)
   //! user public key -> Unix seconds: user JWTs issued at or before that time are refused.
   std::map<std::string, int64_t> revocations;
 };

@@ -90,8 +90,7 @@ class Registrar {
                                                                  const std::optional<EnrollmentRecord>& record,
                                                                  identity::Clock::time_point now);
   //! Issues the JWT and stores the record (create when `revision` is 0, else a compare-and-set update).
-  Result<identity::CredentialsReply> issue(EnrollmentRecord record, uint64_t revision,
-                                           identity::Clock::time_point now);
+  Result<identity::CredentialsReply> issue(EnrollmentRecord record, uint64_t revision, identity::Clock::time_point now);
   identity::CredentialsReply refuse(std::string_view request, std::string_view reason, const std::string& message,
                                     const std::string& cluster);
   identity::CredentialsReply renew(const std::string& cluster, const identity::RenewRequest& request,
