@@ -66,6 +66,25 @@ TEST(EnrollmentCodecTest, ARenewalIsCheckedForSignerClusterAndProofOfPossession)
   EXPECT_NE(forged.error().message.find("signature"), std::string::npos) << forged.error().message;
 }
 
+// The server fills the template with the user's flotilla-subject tag: for a DNS-1123 label that is agentRole's lists.
+TEST(EnrollmentCodecTest, TheAgentTemplateIsTheAgentRoleOfTheTaggedCluster) {
+  auto fill = [](std::vector<std::string> subjects) {
+    for (auto& subject : subjects) {
+      for (size_t at = subject.find(kAgentTemplateCluster); at != std::string::npos;
+           at = subject.find(kAgentTemplateCluster)) {
+        subject.replace(at, kAgentTemplateCluster.size(), "edge-7");
+      }
+    }
+    return subjects;
+  };
+  Permissions filled = agentTemplatePermissions();
+  Permissions role = agentRole("edge-7")->permissions;
+  EXPECT_EQ(fill(filled.publish_allow), role.publish_allow);
+  EXPECT_EQ(fill(filled.publish_deny), role.publish_deny);
+  EXPECT_EQ(fill(filled.subscribe_allow), role.subscribe_allow);
+  EXPECT_EQ(filled.allow_responses, role.allow_responses);
+}
+
 TEST(EnrollmentCodecTest, AScopedRegistrarKeySignsAgentsWithoutPermissionsOfTheirOwn) {
   Fixture f;
   KeyPair op = KeyPair::generate(KeyType::kOperator).value();
