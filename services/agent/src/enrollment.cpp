@@ -203,12 +203,16 @@ bool CredentialsKeeper::sleepFor(std::chrono::milliseconds duration) {
   return !stopping_;
 }
 
-Status CredentialsKeeper::obtain() {
+Status CredentialsKeeper::obtain(std::chrono::milliseconds deadline) {
+  const auto give_up = std::chrono::steady_clock::now() + deadline;
   std::chrono::milliseconds delay = options_.retry_base;
   while (!stopping_) {
     auto result = enrollOnce();
     if (result.ok()) {
       return {};
+    }
+    if (std::chrono::steady_clock::now() + delay > give_up) {
+      return fail(result.error());
     }
     log::error("cannot obtain agent credentials; retrying", {{"cluster", options_.cluster},
                                                              {"error", result.error().message},

@@ -105,6 +105,7 @@ class EnrollmentTest : public ::testing::Test {
                               .cluster = cluster,
                               .connect = {.servers = {nats_->url()}, .max_reconnect = 0}};
     options.request_timeout = 5s;
+    options.retry_base = 100ms;
     return std::make_unique<CredentialsKeeper>(options, agent_metrics_);
   }
 
@@ -279,6 +280,18 @@ TEST_F(EnrollmentTest, ATokenCannotEnrollADeregisteredOrTakenName) {
   auto taken = keeper("static", token("t1", 1h))->enrollOnce();
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(enrollments("enroll", "taken"), 2);
+}
+
+// At start a refusal is retried with backoff (the admin may withdraw the deregistration); after the deadline the
+// last error is returned and the agent exits.
+TEST_F(EnrollmentTest, AtStartARefusedEnrollmentIsRetriedUntilTheDeadline) {
+  tombstone("gone");
+  auto agent = keeper("gone", token("t1", 1h));
+  Status obtained = agent->obtain(1s);
+  ASSERT_FALSE(obtained.ok());
+  EXPECT_NE(obtained.error().message.find("--registration-creds"), std::string::npos) << obtained.error().message;
+  EXPECT_NE(obtained.error().message.find("deregistered"), std::string::npos) << obtained.error().message;
+  EXPECT_GE(agent_metrics_.value("credentials_requests_total", {{"request", "enroll"}, {"result", "deregistered"}}), 2);
 }
 
 TEST_F(EnrollmentTest, UnreadableOrForgedRequestsAreRefused) {

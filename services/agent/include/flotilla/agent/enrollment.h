@@ -61,8 +61,9 @@ class CredentialsKeeper {
   CredentialsKeeper(const CredentialsKeeper&) = delete;
   CredentialsKeeper& operator=(const CredentialsKeeper&) = delete;
 
-  //! Usable stored credentials, else enrollment with the token, retried with backoff until it works or stop().
-  Status obtain();
+  //! Usable stored credentials, else enrollment with the token, retried with backoff until it works, `deadline`
+  //! passes (then the error of the last attempt: the agent exits and is restarted, like an unreachable hub) or stop().
+  Status obtain(std::chrono::milliseconds deadline = std::chrono::minutes(5));
   //! One enrollment attempt: stored credentials if usable, else a request with the token.
   Result<CredentialsResult> enrollOnce();
   //! One renewal of the stored credentials.
