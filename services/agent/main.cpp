@@ -60,8 +60,10 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
   if (!enrollment.ok()) {
     return service::startupFailed("invalid flags", enrollment.error());
   }
+  std::shared_ptr<kube::KubeClient> kube(std::move(kube_client).value());
   std::shared_ptr<agent::CredentialsKeeper> keeper;
   if (*enrollment) {
+    (*enrollment)->kube = kube;  // --creds-secret keeps the credentials in the cluster too
     keeper = std::make_shared<agent::CredentialsKeeper>(**enrollment, runtime.metrics());
     if (auto obtained = keeper->obtain(); !obtained.ok()) {
       return service::startupFailed("no agent credentials", obtained.error());
@@ -73,8 +75,7 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
   if (!hub.ok()) {
     return service::startupFailed("cannot connect to the hub", hub.error());
   }
-  auto created = agent::Agent::create(*options, *hub, std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()),
-                                      runtime.metrics());
+  auto created = agent::Agent::create(*options, *hub, kube, runtime.metrics());
   if (!created.ok()) {
     return service::startupFailed("cannot create the agent", created.error());
   }

@@ -9,6 +9,8 @@
 #include "flotilla/identity/jwt.h"
 #include "flotilla/identity/permissions.h"
 #include "flotilla/identity/secret_file.h"
+#include "flotilla/kube/client.h"
+#include "flotilla/model/labels.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::agent {
@@ -30,6 +32,26 @@ Result<std::string> usableStoredCreds(const std::string& path, const std::string
   return text;
 }
 
+//! The credentials in a Secret's data.creds when they are `cluster`'s agent's and have not expired.
+Result<std::string> usableSecretCreds(const Json& secret, const std::string& cluster) {
+  const Json* data = secret.at({"data", "creds"});
+  if (data == nullptr || !data->isString()) {
+    return fail(ErrorKind::kInvalid, "the Secret has no data.creds");
+  }
+  auto text = base64Decode(data->asString());
+  if (!text.ok()) {
+    return fail(ErrorKind::kInvalid, "data.creds is not base64");
+  }
+  auto owner = identity::credsIdentity(*text);
+  if (!owner.ok()) {
+    return fail(ErrorKind::kInvalid, "data.creds: " + owner.error().message);
+  }
+  if (owner->role != "agent" || owner->subject != cluster) {
+    return fail(ErrorKind::kInvalid, "data.creds are not the credentials of cluster " + cluster + "'s agent");
+  }
+  return text;
+}
+
 }  // namespace
 
 std::map<std::string, std::string> enrollmentFlags() {
@@ -41,6 +63,9 @@ std::map<std::string, std::string> enrollmentFlags() {
       {"creds-store",
        "file where the agent keeps the credentials the hub gave it (mode 0600), renewed at two thirds of their "
        "lifetime"},
+      {"creds-secret",
+       "<namespace>/<name>: also keep those credentials in this Secret of the downstream cluster (key creds) and "
+       "restore them from it when --creds-store has none, e.g. in a new pod (default: the file only)"},
   };
 }
 
@@ -65,6 +90,16 @@ Result<std::optional<EnrollmentOptions>> enrollmentOptionsFrom(const service::Co
   }
   if (auto role = identity::agentRole(options.cluster); !role.ok()) {
     return fail(ErrorKind::kInvalid, "--cluster-name: " + role.error().message);
+  }
+  if (std::string secret = config.get("creds-secret"); !secret.empty()) {
+    auto slash = secret.find('/');
+    options.secret_namespace = secret.substr(0, slash);
+    options.secret_name = slash == std::string::npos ? std::string() : secret.substr(slash + 1);
+    if (!model::isDns1123Label(options.secret_namespace) || !model::isDns1123Subdomain(options.secret_name)) {
+      return fail(ErrorKind::kInvalid, "--creds-secret \"" + secret +
+                                           "\": expected <namespace>/<name> (a namespace and a Secret name of "
+                                           "the downstream cluster)");
+    }
   }
   options.connect = service::connectOptionsFrom(config, "flotilla-agent-" + options.cluster + "-credentials");
   options.connect.max_reconnect = 0;
@@ -123,6 +158,7 @@ Result<CredentialsResult> CredentialsKeeper::request(std::string_view kind, cons
     return fail(ErrorKind::kTransient, "--creds-store: " + written.error().message);
   }
   count(kind, "issued");
+  saveToSecret(identity::credsFile(reply->jwt, *key));
   log::info(kind == "enroll" ? "agent credentials received with the registration token" : "agent credentials renewed",
             {{"cluster", options_.cluster}, {"expires", reply->expires}, {"creds_store", options_.creds_store}});
   return CredentialsResult::kIssued;
@@ -133,6 +169,9 @@ Result<CredentialsResult> CredentialsKeeper::enrollOnce() {
   if (stored.ok()) {
     log::info("using the stored agent credentials",
               {{"cluster", options_.cluster}, {"creds_store", options_.creds_store}});
+    return CredentialsResult::kStored;
+  }
+  if (restoreFromSecret()) {
     return CredentialsResult::kStored;
   }
   auto token = readFile(options_.registration_creds);
@@ -183,6 +222,63 @@ Result<CredentialsResult> CredentialsKeeper::renewOnce() {
     return fail(result.error().kind, "--creds-store " + options_.creds_store + ": " + result.error().message);
   }
   return result;
+}
+
+void CredentialsKeeper::countSecret(std::string_view step, std::string_view result) {
+  metrics_
+      .counter("creds_secret_total", "Reads and writes of the agent credentials' Secret (--creds-secret), by result",
+               {{"step", std::string(step)}, {"result", std::string(result)}})
+      .Increment();
+}
+
+bool CredentialsKeeper::restoreFromSecret() {
+  if (!options_.kube || options_.secret_name.empty()) {
+    return false;
+  }
+  const std::string where = options_.secret_namespace + "/" + options_.secret_name;
+  auto secret = options_.kube->get("v1", "Secret", options_.secret_namespace, options_.secret_name);
+  if (!secret.ok()) {
+    if (secret.error().kind != ErrorKind::kNotFound) {
+      countSecret("read", "error");
+      log::warn("cannot read the credentials Secret; asking with the registration token",
+                {{"cluster", options_.cluster}, {"secret", where}, {"error", secret.error().describe()}});
+    }
+    return false;
+  }
+  auto usable = usableSecretCreds(*secret, options_.cluster);
+  Status written =
+      usable.ok() ? identity::writeSecretFile(options_.creds_store, *usable) : Status(fail(usable.error()));
+  if (!written.ok()) {
+    countSecret("read", "unusable");
+    log::warn("the credentials Secret holds no usable credentials; asking with the registration token",
+              {{"cluster", options_.cluster}, {"secret", where}, {"error", written.error().message}});
+    return false;
+  }
+  countSecret("read", "restored");
+  log::info("agent credentials restored from the Secret", {{"cluster", options_.cluster}, {"secret", where}});
+  return true;
+}
+
+void CredentialsKeeper::saveToSecret(const std::string& creds) {
+  if (!options_.kube || options_.secret_name.empty()) {
+    return;
+  }
+  Json secret =
+      Json::obj({{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"metadata", Json::obj({{"name", options_.secret_name}, {"namespace", options_.secret_namespace}})},
+                 {"type", "Opaque"},
+                 {"data", Json::obj({{"creds", base64Encode(creds)}})}});
+  auto applied = options_.kube->apply(secret, {.field_manager = "flotilla-agent-credentials", .force = true});
+  if (!applied.ok()) {
+    countSecret("write", "error");
+    log::error("cannot write the credentials Secret; they are kept in --creds-store only",
+               {{"cluster", options_.cluster},
+                {"secret", options_.secret_namespace + "/" + options_.secret_name},
+                {"error", applied.error().describe()}});
+    return;
+  }
+  countSecret("write", "ok");
 }
 
 std::optional<std::chrono::system_clock::time_point> CredentialsKeeper::renewalDue() const {

@@ -16,11 +16,14 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/harness/kube_cluster.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/identity/auth_dir.h"
 #include "flotilla/identity/enrollment.h"
 #include "flotilla/identity/permissions.h"
 #include "flotilla/identity/secret_file.h"
+#include "flotilla/kube/client.h"
+#include "flotilla/kube/kubeconfig.h"
 #include "flotilla/scheduler/enrollment.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/testing/temp_dir.h"
@@ -292,6 +295,52 @@ TEST_F(EnrollmentTest, AtStartARefusedEnrollmentIsRetriedUntilTheDeadline) {
   EXPECT_NE(obtained.error().message.find("--registration-creds"), std::string::npos) << obtained.error().message;
   EXPECT_NE(obtained.error().message.find("deregistered"), std::string::npos) << obtained.error().message;
   EXPECT_GE(agent_metrics_.value("credentials_requests_total", {{"request", "enroll"}, {"result", "deregistered"}}), 2);
+}
+
+// --creds-secret: the credentials are kept in a Secret of the downstream cluster and a new pod (no store file)
+// restores them from it without the token; a client that may not write Secrets keeps them in the file only.
+TEST_F(EnrollmentTest, CredentialsKeptInASecretAreRestoredIntoANewStore) {
+  auto cluster = harness::KubeCluster::start({.name = "enroll"});
+  ASSERT_TRUE(cluster.ok()) << cluster.error().describe();
+  auto client = [&](const std::string& kubeconfig) {
+    auto config = kube::Kubeconfig::load(kubeconfig);
+    EXPECT_TRUE(config.ok());
+    return std::shared_ptr<kube::KubeClient>(kube::KubeClient::create(*config).value());
+  };
+  auto admin = client((*cluster)->kubeconfigPath());
+  std::string token_file = token("t1", 1h);
+  auto with_secret = [&](const std::string& name, std::shared_ptr<kube::KubeClient> kube) {
+    EnrollmentOptions options{.registration_creds = token_file,
+                              .creds_store = dir_.path() + "/store-" + name + ".creds",
+                              .cluster = name,
+                              .connect = {.servers = {nats_->url()}, .max_reconnect = 0},
+                              .secret_namespace = "default",
+                              .secret_name = "agent-" + name,
+                              .kube = std::move(kube)};
+    return std::make_unique<CredentialsKeeper>(options, agent_metrics_);
+  };
+  ASSERT_EQ(*with_secret("c1", admin)->enrollOnce(), CredentialsResult::kIssued);
+  const std::string issued = stored("c1");
+  auto secret = admin->get("v1", "Secret", "default", "agent-c1");
+  ASSERT_TRUE(secret.ok()) << secret.error().describe();
+  EXPECT_EQ(base64Decode(secret->at({"data", "creds"})->asString()).value(), issued);
+
+  ASSERT_EQ(::unlink((dir_.path() + "/store-c1.creds").c_str()), 0);
+  ASSERT_EQ(::unlink(token_file.c_str()), 0);
+  auto restored = with_secret("c1", admin)->enrollOnce();
+  ASSERT_TRUE(restored.ok()) << restored.error().describe();
+  EXPECT_EQ(*restored, CredentialsResult::kStored);
+  EXPECT_EQ(stored("c1"), issued);
+  EXPECT_EQ(agent_metrics_.value("creds_secret_total", {{"step", "read"}, {"result", "restored"}}), 1);
+
+  // No RBAC grant for the token user: the write fails, is logged and counted, the file has the credentials.
+  token_file = token("t2", 1h);
+  auto denied = with_secret("c2", client((*cluster)->tokenKubeconfigPath()))->enrollOnce();
+  ASSERT_TRUE(denied.ok()) << denied.error().describe();
+  EXPECT_EQ(*denied, CredentialsResult::kIssued);
+  EXPECT_TRUE(identity::credsIdentity(stored("c2")).ok());
+  EXPECT_EQ(agent_metrics_.value("creds_secret_total", {{"step", "write"}, {"result", "error"}}), 1);
+  EXPECT_EQ(agent_metrics_.value("creds_secret_total", {{"step", "read"}, {"result", "error"}}), 1);
 }
 
 TEST_F(EnrollmentTest, UnreadableOrForgedRequestsAreRefused) {

@@ -11,6 +11,8 @@
 //     as the old credentials expire.
 // A refused request (deregistered, name taken, revoked), an expired token or an unreachable hub is logged, counted
 // (credentials_requests_total{request="enroll"|"renew", result}) and retried with backoff; the log names the flag.
+// With --creds-secret the credentials are also kept in a Secret of the agent's cluster and restored from it into
+// the store file (creds_secret_total{step="read"|"write", result}).
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,10 @@
 #include "flotilla/core/result.h"
 #include "flotilla/service/runtime.h"
 
+namespace flotilla::kube {
+class KubeClient;
+}  // namespace flotilla::kube
+
 namespace flotilla::agent {
 
 struct EnrollmentOptions {
@@ -38,6 +44,11 @@ struct EnrollmentOptions {
   std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
   std::chrono::milliseconds retry_base{std::chrono::seconds(1)};
   std::chrono::milliseconds retry_max{std::chrono::minutes(1)};
+  //! --creds-secret <namespace>/<name>: the credentials are also kept in that Secret (key "creds") of the agent's
+  //! cluster, and restored from it when the store file has none (a new pod); `kube` is the agent's client.
+  std::string secret_namespace;
+  std::string secret_name;
+  std::shared_ptr<kube::KubeClient> kube;
 };
 
 //! --registration-creds and --creds-store with their help texts.
@@ -82,6 +93,11 @@ class CredentialsKeeper {
   Result<CredentialsResult> request(std::string_view kind, const std::string& creds_file, const std::string& inbox,
                                     const std::string& subject, const std::string& body, const std::string& seed);
   void count(std::string_view kind, std::string_view result);
+  //! The Secret's credentials written to the store file when they are the cluster's and usable; false otherwise.
+  bool restoreFromSecret();
+  //! Writes `creds` to the Secret; a failure is logged and counted, the store file still has them.
+  void saveToSecret(const std::string& creds);
+  void countSecret(std::string_view step, std::string_view result);
   void renewLoop();
   //! Sleeps up to `duration`; false when stopping.
   bool sleepFor(std::chrono::milliseconds duration);
