@@ -74,6 +74,9 @@ Result<std::optional<EnrollmentOptions>> enrollmentOptionsFrom(const service::Co
                             .creds_store = config.get("creds-store"),
                             .cluster = config.get("cluster-name")};
   if (options.registration_creds.empty() && options.creds_store.empty()) {
+    if (!config.get("creds-secret").empty()) {
+      return fail(ErrorKind::kInvalid, "--creds-secret needs --registration-creds and --creds-store");
+    }
     return std::optional<EnrollmentOptions>();
   }
   if (options.registration_creds.empty() || options.creds_store.empty()) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -41,6 +42,41 @@ void waitForExpiry(const std::string& creds_text) {
   auto lifetime = identity::credsLifetime(creds_text);
   ASSERT_TRUE(lifetime.ok() && lifetime->expires);
   std::this_thread::sleep_until(*lifetime->expires + 1500ms);
+}
+
+//! enrollmentOptionsFrom for these flags (and the common ones), or the error's message.
+std::string flagsProblem(std::vector<std::string> args) {
+  auto known = enrollmentFlags();
+  known["cluster-name"] = "";
+  std::vector<const char*> argv = {"agent"};
+  for (const auto& arg : args) {
+    argv.push_back(arg.c_str());
+  }
+  auto config = service::Config::parse(static_cast<int>(argv.size()), argv.data(), known);
+  if (!config.ok()) {
+    return config.error().message;
+  }
+  auto options = enrollmentOptionsFrom(*config);
+  return options.ok() ? std::string() : options.error().message;
+}
+
+TEST(EnrollmentFlagsTest, TheFlagsGoTogetherAndNameWhatIsMissing) {
+  EXPECT_EQ(flagsProblem({"--cluster-name=c1"}), "");
+  EXPECT_EQ(flagsProblem({"--registration-creds=t", "--creds-store=s", "--cluster-name=c1",
+                          "--creds-secret=flotilla-system/agent-creds"}),
+            "");
+  EXPECT_EQ(flagsProblem({"--registration-creds=t", "--cluster-name=c1"}), "--registration-creds needs --creds-store");
+  EXPECT_EQ(flagsProblem({"--creds-store=s", "--cluster-name=c1"}), "--creds-store needs --registration-creds");
+  EXPECT_EQ(flagsProblem({"--creds-secret=ns/n", "--cluster-name=c1"}),
+            "--creds-secret needs --registration-creds and --creds-store");
+  EXPECT_NE(flagsProblem({"--registration-creds=t", "--creds-store=s"}).find("needs --cluster-name"),
+            std::string::npos);
+  EXPECT_NE(flagsProblem({"--registration-creds=t", "--creds-store=s", "--cluster-name=c1", "--nats-creds=x"})
+                .find("exclude each other"),
+            std::string::npos);
+  EXPECT_NE(flagsProblem({"--registration-creds=t", "--creds-store=s", "--cluster-name=c1", "--creds-secret=nons"})
+                .find("--creds-secret \"nons\": expected <namespace>/<name>"),
+            std::string::npos);
 }
 
 class EnrollmentTest : public ::testing::Test {
