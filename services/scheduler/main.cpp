@@ -23,17 +23,6 @@ struct ReadinessSlot {
   std::shared_ptr<scheduler::Registrar> registrar;  //!< with --registration-signing-key
 };
 
-//! The registrar (registration tokens), when configured; started after the scheduler.
-Result<std::shared_ptr<scheduler::Registrar>> startRegistrar(const std::optional<scheduler::RegistrarOptions>& options,
-                                                             const service::Hub& hub, service::Runtime& runtime) {
-  if (!options) {
-    return std::shared_ptr<scheduler::Registrar>();
-  }
-  auto registrar = std::make_shared<scheduler::Registrar>(hub.connection, hub.clusters, runtime.metrics(), *options);
-  FLOTILLA_TRY(registrar->start());
-  return registrar;
-}
-
 service::StopService startScheduler(const service::Config& config, service::Runtime& runtime) {
   auto options = scheduler::schedulerOptionsFrom(config);
   if (!options.ok()) {
@@ -72,21 +61,27 @@ service::StopService startScheduler(const service::Config& config, service::Runt
     std::lock_guard lock(slot->mutex);
     slot->scheduler = scheduler;
   }
+  // The registrar (registration tokens), when configured: known to /readyz (not ready until subscribed) before the
+  // scheduler starts, started after it.
+  std::shared_ptr<scheduler::Registrar> registrar;
+  if (*registrar_options) {
+    registrar =
+        std::make_shared<scheduler::Registrar>(hub->connection, hub->clusters, runtime.metrics(), **registrar_options);
+    std::lock_guard lock(slot->mutex);
+    slot->registrar = registrar;
+  }
   auto started = scheduler->start();
   if (!started.ok()) {
     return service::startupFailed("cannot start the scheduler", started.error());
   }
-  auto registrar = startRegistrar(*registrar_options, *hub, runtime);
-  if (!registrar.ok()) {
-    scheduler->stop();
-    return service::startupFailed("cannot start the registrar", registrar.error());
-  }
-  {
-    std::lock_guard lock(slot->mutex);
-    slot->registrar = *registrar;
+  if (registrar) {
+    if (auto subscribed = registrar->start(); !subscribed.ok()) {
+      scheduler->stop();
+      return service::startupFailed("cannot start the registrar", subscribed.error());
+    }
   }
   log::info("scheduler running", {{"http_port", static_cast<int64_t>(runtime.httpPort())}});
-  return [scheduler, registrar = *registrar] {
+  return [scheduler, registrar] {
     log::info("shutting down", {});
     if (registrar) {
       registrar->stop();
