@@ -84,7 +84,7 @@ std::map<std::string, std::string> registrarFlags() {
        "the JWT file of the account those credentials belong to (auth init's account.jwt), which must list the key "
        "among its signing keys; required with --registration-signing-key"},
       {"agent-creds-ttl",
-       "lifetime of the agent credentials the registrar issues (default 720h; agents renew them "
+       "lifetime of the agent credentials the registrar signs (default 720h; agents renew them "
        "after two thirds of it)"},
   };
 }

@@ -89,7 +89,7 @@ class Registrar {
   Result<std::pair<std::string_view, std::string>> enrollRefusal(const std::string& cluster, const std::string& token,
                                                                  const std::optional<EnrollmentRecord>& record,
                                                                  identity::Clock::time_point now);
-  //! Issues the JWT and stores the record (create when `revision` is 0, else a compare-and-set update).
+  //! Signs the JWT and stores the record (create when `revision` is 0, else a compare-and-set update).
   Result<identity::CredentialsReply> issue(EnrollmentRecord record, uint64_t revision, identity::Clock::time_point now);
   identity::CredentialsReply refuse(std::string_view request, std::string_view reason, const std::string& message,
                                     const std::string& cluster);
