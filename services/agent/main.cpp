@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include "flotilla/agent/agent.h"
+#include "flotilla/agent/enrollment.h"
 #include "flotilla/agent/flags.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/log.h"
@@ -29,9 +30,13 @@ Result<kube::Kubeconfig> loadKubeconfig(const service::Config& config) {
 //! Connects to the hub (retried while it is not reachable). The agent opens no bucket: its deploys come through its
 //! durable, its manifests by request from the hub (manifest_source.h); its credentials allow nothing else.
 Result<std::shared_ptr<bus::JetStream>> connectToHub(const service::Config& config, const agent::AgentOptions& options,
-                                                     service::Runtime& runtime) {
+                                                     service::Runtime& runtime,
+                                                     const agent::CredentialsKeeper* keeper) {
   auto connect_options = service::connectOptionsFrom(config, "flotilla-agent-" + options.cluster_name);
   connect_options.inbox_prefix = options.inbox_prefix;  // the agent credentials' own prefix (flags.cpp)
+  if (keeper != nullptr) {
+    connect_options.creds_file = keeper->credsFile();  // read again at each reconnect: renewals take effect
+  }
   auto hub = service::connectHub(connect_options, service::HubAccess::kAgent, &runtime.metrics());
   FLOTILLA_TRY(hub);
   return hub->js;
@@ -50,12 +55,27 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
   if (!kube_client.ok()) {
     return service::startupFailed("cannot create the Kubernetes client", kube_client.error());
   }
-  auto hub = connectToHub(config, *options, runtime);
+  // With a registration token: the agent's own credentials first (stored, or asked for), renewed in the background.
+  auto enrollment = agent::enrollmentOptionsFrom(config);
+  if (!enrollment.ok()) {
+    return service::startupFailed("invalid flags", enrollment.error());
+  }
+  std::shared_ptr<kube::KubeClient> kube(std::move(kube_client).value());
+  std::shared_ptr<agent::CredentialsKeeper> keeper;
+  if (*enrollment) {
+    (*enrollment)->kube = kube;  // --creds-secret keeps the credentials in the cluster too
+    keeper = std::make_shared<agent::CredentialsKeeper>(**enrollment, runtime.metrics());
+    if (auto obtained = keeper->obtain(); !obtained.ok()) {
+      return service::startupFailed("no agent credentials", obtained.error());
+    }
+    options->inbox_prefix = keeper->inboxPrefix();
+    keeper->start();
+  }
+  auto hub = connectToHub(config, *options, runtime, keeper.get());
   if (!hub.ok()) {
     return service::startupFailed("cannot connect to the hub", hub.error());
   }
-  auto created = agent::Agent::create(*options, *hub, std::shared_ptr<kube::KubeClient>(std::move(kube_client).value()),
-                                      runtime.metrics());
+  auto created = agent::Agent::create(*options, *hub, kube, runtime.metrics());
   if (!created.ok()) {
     return service::startupFailed("cannot create the agent", created.error());
   }
@@ -66,9 +86,12 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
                                {"kube_server", kubeconfig->server},
                                {"agent_namespace", options->agent_namespace}});
   agent->start();
-  return [agent, cluster = options->cluster_name] {
+  return [agent, keeper, cluster = options->cluster_name] {
     log::info("shutting down", {{"cluster", cluster}});
     agent->stop();
+    if (keeper) {
+      keeper->stop();
+    }
     log::info("agent stopped", {{"cluster", cluster}});
   };
 }
@@ -88,5 +111,7 @@ int main(int argc, char** argv) {
   // thread stays at ~14 bytes per byte of the largest answer that thread saw (~0.5 MiB in all, bench_agent). A
   // parser per document costs an allocation of the same size, freed right after.
   Json::setThreadParserLimit(0);
-  return service::runService("agent", agent::agentFlags(), argc, argv, startAgent);
+  auto flags = agent::agentFlags();
+  flags.merge(agent::enrollmentFlags());
+  return service::runService("agent", flags, argc, argv, startAgent);
 }

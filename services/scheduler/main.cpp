@@ -4,8 +4,10 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "flotilla/core/log.h"
+#include "flotilla/scheduler/enrollment.h"
 #include "flotilla/scheduler/flags.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "flotilla/service/hub.h"
@@ -18,12 +20,17 @@ namespace {
 struct ReadinessSlot {
   std::mutex mutex;
   std::shared_ptr<scheduler::Scheduler> scheduler;
+  std::shared_ptr<scheduler::Registrar> registrar;  //!< with --registration-signing-key
 };
 
 service::StopService startScheduler(const service::Config& config, service::Runtime& runtime) {
   auto options = scheduler::schedulerOptionsFrom(config);
   if (!options.ok()) {
     return service::startupFailed("invalid flags", options.error());
+  }
+  auto registrar_options = scheduler::registrarOptionsFrom(config);
+  if (!registrar_options.ok()) {
+    return service::startupFailed("invalid flags", registrar_options.error());
   }
   // Registered before anything else: /readyz must say "not ready" while the hub is being reached (a runtime with
   // no checks reports ready). Shared with the HTTP server, which may still call it while main unwinds.
@@ -34,7 +41,7 @@ service::StopService startScheduler(const service::Config& config, service::Runt
       why = "starting: connecting to the hub";
       return false;
     }
-    return slot->scheduler->ready(why);
+    return slot->scheduler->ready(why) && (!slot->registrar || slot->registrar->ready(why));
   });
   auto limits = service::storeLimitsFrom(config);
   if (!limits.ok()) {
@@ -54,13 +61,31 @@ service::StopService startScheduler(const service::Config& config, service::Runt
     std::lock_guard lock(slot->mutex);
     slot->scheduler = scheduler;
   }
+  // The registrar (registration tokens), when configured: known to /readyz (not ready until subscribed) before the
+  // scheduler starts, started after it.
+  std::shared_ptr<scheduler::Registrar> registrar;
+  if (*registrar_options) {
+    registrar =
+        std::make_shared<scheduler::Registrar>(hub->connection, hub->clusters, runtime.metrics(), **registrar_options);
+    std::lock_guard lock(slot->mutex);
+    slot->registrar = registrar;
+  }
   auto started = scheduler->start();
   if (!started.ok()) {
     return service::startupFailed("cannot start the scheduler", started.error());
   }
+  if (registrar) {
+    if (auto subscribed = registrar->start(); !subscribed.ok()) {
+      scheduler->stop();
+      return service::startupFailed("cannot start the registrar", subscribed.error());
+    }
+  }
   log::info("scheduler running", {{"http_port", static_cast<int64_t>(runtime.httpPort())}});
-  return [scheduler] {
+  return [scheduler, registrar] {
     log::info("shutting down", {});
+    if (registrar) {
+      registrar->stop();
+    }
     scheduler->stop();
     log::info("scheduler stopped", {});
   };
@@ -71,5 +96,6 @@ service::StopService startScheduler(const service::Config& config, service::Runt
 int main(int argc, char** argv) {
   auto flags = scheduler::schedulerFlags();
   flags.merge(service::storeFlags());
+  flags.merge(scheduler::registrarFlags());
   return service::runService("scheduler", flags, argc, argv, startScheduler);
 }

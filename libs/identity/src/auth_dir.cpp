@@ -19,6 +19,7 @@ struct Keys {
   KeyPair system_account;
   KeyPair account;
   KeyPair account_signing;
+  KeyPair registrar_signing;  //!< the scheduler's, for agents' credentials (registration tokens)
 };
 
 Result<Keys> generateKeys() {
@@ -26,11 +27,12 @@ Result<Keys> generateKeys() {
   auto system = KeyPair::generate(KeyType::kAccount);
   auto account = KeyPair::generate(KeyType::kAccount);
   auto signing = KeyPair::generate(KeyType::kAccount);
-  for (const auto* generated : {&system, &account, &signing}) {
+  auto registrar = KeyPair::generate(KeyType::kAccount);
+  for (const auto* generated : {&system, &account, &signing, &registrar}) {
     FLOTILLA_TRY(*generated);
   }
   FLOTILLA_TRY(op);
-  return Keys{*op, *system, *account, *signing};
+  return Keys{*op, *system, *account, *signing, *registrar};
 }
 
 //! Writes `content` under dir (a secret with mode 0600, else 0644) and records the relative path.
@@ -67,9 +69,13 @@ Result<std::vector<AccountJwt>> accountJwts(const Keys& keys, Writer& out) {
       keys.operator_key, {.base = {.name = "flotilla"}, .system_account = keys.system_account.publicKey()});
   auto system_jwt = issueAccountJwt(keys.operator_key, keys.system_account.publicKey(),
                                     {.base = {.name = "SYS"}, .jetstream = false});
-  auto account_jwt =
-      issueAccountJwt(keys.operator_key, keys.account.publicKey(),
-                      {.base = {.name = "flotilla"}, .signing_keys = {keys.account_signing.publicKey()}});
+  auto account_jwt = issueAccountJwt(
+      keys.operator_key, keys.account.publicKey(),
+      {.base = {.name = "flotilla"},
+       .signing_keys = {keys.account_signing.publicKey()},
+       // the registrar's key makes agents only (the server applies the agent template)
+       .scoped_signing_keys = {
+           {.key = keys.registrar_signing.publicKey(), .role = "agent", .permissions = agentTemplatePermissions()}}});
   for (const auto* jwt : {&operator_jwt, &system_jwt, &account_jwt}) {
     FLOTILLA_TRY(*jwt);
   }
@@ -80,6 +86,7 @@ Result<std::vector<AccountJwt>> accountJwts(const Keys& keys, Writer& out) {
   FLOTILLA_TRY(out.write("account.nk", keys.account.seed() + "\n", true));
   FLOTILLA_TRY(out.write("account.jwt", *account_jwt + "\n", false));
   FLOTILLA_TRY(out.write("account-signing.nk", keys.account_signing.seed() + "\n", true));
+  FLOTILLA_TRY(out.write("registrar-signing.nk", keys.registrar_signing.seed() + "\n", true));
   return std::vector<AccountJwt>{{keys.system_account.publicKey(), *system_jwt},
                                  {keys.account.publicKey(), *account_jwt},
                                  {"", *operator_jwt}};  // last: the operator's, split off by the caller

@@ -43,6 +43,21 @@ Json subjectPermission(const std::vector<std::string>& allow, const std::vector<
   return permission;
 }
 
+//! The permissions and limits of a user JWT's "nats" part (also the template of a scoped signing key).
+Json userPermissionLimits(const Permissions& permissions) {
+  Json nats = Json::object();
+  nats["pub"] = subjectPermission(permissions.publish_allow, permissions.publish_deny);
+  nats["sub"] = subjectPermission(permissions.subscribe_allow, permissions.subscribe_deny);
+  if (permissions.allow_responses) {
+    nats["resp"] = Json::obj({{"max", 1}, {"ttl", 0}});
+  }
+  nats["subs"] = -1;
+  nats["data"] = -1;
+  nats["payload"] = -1;
+  nats["bearer_token"] = false;
+  return nats;
+}
+
 //! Fills in jti (base32 SHA-256 of the claims without it, as the NATS jwt library does), signs and assembles.
 Result<std::string> signClaims(const KeyPair& signer, Json claims) {
   claims.erase("jti");
@@ -127,11 +142,20 @@ Result<std::string> issueAccountJwt(const KeyPair& operator_signer, std::string_
   }
   Json nats = Json::object();
   nats["limits"] = std::move(limits);
-  if (!claims.signing_keys.empty()) {
+  if (!claims.signing_keys.empty() || !claims.scoped_signing_keys.empty()) {
+    Json keys = Json::array();
     for (const auto& key : claims.signing_keys) {
       FLOTILLA_TRY(expectKey(key, KeyType::kAccount, "account signing key"));
+      keys.push(key);
     }
-    nats["signing_keys"] = stringArray(claims.signing_keys);
+    for (const auto& scoped : claims.scoped_signing_keys) {
+      FLOTILLA_TRY(expectKey(scoped.key, KeyType::kAccount, "scoped account signing key"));
+      keys.push(Json::obj({{"kind", "user_scope"},
+                           {"key", scoped.key},
+                           {"role", scoped.role},
+                           {"template", userPermissionLimits(scoped.permissions)}}));
+    }
+    nats["signing_keys"] = std::move(keys);
   }
   if (!claims.revocations.empty()) {
     Json revocations = Json::object();
@@ -149,17 +173,7 @@ Result<std::string> issueUserJwt(const KeyPair& account_signer, std::string_view
     return fail(ErrorKind::kInvalid, "a user JWT is signed by an account key or an account signing key");
   }
   FLOTILLA_TRY(expectKey(user_public_key, KeyType::kUser, "user"));
-  const Permissions& permissions = claims.permissions;
-  Json nats = Json::object();
-  nats["pub"] = subjectPermission(permissions.publish_allow, permissions.publish_deny);
-  nats["sub"] = subjectPermission(permissions.subscribe_allow, permissions.subscribe_deny);
-  if (permissions.allow_responses) {
-    nats["resp"] = Json::obj({{"max", 1}, {"ttl", 0}});
-  }
-  nats["subs"] = -1;
-  nats["data"] = -1;
-  nats["payload"] = -1;
-  nats["bearer_token"] = false;
+  Json nats = claims.scoped ? Json::object() : userPermissionLimits(claims.permissions);
   if (!claims.tags.empty()) {
     nats["tags"] = stringArray(claims.tags);
   }

@@ -165,6 +165,7 @@ Role schedulerRole() {
   p.publish_allow.insert(
       p.publish_allow.end(),
       {std::string(events::kDeployFilter), clusters + ".cluster.>", clusters + ".heartbeat.>",
+       clusters + ".enrollment.>",  // the registrar's records (registration tokens)
        cat("$KV.", events::kDeploymentsBucket) + ".>", status + ".bd.>", status + ".summary.>",
        // the hub creates (and on deregistration deletes) each cluster's agent-<cluster> durable,
        // so agents never create consumers
@@ -216,13 +217,19 @@ Role readonlyRole() {
   return Role{.name = "readonly", .subject = {}, .inbox_prefix = "_INBOX.readonly", .permissions = std::move(p)};
 }
 
-Result<Role> agentRole(std::string_view cluster) {
-  FLOTILLA_TRY(checkCluster(cluster));
-  std::string durable = agentConsumerName(cluster);
+namespace {
+
+//! The agent's permissions for `c`, the cluster as one subject token: escaped (agentRole) or a scoped signing key's
+//! template placeholder (agentTemplatePermissions).
+Permissions agentPermissions(const std::string& c) {
+  std::string durable = "agent-" + c;
   Permissions p;
   // Manifests come from the hub on the cluster's own subject (docs/pipeline.md "Manifest delivery"), never from the
   // shared object store, which cannot be narrowed to one cluster's objects; the replies come to the agent's inbox.
-  p.publish_allow = {events::statusFilter(cluster), agentRegisterSubject(cluster), events::manifestSubject(cluster)};
+  // flotilla.register.<c>.renew: renewal of credentials a registration token gave (enrollment.h).
+  std::string registration = std::string(events::kRegisterSubject) + "." + c;
+  p.publish_allow = {"flotilla.status." + c + ".>", registration, registration + ".renew",
+                     std::string(events::kManifestPrefix) + "." + c};
   consumeDurable(p, kDeployStream, durable);
   p.publish_deny = {"$KV.>",
                     "$O.>",
@@ -235,9 +242,23 @@ Result<Role> agentRole(std::string_view cluster) {
                     api(cat("CONSUMER.CREATE.", kDeployStream) + ".>"),
                     api("CONSUMER.DURABLE.CREATE.>"),
                     api(cat("CONSUMER.DELETE.", kDeployStream) + ".>")};
-  std::string inbox = "_INBOX." + durable;
-  p.subscribe_allow = {inbox + ".>"};
-  return Role{.name = "agent", .subject = std::string(cluster), .inbox_prefix = inbox, .permissions = std::move(p)};
+  p.subscribe_allow = {"_INBOX." + durable + ".>"};
+  return p;
+}
+
+}  // namespace
+
+Result<Role> agentRole(std::string_view cluster) {
+  FLOTILLA_TRY(checkCluster(cluster));
+  std::string inbox = "_INBOX." + agentConsumerName(cluster);
+  return Role{.name = "agent",
+              .subject = std::string(cluster),
+              .inbox_prefix = inbox,
+              .permissions = agentPermissions(events::escapeToken(cluster))};
+}
+
+Permissions agentTemplatePermissions() {
+  return agentPermissions(std::string(kAgentTemplateCluster));
 }
 
 Result<Role> registrationRole(std::string_view token_id) {

@@ -21,6 +21,7 @@
 #include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/scheduler/enrollment.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "invalid_record.h"
 
@@ -232,6 +233,8 @@ Status Scheduler::finishDeregistration(const std::string& cluster) {
   // The agent's durable goes with the cluster (its deletes were answered or the agent is gone); also when the
   // records were removed before (a crash between the two), so none is left behind.
   FLOTILLA_TRY(deleteAgentConsumer(cluster));
+  // Credentials a registration token gave it are revoked: nothing renews them any more (enrollment.h).
+  FLOTILLA_TRY(hub_.clusters->remove(enrollmentKey(cluster)));
   const bool known = registrations_.contains(cluster) || clusters_.contains(cluster) ||
                      summaries_.contains(events::clusterSummaryKey(cluster));
   if (!known) {

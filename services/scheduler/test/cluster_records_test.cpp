@@ -14,6 +14,7 @@
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/scheduler/enrollment.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "scheduler_fixture.h"
 
@@ -194,6 +195,9 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   startScheduler(300ms);
   ASSERT_TRUE(registerCluster("gone-1", {}).accepted);
   ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);
+  // As if a registration token had enrolled it (enrollment.h): the record goes with the cluster, so the
+  // credentials it names are never renewed again.
+  ASSERT_TRUE(hub_.clusters->put(enrollmentKey("gone-1"), "{}").ok());
   auto gone = harness::agentDurable(hub_, "gone-1");
   auto quiet = harness::agentDurable(hub_, "quiet-1");
   publishBundle(appEvent(kManifestA, Json::array()));
@@ -205,6 +209,7 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   ASSERT_TRUE(waitFor([&] { return clusterGone("gone-1"); }));
   EXPECT_TRUE(noMoreDeploys(gone));
   EXPECT_EQ(metric("deregistration_records_removed_total", {{"reason", "agent-disconnected"}}), 1);
+  EXPECT_EQ(hub_.clusters->get(enrollmentKey("gone-1")).error().kind, ErrorKind::kNotFound);
 
   ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);  // a sign of life: connected now
   putTombstone("quiet-1", false);

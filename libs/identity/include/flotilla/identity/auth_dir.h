@@ -6,6 +6,9 @@
 //   system-account.nk, system-account.jwt     the system account (server events; no JetStream)
 //   account.nk, account.jwt                   the Flotilla account (every stream, bucket and user lives here)
 //   account-signing.nk                        the account signing key that signs user JWTs
+//   registrar-signing.nk                      a second account signing key, scoped to the agent role (the
+//                                             account JWT holds its template): the scheduler's, for the agent
+//                                             credentials it gives registration tokens (enrollment.h)
 //   nats-auth.conf                            the server config include (server_config.h)
 //   creds/<role>.creds                        poller, bundler, scheduler, admin, readonly; agent-<cluster>, ...
 //   tls/ca.pem, tls/ca-key.pem, tls/server.pem, tls/server-key.pem      with TLS

@@ -37,10 +37,20 @@ struct OperatorClaims {
   std::vector<std::string> signing_keys;  //!< operator keys that may also sign account JWTs
 };
 
+//! An account signing key held to one role (a NATS "user_scope" signing key): the users it signs carry no
+//! permissions of their own, the server gives them `permissions` with each {{tag(<name>)}} replaced by the value of
+//! the user's tag "<name>:<value>". A stolen scoped key can make users of that role only.
+struct ScopedSigningKey {
+  std::string key;  //!< public key ("A...")
+  std::string role;
+  Permissions permissions;  //!< the template
+};
+
 struct AccountClaims {
   ClaimsBase base;
   std::vector<std::string> signing_keys;  //!< account keys that sign the account's user JWTs
-  bool jetstream = true;                  //!< unlimited JetStream storage (false for the system account)
+  std::vector<ScopedSigningKey> scoped_signing_keys;
+  bool jetstream = true;  //!< unlimited JetStream storage (false for the system account)
   //! user public key -> Unix seconds: user JWTs issued at or before that time are refused.
   std::map<std::string, int64_t> revocations;
 };
@@ -53,6 +63,9 @@ struct UserClaims {
   //! nats.tags: free-form strings the server keeps with the user. Flotilla's identities carry their role and
   //! subject here ("flotilla-role:agent", "flotilla-subject:<cluster>"; credsIdentity reads them back).
   std::vector<std::string> tags;
+  //! Signed by a scoped signing key: no permissions or limits are written (the server refuses a user of a scoped
+  //! key that has any, and applies the key's template instead); `permissions` is ignored.
+  bool scoped = false;
 };
 
 //! Signs the claims of an operator (self-signed: `operator_key` is issuer and subject).

@@ -49,6 +49,12 @@ Role readonlyRole();
 //! One downstream cluster's agent: its own deploy consumer, its own status and registration subjects, manifests.
 //! `cluster` must be a Kubernetes name (isDns1123Subdomain).
 Result<Role> agentRole(std::string_view cluster);
+//! The cluster placeholder of agentTemplatePermissions: nats-server puts the value of the user's
+//! "flotilla-subject:<cluster>" tag there.
+inline constexpr std::string_view kAgentTemplateCluster = "{{tag(flotilla-subject)}}";
+//! agentRole's permissions as the template of a scoped signing key (ScopedSigningKey, the registrar's): right for
+//! clusters whose name is its own escaped token (DNS-1123 labels, the only names the registrar enrolls).
+Permissions agentTemplatePermissions();
 //! A registration token: may only send a registration request for `token_id` and receive the reply.
 //! `token_id` is [a-z0-9-], 1..63 characters.
 Result<Role> registrationRole(std::string_view token_id);
