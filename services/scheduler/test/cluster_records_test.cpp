@@ -75,6 +75,7 @@ class ClusterRecordsTest : public harness::HubTest {
   void startScheduler(std::chrono::milliseconds heartbeat_interval = 10s) {
     metrics_ = std::make_unique<Metrics>("scheduler");
     SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 5s, .retry_base = 100ms, .retry_max = 1s};
+    options.agent_labels = AgentLabelPolicy::all();  // they target by the labels their registrations report
     options.heartbeat_interval = heartbeat_interval;
     auto created = Scheduler::create(hub_, *metrics_, options);
     ASSERT_TRUE(created.ok()) << created.error().describe();

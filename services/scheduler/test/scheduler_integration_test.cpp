@@ -74,6 +74,7 @@ class SchedulerTest : public harness::HubTest {
     metrics_ = std::make_unique<Metrics>("scheduler");
     SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = ack_wait, .retry_base = 100ms, .retry_max = 1s};
     options.max_deliveries = max_deliveries;
+    options.agent_labels = agent_labels_;
     auto created = Scheduler::create(hub_, *metrics_, options);
     ASSERT_TRUE(created.ok()) << created.error().describe();
     scheduler_ = std::move(created).value();
@@ -81,6 +82,9 @@ class SchedulerTest : public harness::HubTest {
     ASSERT_TRUE(started.ok()) << started.error().describe();
     ASSERT_TRUE(waitFor([&] { return scheduler_->caughtUp(); }));
   }
+
+  //! Which reported labels target; these tests target by the labels their registrations report.
+  AgentLabelPolicy agent_labels_ = AgentLabelPolicy::all();
 
   events::RegisterReply registerCluster(const std::string& name, events::StringMap labels) {
     auto reply = harness::requestRegistration(hub_, name, kWs, std::move(labels));
@@ -251,6 +255,45 @@ TEST_F(SchedulerTest, ARegistrationNamingAnotherClusterThanItsSubjectIsRefused) 
   auto shared =
       hub_.connection->request(events::kRegisterSubject, events::encode(forged).dump(), std::chrono::milliseconds(500));
   EXPECT_FALSE(shared.ok()) << "nothing answers on the shared subject";
+}
+
+// The labels that target are the hub's. With the default --agent-labels (none), a registration's labels are kept in
+// status.agent.labels only (logged, counted) and a bundle selecting them does not reach the cluster. A scheduler
+// started with `env` allowed re-filters the stored record (the flag changed) and the bundle then deploys.
+TEST_F(SchedulerTest, OnlyLabelsTheHubAllowsTarget) {
+  scheduler_->stop();
+  scheduler_.reset();
+  agent_labels_ = AgentLabelPolicy{};
+  startScheduler();
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}, {"team", "web"}}).accepted);
+  auto stored = model::decodeCluster(*kv(*hub_.clusters, events::clusterKey("prod-1")));
+  ASSERT_TRUE(stored.ok()) << stored.error().describe();
+  EXPECT_TRUE(stored->metadata.labels.empty());
+  EXPECT_EQ(stored->status.agent.labels, (model::Labels{{"env", "prod"}, {"team", "web"}}));
+  EXPECT_EQ(metric("agent_labels_left_out_total"), 2);
+  auto prod = agentConsumer("prod-1");
+  auto event = bundleEvent("repo-app", kManifestA, prodOnly());
+  publishBundle(event);
+  ASSERT_TRUE(waitFor([&] { return metric("messages_total", {{"consumer", "bundles"}}) >= 1; }));
+  EXPECT_TRUE(noMoreDeploys(prod, 500ms)) << "an agent's own env=prod does not target";
+
+  scheduler_->stop();
+  scheduler_.reset();
+  auto only_env = AgentLabelPolicy::parse("env");
+  ASSERT_TRUE(only_env.ok()) << only_env.error().describe();
+  agent_labels_ = *only_env;
+  startScheduler();
+  auto refiltered = kvWhen(*hub_.clusters, events::clusterKey("prod-1"), [](const Json& record) {
+    const Json* labels = record.at({"metadata", "labels"});
+    return labels != nullptr && labels->size() == 1;
+  });
+  ASSERT_TRUE(refiltered.has_value());
+  EXPECT_EQ(refiltered->at({"metadata", "labels", "env"})->asString(), "prod");
+  EXPECT_EQ(metric("agent_labels_enforced_total", {{"result", "rewritten"}}), 1);
+  publishBundle(event, "/after-restart");
+  auto sent = deploys(prod, 1);
+  ASSERT_EQ(sent.size(), 1u) << "allowed now: env=prod targets";
+  EXPECT_EQ(sent[0].bundle, "repo-app");
 }
 
 // Targeting by clusterSelector: one DeployEvent, to the matching cluster only, and the BD record; the same

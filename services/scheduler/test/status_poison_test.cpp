@@ -53,6 +53,7 @@ class SchedulerStatusPoisonTest : public harness::HubTest {
   void startScheduler(int64_t max_deliveries, uint64_t ahead_retries) {
     metrics_ = std::make_unique<Metrics>("scheduler");
     SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 1s, .retry_base = 100ms, .retry_max = 1s};
+    options.agent_labels = AgentLabelPolicy::all();  // they target by the labels their registrations report
     options.max_deliveries = max_deliveries;
     options.ahead_retries = ahead_retries;
     auto created = Scheduler::create(hub_, *metrics_, options);
