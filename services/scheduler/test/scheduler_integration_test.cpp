@@ -273,8 +273,7 @@ TEST_F(SchedulerTest, OnlyLabelsTheHubAllowsTarget) {
   EXPECT_EQ(metric("agent_labels_left_out_total"), 2);
   auto prod = agentConsumer("prod-1");
   auto event = bundleEvent("repo-app", kManifestA, prodOnly());
-  publishBundle(event);
-  ASSERT_TRUE(waitFor([&] { return metric("messages_total", {{"consumer", "bundles"}}) >= 1; }));
+  scheduler_->handleBundle(events::encode(event).dump());
   EXPECT_TRUE(noMoreDeploys(prod, 500ms)) << "an agent's own env=prod does not target";
 
   scheduler_->stop();
@@ -290,7 +289,7 @@ TEST_F(SchedulerTest, OnlyLabelsTheHubAllowsTarget) {
   ASSERT_TRUE(refiltered.has_value());
   EXPECT_EQ(refiltered->at({"metadata", "labels", "env"})->asString(), "prod");
   EXPECT_EQ(metric("agent_labels_enforced_total", {{"result", "rewritten"}}), 1);
-  publishBundle(event, "/after-restart");
+  publishBundle(event);
   auto sent = deploys(prod, 1);
   ASSERT_EQ(sent.size(), 1u) << "allowed now: env=prod targets";
   EXPECT_EQ(sent[0].bundle, "repo-app");
@@ -668,7 +667,7 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].manifest_id, kManifestA);
 
-  publishBundle(event, "/after-restart");
+  publishBundle(event);
   ASSERT_TRUE(waitFor([&] {
     return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));
