@@ -180,6 +180,10 @@ void describeCluster(std::ostringstream& out, const Snapshot& snapshot, const Js
   const Json& status = statusOf(view);
   const Json& agent = orEmpty(status.find("agent"));
   line(out, "Labels", detail::labelsText(view.at({"metadata", "labels"})));
+  if (const Json* reported = agent.find("labels"); reported != nullptr) {
+    // What the agent asked for; of these only the keys the scheduler's --agent-labels allows are in Labels.
+    line(out, "Agent labels", detail::labelsText(reported));
+  }
   line(out, "Annotations", detail::labelsText(view.at({"metadata", "annotations"})));
   const Json* paused = view.at({"spec", "paused"});
   line(out, "Paused",

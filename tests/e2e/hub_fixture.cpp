@@ -1,5 +1,6 @@
 #include "hub_fixture.h"
 
+#include <set>
 #include <thread>
 
 #include <signal.h>
@@ -154,7 +155,14 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
     args = {binaries_.bundler,    "--work-dir",        dir_ + "/bundler", "--helm-binary", helm,
             "--kustomize-binary", tools + "/kustomize"};
   } else if (name == "scheduler") {
-    args = {binaries_.scheduler};
+    // The admin allows the label keys this hub's agents report (--agent-labels allows none by default).
+    std::set<std::string> keys{"env"};
+    for (const auto& labels : options_.cluster_labels) {
+      for (const auto& [key, value] : labels) {
+        keys.insert(key);
+      }
+    }
+    args = {binaries_.scheduler, "--agent-labels", join(std::vector<std::string>(keys.begin(), keys.end()), ",")};
   } else if (startsWith(name, "agent-")) {
     size_t i = std::stoul(name.substr(6));
     std::string labels = "env=cluster" + std::to_string(i + 1);

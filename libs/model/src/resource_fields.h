@@ -272,6 +272,7 @@ void fields(V& v, S& s) {
     a.str("version", o.version);
     a.str("kubernetesVersion", o.kubernetes_version);
     a.strings("apiVersions", o.api_versions);
+    detail::labels(a, "labels", o.labels);
   });
   v.objects("conditions", s.conditions, kCondition);
 }

@@ -15,7 +15,9 @@ std::map<std::string, std::string> agentFlags() {
        "kubeconfig of the downstream cluster (default: in-cluster service account, then $KUBECONFIG, "
        "then ~/.kube/config)"},
       {"kube-context", "context in --kubeconfig (default: its current-context)"},
-      {"labels", "cluster labels for targeting, k=v,k2=v2"},
+      {"labels",
+       "cluster labels reported at registration, k=v,k2=v2 (they target only for the keys the hub allows: the "
+       "scheduler's --agent-labels)"},
       {"heartbeat-interval", "how often to send a heartbeat (default 30s)"},
       {"resync-interval", "how often to re-check the health of bundles that are not Ready (default 30s)"},
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},

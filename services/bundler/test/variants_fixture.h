@@ -77,6 +77,7 @@ class VariantsIntegrationTest : public harness::HubTest {
 
     scheduler_metrics_ = std::make_unique<Metrics>("scheduler");
     scheduler::SchedulerOptions options{.fetch_timeout = 200ms, .ack_wait = 10s, .retry_base = 100ms, .retry_max = 1s};
+    options.agent_labels = scheduler::AgentLabelPolicy::all();  // they target by the labels their registrations report
     auto created = scheduler::Scheduler::create(hub_, *scheduler_metrics_, options);
     ASSERT_TRUE(created.ok()) << created.error().describe();
     scheduler_ = std::move(created).value();

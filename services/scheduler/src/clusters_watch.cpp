@@ -199,6 +199,7 @@ void Scheduler::handleClusterEntry(const bus::KvEntry& entry) {
     }
     cluster = std::move(decoded).value();
     cluster->metadata.name = name;
+    enforceAgentLabels(*cluster, entry.revision);
   }
   bool changed = false;
   bool live = false;
@@ -215,6 +216,35 @@ void Scheduler::handleClusterEntry(const bus::KvEntry& entry) {
   if (changed && live) {
     // Written by another scheduler replica or by hand: re-target like a registration would.
     enqueueReconcile(name);
+  }
+}
+
+void Scheduler::enforceAgentLabels(model::Cluster& cluster, uint64_t revision) {
+  // Records written before status.agent.labels existed hold every reported label in metadata.labels.
+  model::Labels reported = cluster.status.agent.labels.empty() ? cluster.metadata.labels : cluster.status.agent.labels;
+  std::vector<std::string> left_out;
+  model::Labels allowed = options_.agent_labels.filter(reported, left_out);
+  if (allowed == cluster.metadata.labels && reported == cluster.status.agent.labels) {
+    return;
+  }
+  cluster.metadata.labels = std::move(allowed);
+  cluster.status.agent.labels = std::move(reported);
+  // Optimistic: another replica or a new registration may have written it since; theirs is then the one to
+  // check, and its watch entry comes next.
+  auto updated =
+      hub_.clusters->update(events::clusterKey(cluster.metadata.name), model::encode(cluster).dump(), revision);
+  metrics_
+      .counter("agent_labels_enforced_total",
+               "Registration records rewritten because --agent-labels allows other keys than they held",
+               {{"result", updated.ok() ? "rewritten" : "error"}})
+      .Increment();
+  if (updated.ok()) {
+    log::info("registration record re-filtered by --agent-labels", {{"cluster", cluster.metadata.name},
+                                                                    {"agent_labels", options_.agent_labels.describe()},
+                                                                    {"left_out", join(left_out, ",")}});
+  } else {
+    log::warn("cannot rewrite a registration record for --agent-labels; targeting uses the filtered labels",
+              {{"cluster", cluster.metadata.name}, {"error", updated.error().describe()}});
   }
 }
 

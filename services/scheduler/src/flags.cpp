@@ -16,6 +16,10 @@ std::map<std::string, std::string> schedulerFlags() {
        "(default 30; the agents' durables, which the scheduler creates, carry it)"},
       {"agent-max-deliveries",
        "deliveries of a failing deploy before the agent terminates and reports it (default 10)"},
+      {"agent-labels",
+       "label keys an agent's own registration may set for targeting: comma-separated keys, `prefix*` for every key "
+       "with that prefix, `*` for every key (default none: clusters are targeted by the labels of their Cluster "
+       "documents, `flotilla apply`); a reported label left out is kept in status.agent.labels"},
       {"agent-heartbeat-interval",
        "seconds between the agents' heartbeats (their --heartbeat-interval, default 30); an agent silent for three "
        "of them counts as disconnected"},
@@ -62,6 +66,9 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
   auto max_deliveries = positive(config, "max-deliveries", options.max_deliveries);
   FLOTILLA_TRY(max_deliveries);
   options.max_deliveries = *max_deliveries;
+  auto agent_labels = AgentLabelPolicy::parse(config.get("agent-labels"));
+  FLOTILLA_TRY(agent_labels);
+  options.agent_labels = std::move(agent_labels).value();
   std::string events = config.get("public-events", "true");
   if (events != "true" && events != "false") {
     return fail(ErrorKind::kInvalid, "--public-events: expected true or false, got \"" + events + "\"");

@@ -3,6 +3,7 @@
 // validate, refuse a deregistered name, create the agent's deploy durable, write clusters/cluster.<name>, reply,
 // announce, and re-target the cluster.
 #include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/labels.h"
@@ -28,15 +29,18 @@ std::string registrationProblem(const events::RegisterRequest& request, const st
   return {};
 }
 
-//! The cluster record after this registration (`cluster` is the current one, or a fresh one when new).
+//! The cluster record after this registration (`cluster` is the current one, or a fresh one when new): of the
+//! reported labels only those `policy` allows target (metadata.labels); all of them are kept in status.agent.
 void applyRegistration(model::Cluster& cluster, const events::RegisterRequest& request, const std::string& workspace,
-                       const std::string& now) {
+                       const std::string& now, const AgentLabelPolicy& policy, std::vector<std::string>& left_out) {
+  model::Labels reported(request.labels.begin(), request.labels.end());
   cluster.metadata.ns = workspace;
-  cluster.metadata.labels = request.labels;
+  cluster.metadata.labels = policy.filter(reported, left_out);
   cluster.status.agent = model::AgentStatus{.last_seen = now,
                                             .version = request.agent_version,
                                             .kubernetes_version = request.kubernetes_version,
-                                            .api_versions = request.api_versions};
+                                            .api_versions = request.api_versions,
+                                            .labels = std::move(reported)};
   model::Condition registered{.type = "Registered",
                               .status = "True",
                               .reason = "AgentRegistered",
@@ -187,7 +191,7 @@ Result<Scheduler::Registration> Scheduler::storeRegistration(const events::Regis
     out.cluster.metadata.name = request.cluster;
     out.cluster.metadata.creation_timestamp = now;
   }
-  applyRegistration(out.cluster, request, workspace, now);
+  applyRegistration(out.cluster, request, workspace, now, options_.agent_labels, out.labels_left_out);
   auto put = hub_.clusters->put(events::clusterKey(request.cluster), model::encode(out.cluster).dump());
   FLOTILLA_TRY(put);
   registrations_[request.cluster] = out.cluster;
@@ -197,14 +201,29 @@ Result<Scheduler::Registration> Scheduler::storeRegistration(const events::Regis
 
 void Scheduler::announceRegistration(const events::RegisterRequest& request, const std::string& workspace,
                                      const Registration& registration) {
-  log::info(registration.created ? "cluster registered" : "cluster re-registered",
-            {{"cluster", request.cluster},
-             {"workspace", workspace},
-             {"labels", model::formatSelector(model::LabelSelector{.match_labels = request.labels})},
-             {"kubernetes_version", request.kubernetes_version},
-             {"api_versions", static_cast<int64_t>(request.api_versions.size())},
-             {"api_versions_changed", registration.api_versions_changed},
-             {"agent_version", request.agent_version}});
+  log::info(
+      registration.created ? "cluster registered" : "cluster re-registered",
+      {{"cluster", request.cluster},
+       {"workspace", workspace},
+       {"labels", model::formatSelector(model::LabelSelector{.match_labels = registration.cluster.metadata.labels})},
+       {"kubernetes_version", request.kubernetes_version},
+       {"api_versions", static_cast<int64_t>(request.api_versions.size())},
+       {"api_versions_changed", registration.api_versions_changed},
+       {"agent_version", request.agent_version}});
+  if (!registration.labels_left_out.empty()) {
+    // Not an error: the admin decides targeting on the hub. Said once per registration, so an agent's operator
+    // who set --labels finds out why they do not target.
+    metrics_
+        .counter("agent_labels_left_out_total",
+                 "Labels an agent reported that do not target because --agent-labels does not allow their key")
+        .Increment(static_cast<double>(registration.labels_left_out.size()));
+    log::warn(
+        "agent labels left out of targeting: --agent-labels does not allow their keys (set targeting labels "
+        "in the cluster's Cluster document, or allow the keys)",
+        {{"cluster", request.cluster},
+         {"keys", join(registration.labels_left_out, ",")},
+         {"agent_labels", options_.agent_labels.describe()}});
+  }
   if (!registration.created && !registration.targeting_changed && !registration.api_versions_changed) {
     return;
   }

@@ -83,5 +83,32 @@ TEST(FlagsTest, OptionsFromFlags) {
   }
 }
 
+// --agent-labels: none by default; exact keys, `prefix*` and `*`; a bad entry is an error naming the flag and entry.
+TEST(FlagsTest, AgentLabelPolicy) {
+  const char* none[] = {"flotilla-scheduler"};
+  auto defaults = schedulerOptionsFrom(service::Config::parse(1, none, schedulerFlags()).value());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->agent_labels.allows("env"));
+  EXPECT_EQ(defaults->agent_labels.describe(), "none");
+
+  const char* some[] = {"flotilla-scheduler", "--agent-labels", "env,example.com/*"};
+  auto parsed = schedulerOptionsFrom(service::Config::parse(3, some, schedulerFlags()).value());
+  ASSERT_TRUE(parsed.ok()) << parsed.error().describe();
+  std::vector<std::string> left_out;
+  auto allowed = parsed->agent_labels.filter({{"env", "prod"}, {"example.com/tier", "web"}, {"team", "x"}}, left_out);
+  EXPECT_EQ(allowed, (model::Labels{{"env", "prod"}, {"example.com/tier", "web"}}));
+  EXPECT_EQ(left_out, std::vector<std::string>{"team"});
+  EXPECT_EQ(parsed->agent_labels.describe(), "env,example.com/*");
+  EXPECT_TRUE(AgentLabelPolicy::parse("*")->allows("anything/at-all"));
+  EXPECT_TRUE(AgentLabelPolicy::all().allows("team"));
+  EXPECT_FALSE(AgentLabelPolicy::parse("none")->allows("env"));
+
+  for (const char* bad : {"env,,team", "Not A Key!", "ex*ample/*"}) {
+    auto failed = AgentLabelPolicy::parse(bad);
+    ASSERT_FALSE(failed.ok()) << bad;
+    EXPECT_NE(failed.error().message.find("--agent-labels"), std::string::npos) << failed.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace flotilla::scheduler

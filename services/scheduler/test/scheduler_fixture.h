@@ -60,7 +60,9 @@ class SchedulerFixture : public harness::HubTest {
     return SchedulerOptions{.fetch_timeout = std::chrono::milliseconds(200),
                             .ack_wait = std::chrono::seconds(5),
                             .retry_base = std::chrono::milliseconds(100),
-                            .retry_max = std::chrono::seconds(1)};
+                            .retry_max = std::chrono::seconds(1),
+                            // The tests target by the labels their registrations report.
+                            .agent_labels = AgentLabelPolicy::all()};
   }
 
   //! Creates and starts a scheduler with `options` and waits until it caught up with the hub.

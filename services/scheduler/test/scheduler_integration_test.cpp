@@ -38,8 +38,12 @@ class SchedulerTest : public SchedulerFixture {
     auto options = testOptions();
     options.ack_wait = ack_wait;
     options.max_deliveries = max_deliveries;
+    options.agent_labels = agent_labels_;
     startSchedulerWith(options);
   }
+
+  //! Which reported labels target (the fixture's default: all, as these tests target by what they register).
+  AgentLabelPolicy agent_labels_ = testOptions().agent_labels;
 
   //! A durable like the agent's: agent-<cluster> on flotilla.deploy.<cluster>.
   bus::PullConsumer agentConsumer(const std::string& cluster) { return harness::agentDurable(hub_, cluster); }
@@ -165,6 +169,44 @@ TEST_F(SchedulerTest, ARegistrationNamingAnotherClusterThanItsSubjectIsRefused) 
   auto shared =
       hub_.connection->request(events::kRegisterSubject, events::encode(forged).dump(), std::chrono::milliseconds(500));
   EXPECT_FALSE(shared.ok()) << "nothing answers on the shared subject";
+}
+
+// The labels that target are the hub's. With the default --agent-labels (none), a registration's labels are kept in
+// status.agent.labels only (logged, counted) and a bundle selecting them does not reach the cluster. A scheduler
+// started with `env` allowed re-filters the stored record (the flag changed) and the bundle then deploys.
+TEST_F(SchedulerTest, OnlyLabelsTheHubAllowsTarget) {
+  scheduler_->stop();
+  scheduler_.reset();
+  agent_labels_ = AgentLabelPolicy{};
+  startScheduler();
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}, {"team", "web"}}).accepted);
+  auto stored = model::decodeCluster(*kv(*hub_.clusters, events::clusterKey("prod-1")));
+  ASSERT_TRUE(stored.ok()) << stored.error().describe();
+  EXPECT_TRUE(stored->metadata.labels.empty());
+  EXPECT_EQ(stored->status.agent.labels, (model::Labels{{"env", "prod"}, {"team", "web"}}));
+  EXPECT_EQ(metric("agent_labels_left_out_total"), 2);
+  auto prod = agentConsumer("prod-1");
+  auto event = bundleEvent("repo-app", kManifestA, prodOnly());
+  scheduler_->handleBundle(events::encode(event).dump());
+  EXPECT_TRUE(noMoreDeploys(prod, 500ms)) << "an agent's own env=prod does not target";
+
+  scheduler_->stop();
+  scheduler_.reset();
+  auto only_env = AgentLabelPolicy::parse("env");
+  ASSERT_TRUE(only_env.ok()) << only_env.error().describe();
+  agent_labels_ = *only_env;
+  startScheduler();
+  auto refiltered = kvWhen(*hub_.clusters, events::clusterKey("prod-1"), [](const Json& record) {
+    const Json* labels = record.at({"metadata", "labels"});
+    return labels != nullptr && labels->size() == 1;
+  });
+  ASSERT_TRUE(refiltered.has_value());
+  EXPECT_EQ(refiltered->at({"metadata", "labels", "env"})->asString(), "prod");
+  EXPECT_EQ(metric("agent_labels_enforced_total", {{"result", "rewritten"}}), 1);
+  publishBundle(event);
+  auto sent = deploys(prod, 1);
+  ASSERT_EQ(sent.size(), 1u) << "allowed now: env=prod targets";
+  EXPECT_EQ(sent[0].bundle, "repo-app");
 }
 
 // Targeting by clusterSelector: one DeployEvent, to the matching cluster only, and the BD record; the same
@@ -532,7 +574,7 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].manifest_id, kManifestA);
 
-  publishBundle(event, "/after-restart");
+  publishBundle(event);
   ASSERT_TRUE(waitFor([&] {
     return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));

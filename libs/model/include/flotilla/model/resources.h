@@ -200,6 +200,10 @@ struct AgentStatus {
   //! The cluster's served "group/version" and "group/version/Kind" entries, sorted (the agent's discovery, for
   //! Helm's .Capabilities.APIVersions); empty when the agent reported none. A Flotilla addition to Fleet's schema.
   std::vector<std::string> api_versions;
+  //! Every label the agent reported at its last registration. Only the keys the hub admin allows (the
+  //! scheduler's --agent-labels) are copied into metadata.labels, where they take part in targeting; the rest are
+  //! kept here so `describe` shows what was reported and left out. A Flotilla addition to Fleet's schema.
+  Labels labels;
 
   bool operator==(const AgentStatus&) const = default;
 };

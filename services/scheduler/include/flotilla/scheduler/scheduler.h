@@ -56,6 +56,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/records.h"
 #include "flotilla/model/resources.h"
+#include "flotilla/scheduler/agent_labels.h"
 #include "flotilla/scheduler/manifest_server.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
@@ -97,6 +98,9 @@ struct SchedulerOptions {
   int64_t agent_max_deliveries = service::kDefaultMaxDeliveries;
   //! Manifest delivery to the agents (manifest_server.h), started and stopped with the scheduler.
   ManifestServerOptions manifests;
+  //! Which of an agent's reported labels count for targeting (--agent-labels; default none: only the labels of
+  //! Cluster documents target).
+  AgentLabelPolicy agent_labels;
 };
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
@@ -186,7 +190,8 @@ class Scheduler {
     model::Cluster cluster;
     bool created = false;
     bool targeting_changed = false;
-    bool api_versions_changed = false;  //!< the cluster serves other API versions than at its last registration
+    bool api_versions_changed = false;         //!< the cluster serves other API versions than at its last registration
+    std::vector<std::string> labels_left_out;  //!< reported label keys --agent-labels does not allow
   };
 
   Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options);
@@ -222,6 +227,9 @@ class Scheduler {
   // the clusters bucket (clusters_watch.cpp)
   void handleGroupEntry(const bus::KvEntry& entry);
   void handleClusterEntry(const bus::KvEntry& entry);
+  //! A registration record whose targeting labels are not what --agent-labels allows of what its agent reported
+  //! (the flag changed, or the record predates it) is rewritten; `cluster` is corrected in place either way.
+  void enforceAgentLabels(model::Cluster& cluster, uint64_t revision);
   void handleHeartbeatEntry(const bus::KvEntry& entry);
   void handleClusterDocumentEntry(const bus::KvEntry& entry);
   //! Recomputes clusters_[name] from its registration and the admin's document; true when what targeting or
