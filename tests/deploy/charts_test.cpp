@@ -177,6 +177,25 @@ TEST(HubChart, StoreCapsAndGarbageCollectionReachTheServices) {
   }
 }
 
+// scheduler.agentLabels reaches --agent-labels; by default (none allowed) the flag is left out, and a key with a
+// space is refused by the schema.
+TEST(HubChart, AgentLabelsReachTheScheduler) {
+  auto objects = renderHub({"--set", "scheduler.agentLabels={env,example.com/*}"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const auto args =
+      stringList(firstContainer(*findObject(*objects, "Deployment", "t-flotilla-hub-scheduler"))->find("args"));
+  EXPECT_THAT(args, Contains("--agent-labels=env,example.com/*"));
+  auto defaults = renderHub({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
+  for (const std::string& arg :
+       stringList(firstContainer(*findObject(*defaults, "Deployment", "t-flotilla-hub-scheduler"))->find("args"))) {
+    EXPECT_FALSE(arg.starts_with("--agent-labels")) << arg;
+  }
+  auto bad = renderHub({"--set", "scheduler.agentLabels={not a key}"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("agentLabels"), std::string::npos) << bad.error().message;
+}
+
 TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {
   auto objects = renderHub({"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://a:4222\\,nats://b:4222"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
