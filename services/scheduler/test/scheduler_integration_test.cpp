@@ -574,7 +574,8 @@ TEST_F(SchedulerTest, RestartRebuildsStateFromKv) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].manifest_id, kManifestA);
 
-  publishBundle(event);
+  // Another message ID: the stream's duplicate window would drop the same one before the scheduler saw it.
+  publishBundle(event, "/after-restart");
   ASSERT_TRUE(waitFor([&] {
     return metric("messages_total", {{"consumer", "bundles"}, {"outcome", "unchanged"}}) >= 1;
   }));
