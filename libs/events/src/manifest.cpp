@@ -10,6 +10,9 @@ namespace {
 constexpr auto kManifestRequestFields = [](auto& v, auto& s) {
   v.str("manifestID", s.manifest_id, true);
   v.count("offset", s.offset);
+  v.str("workspace", s.workspace);
+  v.str("bundle", s.bundle);
+  v.count("generation", s.generation);
 };
 
 }  // namespace

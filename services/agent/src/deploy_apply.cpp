@@ -94,8 +94,19 @@ Outcome DeployHandler::runApply(ApplyPlan& plan) {
 //! The manifest from the hub (manifest_source.h), and the request that applies it.
 std::optional<Outcome> DeployHandler::loadManifest(ApplyPlan& plan) {
   const events::DeployEvent& event = plan.event;
-  auto data = manifests_.get(plan.manifest_id);
+  auto data = manifests_.get(plan.manifest_id, /*retry=*/true,
+                             {.workspace = event.workspace, .bundle = event.bundle, .generation = event.generation});
   if (!data.ok()) {
+    if (data.error().kind == ErrorKind::kConflict) {
+      // The hub's record of this bundle moved on to a newer generation, published before the record was written:
+      // applying this one would only be undone by it.
+      metrics_.counter("stale_events_total", "Deploy events older than the last one handled").Increment();
+      log::info("skipping a superseded deploy event", {{"cluster", cluster_},
+                                                       {"bundle", event.bundle},
+                                                       {"generation", event.generation},
+                                                       {"reason", data.error().message}});
+      return Outcome::ack("stale");
+    }
     if (data.error().kind == ErrorKind::kNotFound) {
       return rejectWithReport(event, plan.delivery, kReasonManifestNotFound,
                               "manifest " + plan.manifest_id + " is not in the hub's store: " + data.error().message,

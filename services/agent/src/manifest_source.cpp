@@ -36,6 +36,9 @@ Error refusal(std::string_view reason, std::string_view message, const std::stri
   if (reason == events::kManifestNotFound) {
     return Error{ErrorKind::kNotFound, text, "manifests"};
   }
+  if (reason == events::kManifestSuperseded) {
+    return Error{ErrorKind::kConflict, text, "manifests"};
+  }
   if (reason == events::kManifestNotDeployed || reason == events::kManifestUnavailable) {
     return Error{ErrorKind::kTransient, text, "manifests"};
   }
@@ -58,7 +61,8 @@ std::string ManifestSource::cluster() const {
   return cluster_;
 }
 
-Result<std::string> ManifestSource::fetch(const std::string& cluster, const std::string& manifest_id) {
+Result<std::string> ManifestSource::fetch(const std::string& cluster, const std::string& manifest_id,
+                                          const ManifestFor& deploy) {
   const std::string subject = events::manifestSubject(cluster);
   std::string data;
   std::string digest;
@@ -68,7 +72,10 @@ Result<std::string> ManifestSource::fetch(const std::string& cluster, const std:
     events::ManifestRequest request{.id = events::newEventId(),
                                     .time = log::nowRfc3339(),
                                     .manifest_id = manifest_id,
-                                    .offset = static_cast<int64_t>(offset)};
+                                    .offset = static_cast<int64_t>(offset),
+                                    .workspace = deploy.workspace,
+                                    .bundle = deploy.bundle,
+                                    .generation = deploy.generation};
     auto reply = connection_->request(subject, events::encode(request).dump(), options_.request_timeout);
     FLOTILLA_TRY(reply);
     if (auto reason = reply->header(events::kManifestErrorHeader)) {
@@ -101,14 +108,14 @@ Result<std::string> ManifestSource::fetch(const std::string& cluster, const std:
   return data;
 }
 
-Result<std::string> ManifestSource::get(std::string_view manifest_id, bool retry) {
+Result<std::string> ManifestSource::get(std::string_view manifest_id, bool retry, const ManifestFor& deploy) {
   const std::string id(manifest_id);
   const int attempts = retry ? std::max(1, options_.attempts) : 1;
   std::chrono::milliseconds delay = options_.backoff_min;
   Error last;
   for (int attempt = 1; attempt <= attempts; ++attempt) {
     const std::string name = cluster();
-    auto fetched = fetch(name, id);
+    auto fetched = fetch(name, id, deploy);
     if (fetched.ok()) {
       metrics_.counter("manifest_fetches_total", "Manifests fetched from the hub, by result", {{"result", "ok"}})
           .Increment();
@@ -117,6 +124,13 @@ Result<std::string> ManifestSource::get(std::string_view manifest_id, bool retry
       return fetched;
     }
     last = fetched.error();
+    if (last.kind == ErrorKind::kConflict) {
+      // Not a failure: the deploy asking is stale (deploy_apply.cpp skips it), a newer one is on its way.
+      metrics_
+          .counter("manifest_fetches_total", "Manifests fetched from the hub, by result", {{"result", "superseded"}})
+          .Increment();
+      return fail(last);
+    }
     if (last.kind != ErrorKind::kTransient) {
       metrics_.counter("manifest_fetches_total", "Manifests fetched from the hub, by result", {{"result", "failed"}})
           .Increment();

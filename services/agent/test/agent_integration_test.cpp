@@ -645,6 +645,29 @@ TEST_F(AgentTest, StaleGenerationIsIgnored) {
   EXPECT_TRUE(exists("v1", "ConfigMap", ns, "new"));
 }
 
+// A deploy whose bundle record already holds a newer generation and no longer references its manifest (quick
+// commits: the newer DeployEvents are published before the record moves on) is skipped at once on the hub's
+// Superseded answer, not retried until it runs out.
+TEST_F(AgentTest, SupersededDeployIsSkippedAtOnce) {
+  startRegisteredAgent();
+  std::string ns = unique("superseded");
+  std::string bundle = unique("bundle");
+  Json options = Json::obj({{"defaultNamespace", ns}});
+  auto older = makeEvent(bundle, putManifest({configMap("older", "", {})}), options);
+  // The record moves on twice: the hub still serves the manifest just before the latest (a rollout), not older ones.
+  makeEvent(bundle, putManifest({configMap("middle", "", {})}), options);
+  auto newer = makeEvent(bundle, putManifest({configMap("newer", "", {})}), options);
+  publish(older);
+  ASSERT_TRUE(eventually([&] { return metric("deploys_total", {{"outcome", "stale"}}) == 1; }, seconds(10)));
+  EXPECT_EQ(metric("manifest_fetches_total", {{"result", "superseded"}}), 1);
+  EXPECT_EQ(metric("manifest_fetch_retries_total"), 0);
+  EXPECT_TRUE(absent("v1", "ConfigMap", ns, "older"));
+  publish(newer);
+  ASSERT_TRUE(
+      status_.waitFor(bundle, [&](const events::StatusEvent& s) { return s.deployment_id == newer.deployment_id; }));
+  EXPECT_TRUE(exists("v1", "ConfigMap", ns, "newer"));
+}
+
 // An API server that cannot be reached is waited out: the message is parked and re-run with backoff, kept alive
 // with in-progress acks, so it uses no delivery (it is never terminated for it), and no status is invented.
 TEST_F(AgentTest, UnreachableApiServerWaitsWithoutUsingDeliveries) {

@@ -39,15 +39,22 @@ void ManifestIndex::count(const Entry& entry, int delta) {
   }
 }
 
-void ManifestIndex::put(const std::string& key, const std::string& cluster, const std::string& manifest_id) {
+void ManifestIndex::put(const std::string& key, const std::string& cluster, const std::string& manifest_id,
+                        int64_t generation) {
   auto found = entries_.find(key);
   if (found == entries_.end()) {
-    Entry entry{.cluster = cluster, .current = manifest_id, .previous = {}, .applied = {}, .recent = {manifest_id}};
+    Entry entry{.cluster = cluster,
+                .current = manifest_id,
+                .previous = {},
+                .applied = {},
+                .generation = generation,
+                .recent = {manifest_id}};
     count(entry, 1);
     entries_[key] = std::move(entry);
     return;
   }
   Entry& entry = found->second;
+  entry.generation = std::max(entry.generation, generation);
   if (entry.current == manifest_id || manifest_id.empty()) {
     return;  // same release (a commit followed, a delete sent) or nothing released: what the agent may read stays
   }
@@ -82,6 +89,11 @@ void ManifestIndex::remove(const std::string& key) {
   }
   count(found->second, -1);
   entries_.erase(found);
+}
+
+bool ManifestIndex::supersedes(const std::string& key, int64_t generation) const {
+  auto found = entries_.find(key);
+  return generation > 0 && found != entries_.end() && found->second.generation > generation;
 }
 
 bool ManifestIndex::allows(const std::string& cluster, const std::string& manifest_id) const {
@@ -223,7 +235,7 @@ void ManifestServer::applyRecord(const bus::KvEntry& entry) {
     countInvalidRecord(metrics_, events::kDeploymentsBucket, entry.key, record.error());
     return;
   }
-  index_.put(entry.key, (*names)[0], record->manifest_id);
+  index_.put(entry.key, (*names)[0], record->manifest_id, record->generation);
 }
 
 void ManifestServer::applyReport(const bus::KvEntry& entry) {
@@ -279,9 +291,18 @@ ManifestReply ManifestServer::answer(std::string_view subject, std::string_view 
     return refuse(events::kManifestUnavailable, cluster, id, "the hub has not loaded its deployment records yet");
   }
   bool allowed = false;
+  bool superseded = false;
   {
     std::lock_guard lock(mutex_);
     allowed = index_.allows(cluster, id);
+    superseded =
+        !allowed && !request->bundle.empty() &&
+        index_.supersedes(events::deploymentKey(cluster, request->workspace, request->bundle), request->generation);
+  }
+  if (superseded) {
+    return refuse(events::kManifestSuperseded, cluster, id,
+                  "bundle " + request->workspace + "/" + request->bundle + " of cluster " + cluster +
+                      " has a newer deployment than generation " + std::to_string(request->generation));
   }
   if (!allowed) {
     return refuse(events::kManifestNotDeployed, cluster, id,

@@ -24,13 +24,13 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(service::Hub hub, Metrics& 
                 "the scheduler needs the hub's connection, JetStream and the clusters, bundles, "
                 "deployments and status buckets");
   }
-  return std::unique_ptr<Scheduler>(new Scheduler(std::move(hub), metrics, options));
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(hub), metrics, std::move(options)));
 }
 
 Scheduler::Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions options)
     : hub_(std::move(hub)),
       metrics_(metrics),
-      options_(options),
+      options_(std::move(options)),
       manifest_server_(std::make_unique<ManifestServer>(hub_.connection, hub_.deployments, hub_.status, hub_.manifests,
                                                         metrics_, options_.manifests)) {}
 

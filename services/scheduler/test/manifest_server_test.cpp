@@ -50,6 +50,23 @@ TEST(ManifestIndexTest, AClusterMayReadOnlyWhatItsOwnRecordsReference) {
   EXPECT_TRUE(index.allows("c2", "bbb"));
 }
 
+// A record that moved on to a newer generation supersedes the DeployEvents before it (the agent skips them on the
+// Superseded answer); the generation only grows, also when the same manifest is sent again (a commit followed).
+TEST(ManifestIndexTest, ANewerGenerationSupersedesOlderDeploys) {
+  ManifestIndex index;
+  EXPECT_FALSE(index.supersedes("c1.ws.app", 1)) << "no record";
+  index.put("c1.ws.app", "c1", "a", 3);
+  EXPECT_TRUE(index.supersedes("c1.ws.app", 2));
+  EXPECT_FALSE(index.supersedes("c1.ws.app", 3));
+  EXPECT_FALSE(index.supersedes("c1.ws.app", 0)) << "a request without a deploy";
+  index.put("c1.ws.app", "c1", "a", 5);
+  EXPECT_TRUE(index.supersedes("c1.ws.app", 4));
+  index.put("c1.ws.app", "c1", "b", 4);  // an older record read late does not move it back
+  EXPECT_TRUE(index.supersedes("c1.ws.app", 4));
+  index.remove("c1.ws.app");
+  EXPECT_FALSE(index.supersedes("c1.ws.app", 4));
+}
+
 TEST(ManifestIndexTest, ARolloutKeepsThePreviousAndTheLastAppliedManifest) {
   ManifestIndex index;
   index.put("c1.ws.app", "c1", "a");

@@ -5,7 +5,7 @@
 // only on its own cluster's subject, so the hub takes the cluster from the subject, answers only for a manifest one
 // of that cluster's deployments references, and sends the object in chunks that fit the server's max_payload:
 //
-//   request  ManifestRequest {manifestID, offset} (JSON, the usual envelope)
+//   request  ManifestRequest {manifestID, offset, workspace, bundle, generation} (JSON, the usual envelope)
 //   reply    the bytes [offset, offset + n) of the object as the body, with headers
 //              Flotilla-Manifest-Size    the object's size in bytes
 //              Flotilla-Manifest-Digest  "SHA-256=<base64url-padded>" of the whole object (the object store's)
@@ -38,6 +38,11 @@ struct ManifestRequest {
   std::string time;
   std::string manifest_id;  //!< required: the DeployEvent's manifestID
   int64_t offset = 0;       //!< byte offset of the wanted chunk, 0 <= offset < size (0 for an empty object)
+  //! The DeployEvent asking (optional, "" / 0 when not a deploy): lets the hub answer Superseded instead of
+  //! NotDeployed when that bundle's record has moved on to a newer generation.
+  std::string workspace;
+  std::string bundle;
+  int64_t generation = 0;
 
   bool operator==(const ManifestRequest&) const = default;
 };
@@ -59,6 +64,9 @@ inline constexpr std::string_view kManifestNotDeployed = "NotDeployed";
 inline constexpr std::string_view kManifestNotFound = "NotFound";
 //! The request cannot be read, or its offset is past the object's end.
 inline constexpr std::string_view kManifestBadRequest = "BadRequest";
+//! Not referenced any more because the bundle's deployment record of the asking cluster has a newer generation than
+//! the request's: a newer DeployEvent for that bundle was published before the record moved on, so this one is stale.
+inline constexpr std::string_view kManifestSuperseded = "Superseded";
 //! The hub cannot answer now (its records are not loaded yet, the store cannot be read): try again.
 inline constexpr std::string_view kManifestUnavailable = "Unavailable";
 

@@ -9,6 +9,7 @@
 // Failures, by what the hub or the bus said:
 //   no answer in time, no responder, Unavailable, a size or digest that does not match     retried here (backoff)
 //   NotDeployed (the deployment record is written just after the DeployEvent is published) retried here (backoff)
+//   Superseded (the deploy's bundle record has a newer generation: a newer deploy follows)  kConflict at once
 //   NotFound (a deployment references it, the store has no such object)                   kNotFound at once
 //   BadRequest, an unreadable reply                                                        kInternal at once
 // Each retry is logged and counted (manifest_fetch_retries_total); after the last attempt the error is kTransient,
@@ -34,19 +35,27 @@ struct ManifestSourceOptions {
   std::chrono::milliseconds backoff_max{5000};
 };
 
+//! The deploy a manifest is fetched for (sent with the request so the hub can answer Superseded); empty when the
+//! fetch is not for a DeployEvent.
+struct ManifestFor {
+  std::string workspace;
+  std::string bundle;
+  int64_t generation = 0;
+};
+
 class ManifestSource {
  public:
   ManifestSource(std::shared_ptr<bus::Connection> connection, std::string cluster, Metrics& metrics,
                  ManifestSourceOptions options = {});
   //! The manifest's bytes, verified against the size and digest the hub sent (see the file comment for errors).
   //! Without `retry` one attempt only (rebuilding the watch after a restart, which has a fallback).
-  Result<std::string> get(std::string_view manifest_id, bool retry = true);
+  Result<std::string> get(std::string_view manifest_id, bool retry = true, const ManifestFor& deploy = {});
   //! The cluster whose subject is asked on (the hub may answer the registration with another id than the flag).
   void setCluster(std::string cluster);
 
  private:
   //! One transfer, chunk by chunk; no retries.
-  Result<std::string> fetch(const std::string& cluster, const std::string& manifest_id);
+  Result<std::string> fetch(const std::string& cluster, const std::string& manifest_id, const ManifestFor& deploy);
   [[nodiscard]] std::string cluster() const;
 
   std::shared_ptr<bus::Connection> connection_;

@@ -14,7 +14,8 @@
 //   reply     one chunk of the stored object, at most the NATS server's max_payload minus kChunkHeadroom, with the
 //             object's size and digest; the agent asks offset after offset and checks size and digest, so any size
 //             works with the one stored copy
-//   refusals  NotDeployed (also for a manifest that exists for another cluster: no existence oracle), NotFound,
+//   refusals  NotDeployed (also for a manifest that exists for another cluster: no existence oracle), Superseded
+//             (not allowed, and the request's bundle record of that cluster has a newer generation), NotFound,
 //             BadRequest, Unavailable (records not loaded yet, store unreadable); each logged and counted
 //             (manifest_requests_total{result})
 //
@@ -57,8 +58,9 @@ class ManifestIndex {
   //! How many of a record's latest manifests a report may name.
   static constexpr size_t kRecentManifests = 8;
 
-  //! The record of `cluster` under `key` now references `manifest_id` ("" = none, e.g. paused from the start).
-  void put(const std::string& key, const std::string& cluster, const std::string& manifest_id);
+  //! The record of `cluster` under `key` now references `manifest_id` ("" = none, e.g. paused from the start) at
+  //! `generation` (the DeployEvent generation the record holds).
+  void put(const std::string& key, const std::string& cluster, const std::string& manifest_id, int64_t generation = 0);
   //! The agent reported `manifest_id` under `key` as applied (a bd status that is not stale); kept only when the
   //! record referenced it lately (one of its last kRecentManifests), so it is always one the hub itself sent to that
   //! cluster, also when the report is read after the record moved on (two watches, no order between them).
@@ -67,6 +69,9 @@ class ManifestIndex {
   void remove(const std::string& key);
   //! True when a deployment of `cluster` references `manifest_id` (current, previous or last applied).
   [[nodiscard]] bool allows(const std::string& cluster, const std::string& manifest_id) const;
+  //! True when the record under `key` holds a newer generation than `generation` (> 0): a DeployEvent of that
+  //! generation was replaced by a newer one, already published (the record is written after the publish).
+  [[nodiscard]] bool supersedes(const std::string& key, int64_t generation) const;
   [[nodiscard]] size_t size() const { return entries_.size(); }
 
  private:
@@ -75,6 +80,7 @@ class ManifestIndex {
     std::string current;
     std::string previous;
     std::string applied;
+    int64_t generation = 0;          //!< of the record, latest seen
     std::deque<std::string> recent;  //!< the record's last manifests (newest first), to check reports against
   };
   //! Adds (`delta` 1) or drops (-1) the entry's distinct manifests from references_.
