@@ -7,6 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -18,11 +20,14 @@ namespace flotilla::bus::testing {
 
 class BusTest : public ::testing::Test {
  protected:
+  //! `connection_name`: the NATS client name of the test's connection.
+  explicit BusTest(std::string connection_name = "bus-test") : connection_name_(std::move(connection_name)) {}
+
   void SetUp() override {
     auto server = harness::sharedNatsServer();
     ASSERT_TRUE(server.ok()) << server.error().describe();
     server_ = *server;
-    auto conn = Connection::connect({.servers = {server_->url()}, .name = "bus-test"});
+    auto conn = Connection::connect({.servers = {server_->url()}, .name = connection_name_});
     ASSERT_TRUE(conn.ok()) << conn.error().describe();
     conn_ = *conn;
     auto js = JetStream::create(conn_);
@@ -46,6 +51,7 @@ class BusTest : public ::testing::Test {
     out = *result;
   }
 
+  std::string connection_name_;
   harness::NatsServer* server_ = nullptr;
   std::shared_ptr<Connection> conn_;
   std::shared_ptr<JetStream> js_;

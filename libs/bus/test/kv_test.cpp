@@ -1,5 +1,9 @@
 #include "flotilla/bus/kv.h"
 
+#include <initializer_list>
+#include <string>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "bus_test_util.h"
@@ -18,6 +22,14 @@ class BusKvTest : public testing::BusTest {
   void tearDownBus() override {
     kv_.reset();
     (void)KeyValue::destroy(js_, bucket_);
+  }
+
+  //! Puts each (key, value) in order; a failed put fails the test. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+  void putAll(std::initializer_list<std::pair<std::string, std::string>> entries) {
+    for (const auto& [key, value] : entries) {
+      auto put = kv_->put(key, value);
+      ASSERT_TRUE(put.ok()) << key << ": " << put.error().describe();
+    }
   }
 
   std::string bucket_;
@@ -82,8 +94,7 @@ TEST_F(BusKvTest, RevisionConflictIsDetected) {
 }
 
 TEST_F(BusKvTest, DeleteAndPurgeMakeTheKeyNotFound) {
-  ASSERT_TRUE(kv_->put("a", "1").ok());
-  ASSERT_TRUE(kv_->put("b", "1").ok());
+  ASSERT_NO_FATAL_FAILURE(putAll({{"a", "1"}, {"b", "1"}}));
   ASSERT_TRUE(kv_->remove("a").ok());
   EXPECT_EQ(kv_->get("a").error().kind, ErrorKind::kNotFound);
   ASSERT_TRUE(kv_->purge("b").ok());
@@ -95,11 +106,8 @@ TEST_F(BusKvTest, DeleteAndPurgeMakeTheKeyNotFound) {
 }
 
 TEST_F(BusKvTest, KeysWithFilter) {
-  ASSERT_TRUE(kv_->put("status.c1.b1", "x").ok());
-  ASSERT_TRUE(kv_->put("status.c1.b2", "x").ok());
-  ASSERT_TRUE(kv_->put("status.c2.b1", "x").ok());
-  ASSERT_TRUE(kv_->put("other", "x").ok());
-  ASSERT_TRUE(kv_->put("status.c1.gone", "x").ok());
+  ASSERT_NO_FATAL_FAILURE(putAll(
+      {{"status.c1.b1", "x"}, {"status.c1.b2", "x"}, {"status.c2.b1", "x"}, {"other", "x"}, {"status.c1.gone", "x"}}));
   ASSERT_TRUE(kv_->remove("status.c1.gone").ok());
   auto c1 = kv_->keys("status.c1.*");
   ASSERT_TRUE(c1.ok()) << c1.error().describe();
@@ -125,10 +133,7 @@ TEST_F(BusKvTest, InvalidKeyIsRejected) {
 
 // A watcher delivers the current values, then the end-of-initial-values marker, then live changes.
 TEST_F(BusKvTest, WatchDeliversInitialValuesMarkerThenLiveUpdatesAndDeletes) {
-  ASSERT_TRUE(kv_->put("deploy.c1", "a").ok());
-  ASSERT_TRUE(kv_->put("deploy.c2", "b").ok());
-  ASSERT_TRUE(kv_->put("deploy.c2", "b2").ok());
-  ASSERT_TRUE(kv_->put("unrelated", "z").ok());
+  ASSERT_NO_FATAL_FAILURE(putAll({{"deploy.c1", "a"}, {"deploy.c2", "b"}, {"deploy.c2", "b2"}, {"unrelated", "z"}}));
   auto watcher = kv_->watch("deploy.>");
   ASSERT_TRUE(watcher.ok()) << watcher.error().describe();
   EXPECT_FALSE(watcher->initialDone());
@@ -151,8 +156,7 @@ TEST_F(BusKvTest, WatchDeliversInitialValuesMarkerThenLiveUpdatesAndDeletes) {
   ASSERT_TRUE(idle.ok());
   EXPECT_FALSE(idle->has_value());
 
-  ASSERT_TRUE(kv_->put("deploy.c3", "c").ok());
-  ASSERT_TRUE(kv_->put("unrelated", "zz").ok());
+  ASSERT_NO_FATAL_FAILURE(putAll({{"deploy.c3", "c"}, {"unrelated", "zz"}}));
   ASSERT_TRUE(kv_->remove("deploy.c1").ok());
   auto live = watcher->next(5s);
   ASSERT_TRUE(live.ok());
@@ -177,8 +181,7 @@ TEST_F(BusKvTest, WatchOfEmptyPatternGivesMarkerAtOnce) {
 }
 
 TEST_F(BusKvTest, WatchUpdatesOnlySkipsInitialValues) {
-  ASSERT_TRUE(kv_->put("x.1", "old").ok());
-  ASSERT_TRUE(kv_->put("x.2", "old").ok());
+  ASSERT_NO_FATAL_FAILURE(putAll({{"x.1", "old"}, {"x.2", "old"}}));
   auto watcher = kv_->watch("x.>", {.updates_only = true});
   ASSERT_TRUE(watcher.ok());
   auto none = watcher->next(300ms);
@@ -193,9 +196,7 @@ TEST_F(BusKvTest, WatchUpdatesOnlySkipsInitialValues) {
 }
 
 TEST_F(BusKvTest, WatchWithHistoryReplaysEveryRevision) {
-  ASSERT_TRUE(kv_->put("h", "1").ok());
-  ASSERT_TRUE(kv_->put("h", "2").ok());
-  ASSERT_TRUE(kv_->put("h", "3").ok());
+  ASSERT_NO_FATAL_FAILURE(putAll({{"h", "1"}, {"h", "2"}, {"h", "3"}}));
   auto watcher = kv_->watch("h", {.include_history = true});
   ASSERT_TRUE(watcher.ok());
   auto initial = watcher->initialValues(5s);

@@ -4,6 +4,7 @@
 
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/state.h"
+#include "sample_events.h"
 #include "test_support.h"
 
 namespace flotilla::events {
@@ -27,29 +28,6 @@ CommitEvent sampleCommit() {
                      .source_object = std::string(64, 'e')};
 }
 
-BundleEvent sampleBundle() {
-  BundleEvent b;
-  b.id = bundleMsgId("ws", "repo-apps-web", "abc", std::string(64, 'a'));
-  b.time = kTime;
-  b.workspace = "ws";
-  b.gitrepo = "repo";
-  b.bundle = "repo-apps-web";
-  b.path = "apps/web";
-  b.commit = "abc";
-  b.manifest_id = std::string(64, 'a');
-  b.options = Json::obj({{"defaultNamespace", "web"}});
-  b.customizations = {TargetManifest{"prod", Json::obj({{"clusterGroup", "prod"}}), std::string(64, 'b'),
-                                     Json::obj({{"namespace", "web-prod"}})}};
-  b.customization_mode = "FirstMatch";
-  b.targets = Json(Json::Array{Json::obj({{"clusterGroup", "default"}})});
-  b.depends_on = Json(Json::Array{Json::obj({{"name", "repo-infra"}})});
-  b.rollout_strategy = Json::obj({{"maxUnavailable", "10%"}});
-  b.paused = true;
-  b.labels = {{"team", "web"}};
-  b.force_sync_generation = 3;
-  return b;
-}
-
 DeployEvent sampleDeploy() {
   return DeployEvent{.id = "d1",
                      .time = kTime,
@@ -64,14 +42,16 @@ DeployEvent sampleDeploy() {
                      .generation = 9};
 }
 
+//! The agent's report on sampleDeploy().
 StatusEvent sampleStatus() {
+  const DeployEvent deployed = sampleDeploy();
   return StatusEvent{.id = "s1",
                      .time = kTime,
-                     .cluster = "eu-1",
-                     .workspace = "ws",
-                     .bundle = "repo-apps-web",
-                     .deployment_id = sampleDeploy().deployment_id,
-                     .generation = 9,
+                     .cluster = deployed.cluster,
+                     .workspace = deployed.workspace,
+                     .bundle = deployed.bundle,
+                     .deployment_id = deployed.deployment_id,
+                     .generation = deployed.generation,
                      .sequence = 4,
                      .state = "ErrApplied",
                      .reason = "ApplyFailed",
@@ -98,8 +78,8 @@ void expectRoundTrip(const T& value) {
 
 TEST(PayloadsTest, EveryKindRoundTrips) {
   expectRoundTrip(sampleCommit());
-  expectRoundTrip(sampleBundle());
-  BundleEvent failed = sampleBundle();
+  expectRoundTrip(test::sampleBundleEvent());
+  BundleEvent failed = test::sampleBundleEvent();
   failed.manifest_id.clear();
   failed.rollout_strategy = Json();
   failed.error = RenderError{"apps/web/fleet.yaml", 12, "helm.chart: expected a string"};
@@ -113,7 +93,7 @@ TEST(PayloadsTest, EveryKindRoundTrips) {
                    .deleted = true};
   expectRoundTrip(gone);
   // Rendered per cluster: the variants table replaces the manifestID, which is then not required.
-  BundleEvent per_cluster = sampleBundle();
+  BundleEvent per_cluster = test::sampleBundleEvent();
   per_cluster.manifest_id.clear();
   per_cluster.variants_object = "variants-" + std::string(64, 'e');
   expectRoundTrip(per_cluster);
@@ -179,7 +159,7 @@ TEST(PayloadsTest, EnvelopeIsChecked) {
 }
 
 TEST(PayloadsTest, KindSpecificRules) {
-  Json bundle = encode(sampleBundle());
+  Json bundle = encode(test::sampleBundleEvent());
   bundle["manifestID"] = "";
   auto missing = decodePayload<BundleEvent>(bundle);
   ASSERT_FALSE(missing.ok());

@@ -11,6 +11,7 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/model/state.h"
+#include "sample_events.h"
 #include "test_support.h"
 
 namespace flotilla::events {
@@ -55,18 +56,6 @@ BdStatus sampleBdStatus() {
                   .updated = kTime};
 }
 
-BundleEvent sampleEvent() {
-  BundleEvent event;
-  event.id = "bundle/ws/repo-app/abc/m";
-  event.time = kTime;
-  event.workspace = "ws";
-  event.gitrepo = "repo";
-  event.bundle = "repo-app";
-  event.commit = "abc";
-  event.manifest_id = "m";
-  return event;
-}
-
 BundleRecord sampleBundleRecord() {
   return BundleRecord{.workspace = "ws",
                       .gitrepo = "repo",
@@ -74,7 +63,7 @@ BundleRecord sampleBundleRecord() {
                       .path = "app",
                       .commit = "def",
                       .commit_sequence = 7,
-                      .last_good = sampleEvent(),
+                      .last_good = test::sampleBundleEvent(),
                       .error = RenderError{.file = "fleet.yaml", .line = 4, .message = "bad"},
                       .source_object = std::string(64, 's'),
                       .release_name = "repo-app"};

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include "flotilla/testing/expect.h"
+#include "decode_expect.h"
 
 namespace flotilla::model {
 namespace {
 
-using testing::expectMentionsAll;
+using test::expectRejected;
+using test::expectRejectedWith;
+using test::replacedOnce;
 
 // A GitRepo in Fleet's documented form (fleet-docs gitrepo-add / gitrepo-targets).
 constexpr const char* kFleetGitRepo = R"(kind: GitRepo
@@ -117,10 +119,8 @@ spec:
   repo: https://example.com/r.git
   pollingInterval: 15
 )";
-  auto resources = decodeResources(text, "r.yaml");
-  ASSERT_FALSE(resources.ok());
-  EXPECT_EQ(resources.error().message,
-            "r.yaml:6: spec.pollingInterval: expected a duration string like \"15s\", got a number");
+  expectRejectedWith(decodeResources(text, "r.yaml"),
+                     "r.yaml:6: spec.pollingInterval: expected a duration string like \"15s\", got a number");
 }
 
 TEST(CodecTest, ReportsSeveralProblemsAtOnce) {
@@ -135,13 +135,12 @@ spec:
   paths: [a, 3]
 )";
   auto resources = decodeResources(text, "r.yaml");
-  ASSERT_FALSE(resources.ok());
-  const std::string& m = resources.error().message;
-  expectMentionsAll(m, {"r.yaml:4: metadata.name: invalid name \"Bad_Name\"",
-                        "r.yaml:5: metadata.labels.version: expected a string, got a number",
-                        "r.yaml:6: spec.repo: required field is missing",
-                        "r.yaml:7: spec.paused: expected true or false, got a string",
-                        "r.yaml:8: spec.paths[1]: expected a string, got a number"});
+  ASSERT_NO_FATAL_FAILURE(expectRejected(
+      resources,
+      {"r.yaml:4: metadata.name: invalid name \"Bad_Name\"",
+       "r.yaml:5: metadata.labels.version: expected a string, got a number",
+       "r.yaml:6: spec.repo: required field is missing", "r.yaml:7: spec.paused: expected true or false, got a string",
+       "r.yaml:8: spec.paths[1]: expected a string, got a number"}));
   EXPECT_EQ(resources.error().where, "r.yaml:4");
 }
 
@@ -152,13 +151,9 @@ TEST(CodecTest, UnknownKindAndApiVersionNameTheDocumentLine) {
   ASSERT_FALSE(kind.ok());
   EXPECT_NE(kind.error().message.find("multi.yaml:44: kind: unsupported kind \"HelmOp\""), std::string::npos)
       << kind.error().message;
-  auto api = decodeResources("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", "d.yaml");
-  ASSERT_FALSE(api.ok());
-  EXPECT_NE(api.error().message.find("d.yaml:1: apiVersion: unsupported apiVersion \"apps/v1\""), std::string::npos)
-      << api.error().message;
-  auto missing = decodeResources("metadata: {name: d}\n", "m.yaml");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("apiVersion: required field is missing"), std::string::npos);
+  expectRejected(decodeResources("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", "d.yaml"),
+                 {"d.yaml:1: apiVersion: unsupported apiVersion \"apps/v1\""});
+  expectRejected(decodeResources("metadata: {name: d}\n", "m.yaml"), {"apiVersion: required field is missing"});
   auto syntax = decodeResources("kind: [\n", "s.yaml");
   ASSERT_FALSE(syntax.ok());
   EXPECT_NE(syntax.error().where.find("s.yaml:"), std::string::npos);
@@ -191,21 +186,15 @@ status:
   EXPECT_EQ(repo.metadata.resource_version, "4242");
   EXPECT_EQ(repo.status, GitRepoStatus{});
   // The same status under Flotilla's apiVersion is decoded strictly: gitJobStatus is not ours.
-  std::string native = text;
-  native.replace(native.find("fleet.cattle.io/v1alpha1"), 24, "flotilla.io/v1alpha1");
-  auto strict = decodeResources(native, "export.yaml");
-  ASSERT_FALSE(strict.ok());
-  EXPECT_NE(strict.error().message.find("export.yaml:16: status.gitJobStatus: unknown field"), std::string::npos)
-      << strict.error().message;
+  expectRejected(decodeResources(replacedOnce(text, "fleet.cattle.io/v1alpha1", "flotilla.io/v1alpha1"), "export.yaml"),
+                 {"export.yaml:16: status.gitJobStatus: unknown field"});
 }
 
 TEST(CodecTest, GenerateNameIsRejected) {
-  auto r = decodeCluster(Json::obj({{"apiVersion", "fleet.cattle.io/v1alpha1"},
-                                    {"kind", "Cluster"},
-                                    {"metadata", Json::obj({{"generateName", "c-"}})}}));
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("metadata.name: required field is missing"), std::string::npos);
-  EXPECT_NE(r.error().message.find("metadata.generateName: generateName is not supported"), std::string::npos);
+  expectRejected(decodeCluster(Json::obj({{"apiVersion", "fleet.cattle.io/v1alpha1"},
+                                          {"kind", "Cluster"},
+                                          {"metadata", Json::obj({{"generateName", "c-"}})}})),
+                 {"metadata.name: required field is missing", "metadata.generateName: generateName is not supported"});
 }
 
 TEST(CodecTest, DecodesFleetCluster) {
@@ -272,32 +261,18 @@ spec:
   EXPECT_TRUE(group.spec.selector->matches({{"env", "prod"}, {"region", "eu"}}));
   EXPECT_FALSE(group.spec.selector->matches({{"env", "prod"}, {"legacy", "yes"}}));
 
-  std::string bad_op = text;
-  bad_op.replace(bad_op.find("NotIn"), 5, "Notin");
-  auto op = decodeResources(bad_op, "group.yaml");
-  ASSERT_FALSE(op.ok());
-  EXPECT_NE(op.error().message.find("group.yaml:12: spec.selector.matchExpressions[0].operator: unknown operator "
-                                    "\"Notin\""),
-            std::string::npos)
-      << op.error().message;
-
-  std::string no_values = text;
-  no_values.replace(no_values.find("      values: [us-east]\n"), 24, "");
-  auto values = decodeResources(no_values, "group.yaml");
-  ASSERT_FALSE(values.ok());
-  EXPECT_NE(values.error().message.find(
-                "group.yaml:11: spec.selector.matchExpressions[0]: operator NotIn needs at least one value"),
-            std::string::npos)
-      << values.error().message;
+  expectRejected(decodeResources(replacedOnce(text, "NotIn", "Notin"), "group.yaml"),
+                 {"group.yaml:12: spec.selector.matchExpressions[0].operator: unknown operator \"Notin\""});
+  expectRejected(decodeResources(replacedOnce(text, "      values: [us-east]\n", ""), "group.yaml"),
+                 {"group.yaml:11: spec.selector.matchExpressions[0]: operator NotIn needs at least one value"});
 }
 
 TEST(CodecTest, TypedDecoderRejectsAnotherKind) {
-  auto r = decodeBundle(
-      Json::obj(
-          {{"apiVersion", "flotilla.io/v1alpha1"}, {"kind", "Cluster"}, {"metadata", Json::obj({{"name", "c"}})}}),
-      "kv");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("expected kind Bundle, got Cluster"), std::string::npos);
+  expectRejected(decodeBundle(Json::obj({{"apiVersion", "flotilla.io/v1alpha1"},
+                                         {"kind", "Cluster"},
+                                         {"metadata", Json::obj({{"name", "c"}})}}),
+                              "kv"),
+                 {"expected kind Bundle, got Cluster"});
 }
 
 StateSummary sampleSummary() {
@@ -395,12 +370,8 @@ TEST(CodecTest, InsecureAllowHttpIsDecodedAndAMisspellingIsRejected) {
   auto again = decodeGitRepo(encode(repo), "kv");
   ASSERT_TRUE(again.ok()) << again.error().describe();
   EXPECT_TRUE(again->spec.insecure_allow_http);
-  std::string misspelt = text;
-  misspelt.replace(misspelt.find("insecureAllowHTTP"), 17, "insecureAllowHttp");
-  auto rejected = decodeResources(misspelt, "r.yaml");
-  ASSERT_FALSE(rejected.ok());
-  EXPECT_NE(rejected.error().message.find("r.yaml:7: spec.insecureAllowHttp: unknown field"), std::string::npos)
-      << rejected.error().message;
+  expectRejected(decodeResources(replacedOnce(text, "insecureAllowHTTP", "insecureAllowHttp"), "r.yaml"),
+                 {"r.yaml:7: spec.insecureAllowHttp: unknown field"});
 }
 
 TEST(CodecTest, EncodingForFleetUsesFleetApiVersion) {
@@ -533,12 +504,10 @@ TEST(CodecTest, InvalidValuesAreRejected) {
                                          {"pollingInterval", "10 minutes"},
                                          {"forceSyncGeneration", -1},
                                          {"paths", Json(Json::Array{Json("")})}})));
-  ASSERT_FALSE(r.ok());
-  const std::string& m = r.error().message;
-  expectMentionsAll(
-      m, {"metadata.namespace: invalid namespace \"Team\"", "spec.caBundle: expected base64-encoded PEM data",
-          "spec.pollingInterval: invalid duration \"10 minutes\"",
-          "spec.forceSyncGeneration: must be at least 0, got -1", "spec.paths[0]: must not be empty"});
+  expectRejected(r,
+                 {"metadata.namespace: invalid namespace \"Team\"", "spec.caBundle: expected base64-encoded PEM data",
+                  "spec.pollingInterval: invalid duration \"10 minutes\"",
+                  "spec.forceSyncGeneration: must be at least 0, got -1", "spec.paths[0]: must not be empty"});
 }
 
 TEST(CodecTest, TooManyProblemsAreCapped) {
@@ -546,12 +515,11 @@ TEST(CodecTest, TooManyProblemsAreCapped) {
   for (int i = 0; i < 15; ++i) {
     spec["unknown" + std::to_string(i)] = i;
   }
-  auto r = decodeGitRepo(Json::obj({{"apiVersion", "fleet.cattle.io/v1alpha1"},
-                                    {"kind", "GitRepo"},
-                                    {"metadata", Json::obj({{"name", "r"}})},
-                                    {"spec", spec}}));
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("; and 5 more"), std::string::npos) << r.error().message;
+  expectRejected(decodeGitRepo(Json::obj({{"apiVersion", "fleet.cattle.io/v1alpha1"},
+                                          {"kind", "GitRepo"},
+                                          {"metadata", Json::obj({{"name", "r"}})},
+                                          {"spec", spec}})),
+                 {"; and 5 more"});
 }
 
 }  // namespace

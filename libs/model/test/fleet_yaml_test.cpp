@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 
+#include "decode_expect.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/testing/expect.h"
 
 namespace flotilla::model {
 namespace {
 
-using testing::expectMentionsAll;
+using test::expectRejected;
+using test::expectRejectedWith;
+using test::replacedOnce;
 
 // Fleet's fleet.yaml reference (fleet-docs ref-fleet-yaml.md), every documented section.
 constexpr const char* kReference = R"(defaultNamespace: default
@@ -161,15 +163,12 @@ TEST(FleetYamlTest, ReferenceFileRoundTrips) {
 TEST(FleetYamlTest, DocsPartitionTypoIsCaughtWithItsLine) {
   // fleet-docs shows `clusterGroupSelector: {clusterSelector: {...}}` in a partition; clusterGroupSelector is a
   // plain label selector, so Fleet silently ignores the nested key and selects every group. We say so.
-  std::string text = kReference;
-  std::string from = "      clusterGroupSelector:\n        matchLabels:\n          env: prod\n";
-  std::string to =
-      "      clusterGroupSelector:\n        clusterSelector:\n          matchLabels:\n            env: prod\n";
-  text.replace(text.find(from), from.size(), to);
-  auto fy = decodeFleetYaml(text, "fleet.yaml");
-  ASSERT_FALSE(fy.ok());
-  EXPECT_EQ(fy.error().message,
-            "fleet.yaml:56: rolloutStrategy.partitions[0].clusterGroupSelector.clusterSelector: unknown field");
+  const std::string text = replacedOnce(
+      kReference, "      clusterGroupSelector:\n        matchLabels:\n          env: prod\n",
+      "      clusterGroupSelector:\n        clusterSelector:\n          matchLabels:\n            env: prod\n");
+  expectRejectedWith(
+      decodeFleetYaml(text, "fleet.yaml"),
+      "fleet.yaml:56: rolloutStrategy.partitions[0].clusterGroupSelector.clusterSelector: unknown field");
 }
 
 TEST(FleetYamlTest, HelmChartTypeErrorNamesFileLineAndPath) {
@@ -195,19 +194,15 @@ TEST(FleetYamlTest, TypoInTargetCustomizationIsReported) {
   helm:
     valuse: {replicas: 3}
 )";
-  auto fy = decodeFleetYaml(text, "fleet.yaml");
-  ASSERT_FALSE(fy.ok());
-  const std::string& m = fy.error().message;
-  expectMentionsAll(m, {"fleet.yaml:4: targetCustomizations[0].clusterSelector.matchLabel: unknown field (did you mean "
-                        "\"matchLabels\"?)",
-                        "fleet.yaml:6: targetCustomizations[0].helm.valuse: unknown field (did you mean \"values\"?)"});
+  expectRejected(decodeFleetYaml(text, "fleet.yaml"),
+                 {"fleet.yaml:4: targetCustomizations[0].clusterSelector.matchLabel: unknown field (did you mean "
+                  "\"matchLabels\"?)",
+                  "fleet.yaml:6: targetCustomizations[0].helm.valuse: unknown field (did you mean \"values\"?)"});
 }
 
 TEST(FleetYamlTest, BundleInternalFieldsAreNotAccepted) {
-  auto fy = decodeFleetYaml("resources:\n- name: x\n  content: y\nvaluesHash: abc\n", "fleet.yaml");
-  ASSERT_FALSE(fy.ok());
-  EXPECT_NE(fy.error().message.find("fleet.yaml:1: resources: unknown field"), std::string::npos);
-  EXPECT_NE(fy.error().message.find("fleet.yaml:4: valuesHash: unknown field"), std::string::npos);
+  expectRejected(decodeFleetYaml("resources:\n- name: x\n  content: y\nvaluesHash: abc\n", "fleet.yaml"),
+                 {"fleet.yaml:1: resources: unknown field", "fleet.yaml:4: valuesHash: unknown field"});
 }
 
 TEST(FleetYamlTest, EmptyFileIsAnEmptySpec) {
@@ -220,15 +215,13 @@ TEST(FleetYamlTest, EmptyFileIsAnEmptySpec) {
 }
 
 TEST(FleetYamlTest, MultipleDocumentsAndSyntaxErrorsAreRejected) {
-  auto multi = decodeFleetYaml("name: a\n---\nname: b\n", "fleet.yaml");
-  ASSERT_FALSE(multi.ok());
-  EXPECT_NE(multi.error().message.find("fleet.yaml:3: fleet.yaml must hold one YAML document"), std::string::npos);
+  expectRejected(decodeFleetYaml("name: a\n---\nname: b\n", "fleet.yaml"),
+                 {"fleet.yaml:3: fleet.yaml must hold one YAML document"});
   auto syntax = decodeFleetYaml("helm:\n  values: [oops\n", "fleet.yaml");
   ASSERT_FALSE(syntax.ok());
   EXPECT_NE(syntax.error().where.find("fleet.yaml:"), std::string::npos);
-  auto scalar = decodeFleetYaml("just a string\n", "fleet.yaml");
-  ASSERT_FALSE(scalar.ok());
-  EXPECT_EQ(scalar.error().message, "fleet.yaml:1: (document): expected a map, got a string");
+  expectRejectedWith(decodeFleetYaml("just a string\n", "fleet.yaml"),
+                     "fleet.yaml:1: (document): expected a map, got a string");
 }
 
 TEST(FleetYamlTest, SemanticChecks) {
@@ -246,17 +239,15 @@ rolloutStrategy:
 imageScans:
 - image: ghcr.io/x/web
 )";
-  auto fy = decodeFleetYaml(text, "fleet.yaml");
-  ASSERT_FALSE(fy.ok());
-  const std::string& m = fy.error().message;
-  expectMentionsAll(m, {"fleet.yaml:1: name: invalid bundle name \"Bad_Bundle\"",
-                        "fleet.yaml:3: helm.releaseName: invalid release name",
-                        "fleet.yaml:4: helm.timeoutSeconds: must be at least 0",
-                        "fleet.yaml:5: targetCustomizationMode: expected FirstMatch or AllMatches",
-                        "fleet.yaml:7: dependsOn[0].acceptedStates[1]: unknown bundle state \"Happy\"",
-                        "fleet.yaml:7: dependsOn[0]: a dependsOn entry needs a name or a selector",
-                        "fleet.yaml:9: rolloutStrategy.maxUnavailable: a percentage must be at most 100%",
-                        "fleet.yaml:10: rolloutStrategy.autoPartitionSize: expected a count (10) or a percentage"});
+  expectRejected(
+      decodeFleetYaml(text, "fleet.yaml"),
+      {"fleet.yaml:1: name: invalid bundle name \"Bad_Bundle\"", "fleet.yaml:3: helm.releaseName: invalid release name",
+       "fleet.yaml:4: helm.timeoutSeconds: must be at least 0",
+       "fleet.yaml:5: targetCustomizationMode: expected FirstMatch or AllMatches",
+       "fleet.yaml:7: dependsOn[0].acceptedStates[1]: unknown bundle state \"Happy\"",
+       "fleet.yaml:7: dependsOn[0]: a dependsOn entry needs a name or a selector",
+       "fleet.yaml:9: rolloutStrategy.maxUnavailable: a percentage must be at most 100%",
+       "fleet.yaml:10: rolloutStrategy.autoPartitionSize: expected a count (10) or a percentage"});
 }
 
 TEST(FleetYamlTest, ImageScansAndOverrideTargets) {
@@ -295,9 +286,8 @@ TEST(FleetYamlTest, NullValuesMeanAbsent) {
 }
 
 TEST(FleetYamlTest, LabelValuesMustBeStrings) {
-  auto fy = decodeFleetYaml("labels:\n  tier: 1\n  env: prod\n", "fleet.yaml");
-  ASSERT_FALSE(fy.ok());
-  EXPECT_EQ(fy.error().message, "fleet.yaml:2: labels.tier: expected a string, got a number (quote it: \"...\")");
+  expectRejectedWith(decodeFleetYaml("labels:\n  tier: 1\n  env: prod\n", "fleet.yaml"),
+                     "fleet.yaml:2: labels.tier: expected a string, got a number (quote it: \"...\")");
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "decode_expect.h"
 #include "flotilla/model/codec.h"
 
 namespace flotilla::model {
 namespace {
+
+using test::expectRejected;
 
 TEST(LabelsTest, SelectorMatchingFollowsKubernetes) {
   Labels labels{{"env", "prod"}, {"region", "eu"}};
@@ -126,9 +129,8 @@ TEST(LabelsTest, NameAndLabelSyntax) {
   EXPECT_TRUE(validateLabelValue("").ok());
   EXPECT_TRUE(validateLabelValue("v1.2_3-x").ok());
   EXPECT_FALSE(validateLabelValue("has space").ok());
-  auto labels = validateLabels({{"ok", "fine"}, {"k", "bad value"}}, "metadata.labels");
-  ASSERT_FALSE(labels.ok());
-  EXPECT_NE(labels.error().message.find("metadata.labels: invalid label value \"bad value\""), std::string::npos);
+  expectRejected(validateLabels({{"ok", "fine"}, {"k", "bad value"}}, "metadata.labels"),
+                 {"metadata.labels: invalid label value \"bad value\""});
 }
 
 }  // namespace

@@ -469,19 +469,8 @@ TEST(ChartSources, RenderBundleNotesTheChartVersionAndPassesApplyTimeOptions) {
                                      "\n  chart: demo\n  version: \">=1.0.0 <2.0.0\"\n  releaseName: web\n"
                                      "  takeOwnership: true\n  atomic: true\n  force: true\n  timeoutSeconds: 120\n"
                                      "  waitForJobs: true\n");  // maxHistory is refused by name (option_support.h)
-  events::CommitEvent commit;
-  commit.workspace = "fleet-default";
-  commit.gitrepo = "repo";
-  commit.commit = "1111111111111111111111111111111111111111";
-  model::GitRepo gitrepo;
-  gitrepo.metadata.name = "repo";
-  gitrepo.metadata.ns = "fleet-default";
-  RendererSet renderers;
-  renderers.setHelm(std::make_shared<HelmRenderer>(helm));
-  RenderLimits limits;
-  std::map<std::string, std::string> previous_ids;
-  RenderContext context{checkout.src(), commit, gitrepo, renderers, limits, previous_ids};
-  auto rendered = renderBundle(context, BundleDir{"app", "app/fleet.yaml"});
+  testing::BundleRenderInputs inputs("repo", helm);
+  auto rendered = inputs.renderIn(checkout.src(), BundleDir{"app", "app/fleet.yaml"});
   ASSERT_TRUE(rendered.ok()) << rendered.error().describe();
   ASSERT_FALSE(rendered->error) << rendered->error->message;
   EXPECT_EQ(rendered->renderer, "helm");

@@ -13,28 +13,14 @@ namespace {
 using testing::configMap;
 using testing::TempTree;
 
-class RenderBundleTest : public ::testing::Test {
+class RenderBundleTest : public ::testing::Test, protected testing::BundleRenderInputs {
  protected:
-  RenderBundleTest() {
-    commit.workspace = "fleet-default";
-    commit.gitrepo = "simple";
+  RenderBundleTest() : BundleRenderInputs("simple") {
     commit.repo = "https://example.com/repo";
-    commit.commit = "1111111111111111111111111111111111111111";
     commit.force_sync_generation = 3;
-    gitrepo.metadata.name = "simple";
-    gitrepo.metadata.ns = "fleet-default";
   }
 
-  Result<RenderedBundle> render(const TempTree& tree, const BundleDir& dir) {
-    RenderContext context{tree.root(), commit, gitrepo, renderers, limits, previous_ids};
-    return renderBundle(context, dir);
-  }
-
-  events::CommitEvent commit;
-  model::GitRepo gitrepo;
-  RendererSet renderers;
-  RenderLimits limits;
-  std::map<std::string, std::string> previous_ids;
+  Result<RenderedBundle> render(const TempTree& tree, const BundleDir& dir) { return renderIn(tree.root(), dir); }
 };
 
 TEST_F(RenderBundleTest, RawBundleWithFleetYaml) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -12,6 +14,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/render/external_renderers.h"
+#include "flotilla/render/render_bundle.h"
 
 namespace flotilla::render::testing {
 
@@ -65,6 +68,33 @@ inline model::FleetYaml fleetYaml(const std::string& text) {
   EXPECT_TRUE(decoded.ok()) << decoded.error().describe();
   return decoded.ok() ? *decoded : model::FleetYaml{};
 }
+
+//! What renderBundle reads besides the checkout: a commit of GitRepo `gitrepo_name` in fleet-default, the
+//! renderers (Helm when `helm` names its executable), limits and the previous manifest IDs.
+struct BundleRenderInputs {
+  explicit BundleRenderInputs(const std::string& gitrepo_name, const std::string& helm = "") {
+    if (!helm.empty()) {
+      renderers.setHelm(std::make_shared<HelmRenderer>(helm));
+    }
+    commit.workspace = "fleet-default";
+    commit.gitrepo = gitrepo_name;
+    commit.commit = std::string(40, '1');
+    gitrepo.metadata.name = gitrepo_name;
+    gitrepo.metadata.ns = "fleet-default";
+  }
+
+  //! renderBundle of `dir` in the checkout at `root`.
+  Result<RenderedBundle> renderIn(const std::string& root, const BundleDir& dir) {
+    RenderContext context{root, commit, gitrepo, renderers, limits, previous_ids};
+    return renderBundle(context, dir);
+  }
+
+  events::CommitEvent commit;
+  model::GitRepo gitrepo;
+  RendererSet renderers;
+  RenderLimits limits;
+  std::map<std::string, std::string> previous_ids;
+};
 
 //! A tool pinned by scripts/setup (.tools/bin/<name>), or "" when it has not been built.
 inline std::string pinnedTool(std::string_view name) {

@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bus_test_util.h"
 #include "flotilla/agent/agent.h"
 #include "flotilla/agent/health.h"
 #include "flotilla/core/log.h"
@@ -67,6 +68,17 @@ inline Json configMap(const std::string& name, const std::string& ns, std::map<s
   return o;
 }
 
+//! Deployment `name` with one nginx pod labelled app=web. It stays NotReady: no controller runs against the test
+//! API server.
+inline Json webDeployment(const std::string& name = "web") {
+  Json object = Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
+    "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
+      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})")
+                    .value();
+  object["metadata"]["name"] = Json(name);
+  return object;
+}
+
 inline Json namespaceObject(const std::string& name) {
   return Json::obj({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Json::obj({{"name", name}})}});
 }
@@ -84,6 +96,15 @@ inline Json crd(const std::string& group, const std::string& plural, const std::
                                         {"names", Json::obj({{"plural", plural}, {"kind", kind}})},
                                         {"versions", Json(Json::Array{std::move(version)})}})}});
 }
+
+//! What a DeployEvent says about its bundle besides the manifest and options.
+struct BundleFacts {
+  std::string gitrepo;
+  int64_t commit_sequence = 0;
+  events::StringMap labels;
+  Json depends_on = Json::array();
+  std::vector<std::string> retiring;  //!< DeployEvent::retiring: bundles being deleted
+};
 
 //! Reads StatusEvents (and counts heartbeats) of one cluster from FLOTILLA_STATUS.
 class StatusReader {
@@ -185,21 +206,15 @@ class StatusReader {
   std::set<std::string> heartbeat_subjects_;
 };
 
-class AgentTest : public ::testing::Test {
+//! BusTest's connection to the shared nats-server, plus this fixture's cluster, hub storage and manifest server.
+class AgentTest : public bus::testing::BusTest {
  protected:
-  void SetUp() override {
-    auto nats = harness::sharedNatsServer();
-    ASSERT_TRUE(nats.ok()) << nats.error().describe();
-    nats_ = *nats;
+  AgentTest() : BusTest("agent-test") {}
+
+  void setUpBus() override {
     auto clusters = harness::sharedKubeClusters(1);
     ASSERT_TRUE(clusters.ok()) << clusters.error().describe();
     cluster_ = (*clusters)[0];
-    auto conn = bus::Connection::connect({.servers = {nats_->url()}, .name = "agent-test"});
-    ASSERT_TRUE(conn.ok()) << conn.error().describe();
-    conn_ = *conn;
-    auto js = bus::JetStream::create(conn_);
-    ASSERT_TRUE(js.ok());
-    js_ = *js;
     auto topology = service::ensureTopology(*js_);
     ASSERT_TRUE(topology.ok()) << topology.error().describe();
     auto manifests = bus::ObjectStore::open(js_, service::kManifestsObjects, true);
@@ -234,6 +249,7 @@ class AgentTest : public ::testing::Test {
         std::fprintf(stderr, "%s\n", health.error().message.c_str());
       }
     }
+    BusTest::TearDown();
   }
 
   std::shared_ptr<kube::KubeClient> newKubeClient() {
@@ -255,7 +271,11 @@ class AgentTest : public ::testing::Test {
 
   //! Answers flotilla.register.<cluster> for this test's cluster (plays the scheduler).
   void startResponder(bool accept = true) {
-    auto sub = conn_->subscribe(registerSubject(), "", [this, accept](bus::Message message) {
+    startResponderAsking([accept] { return accept; });
+  }
+  //! startResponder that asks `accepts` at each registration (for a hub that refuses for a while).
+  void startResponderAsking(std::function<bool()> accepts) {
+    auto sub = conn_->subscribe(registerSubject(), "", [this, accepts = std::move(accepts)](bus::Message message) {
       auto request = events::parsePayload<events::RegisterRequest>(message.data());
       if (!request.ok() || request->cluster != cluster_name_) {
         return;
@@ -264,6 +284,7 @@ class AgentTest : public ::testing::Test {
         std::lock_guard lock(mutex_);
         requests_.push_back(*request);
       }
+      const bool accept = accepts();
       if (accept && create_durable_) {
         ensureAgentDurable();
       }
@@ -375,7 +396,7 @@ class AgentTest : public ::testing::Test {
   //! An apply (or delete) DeployEvent with the next generation of the bundle, not published; an apply's deployment
   //! record is written (the scheduler writes it right after publishing).
   events::DeployEvent makeEvent(const std::string& bundle, const std::string& manifest_id, const Json& options,
-                                bool remove = false) {
+                                bool remove = false, const BundleFacts& facts = {}) {
     events::DeployEvent event{.time = log::nowRfc3339(),
                               .cluster = cluster_name_,
                               .workspace = workspace_,
@@ -384,7 +405,12 @@ class AgentTest : public ::testing::Test {
                               .deployment_id = manifest_id.empty() ? "" : model::deploymentID(manifest_id, options),
                               .manifest_id = manifest_id,
                               .options = options,
-                              .generation = ++generations_[bundle]};
+                              .depends_on = facts.depends_on,
+                              .generation = ++generations_[bundle],
+                              .gitrepo = facts.gitrepo,
+                              .commit_sequence = facts.commit_sequence,
+                              .labels = facts.labels,
+                              .retiring = facts.retiring};
     event.id = events::deployMsgId(cluster_name_, bundle, remove ? "deleted" : event.deployment_id, event.generation);
     if (!remove && !manifest_id.empty()) {
       recordDeployment(event);
@@ -393,8 +419,8 @@ class AgentTest : public ::testing::Test {
   }
   //! Publishes an apply (or delete) DeployEvent; returns it.
   events::DeployEvent deploy(const std::string& bundle, const std::string& manifest_id, Json options,
-                             bool remove = false) {
-    auto event = makeEvent(bundle, manifest_id, options, remove);
+                             bool remove = false, const BundleFacts& facts = {}) {
+    auto event = makeEvent(bundle, manifest_id, options, remove, facts);
     publish(event);
     return event;
   }
@@ -512,10 +538,7 @@ class AgentTest : public ::testing::Test {
   }
 
   bool create_durable_ = true;  //!< the responder creates the agent's durable on an accepted registration
-  harness::NatsServer* nats_ = nullptr;
   harness::KubeCluster* cluster_ = nullptr;
-  std::shared_ptr<bus::Connection> conn_;
-  std::shared_ptr<bus::JetStream> js_;
   std::shared_ptr<bus::ObjectStore> manifests_;
   std::shared_ptr<bus::KeyValue> deployments_;
   Metrics hub_metrics_{"scheduler"};

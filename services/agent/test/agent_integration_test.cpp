@@ -379,11 +379,7 @@ TEST_F(AgentTest, ResyncReportsNotReadyToReady) {
   startRegisteredAgent();
   std::string ns = unique("rs");
   std::string bundle = unique("bundle");
-  Json deployment = Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
-    "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
-      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})")
-                        .value();
-  deploy(bundle, putManifest({deployment, configMap("cfg", "", {})}), Json::obj({{"defaultNamespace", ns}}));
+  deploy(bundle, putManifest({webDeployment(), configMap("cfg", "", {})}), Json::obj({{"defaultNamespace", ns}}));
   auto not_ready = status_.waitFor(bundle, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(not_ready);
   EXPECT_EQ(not_ready->state, "NotReady");
@@ -425,18 +421,8 @@ TEST_F(AgentTest, DependsOnWaitsForTheDependency) {
   std::string infra = unique("infra");
   std::string app = unique("app");
   Json options = Json::obj({{"defaultNamespace", ns}});
-  events::DeployEvent event{.cluster = cluster_name_,
-                            .workspace = workspace_,
-                            .bundle = app,
-                            .manifest_id = putManifest({configMap("app", "", {})}),
-                            .options = options,
-                            .depends_on = Json(Json::Array{Json::obj({{"name", infra}})}),
-                            .generation = ++generations_[app]};
-  event.deployment_id = model::deploymentID(event.manifest_id, options);
-  event.id = events::deployMsgId(cluster_name_, app, event.deployment_id, event.generation);
-  event.time = log::nowRfc3339();
-  recordDeployment(event);
-  publish(event);
+  auto event = deploy(app, putManifest({configMap("app", "", {})}), options, /*remove=*/false,
+                      {.depends_on = Json(Json::Array{Json::obj({{"name", infra}})})});
   auto waiting = status_.waitFor(app, [](const events::StatusEvent&) { return true; });
   ASSERT_TRUE(waiting);
   EXPECT_EQ(waiting->state, "WaitApplied");
@@ -698,7 +684,7 @@ TEST_F(AgentTest, BinaryServesReadyzAppliesAndExitsCleanly) {
   std::string log_file = *dir + "/agent.log";
   auto process = Process::start(
       {.argv = {FLOTILLA_AGENT_BINARY, "--cluster-name", cluster_name_, "--kubeconfig", cluster_->kubeconfigPath(),
-                "--labels", "env=cluster1", "--nats-url", nats_->url(), "--http-addr", "127.0.0.1:0", "--log-level",
+                "--labels", "env=cluster1", "--nats-url", server_->url(), "--http-addr", "127.0.0.1:0", "--log-level",
                 "info", "--agent-namespace", agent_namespace_, "--resync-interval", "1s"},
        .output_file = log_file});
   ASSERT_TRUE(process.ok()) << process.error().describe();

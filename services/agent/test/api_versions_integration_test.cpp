@@ -77,29 +77,7 @@ TEST_F(ApiVersionsAgentTest, CrdCreatedAndDeletedByAnyoneReRegisters) {
 // The hub refuses the re-registration for a while: counted as failed, retried with backoff until it is accepted.
 TEST_F(ApiVersionsAgentTest, RefusedReRegistrationIsRetried) {
   std::atomic<bool> refuse{false};
-  auto sub = conn_->subscribe(registerSubject(), "", [&](bus::Message message) {
-    auto request = events::parsePayload<events::RegisterRequest>(message.data());
-    if (!request.ok() || request->cluster != cluster_name_) {
-      return;
-    }
-    {
-      std::lock_guard lock(mutex_);
-      requests_.push_back(*request);
-    }
-    const bool accepted = !refuse.load();
-    if (accepted) {
-      ensureAgentDurable();
-    }
-    events::RegisterReply reply{.id = events::newEventId(),
-                                .time = log::nowRfc3339(),
-                                .accepted = accepted,
-                                .message = accepted ? "" : "not now",
-                                .cluster_id = request->cluster};
-    (void)conn_->publish(message.reply(), events::encode(reply).dump());
-  });
-  ASSERT_TRUE(sub.ok());
-  responder_ = std::move(sub).value();
-  ASSERT_TRUE(conn_->flush().ok());
+  ASSERT_NO_FATAL_FAILURE(startResponderAsking([&refuse] { return !refuse.load(); }));
   startAgent();
 
   refuse = true;

@@ -11,15 +11,6 @@
 
 namespace flotilla::agent::testing {
 
-//! What a DeployEvent says about its bundle besides the manifest.
-struct BundleFacts {
-  std::string gitrepo;
-  int64_t commit_sequence = 0;
-  events::StringMap labels;
-  Json depends_on = Json::array();
-  std::vector<std::string> retiring;  //!< DeployEvent::retiring: bundles being deleted
-};
-
 class HandoverFixture : public ConfigMapBundlesTest {
  protected:
   HandoverFixture() : ConfigMapBundlesTest("ho") {}
@@ -27,13 +18,7 @@ class HandoverFixture : public ConfigMapBundlesTest {
   //! The next DeployEvent of `bundle` with `objects`, not published.
   events::DeployEvent event(const std::string& bundle, const std::vector<Json>& objects, const BundleFacts& facts = {},
                             const Json& options = Json()) {
-    auto made = makeEvent(bundle, putManifest(objects), options.isNull() ? options_ : options);
-    made.gitrepo = facts.gitrepo;
-    made.commit_sequence = facts.commit_sequence;
-    made.labels = facts.labels;
-    made.depends_on = facts.depends_on;
-    made.retiring = facts.retiring;
-    return made;
+    return makeEvent(bundle, putManifest(objects), options.isNull() ? options_ : options, /*remove=*/false, facts);
   }
   events::DeployEvent send(const std::string& bundle, const std::vector<Json>& objects, const BundleFacts& facts = {},
                            const Json& options = Json()) {

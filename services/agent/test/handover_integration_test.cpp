@@ -360,11 +360,7 @@ TEST_F(HandoverTest, DependsOnSelectorMetUnmetAndNoMatch) {
   EXPECT_EQ(no_match->reason, "DependenciesNotReady");
   EXPECT_NE(no_match->message.find("no bundle matches selector tier=nothing"), std::string::npos) << no_match->message;
 
-  Json web = Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
-    "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
-      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})")
-                 .value();
-  send(db, {web}, {.labels = {{"tier", "db"}}});
+  send(db, {webDeployment()}, {.labels = {{"tier", "db"}}});
   ASSERT_TRUE(status_.waitForState(db, "NotReady"));
   send(app3, {cm("app3")}, {.depends_on = selectorOn("tier", "db")});
   auto unmet = next(app3);

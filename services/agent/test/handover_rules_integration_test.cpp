@@ -9,16 +9,6 @@ using namespace flotilla::agent::testing;  // NOLINT(google-build-using-namespac
 
 using HandoverRulesTest = HandoverFixture;
 
-//! A Deployment that stays NotReady (no controller runs against the test API server).
-Json deploymentObject(const std::string& name) {
-  Json object = Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
-    "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
-      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})")
-                    .value();
-  object["metadata"]["name"] = Json(name);
-  return object;
-}
-
 Json dependsOnName(const std::string& name, const std::vector<std::string>& accepted = {}) {
   Json entry = Json::obj({{"name", name}});
   for (const auto& state : accepted) {
@@ -83,7 +73,7 @@ TEST_F(HandoverRulesTest, DependsOnAcceptedStates) {
   std::string lenient = unique("lenient");
   std::string strict = unique("strict");
   std::string by_label = unique("bylabel");
-  send(db, {deploymentObject("web")}, {.labels = {{"tier", "db"}}});
+  send(db, {webDeployment()}, {.labels = {{"tier", "db"}}});
   ASSERT_TRUE(status_.waitForState(db, "NotReady"));
 
   send(lenient, {cm("lenient")}, {.depends_on = dependsOnName(db, {"NotReady", "Ready"})});

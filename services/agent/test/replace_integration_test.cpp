@@ -12,11 +12,8 @@ using namespace flotilla::agent::testing;  // NOLINT(google-build-using-namespac
 using ReplaceTest = HandoverFixture;
 
 //! Deployment `web` whose selector (and pod labels) carry `release`, as a Helm chart's do.
-Json webDeployment(const std::string& release) {
-  Json object = Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
-    "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
-      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})")
-                    .value();
+Json releaseDeployment(const std::string& release) {
+  Json object = webDeployment();
   object["spec"]["selector"]["matchLabels"]["release"] = Json(release);
   object["spec"]["template"]["metadata"]["labels"]["release"] = Json(release);
   return object;
@@ -29,12 +26,12 @@ constexpr std::string_view kNote = "was deleted and re-created (new UID) because
 TEST_F(ReplaceTest, ImmutableSelectorChangeReplacesTheObject) {
   startRegisteredAgent();
   std::string bundle = unique("web");
-  send(bundle, {webDeployment("one")});
+  send(bundle, {releaseDeployment("one")});
   ASSERT_TRUE(status_.waitForState(bundle, "NotReady"));
   std::string before = uidOf("apps/v1", "Deployment", ns_, "web");
   ASSERT_FALSE(before.empty());
 
-  send(bundle, {webDeployment("two"), cm("extra")});
+  send(bundle, {releaseDeployment("two"), cm("extra")});
   auto replaced = next(bundle);
   ASSERT_TRUE(replaced);
   EXPECT_NE(replaced->state, "ErrApplied") << replaced->message;
@@ -49,7 +46,7 @@ TEST_F(ReplaceTest, ImmutableSelectorChangeReplacesTheObject) {
   EXPECT_TRUE(exists("v1", "ConfigMap", ns_, "extra"));
   EXPECT_EQ(metric("objects_replaced_total"), 1);
 
-  send(bundle, {webDeployment("two"), cm("extra", "changed")});
+  send(bundle, {releaseDeployment("two"), cm("extra", "changed")});
   auto in_place = next(bundle);
   ASSERT_TRUE(in_place);
   EXPECT_EQ(in_place->message.find(kNote), std::string::npos) << in_place->message;
@@ -64,11 +61,11 @@ TEST_F(ReplaceTest, HandoverWithAnImmutableChangeReplacesAndIsNeverStuck) {
   startRegisteredAgent();
   std::string a = unique("a");
   std::string b = unique("b");
-  send(a, {webDeployment(a)}, {.gitrepo = "repo", .commit_sequence = 1});
+  send(a, {releaseDeployment(a)}, {.gitrepo = "repo", .commit_sequence = 1});
   ASSERT_TRUE(status_.waitForState(a, "NotReady"));
   std::string before = uidOf("apps/v1", "Deployment", ns_, "web");
 
-  send(b, {webDeployment(b)}, {.gitrepo = "repo", .commit_sequence = 2});
+  send(b, {releaseDeployment(b)}, {.gitrepo = "repo", .commit_sequence = 2});
   auto first = next(b);
   ASSERT_TRUE(first);
   EXPECT_NE(first->state, "ErrApplied") << first->message;

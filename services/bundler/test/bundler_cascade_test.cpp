@@ -89,8 +89,7 @@ TEST_F(BundlerCascadeTest, DeletedGitRepoDeletesEveryBundle) {
 // One commit that changes, adds and removes bundles: every live bundle's event comes before any deletion, and every
 // event carries the commit's FLOTILLA_COMMITS sequence (so does the record).
 TEST_F(BundlerCascadeTest, LiveBundlesComeBeforeDeletionsAndCarryTheCommitSequence) {
-  auto first = renderFirstCommit();
-  ASSERT_EQ(first.size(), 3u);
+  ASSERT_EQ(renderFirstCommit().size(), 3u);
   auto files = threeBundles();
   files.erase("apps/db/db.json");
   files.erase("apps/api/fleet.yaml");
@@ -197,8 +196,7 @@ TEST_F(BundlerCascadeTest, ANameReleasedByACascadeIsRenderedAndStaleClaimsAreDro
 // deletions; the restarted bundler redoes the commit: JetStream drops the live events published again (same
 // Msg-Ids), and the deletion follows.
 TEST_F(BundlerCascadeTest, KilledBetweenLiveBundlesAndDeletionsConvergesOnRestart) {
-  auto first = renderFirstCommit();
-  ASSERT_EQ(first.size(), 3u);
+  ASSERT_EQ(renderFirstCommit().size(), 3u);
   bundler_->stop();
   bundler_.reset();
   auto log_dir = makeTempDir("bundler-fault");

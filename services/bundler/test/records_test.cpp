@@ -3,35 +3,25 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/core/util.h"
+#include "sample_events.h"
 
 namespace flotilla::bundler {
 namespace {
 
-events::BundleEvent sampleEvent() {
-  events::BundleEvent event;
-  event.workspace = "fleet-default";
-  event.gitrepo = "simple";
-  event.bundle = "simple-app";
-  event.path = "app";
-  event.commit = "0123456789abcdef0123456789abcdef01234567";
-  event.manifest_id = std::string(64, 'a');
-  event.options = Json::obj({{"defaultNamespace", "web"}});
-  event.targets = Json::parse(R"([{"clusterGroup":"default","name":"default"}])").value();
-  event.labels = {{"fleet.cattle.io/repo-name", "simple"}};
-  return event;
-}
+using events::test::sampleBundleEvent;
 
 TEST(BundleRecord, RoundTrip) {
-  BundleRecord record;
-  record.workspace = "fleet-default";
-  record.gitrepo = "simple";
-  record.bundle = "simple-app";
-  record.path = "app";
-  record.commit = "c2";
-  record.commit_sequence = 42;
-  record.last_good = sampleEvent();
-  stampEvent(*record.last_good);
-  record.error = events::RenderError{"app/x.yaml", 3, "app/x.yaml:3: bad"};
+  // The bundle's last good render, and a later commit of it that failed to render.
+  events::BundleEvent good = sampleBundleEvent();
+  stampEvent(good);
+  BundleRecord record{.workspace = good.workspace,
+                      .gitrepo = good.gitrepo,
+                      .bundle = good.bundle,
+                      .path = good.path,
+                      .commit = "c2",
+                      .commit_sequence = 42,
+                      .last_good = good,
+                      .error = events::RenderError{"app/x.yaml", 3, "app/x.yaml:3: bad"}};
   auto json = encode(record);
   EXPECT_EQ(json.getString("manifestID"), std::string(64, 'a'));
   auto decoded = decodeBundleRecord(json);
@@ -69,7 +59,7 @@ TEST(Keys, RenderStatusKeyEscapesNames) {
 }
 
 TEST(MsgId, StateAndDigest) {
-  auto event = sampleEvent();
+  auto event = sampleBundleEvent();
   const std::string id = bundleMsgId(event);
   EXPECT_TRUE(startsWith(
       id, "bundle/fleet-default/simple-app/0123456789abcdef0123456789abcdef01234567/" + std::string(64, 'a') + "/"));
@@ -80,11 +70,11 @@ TEST(MsgId, StateAndDigest) {
   event.force_sync_generation = 2;
   EXPECT_NE(bundleMsgId(event), id);
 
-  auto failed = sampleEvent();
+  auto failed = sampleBundleEvent();
   failed.manifest_id.clear();
   failed.error = events::RenderError{"x", 1, "x:1: bad"};
   EXPECT_EQ(eventState(failed), "error");
-  auto deleted = sampleEvent();
+  auto deleted = sampleBundleEvent();
   deleted.manifest_id.clear();
   deleted.deleted = true;
   EXPECT_EQ(eventState(deleted), "deleted");
@@ -92,8 +82,8 @@ TEST(MsgId, StateAndDigest) {
 }
 
 TEST(StampEvent, TheIdIsTheMsgId) {
-  auto a = sampleEvent();
-  auto b = sampleEvent();
+  auto a = sampleBundleEvent();
+  auto b = sampleBundleEvent();
   stampEvent(a);
   stampEvent(b);
   EXPECT_EQ(a.id, b.id);
@@ -101,9 +91,9 @@ TEST(StampEvent, TheIdIsTheMsgId) {
   EXPECT_FALSE(a.time.empty());
 }
 
-//! A per-cluster render of sampleEvent's bundle from `variants_object`.
+//! A per-cluster render of sampleBundleEvent's bundle from `variants_object`.
 events::BundleEvent perClusterEvent(const std::string& variants_object) {
-  events::BundleEvent event = sampleEvent();
+  events::BundleEvent event = sampleBundleEvent();
   event.variants_object = variants_object;
   event.commit_sequence = 7;
   return event;

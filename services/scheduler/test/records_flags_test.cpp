@@ -4,6 +4,7 @@
 #include "flotilla/scheduler/flags.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
+#include "sample_events.h"
 
 namespace flotilla::scheduler {
 namespace {
@@ -17,17 +18,10 @@ TEST(PlacementTest, DeployMsgId) {
 
 // The scheduler's view of the bundler's BundleRecord: lastGood gives the targeting, error the render error.
 TEST(RecordsTest, BundleFromRecord) {
-  events::BundleEvent event;
-  event.id = "e";
-  event.time = "2026-12-02T10:00:00.000Z";
-  event.workspace = "fleet-default";
-  event.gitrepo = "repo";
-  event.bundle = "repo-app";
-  event.commit = "abc";
-  event.manifest_id = std::string(64, 'a');
+  const events::BundleEvent event = events::test::sampleBundleEvent();
   events::BundleRecord record{.workspace = "fleet-default",
-                              .gitrepo = "repo",
-                              .bundle = "repo-app",
+                              .gitrepo = "simple",
+                              .bundle = "simple-app",
                               .commit = "def",
                               .last_good = event,
                               .error = events::RenderError{.file = "fleet.yaml", .line = 4, .message = "bad"}};
@@ -42,7 +36,7 @@ TEST(RecordsTest, BundleFromRecord) {
   auto never_good = bundleFromRecord(record);
   ASSERT_TRUE(never_good.ok());
   EXPECT_FALSE(never_good->targeting.has_value());
-  EXPECT_EQ(never_good->bundle, "repo-app");
+  EXPECT_EQ(never_good->bundle, "simple-app");
 
   // A render error keeps the previous targeting.
   auto first = bundleFromEvent(event, nullptr).value();
