@@ -275,10 +275,8 @@ class ReadyCounter {
 struct Bench {
   std::unique_ptr<harness::NatsServer> nats;
   std::unique_ptr<harness::KubeCluster> kube;
-  std::shared_ptr<bus::Connection> conn;
-  std::shared_ptr<bus::JetStream> js;
-  std::shared_ptr<bus::ObjectStore> manifests;
-  std::shared_ptr<bus::KeyValue> deployments;
+  //! The hub's streams and stores, provisioned as the hub services provision them.
+  service::Hub hub;
   Metrics hub_metrics{"scheduler"};
   //! The hub's side of manifest delivery: the agent asks it for each manifest of the deployments recorded here.
   std::unique_ptr<scheduler::ManifestServer> manifest_server;
@@ -301,36 +299,26 @@ Status startServers(Bench& bench) {
   auto kube = harness::KubeCluster::start(harness::KubeClusterOptions{.name = "bench"});
   FLOTILLA_TRY(kube);
   bench.kube = std::move(kube).value();
-  auto conn = bus::Connection::connect({.servers = {bench.nats->url()}, .name = "bench-agent"});
-  FLOTILLA_TRY(conn);
-  bench.conn = *conn;
-  auto js = bus::JetStream::create(bench.conn);
-  FLOTILLA_TRY(js);
-  bench.js = *js;
-  FLOTILLA_TRY(service::ensureTopology(*bench.js));
-  auto manifests = bus::ObjectStore::open(bench.js, service::kManifestsObjects, true);
-  FLOTILLA_TRY(manifests);
-  bench.manifests = *manifests;
-  auto deployments = bus::KeyValue::ensure(bench.js, {.bucket = service::kDeploymentsBucket});
-  FLOTILLA_TRY(deployments);
-  bench.deployments = *deployments;
-  auto reports = bus::KeyValue::ensure(bench.js, {.bucket = service::kStatusBucket});
-  FLOTILLA_TRY(reports);
-  bench.manifest_server = std::make_unique<scheduler::ManifestServer>(bench.conn, bench.deployments, *reports,
-                                                                      bench.manifests, bench.hub_metrics);
+  auto hub = service::connectHub({.servers = {bench.nats->url()}, .name = "bench-agent"},
+                                 service::HubAccess::kProvision, nullptr, seconds(10));
+  FLOTILLA_TRY(hub);
+  bench.hub = std::move(hub).value();
+  bench.manifest_server = std::make_unique<scheduler::ManifestServer>(
+      bench.hub.connection, bench.hub.deployments, bench.hub.status, bench.hub.manifests, bench.hub_metrics);
   FLOTILLA_TRY(bench.manifest_server->start());
   // The scheduler's side of registration: the cluster's deploy durable, and accept the cluster under its own name
   // (on flotilla.register.<cluster>, where agents register since the cluster comes from their credentials).
-  FLOTILLA_TRY(bench.js->ensureConsumer(service::kDeployStream, service::agentDeployConsumer(kCluster)));
-  auto sub = bench.conn->subscribe(std::string(events::kRegisterSubject) + ".>", "", [&bench](bus::Message message) {
-    events::RegisterReply reply{
-        .id = events::newEventId(), .time = log::nowRfc3339(), .accepted = true, .cluster_id = kCluster};
-    (void)bench.conn->publish(message.reply(), events::encode(reply).dump());
-  });
+  FLOTILLA_TRY(bench.hub.js->ensureConsumer(service::kDeployStream, service::agentDeployConsumer(kCluster)));
+  auto sub =
+      bench.hub.connection->subscribe(std::string(events::kRegisterSubject) + ".>", "", [&bench](bus::Message message) {
+        events::RegisterReply reply{
+            .id = events::newEventId(), .time = log::nowRfc3339(), .accepted = true, .cluster_id = kCluster};
+        (void)bench.hub.connection->publish(message.reply(), events::encode(reply).dump());
+      });
   FLOTILLA_TRY(sub);
   bench.responder = std::move(sub).value();
-  FLOTILLA_TRY(bench.ready.open(*bench.conn));
-  return bench.conn->flush();
+  FLOTILLA_TRY(bench.ready.open(*bench.hub.connection));
+  return bench.hub.connection->flush();
 }
 
 Status startAgent(Bench& bench) {
@@ -356,7 +344,7 @@ Status startAgent(Bench& bench) {
   bench.agent = std::move(agent).value();
   // Bound once its durable exists (created after the registration).
   auto deadline = Clock::now() + seconds(60);
-  while (!bench.js->consumerInfo(service::kDeployStream, std::string("agent-") + kCluster).ok()) {
+  while (!bench.hub.js->consumerInfo(service::kDeployStream, std::string("agent-") + kCluster).ok()) {
     if (Clock::now() > deadline || !bench.agent.running()) {
       return fail(ErrorKind::kTransient,
                   "the agent did not bind its consumer:\n" + readFile(bench.dir + "/agent.log").valueOr(""));
@@ -379,7 +367,7 @@ Result<double> deployRound(Bench& bench, const std::string& prefix, int count, i
     }
     const std::string data = array.dump();
     const std::string manifest_id = model::manifestID(data);
-    auto stored = bench.manifests->put(events::manifestObjectName(manifest_id), data);
+    auto stored = bench.hub.manifests->put(events::manifestObjectName(manifest_id), data);
     FLOTILLA_TRY(stored);
     events::DeployEvent event{.time = log::nowRfc3339(),
                               .cluster = kCluster,
@@ -397,15 +385,15 @@ Result<double> deployRound(Bench& bench, const std::string& prefix, int count, i
                                     .deployment_id = event.deployment_id,
                                     .manifest_id = manifest_id,
                                     .generation = event.generation};
-    FLOTILLA_TRY(
-        bench.deployments->put(events::deploymentKey(kCluster, event.workspace, name), events::encode(record).dump()));
+    FLOTILLA_TRY(bench.hub.deployments->put(events::deploymentKey(kCluster, event.workspace, name),
+                                            events::encode(record).dump()));
     expected[name] = event.deployment_id;
     deploys.push_back(std::move(event));
   }
   bench.ready.expect(expected);
   auto start = Clock::now();
   for (const auto& event : deploys) {
-    FLOTILLA_TRY(bench.js->publish(events::deploySubject(kCluster), events::encode(event).dump(), event.id));
+    FLOTILLA_TRY(bench.hub.js->publish(events::deploySubject(kCluster), events::encode(event).dump(), event.id));
   }
   if (!bench.ready.waitAll(seconds(600))) {
     return fail(ErrorKind::kTransient, "only " + std::to_string(bench.ready.ready()) + " of " + std::to_string(count) +

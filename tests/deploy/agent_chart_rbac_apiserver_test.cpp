@@ -6,8 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "deploy_util.h"
-#include "flotilla/harness/kube_cluster.h"
+#include "apiserver_suite.h"
 
 namespace flotilla::deploy_test {
 namespace {
@@ -18,17 +17,12 @@ constexpr const char* kNamespace = "flotilla-system";
 constexpr const char* kRelease = "rbacdefault";
 constexpr const char* kAgent = "system:serviceaccount:flotilla-system:rbacdefault-flotilla-agent";
 
-class AgentChartRbacOnApiserver : public ::testing::Test {
+class AgentChartRbacOnApiserver : public ApiserverSuite {
  protected:
   static void SetUpTestSuite() {
-    auto clusters = harness::sharedKubeClusters(1);
-    ASSERT_TRUE(clusters.ok()) << clusters.error().describe();
-    cluster_ = clusters->front();
-    kubectl_ = toolPath("kubectl");
-    ASSERT_FALSE(kubectl_.empty()) << "kubectl missing: run scripts/setup --no-run";
+    ASSERT_NO_FATAL_FAILURE(ApiserverSuite::SetUpTestSuite());
     for (const std::string ns : {kNamespace, "apps"}) {
-      auto created = admin({"create", "namespace", ns});
-      ASSERT_TRUE(created.exit_code == 0 || created.err.find("AlreadyExists") != std::string::npos) << created.err;
+      ASSERT_NO_FATAL_FAILURE(createNamespace(ns));
     }
     ASSERT_NO_FATAL_FAILURE(applyAgentRbac());
     auto token = admin({"-n", kNamespace, "create", "token", std::string(kRelease) + "-flotilla-agent"});
@@ -43,9 +37,9 @@ class AgentChartRbacOnApiserver : public ::testing::Test {
     }
   }
 
+  //! kubectl as the cluster admin (the suite's kubectl), as opposed to asAgent.
   static CommandResult admin(std::vector<std::string> args, const std::string& input = {}) {
-    args.insert(args.begin(), {kubectl_, "--kubeconfig", cluster_->kubeconfigPath()});
-    return run(args, input);
+    return kubectl(std::move(args), input);
   }
 
   //! kubectl as the agent's ServiceAccount itself (its token, no client certificate).
@@ -91,8 +85,6 @@ class AgentChartRbacOnApiserver : public ::testing::Test {
     ASSERT_TRUE(deployer.exit_code == 0 || deployer.err.find("AlreadyExists") != std::string::npos) << deployer.err;
   }
 
-  static inline harness::KubeCluster* cluster_ = nullptr;
-  static inline std::string kubectl_;
   static inline std::string agent_token_;
   static inline std::string rendered_rbac_;
 };

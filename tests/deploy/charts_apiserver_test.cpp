@@ -5,28 +5,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "deploy_util.h"
-#include "flotilla/harness/kube_cluster.h"
+#include "apiserver_suite.h"
 
 namespace flotilla::deploy_test {
 namespace {
 
-class ChartsOnApiserver : public ::testing::Test {
+class ChartsOnApiserver : public ApiserverSuite {
  protected:
   static void SetUpTestSuite() {
-    auto clusters = harness::sharedKubeClusters(1);
-    ASSERT_TRUE(clusters.ok()) << clusters.error().describe();
-    cluster_ = clusters->front();
-    kubectl_ = toolPath("kubectl");
-    ASSERT_FALSE(kubectl_.empty()) << "kubectl missing: run scripts/setup --no-run";
+    ASSERT_NO_FATAL_FAILURE(ApiserverSuite::SetUpTestSuite());
     // Namespaced objects can only be dry-run into a namespace that exists.
-    auto created = kubectl({"create", "namespace", "flotilla-system"});
-    ASSERT_TRUE(created.exit_code == 0 || created.err.find("AlreadyExists") != std::string::npos) << created.err;
-  }
-
-  static CommandResult kubectl(std::vector<std::string> args, const std::string& input = {}) {
-    args.insert(args.begin(), {kubectl_, "--kubeconfig", cluster_->kubeconfigPath()});
-    return run(args, input);
+    createNamespace("flotilla-system");
   }
 
   // Renders the chart and sends it with `kubectl apply --dry-run=server`; every object must be accepted.
@@ -52,9 +41,6 @@ class ChartsOnApiserver : public ::testing::Test {
     auto result = kubectl(what);
     return result.out.substr(0, result.out.find('\n'));
   }
-
-  static inline harness::KubeCluster* cluster_ = nullptr;
-  static inline std::string kubectl_;
 };
 
 TEST_F(ChartsOnApiserver, HubDefaultsPassServerDryRun) {

@@ -9,10 +9,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "deploy_util.h"
+#include "apiserver_suite.h"
 #include "flotilla/bus/connection.h"
 #include "flotilla/core/util.h"
-#include "flotilla/harness/kube_cluster.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/testing/temp_dir.h"
 
@@ -37,20 +36,12 @@ std::string replaceAll(std::string text, const std::string& from, const std::str
   return text;
 }
 
-class ChartsAuthOnApiserver : public ::testing::Test {
+class ChartsAuthOnApiserver : public ApiserverSuite {
  protected:
   static void SetUpTestSuite() {
-    auto clusters = harness::sharedKubeClusters(1);
-    ASSERT_TRUE(clusters.ok()) << clusters.error().describe();
-    cluster_ = clusters->front();
-    kubectl_ = toolPath("kubectl");
+    ASSERT_NO_FATAL_FAILURE(ApiserverSuite::SetUpTestSuite());
     helm_ = toolPath("helm");
-    ASSERT_FALSE(kubectl_.empty() || helm_.empty()) << "kubectl or helm missing: run scripts/setup --no-run";
-  }
-
-  static CommandResult kubectl(std::vector<std::string> args, const std::string& input = {}) {
-    args.insert(args.begin(), {kubectl_, "--kubeconfig", cluster_->kubeconfigPath()});
-    return run(args, input);
+    ASSERT_FALSE(helm_.empty()) << "helm missing: run scripts/setup --no-run";
   }
 
   static CommandResult helm(std::vector<std::string> args) {
@@ -62,11 +53,6 @@ class ChartsAuthOnApiserver : public ::testing::Test {
   static CommandResult flotilla(std::vector<std::string> args) {
     args.insert(args.begin(), FLOTILLA_CLI_BINARY);
     return run(args);
-  }
-
-  static void createNamespace(const std::string& ns) {
-    auto created = kubectl({"create", "namespace", ns});
-    ASSERT_TRUE(created.exit_code == 0 || created.err.find("AlreadyExists") != std::string::npos) << created.err;
   }
 
   // The Secret's data as the apiserver returns it, decoded, written as files into `dir` (a pod's mount).
@@ -98,8 +84,6 @@ class ChartsAuthOnApiserver : public ::testing::Test {
   // nats-server; the poller's identity (as its Deployment mounts it) connects, no creds / no client cert do not.
   static void installAndServe(const std::string& ns, bool mutual);
 
-  static inline harness::KubeCluster* cluster_ = nullptr;
-  static inline std::string kubectl_;
   static inline std::string helm_;
 };
 

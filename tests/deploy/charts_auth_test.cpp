@@ -69,7 +69,7 @@ TEST(HubChartAuth, DefaultRefusesWithoutTheAuthSecretsNamingThemAndTheCommand) {
 TEST(HubChartAuth, EachServiceMountsItsOwnIdentityAndTheServerRunsOperatorModeWithTls) {
   auto objects = renderChart("flotilla-hub", kOffline);
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  for (const std::string component : {"poller", "bundler", "scheduler"}) {
+  for (const std::string& component : kHubServices) {
     const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-hub-" + component);
     ASSERT_NE(deployment, nullptr) << component;
     const auto args = stringList(firstContainer(*deployment)->find("args"));
@@ -95,12 +95,7 @@ TEST(HubChartAuth, EachServiceMountsItsOwnIdentityAndTheServerRunsOperatorModeWi
 TEST(HubChartAuth, MutualTlsGivesEachServiceItsClientCertificateAndTheServerVerifies) {
   auto objects = renderChart("flotilla-hub", with(kOffline, {"--set", "nats.auth.mutualTls=true"}));
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  for (const std::string component : {"poller", "bundler", "scheduler"}) {
-    const auto args =
-        stringList(firstContainer(*findObject(*objects, "Deployment", "t-flotilla-hub-" + component))->find("args"));
-    EXPECT_THAT(args, Contains("--nats-cert=/etc/flotilla/nats/tls.crt")) << component;
-    EXPECT_THAT(args, Contains("--nats-key=/etc/flotilla/nats/tls.key")) << component;
-  }
+  expectHubServiceArgs(*objects, {"--nats-cert=/etc/flotilla/nats/tls.crt", "--nats-key=/etc/flotilla/nats/tls.key"});
   const Json* config = findObject(*objects, "ConfigMap", "t-flotilla-hub-nats-config");
   ASSERT_NE(config, nullptr);
   EXPECT_THAT(config->at({"data", "nats-server.conf"})->asString(), HasSubstr("verify: true"));
@@ -124,9 +119,7 @@ TEST(HubChartAuth, SecretNamesAreValuesAndExternalNatsKeepsTheSharedCredentials)
                                                             "nats.url=tls://nats.example:4222", "--set",
                                                             "nats.credentials.secretName=hub-nats"}));
   ASSERT_TRUE(shared.ok()) << shared.error().describe();
-  const auto args =
-      stringList(firstContainer(*findObject(*shared, "Deployment", "t-flotilla-hub-bundler"))->find("args"));
-  EXPECT_THAT(args, Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));
+  EXPECT_THAT(hubServiceArgs(*shared, "bundler"), Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));
   EXPECT_EQ(secretVolumes(*findObject(*shared, "Deployment", "t-flotilla-hub-bundler")),
             std::vector<std::string>{"hub-nats"});
 }
@@ -153,8 +146,7 @@ TEST(HubChartAuth, InsecureIsExplicitAndPlain) {
   auto objects = renderChart("flotilla-hub", {"--set", "nats.auth.enabled=false"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(findObject(*objects, "ConfigMap", "t-flotilla-hub-nats-config"), nullptr);
-  const auto args =
-      stringList(firstContainer(*findObject(*objects, "Deployment", "t-flotilla-hub-poller"))->find("args"));
+  const auto args = hubServiceArgs(*objects, "poller");
   EXPECT_THAT(args, Contains("--nats-url=nats://t-flotilla-hub-nats.flotilla-system.svc:4222"));
   for (const auto& arg : args) {
     EXPECT_THAT(arg, Not(HasSubstr("--nats-creds")));
@@ -217,11 +209,9 @@ TEST(AgentChartAuth, OneSecretCarriesCredsCaAndClientCertificate) {
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
   ASSERT_NE(deployment, nullptr);
-  const auto args = stringList(firstContainer(*deployment)->find("args"));
-  EXPECT_THAT(args, Contains("--nats-creds=/etc/flotilla/nats-credentials/nats.creds"));
-  EXPECT_THAT(args, Contains("--nats-ca=/etc/flotilla/nats-tls/ca.crt"));
-  EXPECT_THAT(args, Contains("--nats-cert=/etc/flotilla/nats-tls/tls.crt"));
-  EXPECT_THAT(args, Contains("--nats-key=/etc/flotilla/nats-tls/tls.key"));
+  expectArgs(containerArgs(*deployment),
+             {"--nats-creds=/etc/flotilla/nats-credentials/nats.creds", "--nats-ca=/etc/flotilla/nats-tls/ca.crt",
+              "--nats-cert=/etc/flotilla/nats-tls/tls.crt", "--nats-key=/etc/flotilla/nats-tls/tls.key"});
   EXPECT_EQ(secretVolumes(*deployment), (std::vector<std::string>{"flotilla-agent-nats", "flotilla-agent-nats"}));
 }
 

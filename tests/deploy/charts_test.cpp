@@ -89,7 +89,7 @@ TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
                                                               {"Service", 5},
                                                               {"ServiceAccount", 1},
                                                               {"StatefulSet", 1}}));
-  for (const std::string component : {"poller", "bundler", "scheduler"}) {
+  for (const std::string& component : kHubServices) {
     const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-hub-" + component);
     ASSERT_NE(deployment, nullptr) << component;
     expectHardenedWorkload(*deployment);
@@ -128,7 +128,7 @@ TEST(HubChart, NetworkPoliciesByDefault) {
   EXPECT_EQ(stringAt(nats_rules[1].find("from")->asArray()[0],
                      {"namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"}),
             "monitoring");
-  for (const std::string component : {"poller", "bundler", "scheduler"}) {
+  for (const std::string& component : kHubServices) {
     const Json* policy = findObject(*objects, "NetworkPolicy", "t-flotilla-hub-" + component);
     ASSERT_NE(policy, nullptr) << component;
     const auto& rules = policy->at({"spec", "ingress"})->asArray();
@@ -165,16 +165,8 @@ TEST(HubChart, StoreCapsAndGarbageCollectionReachTheServices) {
   auto objects =
       renderHub({"--set", "store.maxBytes=4GiB", "--set", "store.limits.sources=1GiB", "--set", "gc.grace=2h"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  for (const std::string component : {"poller", "bundler", "scheduler"}) {
-    const auto args =
-        stringList(firstContainer(*findObject(*objects, "Deployment", "t-flotilla-hub-" + component))->find("args"));
-    EXPECT_THAT(args, Contains("--store-max-bytes=4GiB")) << component;
-    EXPECT_THAT(args, Contains("--store-limits=sources=1GiB")) << component;
-    if (component != "scheduler") {
-      EXPECT_THAT(args, Contains("--gc-grace=2h")) << component;
-      EXPECT_THAT(args, Contains("--gc-interval=10m")) << component;
-    }
-  }
+  expectHubServiceArgs(*objects, {"--store-max-bytes=4GiB", "--store-limits=sources=1GiB"});
+  expectHubServiceArgs(*objects, {"--gc-grace=2h", "--gc-interval=10m"}, {"poller", "bundler"});
 }
 
 // scheduler.agentLabels reaches --agent-labels; by default (none allowed) the flag is left out, and a key with a
@@ -182,13 +174,10 @@ TEST(HubChart, StoreCapsAndGarbageCollectionReachTheServices) {
 TEST(HubChart, AgentLabelsReachTheScheduler) {
   auto objects = renderHub({"--set", "scheduler.agentLabels={env,example.com/*}"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  const auto args =
-      stringList(firstContainer(*findObject(*objects, "Deployment", "t-flotilla-hub-scheduler"))->find("args"));
-  EXPECT_THAT(args, Contains("--agent-labels=env,example.com/*"));
+  EXPECT_THAT(hubServiceArgs(*objects, "scheduler"), Contains("--agent-labels=env,example.com/*"));
   auto defaults = renderHub({});
   ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
-  for (const std::string& arg :
-       stringList(firstContainer(*findObject(*defaults, "Deployment", "t-flotilla-hub-scheduler"))->find("args"))) {
+  for (const std::string& arg : hubServiceArgs(*defaults, "scheduler")) {
     EXPECT_FALSE(arg.starts_with("--agent-labels")) << arg;
   }
   auto bad = renderHub({"--set", "scheduler.agentLabels={not a key}"});
@@ -371,9 +360,7 @@ TEST(AgentChart, KubeconfigSecretManagesAnotherCluster) {
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
   ASSERT_NE(deployment, nullptr);
-  const auto args = stringList(firstContainer(*deployment)->find("args"));
-  EXPECT_THAT(args, Contains("--kubeconfig=/etc/flotilla/kubeconfig/kubeconfig"));
-  EXPECT_THAT(args, Contains("--kube-context=edge"));
+  expectArgs(containerArgs(*deployment), {"--kubeconfig=/etc/flotilla/kubeconfig/kubeconfig", "--kube-context=edge"});
   EXPECT_FALSE(deployment->at({"spec", "template", "spec", "automountServiceAccountToken"})->asBool());
 }
 

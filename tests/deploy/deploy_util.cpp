@@ -1,5 +1,6 @@
 #include "deploy_util.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -121,6 +122,29 @@ std::vector<std::string> stringList(const Json* list) {
     }
   }
   return out;
+}
+
+std::vector<std::string> containerArgs(const Json& workload) {
+  const Json* container = firstContainer(workload);
+  return container ? stringList(container->find("args")) : std::vector<std::string>{};
+}
+
+void expectArgs(const std::vector<std::string>& args, const std::vector<std::string>& flags, const std::string& what) {
+  for (const auto& flag : flags) {
+    EXPECT_THAT(args, ::testing::Contains(flag)) << what;
+  }
+}
+
+std::vector<std::string> hubServiceArgs(const std::vector<Json>& objects, const std::string& service) {
+  const Json* deployment = findObject(objects, "Deployment", "t-flotilla-hub-" + service);
+  return deployment ? containerArgs(*deployment) : std::vector<std::string>{};
+}
+
+void expectHubServiceArgs(const std::vector<Json>& objects, const std::vector<std::string>& flags,
+                          const std::vector<std::string>& services) {
+  for (const auto& service : services) {
+    expectArgs(hubServiceArgs(objects, service), flags, service);
+  }
 }
 
 }  // namespace flotilla::deploy_test

@@ -44,5 +44,18 @@ const Json* findObject(const std::vector<Json>& objects, const std::string& kind
 const Json* firstContainer(const Json& workload);
 //! The container's args as strings.
 std::vector<std::string> stringList(const Json* list);
+//! The args of a workload's first container (empty when it has none).
+std::vector<std::string> containerArgs(const Json& workload);
+//! `args` has every one of `flags` (a failure names `what`).
+void expectArgs(const std::vector<std::string>& args, const std::vector<std::string>& flags,
+                const std::string& what = "");
+
+//! The hub chart's services, each a Deployment "<release>-flotilla-hub-<service>".
+inline const std::vector<std::string> kHubServices = {"poller", "bundler", "scheduler"};
+//! The args of hub service `service`'s container in release "t" (empty when its Deployment is missing).
+std::vector<std::string> hubServiceArgs(const std::vector<Json>& objects, const std::string& service);
+//! Each of `services` gets every one of `flags` among its args (a failure names the service).
+void expectHubServiceArgs(const std::vector<Json>& objects, const std::vector<std::string>& flags,
+                          const std::vector<std::string>& services = kHubServices);
 
 }  // namespace flotilla::deploy_test

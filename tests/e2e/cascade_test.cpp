@@ -32,18 +32,11 @@ class CascadeTest : public SharedHubTest<CascadeTest> {
 
   //! Two bundles (one: ConfigMaps a and b; two: ConfigMap c) in namespace `ns`, Ready on both clusters.
   std::string twoBundles(const std::string& name, const std::string& ns, const std::string& extra_spec = "") {
-    auto repo = hub().git().createRepo(name);
-    EXPECT_TRUE(repo.ok());
-    auto commit =
-        hub().git().commitFiles(name, "main",
-                                merged(bundleFiles("one", ns, {{"a", configMap("a", "1")}, {"b", configMap("b", "2")}}),
-                                       bundleFiles("two", ns, {{"c", configMap("c", "3")}})),
-                                "two bundles");
-    EXPECT_TRUE(commit.ok());
-    EXPECT_TRUE(hub().apply(gitRepoWith(name, repo->http, {"one", "two"}, extra_spec)).ok());
-    EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), name, *commit, clusters()); }, kLands))
-        << name << " not Ready";
-    return *commit;
+    return deployGitRepo(hub(), name,
+                         merged(bundleFiles("one", ns, {{"a", configMap("a", "1")}, {"b", configMap("b", "2")}}),
+                                bundleFiles("two", ns, {{"c", configMap("c", "3")}})),
+                         {"one", "two"}, extra_spec)
+        .commit;
   }
 };
 

@@ -54,7 +54,7 @@ class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
   //! GitRepo `name` with bundle app/one (a Namespace and two ConfigMaps) and app/keep (a ConfigMap, untouched by
   //! the tests, so the GitRepo never runs out of bundles), Ready on both clusters.
   struct Renamable {
-    std::string name, ns, url;
+    std::string name, ns;
     std::map<std::string, std::string> objects;
     std::vector<ObjectRef> refs;
   };
@@ -64,17 +64,10 @@ class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
     r.ns = "ns-" + r.name;
     r.objects = {{"ns", namespaceYaml(r.ns)}, {"a", configMap("a", "1")}, {"b", configMap("b", "2")}};
     r.refs = {namespaceRef(r.ns), configMapRef(r.ns, "a"), configMapRef(r.ns, "b")};
-    auto repo = hub().git().createRepo(r.name);
-    EXPECT_TRUE(repo.ok());
-    r.url = repo->http;
-    auto commit = hub().git().commitFiles(r.name, "main",
-                                          merged(bundleFiles("app/one", r.ns, r.objects),
-                                                 bundleFiles("app/keep", r.ns + "-keep", {{"k", configMap("k", "1")}})),
-                                          "first");
-    EXPECT_TRUE(commit.ok());
-    EXPECT_TRUE(hub().apply(gitRepoYaml(r.name, r.url, {"app"})).ok());
-    EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), r.name, *commit, clusters()); }, kLands))
-        << r.name << " not Ready";
+    deployGitRepo(hub(), r.name,
+                  merged(bundleFiles("app/one", r.ns, r.objects),
+                         bundleFiles("app/keep", r.ns + "-keep", {{"k", configMap("k", "1")}})),
+                  {"app"});
     return r;
   }
 
@@ -123,22 +116,15 @@ TEST_F(HandoverCrashTest, SchedulerKilledAfterBundleDeployed) {
 TEST_F(HandoverCrashTest, AgentKilledAfterReleaseDropped) {
   const CrossRepoMove m = crossRepoMove(hub(), "kr");
   ASSERT_FALSE(HasFailure());
-  const std::string& x = m.x;
-  const std::string& y = m.y;
-  const std::string& ns = m.ns;
-  const std::string& x_bundle = m.x_bundle;
-  const std::string& y_bundle = m.y_bundle;
-  const ObjectRef& moved = m.moved;
   arm("agent-0", "agent.release.dropped");
 
-  Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
-  handover.old_bundle_deleted = false;
+  Handover handover = beginCrossRepoHandover(hub(), status(), m);
   const std::string y_first = claimByY(hub(), m, /*y_own=*/false);
   ASSERT_FALSE(HasFailure());
   for (const auto& cluster : clusters()) {
-    ASSERT_TRUE(
-        Hub::waitFor([&] { return ownershipConflict(status(), cluster, y_bundle, x_bundle, handover.mark); }, kLands))
-        << status().describe(cluster, y_bundle, handover.mark);
+    ASSERT_TRUE(Hub::waitFor(
+        [&] { return ownershipConflict(status(), cluster, m.y_bundle, m.x_bundle, handover.mark); }, kLands))
+        << status().describe(cluster, m.y_bundle, handover.mark);
   }
   handover.mark = status().mark();
   const std::string x_release = releaseByX(hub(), m);
@@ -146,10 +132,10 @@ TEST_F(HandoverCrashTest, AgentKilledAfterReleaseDropped) {
   expectDiedAtAndRestart("agent-0", "agent.release.dropped");
   expectHandedOver(hub(), status(), handover, y_first, std::chrono::seconds(120));
   for (size_t c = 0; c < 2; ++c) {
-    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y");
-    EXPECT_TRUE(configMapExists(hub(), c, ns, "stays"));
-    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), hub().clusterName(c), x, x_bundle, "Ready", x_release); },
-                             kLands));
+    EXPECT_EQ(configMapValue(hub(), c, m.ns, "moved", "value"), "y");
+    EXPECT_TRUE(configMapExists(hub(), c, m.ns, "stays"));
+    EXPECT_TRUE(Hub::waitFor(
+        [&] { return bundleState(hub(), hub().clusterName(c), m.x, m.x_bundle, "Ready", x_release); }, kLands));
   }
 }
 

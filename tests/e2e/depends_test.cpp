@@ -37,22 +37,20 @@ Status giveAddress(Hub& hub, size_t cluster, const std::string& ns, const std::s
 TEST_F(DependsOnTest, SelectorDependencyIsReleasedWhenTheDependencyBecomesReady) {
   const std::string name = "dep-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub().git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
-  auto commit = hub().git().commitFiles(
-      name, "main",
-      merged(bundleFiles("db", ns, {{"svc", loadBalancer("db")}}, "labels:\n  tier: db-" + name + "\n"),
-             bundleFiles("app", ns, {{"cm", configMap("app", "1")}},
-                         "dependsOn:\n- selector:\n    matchLabels:\n      tier: db-" + name + "\n")),
-      "db and app");
-  ASSERT_TRUE(commit.ok());
+  const PushedRepo repo =
+      pushRepo(hub(), name,
+               merged(bundleFiles("db", ns, {{"svc", loadBalancer("db")}}, "labels:\n  tier: db-" + name + "\n"),
+                      bundleFiles("app", ns, {{"cm", configMap("app", "1")}},
+                                  "dependsOn:\n- selector:\n    matchLabels:\n      tier: db-" + name + "\n")),
+               "db and app");
+  ASSERT_FALSE(HasFailure());
   const uint64_t mark = status().mark();
-  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo->http, {"db", "app"})).ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo.url, {"db", "app"})).ok());
   const std::string db = bundleId(name, "db");
   const std::string app = bundleId(name, "app");
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
-    ASSERT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, name, db, "NotReady", *commit); }, kLands))
+    ASSERT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, name, db, "NotReady", repo.commit); }, kLands))
         << status().describe(cluster, db, mark);
     ASSERT_TRUE(Hub::waitFor([&] { return status().saw(cluster, app, "WaitApplied", mark); }, kLands))
         << status().describe(cluster, app, mark);
@@ -71,7 +69,7 @@ TEST_F(DependsOnTest, SelectorDependencyIsReleasedWhenTheDependencyBecomesReady)
   }
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
-    ASSERT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, name, app, "Ready", *commit); }, kLands))
+    ASSERT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, name, app, "Ready", repo.commit); }, kLands))
         << status().describe(cluster, app, mark);
     EXPECT_TRUE(configMapExists(hub(), c, ns, "app"));
     auto db_ready = status().first(cluster, db, "Ready", mark);
@@ -98,24 +96,22 @@ TEST_F(DependsOnTest, CycleIsReportedNamingTheCycleAndAFixReleasesIt) {
   const std::string ns = "ns-" + name;
   const std::string a = bundleId(name, "a");
   const std::string b = bundleId(name, "b");
-  auto repo = hub().git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
   const std::string b_fleet_tail = "labels:\n  cyc: b-" + name + "\n";
-  auto commit = hub().git().commitFiles(
-      name, "main",
+  const PushedRepo repo = pushRepo(
+      hub(), name,
       merged(bundleFiles("a", ns, {{"cm", configMap("a", "1")}},
                          "labels:\n  cyc: a-" + name + "\ndependsOn:\n- name: " + b + "\n"),
              bundleFiles("b", ns, {{"cm", configMap("b", "1")}},
                          b_fleet_tail + "dependsOn:\n- selector:\n    matchLabels:\n      cyc: a-" + name + "\n")),
       "a cycle");
-  ASSERT_TRUE(commit.ok());
+  ASSERT_FALSE(HasFailure());
   const uint64_t mark = status().mark();
-  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo->http, {"a", "b"})).ok());
+  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo.url, {"a", "b"})).ok());
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
     for (const auto& bundle : {a, b}) {
       ASSERT_TRUE(
-          Hub::waitFor([&] { return bundleState(hub(), cluster, name, bundle, "ErrApplied", *commit); }, kLands))
+          Hub::waitFor([&] { return bundleState(hub(), cluster, name, bundle, "ErrApplied", repo.commit); }, kLands))
           << status().describe(cluster, bundle, mark);
       auto error = status().first(cluster, bundle, "ErrApplied", mark);
       ASSERT_TRUE(error.ok());

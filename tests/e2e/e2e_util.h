@@ -14,6 +14,18 @@
 
 namespace flotilla::e2e {
 
+//! How long a step of the pipeline may take on a loaded 2-core machine before a test gives up on it.
+inline constexpr auto kLands = std::chrono::seconds(90);
+
+//! The names of every cluster of `hub`, in order.
+inline std::vector<std::string> clusterNames(const Hub& hub) {
+  std::vector<std::string> names;
+  for (size_t c = 0; c < hub.clusterCount(); ++c) {
+    names.push_back(hub.clusterName(c));
+  }
+  return names;
+}
+
 inline std::string gitRepoYaml(const std::string& name, const std::string& url, const std::vector<std::string>& paths,
                                const std::string& targets_yaml = "  targets:\n  - clusterSelector: {}\n",
                                const std::string& interval = "1s") {

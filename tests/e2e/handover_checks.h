@@ -113,33 +113,28 @@ inline CrossRepoMove crossRepoMove(Hub& hub, const std::string& prefix) {
   m.x = prefix + "x-" + randomHex(3);
   m.y = prefix + "y-" + randomHex(3);
   m.ns = "ns-" + m.x;
-  auto repo_x = hub.git().createRepo(m.x);
-  auto repo_y = hub.git().createRepo(m.y);
-  EXPECT_TRUE(repo_x.ok() && repo_y.ok());
-  if (!repo_x.ok() || !repo_y.ok()) {
-    return m;
-  }
-  m.x_url = repo_x->http;
-  m.y_url = repo_y->http;
   m.x_bundle = bundleId(m.x, "app");
   m.y_bundle = bundleId(m.y, "app");
   m.moved = configMapRef(m.ns, "moved");
-  auto x_first = hub.git().commitFiles(
-      m.x, "main", bundleFiles("app", m.ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}),
-      "x");
-  EXPECT_TRUE(x_first.ok());
-  if (!x_first.ok()) {
+  auto repo_y = hub.git().createRepo(m.y);
+  EXPECT_TRUE(repo_y.ok());
+  if (!repo_y.ok()) {
     return m;
   }
-  m.x_first = *x_first;
-  EXPECT_TRUE(hub.apply(gitRepoYaml(m.x, m.x_url, {"app"})).ok());
-  std::vector<std::string> clusters;
-  for (size_t c = 0; c < hub.clusterCount(); ++c) {
-    clusters.push_back(hub.clusterName(c));
-  }
-  EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, m.x, m.x_first, clusters); }, std::chrono::seconds(90)))
-      << m.x << " not Ready at " << m.x_first;
+  m.y_url = repo_y->http;
+  const PushedRepo x = deployGitRepo(
+      hub, m.x, bundleFiles("app", m.ns, {{"moved", configMap("moved", "x")}, {"stays", configMap("stays", "x")}}),
+      {"app"});
+  m.x_url = x.url;
+  m.x_first = x.commit;
   return m;
+}
+
+//! The handover of `m.moved` from X's bundle to Y's: only the object moves, X's bundle stays.
+inline Handover beginCrossRepoHandover(Hub& hub, StatusLog& status, const CrossRepoMove& m) {
+  Handover handover = beginHandover(hub, status, m.y, m.x_bundle, m.y_bundle, {m.moved});
+  handover.old_bundle_deleted = false;
+  return handover;
 }
 
 //! Y claims `moved` (value "y"; with `y_own`, also its own ConfigMap y-own): Y's first commit, and Y applied.

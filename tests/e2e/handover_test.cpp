@@ -24,26 +24,24 @@ class HandoverTest : public SharedHubTest<HandoverTest> {
     }
   }
 
-  //! Applies a GitRepo on `url` and waits until its bundles are Ready at `commit` on both clusters.
-  void applyAndWait(const std::string& gitrepo, const std::string& url, const std::vector<std::string>& paths,
-                    const std::string& commit) {
-    ASSERT_TRUE(hub().apply(gitRepoYaml(gitrepo, url, paths)).ok());
-    ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), gitrepo, commit, clusters()); }, kLands))
-        << gitrepo << " not Ready at " << commit;
-  }
+  //! Both agents run with release hold `hold` while it lives, and with the suite's 3 s again after.
+  class ScopedHold {
+   public:
+    explicit ScopedHold(const std::string& hold) { restartAgentsWithHold(hold); }
+    ~ScopedHold() { restartAgentsWithHold("3s"); }
+    ScopedHold(const ScopedHold&) = delete;
+    ScopedHold& operator=(const ScopedHold&) = delete;
+  };
 };
 
 // app/one → app/two in one commit, same objects (a Namespace and two ConfigMaps).
 TEST_F(HandoverTest, RenameInOneCommitKeepsUidsAndIsReadyAtOnce) {
   const std::string name = "ren-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub().git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
   const std::map<std::string, std::string> objects = {
       {"ns", namespaceYaml(ns)}, {"a", configMap("a", "1")}, {"b", configMap("b", "2")}};
-  auto first = hub().git().commitFiles(name, "main", bundleFiles("app/one", ns, objects), "first");
-  ASSERT_TRUE(first.ok());
-  applyAndWait(name, repo->http, {"app"}, *first);
+  deployGitRepo(hub(), name, bundleFiles("app/one", ns, objects), {"app"});
+  ASSERT_FALSE(HasFailure());
 
   auto handover = beginHandover(hub(), status(), name, bundleId(name, "app/one"), bundleId(name, "app/two"),
                                 {namespaceRef(ns), configMapRef(ns, "a"), configMapRef(ns, "b")});
@@ -56,15 +54,11 @@ TEST_F(HandoverTest, RenameInOneCommitKeepsUidsAndIsReadyAtOnce) {
 TEST_F(HandoverTest, ObjectMovedBetweenTwoBundlesInOneCommit) {
   const std::string name = "mov-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub().git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
-  auto first =
-      hub().git().commitFiles(name, "main",
-                              merged(bundleFiles("app/a", ns, {{"x", configMap("x", "1")}, {"y", configMap("y", "1")}}),
-                                     bundleFiles("app/b", ns, {{"z", configMap("z", "1")}})),
-                              "first");
-  ASSERT_TRUE(first.ok());
-  applyAndWait(name, repo->http, {"app"}, *first);
+  deployGitRepo(hub(), name,
+                merged(bundleFiles("app/a", ns, {{"x", configMap("x", "1")}, {"y", configMap("y", "1")}}),
+                       bundleFiles("app/b", ns, {{"z", configMap("z", "1")}})),
+                {"app"});
+  ASSERT_FALSE(HasFailure());
   const std::string a = bundleId(name, "app/a");
   const std::string b = bundleId(name, "app/b");
 
@@ -95,8 +89,6 @@ TEST_F(HandoverTest, ObjectMovedBetweenTwoBundlesInOneCommit) {
 TEST_F(HandoverTest, HelmRenameHandsOverFixedNamesAndReplacesReleaseNamedObjects) {
   const std::string name = "hrn-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub().git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
   auto chart = [&](const std::string& dir) {
     return std::map<std::string, std::string>{
         {dir + "/fleet.yaml", "defaultNamespace: " + ns + "\n"},
@@ -106,9 +98,8 @@ TEST_F(HandoverTest, HelmRenameHandsOverFixedNamesAndReplacesReleaseNamedObjects
         {dir + "/templates/named.yaml",
          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  value: v1\n"}};
   };
-  auto first = hub().git().commitFiles(name, "main", chart("app/one"), "first");
-  ASSERT_TRUE(first.ok());
-  applyAndWait(name, repo->http, {"app"}, *first);
+  deployGitRepo(hub(), name, chart("app/one"), {"app"});
+  ASSERT_FALSE(HasFailure());
   const std::string old_bundle = bundleId(name, "app/one");
   const std::string new_bundle = bundleId(name, "app/two");
   ASSERT_TRUE(configMapExists(hub(), 0, ns, old_bundle + "-cm"));
@@ -129,18 +120,15 @@ TEST_F(HandoverTest, HelmRenameHandsOverFixedNamesAndReplacesReleaseNamedObjects
 TEST_F(HandoverTest, GitRepoPathsThenRepoChangeHandsOver) {
   const std::string name = "pth-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub().git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
   const std::map<std::string, std::string> objects = {{"ns", namespaceYaml(ns)}, {"a", configMap("a", "1")}};
-  auto first = hub().git().commitFiles(
-      name, "main", merged(bundleFiles("one", ns, objects), bundleFiles("two", ns, objects)), "one and two");
-  ASSERT_TRUE(first.ok());
-  applyAndWait(name, repo->http, {"one"}, *first);
+  const PushedRepo repo =
+      deployGitRepo(hub(), name, merged(bundleFiles("one", ns, objects), bundleFiles("two", ns, objects)), {"one"});
+  ASSERT_FALSE(HasFailure());
   const std::vector<ObjectRef> refs = {namespaceRef(ns), configMapRef(ns, "a")};
 
   auto by_paths = beginHandover(hub(), status(), name, bundleId(name, "one"), bundleId(name, "two"), refs);
-  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo->http, {"two"})).ok());
-  expectHandedOver(hub(), status(), by_paths, *first);
+  ASSERT_TRUE(hub().apply(gitRepoYaml(name, repo.url, {"two"})).ok());
+  expectHandedOver(hub(), status(), by_paths, repo.commit);
   if (HasFailure()) {
     return;
   }
@@ -159,28 +147,21 @@ TEST_F(HandoverTest, GitRepoPathsThenRepoChangeHandsOver) {
 TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
   const CrossRepoMove m = crossRepoMove(hub(), "mc");
   ASSERT_FALSE(HasFailure());
-  const std::string& x = m.x;
-  const std::string& y = m.y;
-  const std::string& ns = m.ns;
-  const std::string& x_bundle = m.x_bundle;
-  const std::string& y_bundle = m.y_bundle;
-  const ObjectRef& moved = m.moved;
 
-  Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
-  handover.old_bundle_deleted = false;
+  Handover handover = beginCrossRepoHandover(hub(), status(), m);
   const std::string y_first = claimByY(hub(), m, /*y_own=*/true);
   ASSERT_FALSE(HasFailure());
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
-    ASSERT_TRUE(
-        Hub::waitFor([&] { return ownershipConflict(status(), cluster, y_bundle, x_bundle, handover.mark); }, kLands))
-        << "expected ErrApplied/OwnershipConflict naming " << qualified(x_bundle) << " and " << qualified(y_bundle)
-        << ": " << status().describe(cluster, y_bundle, handover.mark);
-    EXPECT_EQ(ownerOf(hub(), c, moved), qualified(x_bundle)) << "X keeps the object while it wants it";
-    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "x");
-    EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(hub(), c, ns, "y-own"); }, kLands))
+    ASSERT_TRUE(Hub::waitFor(
+        [&] { return ownershipConflict(status(), cluster, m.y_bundle, m.x_bundle, handover.mark); }, kLands))
+        << "expected ErrApplied/OwnershipConflict naming " << qualified(m.x_bundle) << " and " << qualified(m.y_bundle)
+        << ": " << status().describe(cluster, m.y_bundle, handover.mark);
+    EXPECT_EQ(ownerOf(hub(), c, m.moved), qualified(m.x_bundle)) << "X keeps the object while it wants it";
+    EXPECT_EQ(configMapValue(hub(), c, m.ns, "moved", "value"), "x");
+    EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(hub(), c, m.ns, "y-own"); }, kLands))
         << "Y applies its other objects while it waits for the claimed one";
-    EXPECT_TRUE(bundleState(hub(), cluster, x, x_bundle, "Ready")) << "X is not disturbed by the claim";
+    EXPECT_TRUE(bundleState(hub(), cluster, m.x, m.x_bundle, "Ready")) << "X is not disturbed by the claim";
   }
   // Long enough that a retry timer would have backed off well beyond the wake-up delay measured below.
   std::this_thread::sleep_for(std::chrono::seconds(8));
@@ -198,12 +179,12 @@ TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
       y_first);
   for (size_t c = 0; c < 2; ++c) {
     const std::string cluster = hub().clusterName(c);
-    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y") << cluster;
-    EXPECT_TRUE(configMapExists(hub(), c, ns, "stays")) << cluster;
-    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, x, x_bundle, "Ready", x_release); }, kLands));
-    auto released = status().first(cluster, x_bundle, "Ready", before_release);
-    auto adopted = status().first(cluster, y_bundle, "Ready", before_release);
-    ASSERT_TRUE(released.ok() && adopted.ok()) << status().describe(cluster, x_bundle, before_release);
+    EXPECT_EQ(configMapValue(hub(), c, m.ns, "moved", "value"), "y") << cluster;
+    EXPECT_TRUE(configMapExists(hub(), c, m.ns, "stays")) << cluster;
+    EXPECT_TRUE(Hub::waitFor([&] { return bundleState(hub(), cluster, m.x, m.x_bundle, "Ready", x_release); }, kLands));
+    auto released = status().first(cluster, m.x_bundle, "Ready", before_release);
+    auto adopted = status().first(cluster, m.y_bundle, "Ready", before_release);
+    ASSERT_TRUE(released.ok() && adopted.ok()) << status().describe(cluster, m.x_bundle, before_release);
     auto delay =
         std::chrono::duration_cast<std::chrono::milliseconds>(reportedAt(adopted->event) - reportedAt(released->event));
     std::cout << "[ measure  ] " << cluster << ": Y Ready " << delay.count() << " ms after X released the object"
@@ -215,28 +196,18 @@ TEST_F(HandoverTest, MoveAcrossGitReposClaimFirstIsWokenByTheRelease) {
 // The release comes first: X drops the object (held by the agent), then GitRepo Y claims it within the hold
 // and adopts it — the same object, no ErrApplied on the way.
 TEST_F(HandoverTest, MoveAcrossGitReposReleaseFirstAdoptsTheHeldObject) {
-  restartAgentsWithHold("5m");
-  struct RestoreHold {
-    ~RestoreHold() { restartAgentsWithHold("3s"); }
-  } restore;
+  const ScopedHold hold("5m");
   const CrossRepoMove m = crossRepoMove(hub(), "mr");
   ASSERT_FALSE(HasFailure());
-  const std::string& x = m.x;
-  const std::string& y = m.y;
-  const std::string& ns = m.ns;
-  const std::string& x_bundle = m.x_bundle;
-  const std::string& y_bundle = m.y_bundle;
-  const ObjectRef& moved = m.moved;
 
-  Handover handover = beginHandover(hub(), status(), y, x_bundle, y_bundle, {moved});
-  handover.old_bundle_deleted = false;
+  Handover handover = beginCrossRepoHandover(hub(), status(), m);
   const std::string x_release = releaseByX(hub(), m);
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), x, x_release, clusters()); }, kLands));
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), m.x, x_release, clusters()); }, kLands));
   for (size_t c = 0; c < 2; ++c) {
-    EXPECT_FALSE(uidOf(hub(), c, moved).empty()) << "a released object is held, not deleted at once";
+    EXPECT_FALSE(uidOf(hub(), c, m.moved).empty()) << "a released object is held, not deleted at once";
     const std::string held = releaseHoldText(hub(), c);
-    EXPECT_TRUE(held.find(ns) != std::string::npos && held.find("moved") != std::string::npos)
+    EXPECT_TRUE(held.find(m.ns) != std::string::npos && held.find("moved") != std::string::npos)
         << "flotilla-released on cluster " << c << " must list the held object: " << held;
   }
 
@@ -244,7 +215,7 @@ TEST_F(HandoverTest, MoveAcrossGitReposReleaseFirstAdoptsTheHeldObject) {
   ASSERT_FALSE(HasFailure());
   expectHandedOver(hub(), status(), handover, y_first);
   for (size_t c = 0; c < 2; ++c) {
-    EXPECT_EQ(configMapValue(hub(), c, ns, "moved", "value"), "y");
+    EXPECT_EQ(configMapValue(hub(), c, m.ns, "moved", "value"), "y");
     EXPECT_TRUE(Hub::waitFor([&] { return releaseHoldText(hub(), c).find("moved") == std::string::npos; }, kLands))
         << "the adopted object must leave the hold list on cluster " << c << ": " << releaseHoldText(hub(), c);
   }
@@ -257,25 +228,18 @@ struct GitRepoRename {
   Handover handover;
 };
 
-// Creates GitRepo `old`, Ready; deletes it and (after its cascade finished, when `wait_for_cascade`) creates the new.
+// Creates GitRepo `old`, Ready; deletes it and (after its cascade finished, when `wait_for_cascade`) creates the new;
+// then checks that the new GitRepo's bundle took the objects over.
 void renameGitRepo(Hub& hub, StatusLog& status, bool wait_for_cascade, GitRepoRename& out) {
   const std::string hex = randomHex(3);
   out.old_name = "gro-" + hex;
   out.new_name = "grn-" + hex;
   out.ns = "ns-" + out.old_name;
-  auto repo = hub.git().createRepo(out.old_name);
-  ASSERT_TRUE(repo.ok());
-  auto commit = hub.git().commitFiles(
-      out.old_name, "main", bundleFiles("app", out.ns, {{"ns", namespaceYaml(out.ns)}, {"a", configMap("a", "1")}}),
-      "first");
-  ASSERT_TRUE(commit.ok());
-  out.commit = *commit;
-  ASSERT_TRUE(hub.apply(gitRepoYaml(out.old_name, repo->http, {"app"})).ok());
-  ASSERT_TRUE(Hub::waitFor(
-      [&] {
-        return readyEverywhere(hub, out.old_name, out.commit, {hub.clusterName(0), hub.clusterName(1)});
-      },
-      kLands));
+  const PushedRepo repo =
+      deployGitRepo(hub, out.old_name,
+                    bundleFiles("app", out.ns, {{"ns", namespaceYaml(out.ns)}, {"a", configMap("a", "1")}}), {"app"});
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  out.commit = repo.commit;
   const std::string old_bundle = bundleId(out.old_name, "app");
   out.handover = beginHandover(hub, status, out.new_name, old_bundle, bundleId(out.new_name, "app"),
                                {namespaceRef(out.ns), configMapRef(out.ns, "a")});
@@ -285,20 +249,17 @@ void renameGitRepo(Hub& hub, StatusLog& status, bool wait_for_cascade, GitRepoRe
     ASSERT_TRUE(Hub::waitFor([&] { return bundleRecordsLeft(hub, old_bundle).empty(); }, kLands))
         << bundleRecordsLeft(hub, old_bundle);
   }
-  ASSERT_TRUE(hub.apply(gitRepoYaml(out.new_name, repo->http, {"app"})).ok());
+  ASSERT_TRUE(hub.apply(gitRepoYaml(out.new_name, repo.url, {"app"})).ok());
+  expectHandedOver(hub, status, out.handover, out.commit, kLands);
 }
 
 // Delete, the cascade finishes (the objects are held), then create: the new GitRepo's bundle adopts the objects in
 // one step — same UIDs, first report Ready, the old GitRepo's records gone.
 TEST_F(HandoverTest, GitRepoRenamedByDeleteThenCreateAdoptsTheObjects) {
-  restartAgentsWithHold("5m");
-  struct RestoreHold {
-    ~RestoreHold() { restartAgentsWithHold("3s"); }
-  } restore;
+  const ScopedHold hold("5m");
   GitRepoRename rename;
   renameGitRepo(hub(), status(), /*wait_for_cascade=*/true, rename);
   ASSERT_FALSE(HasFailure());
-  expectHandedOver(hub(), status(), rename.handover, rename.commit);
   EXPECT_FALSE(gitRepoSummary(hub(), rename.old_name).has_value()) << "the old GitRepo's summary must be removed";
 }
 
@@ -307,14 +268,10 @@ TEST_F(HandoverTest, GitRepoRenamedByDeleteThenCreateAdoptsTheObjects) {
 // it (the old GitRepo's spec is gone), so the claim is a handover on the first apply: the new bundle's first report
 // is Ready, nothing ErrApplied or WaitApplied on the way, same UIDs, the old bundle's records and inventory gone.
 TEST_F(HandoverTest, GitRepoRenamedByDeleteAndCreateAtOnceIsOneStep) {
-  restartAgentsWithHold("5m");
-  struct RestoreHold {
-    ~RestoreHold() { restartAgentsWithHold("3s"); }
-  } restore;
+  const ScopedHold hold("5m");
   GitRepoRename rename;
   renameGitRepo(hub(), status(), /*wait_for_cascade=*/false, rename);
   ASSERT_FALSE(HasFailure());
-  expectHandedOver(hub(), status(), rename.handover, rename.commit, kLands);
   EXPECT_TRUE(Hub::waitFor([&] { return !gitRepoSummary(hub(), rename.old_name).has_value(); }, kLands))
       << "the old GitRepo's summary must be removed";
 }
@@ -331,15 +288,14 @@ TEST_F(HandoverTest, DoubleClaimThenRelease) {
   std::map<std::string, std::string> urls;
   std::map<std::string, std::string> commits;
   for (const auto& name : {x, y, z}) {
-    auto repo = hub().git().createRepo(name);
-    ASSERT_TRUE(repo.ok());
-    urls[name] = repo->http;
-    auto commit =
-        hub().git().commitFiles(name, "main", bundleFiles("app", ns, {{"shared", configMap("shared", name)}}), name);
-    ASSERT_TRUE(commit.ok());
-    commits[name] = *commit;
+    const PushedRepo repo =
+        pushRepo(hub(), name, bundleFiles("app", ns, {{"shared", configMap("shared", name)}}), name);
+    ASSERT_FALSE(HasFailure());
+    urls[name] = repo.url;
+    commits[name] = repo.commit;
   }
-  applyAndWait(x, urls[x], {"app"}, commits[x]);
+  applyAndWait(hub(), x, urls[x], {"app"}, commits[x]);
+  ASSERT_FALSE(HasFailure());
   const ObjectRef shared = configMapRef(ns, "shared");
   std::vector<std::string> uids = {uidOf(hub(), 0, shared), uidOf(hub(), 1, shared)};
   const uint64_t mark = status().mark();

@@ -2,7 +2,8 @@
 //
 // What the ownership-handover, cascade and dependsOn tests read from the clusters and the hub, the way a user
 // with kubectl and read access to the hub's KV would: object UIDs and owner annotations, the agents' inventories
-// and release-hold list in each cluster, and which hub records still name a bundle.
+// and release-hold list in each cluster, and which hub records still name a bundle; and how they set up the
+// repositories and GitRepos they start from.
 #pragma once
 
 #include <map>
@@ -198,8 +199,53 @@ inline std::map<std::string, std::string> merged(std::map<std::string, std::stri
 
 //! A GitRepo document with extra spec lines (e.g. "  keepResources: true\n").
 inline std::string gitRepoWith(const std::string& name, const std::string& url, const std::vector<std::string>& paths,
-                               const std::string& extra_spec) {
+                               const std::string& extra_spec = "") {
   return gitRepoYaml(name, url, paths) + extra_spec;
+}
+
+//! A test's own repository with its first commit.
+struct PushedRepo {
+  std::string url;     //!< its HTTP URL ("" when it could not be created)
+  std::string commit;  //!< the first commit ("" when it failed)
+};
+
+//! Creates repository `name` and commits `files` on main. A step that fails fails the test: callers check
+//! HasFailure().
+inline PushedRepo pushRepo(Hub& hub, const std::string& name, const std::map<std::string, std::string>& files,
+                           const std::string& message = "first") {
+  PushedRepo pushed;
+  auto repo = hub.git().createRepo(name);
+  EXPECT_TRUE(repo.ok()) << (repo.ok() ? "" : repo.error().describe());
+  if (!repo.ok()) {
+    return pushed;
+  }
+  pushed.url = repo->http;
+  auto commit = hub.git().commitFiles(name, "main", files, message);
+  EXPECT_TRUE(commit.ok()) << (commit.ok() ? "" : commit.error().describe());
+  if (commit.ok()) {
+    pushed.commit = *commit;
+  }
+  return pushed;
+}
+
+//! Applies GitRepo `name` on `url` over `paths` (plus `extra_spec` lines) and waits until its bundles are Ready at
+//! `commit` on every cluster; failures are test failures.
+inline void applyAndWait(Hub& hub, const std::string& name, const std::string& url,
+                         const std::vector<std::string>& paths, const std::string& commit,
+                         const std::string& extra_spec = "") {
+  EXPECT_TRUE(hub.apply(gitRepoWith(name, url, paths, extra_spec)).ok());
+  EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, commit, clusterNames(hub)); }, kLands))
+      << name << " not Ready at " << commit;
+}
+
+//! pushRepo, then applyAndWait: GitRepo `name` Ready everywhere at its first commit. Callers check HasFailure().
+inline PushedRepo deployGitRepo(Hub& hub, const std::string& name, const std::map<std::string, std::string>& files,
+                                const std::vector<std::string>& paths, const std::string& extra_spec = "") {
+  PushedRepo pushed = pushRepo(hub, name, files);
+  if (!pushed.commit.empty()) {
+    applyAndWait(hub, name, pushed.url, paths, pushed.commit, extra_spec);
+  }
+  return pushed;
 }
 
 }  // namespace flotilla::e2e

@@ -12,8 +12,6 @@
 namespace flotilla::e2e {
 namespace {
 
-constexpr auto kLands = std::chrono::seconds(90);
-
 class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

@@ -15,9 +15,6 @@
 
 namespace flotilla::e2e {
 
-//! How long a step of the pipeline may take on a loaded 2-core machine before a test gives up on it.
-inline constexpr auto kLands = std::chrono::seconds(90);
-
 template <typename Suite>
 class SharedHubTest : public ::testing::Test {
  protected:
@@ -45,7 +42,7 @@ class SharedHubTest : public ::testing::Test {
 
   static Hub& hub() { return *hub_; }
   StatusLog& status() { return *status_; }
-  static std::vector<std::string> clusters() { return {hub_->clusterName(0), hub_->clusterName(1)}; }
+  static std::vector<std::string> clusters() { return clusterNames(*hub_); }
 
   static inline Hub* hub_ = nullptr;
   static inline std::string start_error_;

@@ -1,29 +1,9 @@
 #include "status_log.h"
 
+#include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
 
 namespace flotilla::e2e {
-namespace {
-
-// Only the fields the tests look at, read leniently: a report is evidence here, and a field added to the payload
-// later must not make the recorder drop it.
-events::StatusEvent statusFrom(const Json& json) {
-  events::StatusEvent event;
-  event.id = json.getString("id");
-  event.time = json.getString("time");
-  event.cluster = json.getString("cluster");
-  event.workspace = json.getString("workspace");
-  event.bundle = json.getString("bundle");
-  event.deployment_id = json.getString("deploymentID");
-  event.generation = json.getInt("generation");
-  event.sequence = json.getInt("sequence");
-  event.state = json.getString("state");
-  event.reason = json.getString("reason");
-  event.message = json.getString("message");
-  return event;
-}
-
-}  // namespace
 
 uint64_t StatusLog::mark() {
   refresh();
@@ -52,7 +32,14 @@ void StatusLog::refresh() {
     if (!json.ok() || json->getString("kind") != events::StatusEvent::kKind) {
       continue;  // heartbeats and terminated-message records share the subjects
     }
-    events_.push_back({.sequence = sequence, .event = statusFrom(*json)});
+    // Decoded as the scheduler decodes it: a report it would refuse is no evidence of what an agent applied.
+    auto event = events::decodePayload<events::StatusEvent>(*json);
+    if (!event.ok()) {
+      log::warn("status stream message is not a valid StatusEvent",
+                {{"sequence", static_cast<int64_t>(sequence)}, {"error", event.error().describe()}});
+      continue;
+    }
+    events_.push_back({.sequence = sequence, .event = std::move(event).value()});
   }
   read_up_to_ = std::max(read_up_to_, info->last_sequence);
 }

@@ -109,23 +109,16 @@ GitServer::~GitServer() {
   daemon_.stop();
   https_.stop();
   http_.stop();
-  if (!root_.empty() && std::getenv("FLOTILLA_KEEP_TEST_DIRS") == nullptr) {
-    removeAll(root_);
-  }
 }
 
 Status GitServer::prepare() {
-  auto dir = makeTempDir("flotilla-git");
-  if (!dir.ok()) {
-    return fail(dir.error());
-  }
-  root_ = *dir;
-  repos_ = root_ + "/repos";
+  FLOTILLA_TRY(makeDir("flotilla-git"));
+  repos_ = root() + "/repos";
   std::error_code ec;
   for (const char* sub : {"/repos", "/home", "/logs", "/tls", "/ssh"}) {
-    fs::create_directories(root_ + sub, ec);
+    fs::create_directories(root() + sub, ec);
     if (ec) {
-      return fail(ErrorKind::kInternal, "cannot create " + root_ + sub + ": " + ec.message(), "GitServer::prepare");
+      return fail(ErrorKind::kInternal, "cannot create " + root() + sub + ": " + ec.message(), "GitServer::prepare");
     }
   }
   if (options_.https) {
@@ -139,7 +132,7 @@ Status GitServer::prepare() {
 
 std::map<std::string, std::string> GitServer::gitEnv() const {
   return {
-      {"HOME", root_ + "/home"},
+      {"HOME", root() + "/home"},
       {"GIT_CONFIG_NOSYSTEM", "1"},
       {"GIT_CONFIG_GLOBAL", "/dev/null"},
       {"GIT_TERMINAL_PROMPT", "0"},
@@ -178,7 +171,7 @@ Result<std::string> GitServer::runGit(const std::vector<std::string>& args, cons
 }
 
 Status GitServer::makeCertificates() {
-  const std::string dir = root_ + "/tls";
+  const std::string dir = root() + "/tls";
   ca_file_ = dir + "/ca.crt";
   other_ca_file_ = dir + "/other-ca.crt";
   server_cert_ = dir + "/server.crt";
@@ -203,13 +196,15 @@ Status GitServer::makeCertificates() {
 }
 
 Status GitServer::makeSshKeys() {
-  const std::string dir = root_ + "/ssh";
-  host_key_ = dir + "/host_key";
-  other_host_key_ = dir + "/other_host_key";
-  client_key_ = dir + "/client_key";
-  other_client_key_ = dir + "/other_client_key";
-  for (const auto& path : {host_key_, other_host_key_, client_key_, other_client_key_}) {
-    FLOTILLA_TRY(runSetupTool({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", path},
+  const std::string dir = root() + "/ssh";
+  // Each key's file name next to the member that keeps its path.
+  const std::pair<std::string*, const char*> keys[] = {{&host_key_, "host_key"},
+                                                       {&other_host_key_, "other_host_key"},
+                                                       {&client_key_, "client_key"},
+                                                       {&other_client_key_, "other_client_key"}};
+  for (const auto& [path, file] : keys) {
+    *path = dir + "/" + file;
+    FLOTILLA_TRY(runSetupTool({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flotilla-test", "-f", *path},
                               "ssh-keygen", "GitServer::makeSshKeys"));
   }
   auto pub = readFile(client_key_ + ".pub");
@@ -263,8 +258,8 @@ Status GitServer::startOnFreePort(Process& into, int& port, const std::string& l
 
 Result<Process> GitServer::startHttpServer(bool tls, int& port) {
   const std::string name = tls ? "https" : "http";
-  const std::string log = root_ + "/logs/" + name + ".log";
-  const std::string port_file = root_ + "/" + name + ".port";
+  const std::string log = root() + "/logs/" + name + ".log";
+  const std::string port_file = root() + "/" + name + ".port";
   removeAll(port_file);
   ProcessOptions process_options{
       .argv = {python(), scriptPath(), "--root", repos_, "--port", std::to_string(port), "--port-file", port_file,
@@ -336,7 +331,7 @@ Status GitServer::startGitDaemon() {
   if (daemon_.running()) {
     return okStatus();
   }
-  const std::string log = root_ + "/logs/git-daemon.log";
+  const std::string log = root() + "/logs/git-daemon.log";
   return startOnFreePort(daemon_, git_port_, log, "git daemon", [&] {
     return Process::start({
         .argv =
@@ -368,7 +363,7 @@ Status GitServer::startSsh() {
   // sshd refuses to start without its privilege-separation directory; a fresh container lacks it.
   std::error_code ec;
   fs::create_directories("/run/sshd", ec);
-  const std::string dir = root_ + "/ssh";
+  const std::string dir = root() + "/ssh";
   const std::string config = dir + "/sshd_config";
   FLOTILLA_TRY(writeFile(config,
                          "ListenAddress 127.0.0.1\n"
@@ -397,8 +392,8 @@ Status GitServer::startSsh() {
                              // The session shell is root's bash, which sources ~/.bashrc for ssh commands;
                              // an isolated HOME keeps the developer's shell setup (slow pyenv init, ...) out.
                              "SetEnv HOME=" +
-                             root_ + "/home GIT_CONFIG_NOSYSTEM=1\n"));
-  const std::string log = root_ + "/logs/sshd.log";
+                             root() + "/home GIT_CONFIG_NOSYSTEM=1\n"));
+  const std::string log = root() + "/logs/sshd.log";
   return startOnFreePort(sshd_, ssh_port_, log, "sshd", [&] {
     return Process::start({
         .argv = watched({kSshd, "-D", "-e", "-f", config, "-p", std::to_string(ssh_port_)}),
@@ -588,7 +583,7 @@ std::string GitServer::wrongKnownHostsLine() const {
 }
 
 std::string GitServer::gitSshCommand() const {
-  const std::string known_hosts = root_ + "/ssh/known_hosts";
+  const std::string known_hosts = root() + "/ssh/known_hosts";
   (void)writeFile(known_hosts, knownHostsLine() + "\n");
   return "ssh -i " + client_key_ + " -o IdentitiesOnly=yes -o UserKnownHostsFile=" + known_hosts +
          " -o StrictHostKeyChecking=yes -o BatchMode=yes";
@@ -598,7 +593,7 @@ std::string GitServer::logTail(size_t lines) const {
   std::string out;
   std::error_code ec;
   std::vector<std::string> logs;
-  for (const auto& entry : fs::directory_iterator(root_ + "/logs", ec)) {
+  for (const auto& entry : fs::directory_iterator(root() + "/logs", ec)) {
     logs.push_back(entry.path().string());
   }
   std::sort(logs.begin(), logs.end());

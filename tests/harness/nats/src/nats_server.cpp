@@ -97,15 +97,10 @@ std::string uniqueName(std::string_view prefix) {
 }
 
 Result<std::unique_ptr<NatsServer>> NatsServer::start(NatsServerOptions options) {
-  auto dir = makeTempDir("flotilla-nats");
-  if (!dir.ok()) {
-    return fail(dir.error());
-  }
   if (options.binary.empty()) {
     options.binary = defaultNatsServerBinary();
   }
   if (::access(options.binary.c_str(), X_OK) != 0) {
-    removeAll(*dir);
     return fail(ErrorKind::kNotFound,
                 options.binary +
                     " is missing or not executable: run scripts/setup --tools (it builds the pinned "
@@ -113,14 +108,12 @@ Result<std::unique_ptr<NatsServer>> NatsServer::start(NatsServerOptions options)
                 "NatsServer::start");
   }
   std::unique_ptr<NatsServer> server(new NatsServer());
+  FLOTILLA_TRY(server->makeDir("flotilla-nats"));
   server->options_ = std::move(options);
-  server->dir_ = *dir;
-  server->store_dir_ = *dir + "/store";
-  server->log_file_ = *dir + "/nats-server.log";
   if (!server->options_.config.empty()) {
     std::string config = server->options_.config;
-    replaceAll(config, "$DIR", server->dir_);
-    server->config_file_ = *dir + "/nats.conf";
+    replaceAll(config, "$DIR", server->dir());
+    server->config_file_ = server->dir() + "/nats.conf";
     FLOTILLA_TRY(writeFile(server->config_file_, config));
   }
   Error last_error = makeError(ErrorKind::kInternal, "not started");
@@ -153,9 +146,6 @@ NatsServer::~NatsServer() {
   if (process_.pid() > 0) {
     process_.stop(std::chrono::seconds(5));
   }
-  if (!dir_.empty() && std::getenv("FLOTILLA_KEEP_TEMP") == nullptr) {
-    removeAll(dir_);
-  }
 }
 
 std::string NatsServer::url() const {
@@ -175,10 +165,10 @@ Status NatsServer::launch() {
     argv.push_back("-js");
   }
   argv.insert(argv.end(),
-              {"-a", "127.0.0.1", "-p", std::to_string(port_), "-sd", store_dir_, "-m", std::to_string(monitor_port_)});
+              {"-a", "127.0.0.1", "-p", std::to_string(port_), "-sd", storeDir(), "-m", std::to_string(monitor_port_)});
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   // A crashed or killed test must not leave its server running.
-  auto process = Process::start({.argv = argv, .output_file = log_file_, .kill_with_parent = true});
+  auto process = Process::start({.argv = argv, .output_file = logFile(), .kill_with_parent = true});
   if (!process.ok()) {
     return fail(process.error());
   }
@@ -239,7 +229,7 @@ void NatsServer::kill9() {
 }
 
 std::string NatsServer::logText() const {
-  return readFile(log_file_).valueOr("");
+  return readFile(logFile()).valueOr("");
 }
 
 std::string NatsServer::logTail(size_t lines) const {

@@ -21,6 +21,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/result.h"
 #include "flotilla/harness/local_port.h"
+#include "flotilla/harness/server_base.h"
 
 namespace flotilla::harness {
 
@@ -59,15 +60,13 @@ struct CommitRequest {
   std::optional<std::string> from;  //!< parent commit/branch; default: the branch's head (if any)
 };
 
-class GitServer {
+class GitServer : public ServerBase {
  public:
   //! Creates the temp dir, certificates and keys, and starts the servers asked for. On failure the error
   //! message includes the tail of the failing server's log.
   static Result<std::unique_ptr<GitServer>> start(GitServerOptions options = {});
 
-  GitServer(const GitServer&) = delete;
-  GitServer& operator=(const GitServer&) = delete;
-  //! Stops every server and removes the temp dir.
+  //! Stops every server; then ServerBase removes the temp dir.
   ~GitServer();
 
   //! Creates an empty bare repository `<name>.git` whose HEAD points at `default_branch`.
@@ -153,7 +152,7 @@ class GitServer {
   [[nodiscard]] int gitPort() const { return git_port_; }
   [[nodiscard]] int sshPort() const { return ssh_port_; }
   //! The temp dir everything lives in.
-  [[nodiscard]] const std::string& root() const { return root_; }
+  [[nodiscard]] const std::string& root() const { return dir(); }
   //! The last `lines` lines of every server log, labelled (for failure messages).
   [[nodiscard]] std::string logTail(size_t lines = 30) const;
   //! Environment for git CLI calls against this server (isolated HOME, no system config).
@@ -175,7 +174,6 @@ class GitServer {
                              const std::map<std::string, std::string>& extra_env = {});
 
   GitServerOptions options_;
-  std::string root_;
   std::string repos_;
   std::string ca_file_;
   std::string other_ca_file_;

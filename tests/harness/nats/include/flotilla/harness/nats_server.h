@@ -13,6 +13,7 @@
 #include "flotilla/core/process.h"
 #include "flotilla/core/result.h"
 #include "flotilla/harness/local_port.h"
+#include "flotilla/harness/server_base.h"
 
 namespace flotilla::harness {
 
@@ -33,25 +34,21 @@ struct NatsServerOptions {
 //! One nats-server process. Not copyable or movable: tests hold it through a unique_ptr. The server is killed if
 //! the thread that started it exits (so a crashed test leaves nothing running): start it from the test's main
 //! thread or another thread that outlives it.
-class NatsServer {
+class NatsServer : public ServerBase {
  public:
   //! Starts a server on fresh free ports and waits until it serves clients and /healthz is OK. A failure
   //! carries the tail of the server's log.
   static Result<std::unique_ptr<NatsServer>> start(NatsServerOptions options = {});
 
-  NatsServer(const NatsServer&) = delete;
-  NatsServer& operator=(const NatsServer&) = delete;
-  //! Stops the server and removes its temp dir (kept when FLOTILLA_KEEP_TEMP is set, for debugging).
+  //! Stops the server; then ServerBase removes its temp dir.
   ~NatsServer();
 
   //! "nats://127.0.0.1:<port>" (or the configured scheme).
   [[nodiscard]] std::string url() const;
   [[nodiscard]] int port() const { return port_; }
   [[nodiscard]] int monitorPort() const { return monitor_port_; }
-  //! The JetStream store dir (-sd).
-  [[nodiscard]] const std::string& storeDir() const { return store_dir_; }
-  //! The server's temp dir (store dir, log, config live under it); tests may put cert files here.
-  [[nodiscard]] const std::string& dir() const { return dir_; }
+  //! The JetStream store dir (-sd), in dir() (the server's temp dir, where tests may put cert files too).
+  [[nodiscard]] std::string storeDir() const { return dir() + "/store"; }
   [[nodiscard]] bool running();
 
   //! Graceful stop (SIGTERM); the store dir stays.
@@ -69,12 +66,11 @@ class NatsServer {
   NatsServer() = default;
   Status launch();
   Status waitReady();
+  //! Where the server's output goes (all runs), in dir().
+  [[nodiscard]] std::string logFile() const { return dir() + "/nats-server.log"; }
 
   NatsServerOptions options_;
-  std::string dir_;
-  std::string store_dir_;
-  std::string log_file_;
-  std::string config_file_;
+  std::string config_file_;  //!< in dir(), "" without options_.config
   int port_ = 0;
   int monitor_port_ = 0;
   Process process_;
