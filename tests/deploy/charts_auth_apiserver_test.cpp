@@ -335,6 +335,7 @@ TEST_F(ChartsAuthOnApiserver, ARegistrationTokenEnrollsTheAgentTheChartsInstall)
             "nats.url=tls://hub.example:4222", "--set", "nats.registration.secretName=flotilla-agent-nats", "--set",
             "nats.tls.secretName=flotilla-agent-nats"});
   ASSERT_EQ(agent.exit_code, 0) << agent.err << agent.out;
+  EXPECT_THAT(agent.out, HasSubstr("enrolls with the registration token in Secret flotilla-agent-nats"));
   const auto agent_objects = installedObjects("agent", "reg-agent");
   const Json* deployment = findObject(agent_objects, "Deployment", "agent-flotilla-agent");
   ASSERT_NE(deployment, nullptr);
