@@ -136,11 +136,27 @@ void defineAuth(CLI::App& command, Invocation& invocation) {
   secrets->add_option("--kube-namespace", args.kube_namespace, "namespace of the release")->required();
   CLI::Option* agent =
       secrets->add_option("--agent", args.agent, "print the Secret of this cluster's agent (after auth issue) instead");
-  secrets->add_option("--release", args.release, "the hub chart's release name (default flotilla)")->excludes(agent);
-  secrets->add_option("--san", args.alt_names, "another DNS name or IP of the hub's server certificate (repeatable)")
-      ->excludes(agent);
+  CLI::Option* registration = secrets
+                                  ->add_option("--registration", args.registration,
+                                               "print the agent chart's Secret for this registration token (after "
+                                               "auth issue --role registration) instead")
+                                  ->excludes(agent);
+  for (CLI::Option* hub_only :
+       {secrets->add_option("--release", args.release, "the hub chart's release name (default flotilla)"),
+        secrets->add_option("--san", args.alt_names,
+                            "another DNS name or IP of the hub's server certificate "
+                            "(repeatable)"),
+        secrets->add_flag("--registrar", args.registrar,
+                          "also the registrar's Secret: its signing key (scoped to agent users) and the account JWT, "
+                          "for the hub chart's nats.auth.registrar")}) {
+    hub_only->excludes(agent)->excludes(registration);
+  }
   secrets->add_option("--name", args.secret_name, "the agent Secret's name (default flotilla-agent-nats)")
-      ->needs(agent);
+      ->check([&args](const std::string&) {
+        return args.agent.empty() && args.registration.empty()
+                   ? std::string("--name requires --agent or --registration")
+                   : std::string();
+      });
   secrets->fallthrough();
   args.init = init;
   args.issue = issue;

@@ -103,6 +103,16 @@ Result<std::vector<SecretManifest>> hubSecrets(const AuthArgs& args, bool& mutua
                               {"ca.crt", *ca},
                               {"tls.crt", server->certificate},
                               {"tls.key", server->private_key}}});
+  if (args.registrar) {
+    auto key = readIn(args.dir, "registrar-signing.nk", "auth init writes it (since registration tokens)");
+    auto account = readIn(args.dir, "account.jwt", "auth init writes it; was " + args.dir + " made by it?");
+    FLOTILLA_TRY(key);
+    FLOTILLA_TRY(account);
+    secrets.push_back({.name = prefix + "registrar",
+                       .comment = "the scheduler's registrar: a signing key that can sign only agent users, and the "
+                                  "account JWT listing it",
+                       .data = {{"registrar-signing.nk", *key}, {"account.jwt", *account}}});
+  }
   for (const std::string service : {"poller", "bundler", "scheduler"}) {
     auto creds =
         readIn(args.dir, "creds/" + service + ".creds", "auth init writes it; was " + args.dir + " made by it?");
@@ -137,17 +147,41 @@ Result<std::vector<SecretManifest>> agentSecrets(const AuthArgs& args, bool& mut
   return std::vector<SecretManifest>{std::move(secret)};
 }
 
+//! The agent chart's Secret for enrolling with a registration token: its creds (registration.creds) and the CA.
+Result<std::vector<SecretManifest>> registrationSecrets(const AuthArgs& args, bool& mutual) {
+  auto role = identity::registrationRole(args.registration);
+  FLOTILLA_TRY(role);
+  auto creds = readIn(args.dir, identity::credsFileName(*role),
+                      "issue it with flotilla auth issue --dir " + args.dir + " --role registration --token " +
+                          args.registration + " --ttl 24h (and --client-cert for mutual TLS)");
+  FLOTILLA_TRY(creds);
+  auto ca = readIn(args.dir, "tls/ca.pem", std::string(kNoCa));
+  FLOTILLA_TRY(ca);
+  SecretManifest secret{.name = args.secret_name,
+                        .comment = "registration token " + args.registration +
+                                   ": it lets an agent ask the hub's registrar for credentials of its own; the CA",
+                        .data = {{"registration.creds", *creds}, {"ca.crt", *ca}}};
+  auto cert = addClientCertificate(args.dir, identity::identityName(*role), secret);
+  FLOTILLA_TRY(cert);
+  mutual = *cert;
+  return std::vector<SecretManifest>{std::move(secret)};
+}
+
 std::string checkNames(const AuthArgs& args) {
   if (!model::isDns1123Label(args.kube_namespace)) {
     return "--kube-namespace \"" + args.kube_namespace + "\": expected a Kubernetes namespace name";
   }
-  if (args.agent.empty() && (args.release.size() > 53 || !model::isDns1123Label(args.release))) {
+  const bool hub = args.agent.empty() && args.registration.empty();
+  if (hub && (args.release.size() > 53 || !model::isDns1123Label(args.release))) {
     return "--release \"" + args.release + "\": expected a Helm release name (lower case, digits, '-', up to 53)";
   }
   if (auto role = identity::roleFor("agent", args.agent); !args.agent.empty() && !role.ok()) {
     return "--agent: " + role.error().message;
   }
-  if (!args.agent.empty() && !model::isDns1123Subdomain(args.secret_name)) {
+  if (auto role = identity::registrationRole(args.registration); !args.registration.empty() && !role.ok()) {
+    return "--registration: " + role.error().message;
+  }
+  if (!hub && !model::isDns1123Subdomain(args.secret_name)) {
     return "--name \"" + args.secret_name + "\": expected a Kubernetes Secret name";
   }
   return {};
@@ -155,14 +189,21 @@ std::string checkNames(const AuthArgs& args) {
 
 //! How to install with what was printed.
 std::string installHint(const AuthArgs& args, bool mutual) {
+  const std::string client_cert = mutual ? " --set nats.tls.clientCert=true" : "";
+  if (!args.registration.empty()) {
+    return "helm install flotilla-agent charts/flotilla-agent -n " + args.kube_namespace +
+           " --set clusterName=<name> --set nats.url=tls://<hub>:4222 --set nats.registration.secretName=" +
+           args.secret_name + " --set nats.tls.secretName=" + args.secret_name + client_cert;
+  }
   if (args.agent.empty()) {
     return "helm install " + args.release + " charts/flotilla-hub -n " + args.kube_namespace +
-           (mutual ? " --set nats.auth.mutualTls=true" : "");
+           (mutual ? " --set nats.auth.mutualTls=true" : "") +
+           (args.registrar ? " --set nats.auth.registrar.enabled=true" : "");
   }
   return "helm install flotilla-agent charts/flotilla-agent -n " + args.kube_namespace +
          " --set clusterName=" + args.agent +
          " --set nats.url=tls://<hub>:4222 --set nats.credentials.secretName=" + args.secret_name +
-         " --set nats.tls.secretName=" + args.secret_name + (mutual ? " --set nats.tls.clientCert=true" : "");
+         " --set nats.tls.secretName=" + args.secret_name + client_cert;
 }
 
 }  // namespace
@@ -172,7 +213,9 @@ int runAuthSecrets(const AuthArgs& args, const Streams& io) {
     return usageError(io.err, problem, "auth secrets");
   }
   bool mutual = false;
-  auto secrets = args.agent.empty() ? hubSecrets(args, mutual) : agentSecrets(args, mutual);
+  auto secrets = !args.registration.empty() ? registrationSecrets(args, mutual)
+                 : args.agent.empty()          ? hubSecrets(args, mutual)
+                                               : agentSecrets(args, mutual);
   if (!secrets.ok()) {
     return failWith(io.err, "auth secrets: " + secrets.error().describe());
   }

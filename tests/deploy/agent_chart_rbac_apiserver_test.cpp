@@ -44,8 +44,12 @@ class AgentChartRbacOnApiserver : public ApiserverSuite {
 
   //! kubectl as the agent's ServiceAccount itself (its token, no client certificate).
   static CommandResult asAgent(std::vector<std::string> args, const std::string& input = {}) {
+    return asToken(agent_token_, std::move(args), input);
+  }
+
+  static CommandResult asToken(const std::string& token, std::vector<std::string> args, const std::string& input = {}) {
     args.insert(args.begin(), {kubectl_, "--kubeconfig=/dev/null", "--server=" + cluster_->serverUrl(),
-                               "--certificate-authority=" + cluster_->caFile(), "--token=" + agent_token_});
+                               "--certificate-authority=" + cluster_->caFile(), "--token=" + token});
     return run(args, input);
   }
 
@@ -184,6 +188,58 @@ TEST_F(AgentChartRbacOnApiserver, NotesNameTheModeAndTheImpersonatedAccounts) {
   auto admin_notes = notes({"--set", "rbac.mode=clusterAdmin"});
   ASSERT_EQ(admin_notes.exit_code, 0) << admin_notes.err;
   EXPECT_THAT(admin_notes.out, HasSubstr("includes\n  impersonating any user, group or service account"));
+}
+
+// rbac.mode=rules with a registration token: the agent's ServiceAccount can keep its credentials in the one Secret
+// the chart names, the way the agent writes it (get, then server-side apply that creates it and later updates it),
+// and reads no other Secret.
+TEST_F(AgentChartRbacOnApiserver, RulesModeLetsTheAgentKeepItsCredentialsSecretOnly) {
+  const std::string release = "rbacreg";
+  auto objects = renderChart(
+      "flotilla-agent",
+      {"--set", "clusterName=edge-2", "--set", "nats.url=tls://hub:4222", "--set", "nats.registration.secretName=token",
+       "--set", "nats.tls.secretName=token", "--set", "rbac.mode=rules"},
+      release, kNamespace);
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  Json list = Json::obj({{"apiVersion", "v1"}, {"kind", "List"}, {"items", Json::array()}});
+  for (const char* kind : {"ServiceAccount", "Role", "RoleBinding"}) {
+    for (const auto& object : *objects) {
+      if (object.getString("kind") == kind) {
+        Json copy = object;
+        copy["metadata"]["namespace"] = Json(kNamespace);
+        list.find("items")->push(copy);
+      }
+    }
+  }
+  auto applied = admin({"apply", "-f", "-"}, list.dump());
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  auto token = admin({"-n", kNamespace, "create", "token", release + "-flotilla-agent"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  const std::string agent = token.out.substr(0, token.out.find('\n'));
+  auto secret = [](const std::string& name, const std::string& creds) {
+    return Json::obj({{"apiVersion", "v1"},
+                      {"kind", "Secret"},
+                      {"metadata", Json::obj({{"name", name}, {"namespace", kNamespace}})},
+                      {"stringData", Json::obj({{"creds", creds}})}})
+        .dump();
+  };
+  const std::string mine = release + "-flotilla-agent-credentials";
+  const std::vector<std::string> apply = {"apply", "--server-side", "--field-manager=flotilla-agent-credentials", "-f",
+                                          "-"};
+  auto created = asToken(agent, apply, secret(mine, "first"));
+  EXPECT_EQ(created.exit_code, 0) << created.err;
+  auto renewed = asToken(agent, apply, secret(mine, "second"));
+  EXPECT_EQ(renewed.exit_code, 0) << renewed.err;
+  auto read = asToken(agent, {"-n", kNamespace, "get", "secret", mine, "-o", "jsonpath={.data.creds}"});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, "c2Vjb25k");  // "second"
+  auto other = admin({"-n", kNamespace, "create", "secret", "generic", "someone-else", "--from-literal=k=v"});
+  ASSERT_TRUE(other.exit_code == 0 || other.err.find("AlreadyExists") != std::string::npos) << other.err;
+  auto foreign = asToken(agent, {"-n", kNamespace, "get", "secret", "someone-else"});
+  EXPECT_NE(foreign.exit_code, 0);
+  EXPECT_THAT(foreign.err, HasSubstr("forbidden"));
+  admin({"delete", "--ignore-not-found", "--wait=false", "-f", "-"}, list.dump());
+  admin({"-n", kNamespace, "delete", "--ignore-not-found", "secret", mine, "someone-else"});
 }
 
 }  // namespace

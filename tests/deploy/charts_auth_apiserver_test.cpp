@@ -11,8 +11,10 @@
 
 #include "apiserver_suite.h"
 #include "flotilla/bus/connection.h"
+#include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/harness/nats_server.h"
+#include "flotilla/harness/poll.h"
 #include "flotilla/testing/temp_dir.h"
 
 namespace flotilla::deploy_test {
@@ -20,6 +22,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 size_t occurrences(const std::string& text, const std::string& needle) {
   size_t count = 0;
@@ -80,6 +83,11 @@ class ChartsAuthOnApiserver : public ApiserverSuite {
     return objects.ok() ? *objects : std::vector<Json>{};
   }
 
+  // The embedded server as release "hub" in `ns` runs it: the chart's ConfigMap next to the files of its Secret in
+  // `etc_nats`, as the projected volume lays out /etc/nats.
+  static void startChartServer(const std::string& ns, const std::vector<Json>& objects, const std::string& etc_nats,
+                               std::unique_ptr<harness::NatsServer>& server);
+
   // init → secrets → kubectl apply → helm install → the rendered server config with the stored Secrets runs
   // nats-server; the poller's identity (as its Deployment mounts it) connects, no creds / no client cert do not.
   static void installAndServe(const std::string& ns, bool mutual);
@@ -104,6 +112,21 @@ std::string volumeSecret(const Json& workload, const std::string& mount) {
   return {};
 }
 
+void ChartsAuthOnApiserver::startChartServer(const std::string& ns, const std::vector<Json>& objects,
+                                             const std::string& etc_nats,
+                                             std::unique_ptr<harness::NatsServer>& server) {
+  const Json* config = findObject(objects, "ConfigMap", "hub-flotilla-hub-nats-config");
+  const Json* nats = findObject(objects, "StatefulSet", "hub-flotilla-hub-nats");
+  ASSERT_TRUE(config != nullptr && nats != nullptr);
+  EXPECT_THAT(stringList(firstContainer(*nats)->find("args")), Contains("--config=/etc/nats/nats-server.conf"));
+  writeSecretFiles(ns, "hub-flotilla-hub-nats-server", etc_nats);
+  std::string conf = config->at({"data", "nats-server.conf"})->asString();
+  ASSERT_TRUE(writeFile(etc_nats + "/nats-server.conf", replaceAll(conf, "/etc/nats/", etc_nats + "/")).ok());
+  auto started = harness::NatsServer::start({.extra_args = {"-c", etc_nats + "/nats-server.conf"}, .scheme = "tls"});
+  ASSERT_TRUE(started.ok()) << started.error().describe();
+  server = std::move(started).value();
+}
+
 void ChartsAuthOnApiserver::installAndServe(const std::string& ns, bool mutual) {
   flotilla::testing::TempDir temp("flotilla-chart-auth");
   const std::string auth = temp.path() + "/hub-auth";
@@ -125,17 +148,9 @@ void ChartsAuthOnApiserver::installAndServe(const std::string& ns, bool mutual) 
   EXPECT_THAT(installed.out, HasSubstr("Operator mode with TLS"));
   auto objects = installedObjects("hub", ns);
 
-  // The server: the chart's ConfigMap next to the files of its Secret, as the projected volume lays out /etc/nats.
-  const Json* config = findObject(objects, "ConfigMap", "hub-flotilla-hub-nats-config");
-  const Json* nats = findObject(objects, "StatefulSet", "hub-flotilla-hub-nats");
-  ASSERT_TRUE(config != nullptr && nats != nullptr);
-  EXPECT_THAT(stringList(firstContainer(*nats)->find("args")), Contains("--config=/etc/nats/nats-server.conf"));
-  const std::string etc_nats = temp.path() + "/etc-nats";
-  writeSecretFiles(ns, "hub-flotilla-hub-nats-server", etc_nats);
-  std::string conf = config->at({"data", "nats-server.conf"})->asString();
-  ASSERT_TRUE(writeFile(etc_nats + "/nats-server.conf", replaceAll(conf, "/etc/nats/", etc_nats + "/")).ok());
-  auto server = harness::NatsServer::start({.extra_args = {"-c", etc_nats + "/nats-server.conf"}, .scheme = "tls"});
-  ASSERT_TRUE(server.ok()) << server.error().describe();
+  std::unique_ptr<harness::NatsServer> server;
+  startChartServer(ns, objects, temp.path() + "/etc-nats", server);
+  ASSERT_NE(server, nullptr);
 
   // The poller connects as its Deployment says: its args' files, from the Secret mounted at /etc/flotilla/nats.
   const Json* poller = findObject(objects, "Deployment", "hub-flotilla-hub-poller");
@@ -145,7 +160,7 @@ void ChartsAuthOnApiserver::installAndServe(const std::string& ns, bool mutual) 
   const std::string mount = temp.path() + "/poller-nats";
   writeSecretFiles(ns, secret, mount);
   bus::ConnectOptions options;
-  options.servers = {(*server)->url()};
+  options.servers = {server->url()};
   options.max_reconnect = 0;
   const std::vector<std::pair<std::string, std::string*>> flags = {{"--nats-creds=", &options.creds_file},
                                                                    {"--nats-ca=", &options.ca_file},
@@ -161,22 +176,22 @@ void ChartsAuthOnApiserver::installAndServe(const std::string& ns, bool mutual) 
   ASSERT_FALSE(options.creds_file.empty() || options.ca_file.empty());
   EXPECT_EQ(options.cert_file.empty(), !mutual);
   auto connected = bus::Connection::connect(options);
-  ASSERT_TRUE(connected.ok()) << connected.error().describe() << "\n" << (*server)->logTail();
+  ASSERT_TRUE(connected.ok()) << connected.error().describe() << "\n" << server->logTail();
 
   // Each refusal adds its own line to the server's log (the harness' readiness probe left a handshake error too).
   const std::string refused_auth = "authentication error";
-  const size_t auth_errors = occurrences((*server)->logText(), refused_auth);
+  const size_t auth_errors = occurrences(server->logText(), refused_auth);
   auto anonymous = options;
   anonymous.creds_file.clear();
   EXPECT_FALSE(bus::Connection::connect(anonymous).ok()) << "a client without creds must be refused";
-  EXPECT_EQ(occurrences((*server)->logText(), refused_auth), auth_errors + 1) << (*server)->logTail();
+  EXPECT_EQ(occurrences(server->logText(), refused_auth), auth_errors + 1) << server->logTail();
   if (mutual) {
-    const size_t handshake_errors = occurrences((*server)->logText(), "TLS handshake error");
+    const size_t handshake_errors = occurrences(server->logText(), "TLS handshake error");
     auto no_cert = options;
     no_cert.cert_file.clear();
     no_cert.key_file.clear();
     EXPECT_FALSE(bus::Connection::connect(no_cert).ok()) << "mutual TLS: a client without a certificate";
-    EXPECT_GT(occurrences((*server)->logText(), "TLS handshake error"), handshake_errors) << (*server)->logTail();
+    EXPECT_GT(occurrences(server->logText(), "TLS handshake error"), handshake_errors) << server->logTail();
   }
 }
 
@@ -231,6 +246,124 @@ TEST_F(ChartsAuthOnApiserver, AgentSecretFromTheCliInstallsTheAgentChart) {
             "nats.tls.secretName=flotilla-agent-nats", "--set", "nats.tls.clientCert=true"});
   ASSERT_EQ(installed.exit_code, 0) << installed.err;
   EXPECT_THAT(installed.out, HasSubstr("and a client certificate (mutual TLS)"));
+}
+
+// A workload's container args as this machine runs them: each mount prefix replaced by a local directory, the
+// NATS URL and the HTTP address by the test's, plus `extra`.
+std::vector<std::string> argsAsRunHere(const Json& workload, const std::map<std::string, std::string>& mounts,
+                                       const std::string& nats_url, std::vector<std::string> extra) {
+  std::vector<std::string> args;
+  for (std::string arg : stringList(firstContainer(workload)->find("args"))) {
+    if (arg.starts_with("--nats-url=")) {
+      arg = "--nats-url=" + nats_url;
+    } else if (arg.starts_with("--http-addr=")) {
+      arg = "--http-addr=127.0.0.1:0";
+    }
+    for (const auto& [mount, dir] : mounts) {
+      arg = replaceAll(arg, mount, dir);
+    }
+    args.push_back(arg);
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Registration tokens through both charts, with nothing mocked: `auth secrets --registrar` and `--registration`
+// make the Secrets, the hub chart (nats.auth.registrar) and the agent chart (nats.registration) install them, and
+// the real scheduler and agent run with the args and Secrets their Deployments name. The agent, given only the
+// token, enrolls: the credentials the registrar signed land in its store and in the Secret the chart named, and it
+// registers its cluster with them (the admin sees the cluster).
+TEST_F(ChartsAuthOnApiserver, ARegistrationTokenEnrollsTheAgentTheChartsInstall) {
+  flotilla::testing::TempDir temp("flotilla-chart-registration");
+  const std::string auth = temp.path() + "/hub-auth";
+  ASSERT_EQ(flotilla({"auth", "init", "--dir", auth, "--tls"}).exit_code, 0);
+  ASSERT_EQ(flotilla({"auth", "issue", "--dir", auth, "--role", "registration", "--token", "batch-1", "--ttl", "1h"})
+                .exit_code,
+            0);
+  createNamespace("reg-hub");
+  auto hub_secrets =
+      flotilla({"auth", "secrets", "--dir", auth, "--kube-namespace", "reg-hub", "--release", "hub", "--registrar"});
+  ASSERT_EQ(hub_secrets.exit_code, 0) << hub_secrets.err;
+  ASSERT_EQ(kubectl({"apply", "-f", "-"}, hub_secrets.out).exit_code, 0);
+  auto hub = helm({"install", "hub", chartDir("flotilla-hub"), "-n", "reg-hub", "--set",
+                   "nats.auth.registrar.enabled=true", "--set", "nats.auth.registrar.agentCredsTtl=2h"});
+  ASSERT_EQ(hub.exit_code, 0) << hub.err << hub.out;
+  auto hub_objects = installedObjects("hub", "reg-hub");
+  std::unique_ptr<harness::NatsServer> server;
+  startChartServer("reg-hub", hub_objects, temp.path() + "/etc-nats", server);
+  ASSERT_NE(server, nullptr);
+
+  // The scheduler with its identity and the registrar Secret at the paths its Deployment mounts them.
+  const Json* scheduler = findObject(hub_objects, "Deployment", "hub-flotilla-hub-scheduler");
+  ASSERT_NE(scheduler, nullptr);
+  writeSecretFiles("reg-hub", volumeSecret(*scheduler, "/etc/flotilla/nats"), temp.path() + "/scheduler-nats");
+  writeSecretFiles("reg-hub", volumeSecret(*scheduler, "/etc/flotilla/registrar"), temp.path() + "/registrar");
+  auto scheduler_args = argsAsRunHere(*scheduler,
+                                      {{"/etc/flotilla/nats/", temp.path() + "/scheduler-nats/"},
+                                       {"/etc/flotilla/registrar/", temp.path() + "/registrar/"}},
+                                      server->url(), {});
+  EXPECT_THAT(scheduler_args, Contains("--agent-creds-ttl=2h"));
+  scheduler_args.insert(scheduler_args.begin(), FLOTILLA_SCHEDULER_BINARY);
+  auto scheduler_process =
+      Process::start({.argv = scheduler_args, .output_file = temp.path() + "/scheduler.log", .kill_with_parent = true});
+  ASSERT_TRUE(scheduler_process.ok()) << scheduler_process.error().describe();
+
+  // The agent chart with the token's Secret; the agent with the token, its store and the cluster's kubeconfig.
+  createNamespace("reg-agent");
+  auto agent_secret =
+      flotilla({"auth", "secrets", "--dir", auth, "--kube-namespace", "reg-agent", "--registration", "batch-1"});
+  ASSERT_EQ(agent_secret.exit_code, 0) << agent_secret.err;
+  ASSERT_EQ(kubectl({"apply", "-f", "-"}, agent_secret.out).exit_code, 0);
+  auto agent =
+      helm({"install", "agent", chartDir("flotilla-agent"), "-n", "reg-agent", "--set", "clusterName=edge-7", "--set",
+            "nats.url=tls://hub.example:4222", "--set", "nats.registration.secretName=flotilla-agent-nats", "--set",
+            "nats.tls.secretName=flotilla-agent-nats"});
+  ASSERT_EQ(agent.exit_code, 0) << agent.err << agent.out;
+  EXPECT_THAT(agent.out, HasSubstr("enrolls with the registration token in Secret flotilla-agent-nats"));
+  const auto agent_objects = installedObjects("agent", "reg-agent");
+  const Json* deployment = findObject(agent_objects, "Deployment", "agent-flotilla-agent");
+  ASSERT_NE(deployment, nullptr);
+  writeSecretFiles("reg-agent", "flotilla-agent-nats", temp.path() + "/agent-secret");
+  const std::string store = temp.path() + "/agent-store";
+  std::filesystem::create_directories(store);
+  auto agent_args = argsAsRunHere(*deployment,
+                                  {{"/etc/flotilla/nats-registration/", temp.path() + "/agent-secret/"},
+                                   {"/etc/flotilla/nats-tls/", temp.path() + "/agent-secret/"},
+                                   {"/var/lib/flotilla/credentials/", store + "/"}},
+                                  server->url(), {"--kubeconfig=" + cluster_->kubeconfigPath()});
+  agent_args.insert(agent_args.begin(), FLOTILLA_AGENT_BINARY);
+  auto agent_process =
+      Process::start({.argv = agent_args, .output_file = temp.path() + "/agent.log", .kill_with_parent = true});
+  ASSERT_TRUE(agent_process.ok()) << agent_process.error().describe();
+
+  auto logs = [&] {
+    return "scheduler:\n" + readFile(temp.path() + "/scheduler.log").valueOr("") + "\nagent:\n" +
+           readFile(temp.path() + "/agent.log").valueOr("");
+  };
+  // Enrolled: the Secret the chart named holds credentials of edge-7's agent, and the agent registered with them.
+  const bool stored = harness::waitUntil(
+      [&] {
+        auto got = kubectl(
+            {"get", "secret", "agent-flotilla-agent-credentials", "-n", "reg-agent", "-o", "jsonpath={.data.creds}"});
+        return got.exit_code == 0 && !got.out.empty();
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(500));
+  ASSERT_TRUE(stored) << logs();
+  EXPECT_TRUE(std::filesystem::exists(store + "/agent.creds"));
+  const std::vector<std::string> admin = {"--nats-url",         server->url(),  "--nats-ca",
+                                          auth + "/tls/ca.pem", "--nats-creds", auth + "/creds/admin.creds"};
+  const bool registered = harness::waitUntil(
+      [&] {
+        std::vector<std::string> get = admin;
+        get.insert(get.end(), {"get", "clusters"});
+        auto got = flotilla(get);
+        return got.exit_code == 0 && got.out.find("edge-7") != std::string::npos;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(500));
+  EXPECT_TRUE(registered) << logs();
+  EXPECT_THAT(readFile(temp.path() + "/agent.log").valueOr(""), Not(HasSubstr("--nats-creds")));
+  agent_process->stop();
+  scheduler_process->stop();
 }
 
 }  // namespace

@@ -297,5 +297,148 @@ TEST(AuthSecretsCli, AMissingOrAlteredAccountJwtIsNamed) {
   EXPECT_THAT(missing.err, HasSubstr(dir + "/account.jwt is missing: run auth init --dir " + dir));
 }
 
+// nats.auth.registrar: the scheduler runs the registrar with the key and account JWT of its own Secret; the install
+// looks that Secret up like the others; it needs the per-service identities, and its TTL needs it on.
+TEST(HubChartRegistrar, TheSchedulerRunsTheRegistrarWithItsOwnSecret) {
+  auto objects = renderChart("flotilla-hub", with(kOffline, {"--set", "nats.auth.registrar.enabled=true", "--set",
+                                                             "nats.auth.registrar.agentCredsTtl=168h"}));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const Json* scheduler = findObject(*objects, "Deployment", "t-flotilla-hub-scheduler");
+  ASSERT_NE(scheduler, nullptr);
+  const auto args = stringList(firstContainer(*scheduler)->find("args"));
+  EXPECT_THAT(args, Contains("--registration-signing-key=/etc/flotilla/registrar/registrar-signing.nk"));
+  EXPECT_THAT(args, Contains("--registration-account=/etc/flotilla/registrar/account.jwt"));
+  EXPECT_THAT(args, Contains("--agent-creds-ttl=168h"));
+  EXPECT_EQ(secretVolumes(*scheduler),
+            (std::vector<std::string>{"t-flotilla-hub-nats-scheduler", "t-flotilla-hub-nats-registrar"}));
+  for (const std::string other : {"poller", "bundler"}) {  // the key reaches the scheduler only
+    EXPECT_EQ(secretVolumes(*findObject(*objects, "Deployment", "t-flotilla-hub-" + other)),
+              std::vector<std::string>{"t-flotilla-hub-nats-" + other});
+  }
+  auto off = renderChart("flotilla-hub", kOffline);
+  ASSERT_TRUE(off.ok()) << off.error().describe();
+  for (const auto& arg :
+       stringList(firstContainer(*findObject(*off, "Deployment", "t-flotilla-hub-scheduler"))->find("args"))) {
+    EXPECT_THAT(arg, Not(HasSubstr("registration"))) << "the registrar is off by default";
+  }
+  auto missing = renderChart("flotilla-hub", {"--set", "nats.auth.registrar.enabled=true"}, "hub");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.error().message, HasSubstr("Secret hub-flotilla-hub-nats-registrar is missing"));
+  EXPECT_THAT(missing.error().message, HasSubstr("--release hub --registrar | kubectl apply -f -"));
+}
+
+TEST(HubChartRegistrar, ValuesThatCannotWorkAreRefused) {
+  auto insecure =
+      renderChart("flotilla-hub", {"--set", "nats.auth.enabled=false", "--set", "nats.auth.registrar.enabled=true"});
+  ASSERT_FALSE(insecure.ok());
+  EXPECT_THAT(insecure.error().message, HasSubstr("nats.auth.registrar needs nats.auth.enabled"));
+  auto shared = renderChart(
+      "flotilla-hub",
+      with(kOffline, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats:4222", "--set",
+                      "nats.credentials.secretName=hub-creds", "--set", "nats.auth.registrar.enabled=true"}));
+  ASSERT_FALSE(shared.ok());
+  EXPECT_THAT(shared.error().message, HasSubstr("nats.auth.registrar needs nats.auth.enabled and the per-service"));
+  auto ttl_alone = renderChart("flotilla-hub", with(kOffline, {"--set", "nats.auth.registrar.agentCredsTtl=1h"}));
+  ASSERT_FALSE(ttl_alone.ok());
+  EXPECT_THAT(ttl_alone.error().message, HasSubstr("agentCredsTtl is used only with nats.auth.registrar.enabled"));
+  auto bad_ttl = renderChart("flotilla-hub", with(kOffline, {"--set", "nats.auth.registrar.enabled=true", "--set",
+                                                             "nats.auth.registrar.agentCredsTtl=a week"}));
+  ASSERT_FALSE(bad_ttl.ok());
+  EXPECT_THAT(bad_ttl.error().message, HasSubstr("/nats/auth/registrar/agentCredsTtl"));
+}
+
+std::vector<std::string> registrationAgent(const std::vector<std::string>& more = {}) {
+  return with({"--set", "clusterName=edge-1", "--set", "nats.url=tls://hub.example:4222", "--set",
+               "nats.registration.secretName=flotilla-agent-nats", "--set", "nats.tls.secretName=flotilla-agent-nats"},
+              more);
+}
+
+// nats.registration: the token's creds, a writable store and the Secret the agent keeps its credentials in.
+TEST(AgentChartRegistration, ATokenGivesTheEnrollmentFlagsAndAWritableStore) {
+  auto objects = renderChart("flotilla-agent", registrationAgent());
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
+  ASSERT_NE(deployment, nullptr);
+  const auto args = stringList(firstContainer(*deployment)->find("args"));
+  EXPECT_THAT(args, Contains("--registration-creds=/etc/flotilla/nats-registration/registration.creds"));
+  EXPECT_THAT(args, Contains("--creds-store=/var/lib/flotilla/credentials/agent.creds"));
+  EXPECT_THAT(args, Contains("--creds-secret=flotilla-system/t-flotilla-agent-credentials"));
+  for (const auto& arg : args) {
+    EXPECT_FALSE(arg.starts_with("--nats-creds=")) << arg;
+  }
+  bool store_mounted = false;
+  for (const auto& mount : firstContainer(*deployment)->find("volumeMounts")->asArray()) {
+    if (mount.getString("mountPath") == "/var/lib/flotilla/credentials") {
+      store_mounted = mount.find("readOnly") == nullptr || !mount.find("readOnly")->asBool();
+    }
+  }
+  EXPECT_TRUE(store_mounted) << "the store is written (and renewed) in place";
+  // applyAll (default) covers the Secret; rules gets a Role for exactly it.
+  EXPECT_EQ(findObject(*objects, "Role", "t-flotilla-agent-credentials"), nullptr);
+  auto rules =
+      renderChart("flotilla-agent",
+                  registrationAgent({"--set", "rbac.mode=rules", "--set", "nats.registration.credsSecret=edge-creds"}));
+  ASSERT_TRUE(rules.ok()) << rules.error().describe();
+  const Json* role = findObject(*rules, "Role", "t-flotilla-agent-credentials");
+  ASSERT_NE(role, nullptr);
+  EXPECT_EQ(role->at({"rules"})->asArray().front().at({"resourceNames"})->asArray().front().asString(), "edge-creds");
+  EXPECT_NE(findObject(*rules, "RoleBinding", "t-flotilla-agent-credentials"), nullptr);
+  EXPECT_THAT(stringList(firstContainer(*findObject(*rules, "Deployment", "t-flotilla-agent"))->find("args")),
+              Contains("--creds-secret=flotilla-system/edge-creds"));
+}
+
+TEST(AgentChartRegistration, ATokenExcludesOtherCredentials) {
+  auto both = renderChart("flotilla-agent", registrationAgent({"--set", "nats.credentials.secretName=x"}));
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.error().message, HasSubstr("nats.registration excludes nats.credentials"));
+  auto store_alone = renderChart(
+      "flotilla-agent", with(agentBase(), {"--set", "nats.insecure=true", "--set", "nats.registration.credsSecret=x"}));
+  ASSERT_FALSE(store_alone.ok());
+  EXPECT_THAT(store_alone.error().message, HasSubstr("credsSecret is used only with nats.registration.secretName"));
+}
+
+// `auth secrets --registrar` adds the registrar's Secret (its scoped key, never the account signing key);
+// `--registration T` prints the agent chart's Secret for the token, after `auth issue --role registration`.
+TEST(AuthSecretsCli, RegistrarAndRegistrationTokenSecrets) {
+  flotilla::testing::TempDir temp("flotilla-auth-secrets-registration");
+  const std::string dir = temp.path() + "/hub-auth";
+  ASSERT_EQ(flotilla({"auth", "init", "--dir", dir, "--tls"}).exit_code, 0);
+  auto hub = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "ns", "--release", "prod", "--registrar"});
+  ASSERT_EQ(hub.exit_code, 0) << hub.err;
+  auto objects = parseObjects(hub.out, "auth secrets --registrar");
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  EXPECT_EQ(objects->size(), 5u);
+  const Json* registrar = findObject(*objects, "Secret", "prod-flotilla-hub-nats-registrar");
+  ASSERT_NE(registrar, nullptr);
+  auto key = base64Decode(registrar->at({"data", "registrar-signing.nk"})->asString());
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, readFile(dir + "/registrar-signing.nk").valueOr("?"));
+  EXPECT_NE(registrar->at({"data", "account.jwt"}), nullptr);
+  EXPECT_THAT(hub.out + hub.err, Not(HasSubstr(trim(readFile(dir + "/account-signing.nk").valueOr("?")))));
+  EXPECT_THAT(hub.err, HasSubstr("--set nats.auth.registrar.enabled=true"));
+
+  auto not_issued = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "edge", "--registration", "t1"});
+  EXPECT_EQ(not_issued.exit_code, 1);
+  EXPECT_THAT(not_issued.err, HasSubstr("flotilla auth issue --dir " + dir + " --role registration --token t1"));
+  ASSERT_EQ(
+      flotilla({"auth", "issue", "--dir", dir, "--role", "registration", "--token", "t1", "--ttl", "1h"}).exit_code, 0);
+  auto token = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "edge", "--registration", "t1"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  auto secret = parseObjects(token.out, "auth secrets --registration");
+  ASSERT_TRUE(secret.ok()) << secret.error().describe();
+  ASSERT_EQ(secret->size(), 1u);
+  const Json& only = secret->front();
+  EXPECT_EQ(only.at({"metadata", "name"})->asString(), "flotilla-agent-nats");
+  EXPECT_NE(only.at({"data", "registration.creds"}), nullptr);
+  EXPECT_NE(only.at({"data", "ca.crt"}), nullptr);
+  EXPECT_THAT(token.err, HasSubstr("--set nats.registration.secretName=flotilla-agent-nats"));
+  auto mixed =
+      flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "edge", "--registration", "t1", "--registrar"});
+  EXPECT_EQ(mixed.exit_code, 2);
+  auto bad_token = flotilla({"auth", "secrets", "--dir", dir, "--kube-namespace", "edge", "--registration", "T.1"});
+  EXPECT_EQ(bad_token.exit_code, 2);
+  EXPECT_THAT(bad_token.err, HasSubstr("--registration: "));
+}
+
 }  // namespace
 }  // namespace flotilla::deploy_test

@@ -54,6 +54,13 @@ app.kubernetes.io/component: agent
 {{- end -}}
 {{- end -}}
 
+{{/* With nats.registration: the Secret the agent keeps the credentials the hub gave it in (--creds-secret). */}}
+{{- define "flotilla-agent.credsSecret" -}}
+{{- if .Values.nats.registration.secretName -}}
+{{- default (printf "%s-credentials" (include "flotilla-agent.fullname" . | trunc 51 | trimSuffix "-")) .Values.nats.registration.credsSecret -}}
+{{- end -}}
+{{- end -}}
+
 {{/* ClusterRole/Binding names carry the namespace: they are cluster-scoped, releases in two namespaces must not clash. */}}
 {{- define "flotilla-agent.clusterRoleName" -}}
 {{- printf "%s-%s" (include "flotilla-agent.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
@@ -63,10 +70,17 @@ app.kubernetes.io/component: agent
 a tls:// URL). */}}
 {{- define "flotilla-agent.checkNatsSecurity" -}}
 {{- $n := .Values.nats -}}
+{{- $registration := $n.registration.secretName -}}
+{{- if and $registration (or (include "flotilla-agent.natsCredentialsSecret" .) $n.userPassword.secretName) -}}
+{{- fail "nats.registration excludes nats.credentials and nats.userPassword: with a registration token the agent connects with the credentials the hub gives it" -}}
+{{- end -}}
+{{- if and $n.registration.credsSecret (not $registration) -}}
+{{- fail "nats.registration.credsSecret is used only with nats.registration.secretName" -}}
+{{- end -}}
 {{- if not $n.insecure -}}
 {{- $cluster := default "<clusterName>" .Values.clusterName -}}
-{{- if not (or (include "flotilla-agent.natsCredentialsSecret" .) $n.userPassword.secretName) -}}
-{{- fail (printf "nats.credentials is required: the agent's own NATS identity. Issue it from the hub's auth directory with `flotilla auth issue --dir hub-auth --role agent --cluster %s` and `flotilla auth secrets --dir hub-auth --agent %s --kube-namespace %s | kubectl apply -f -`, then set nats.credentials.secretName and nats.tls.secretName to the Secret it prints (flotilla-agent-nats). nats.insecure=true connects without credentials (a hub without authentication only)" $cluster $cluster .Release.Namespace) -}}
+{{- if not (or (include "flotilla-agent.natsCredentialsSecret" .) $n.userPassword.secretName $registration) -}}
+{{- fail (printf "nats.credentials is required: the agent's own NATS identity. Issue it from the hub's auth directory with `flotilla auth issue --dir hub-auth --role agent --cluster %s` and `flotilla auth secrets --dir hub-auth --agent %s --kube-namespace %s | kubectl apply -f -`, then set nats.credentials.secretName and nats.tls.secretName to the Secret it prints (flotilla-agent-nats); or, with a hub running the registrar, a registration token (nats.registration). nats.insecure=true connects without credentials (a hub without authentication only)" $cluster $cluster .Release.Namespace) -}}
 {{- end -}}
 {{- if not (or $n.tls.secretName (hasPrefix "tls://" $n.url)) -}}
 {{- fail "nats.tls.secretName is required (the CA of the hub's NATS, key ca.crt; `flotilla auth secrets --agent` puts it in the agent's Secret), or a tls:// nats.url for a server with a public certificate: the creds must not cross the network in clear. nats.insecure=true allows a plain nats:// connection" -}}

@@ -125,6 +125,9 @@ missing and the commands that make it. */}}
 {{- $wanted = append $wanted (list . $keys) -}}
 {{- end -}}
 {{- end -}}
+{{- if $auth.registrar.enabled -}}
+{{- $wanted = append $wanted (list "registrar" (list "registrar-signing.nk" "account.jwt")) -}}
+{{- end -}}
 {{- $problems := list -}}
 {{- range $wanted -}}
 {{- $name := include "flotilla-hub.authSecret" (dict "root" $ "who" (index . 0)) -}}
@@ -140,9 +143,34 @@ missing and the commands that make it. */}}
 {{- end -}}
 {{- end -}}
 {{- if $problems -}}
-{{- fail (printf "nats.auth: %s (namespace %s). The hub's NATS identities and TLS come from `flotilla auth init`: run `flotilla auth init --dir hub-auth %s` once, then `flotilla auth secrets --dir hub-auth --kube-namespace %s --release %s | kubectl apply -f -`, and install again. Renderers without a cluster (helm template, helm lint, GitOps tools) cannot look Secrets up: set nats.auth.lookupSecrets=false there. nats.auth.enabled=false runs NATS without authentication or TLS" (join "; " $problems) .Release.Namespace (ternary "--mutual-tls" "--tls" $auth.mutualTls) .Release.Namespace .Release.Name) -}}
+{{- fail (printf "nats.auth: %s (namespace %s). The hub's NATS identities and TLS come from `flotilla auth init`: run `flotilla auth init --dir hub-auth %s` once, then `flotilla auth secrets --dir hub-auth --kube-namespace %s --release %s%s | kubectl apply -f -`, and install again. Renderers without a cluster (helm template, helm lint, GitOps tools) cannot look Secrets up: set nats.auth.lookupSecrets=false there. nats.auth.enabled=false runs NATS without authentication or TLS" (join "; " $problems) .Release.Namespace (ternary "--mutual-tls" "--tls" $auth.mutualTls) .Release.Namespace .Release.Name (ternary " --registrar" "" $auth.registrar.enabled)) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* nats.auth.registrar: only with the per-service identities (the registrar's key belongs to the account the
+chart's server trusts), and agentCredsTtl only with the registrar. */}}
+{{- define "flotilla-hub.checkRegistrar" -}}
+{{- $r := .Values.nats.auth.registrar -}}
+{{- if and $r.enabled (ne (include "flotilla-hub.identity" .) "perService") -}}
+{{- fail "nats.auth.registrar needs nats.auth.enabled and the per-service Secrets (its signing key belongs to the account of `flotilla auth init`; with nats.credentials or nats.userPassword there is none)" -}}
+{{- end -}}
+{{- if and $r.agentCredsTtl (not $r.enabled) -}}
+{{- fail "nats.auth.registrar.agentCredsTtl is used only with nats.auth.registrar.enabled=true" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The scheduler's registrar arguments (--registration-signing-key, ...), from the registrar Secret mounted at
+/etc/flotilla/registrar. */}}
+{{- define "flotilla-hub.registrarArgs" -}}
+{{- $r := .Values.nats.auth.registrar -}}
+{{- if $r.enabled }}
+- --registration-signing-key=/etc/flotilla/registrar/registrar-signing.nk
+- --registration-account=/etc/flotilla/registrar/account.jwt
+{{- with $r.agentCredsTtl }}
+- --agent-creds-ttl={{ . }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The size caps every hub service that creates the topology takes (poller, bundler, scheduler). */}}

@@ -5,8 +5,9 @@
 //   flotilla auth init --dir D [--server-name NAME] [--tls | --mutual-tls] [--san NAME]... [--ttl DURATION]
 //   flotilla auth issue --dir D --role ROLE [--cluster NAME | --token ID] [--ttl DURATION] [--out FILE|-]
 //                       [--client-cert]
-//   flotilla auth secrets --dir D --kube-namespace NS [--release NAME] [--san NAME]...
+//   flotilla auth secrets --dir D --kube-namespace NS [--release NAME] [--san NAME]... [--registrar]
 //   flotilla auth secrets --dir D --kube-namespace NS --agent CLUSTER [--name SECRET]
+//   flotilla auth secrets --dir D --kube-namespace NS --registration TOKEN [--name SECRET]
 //
 // init writes the operator, system account and account keys and JWTs, D/nats-auth.conf (include it from the
 // nats-server config), the .creds of the hub services, admin and readonly under D/creds, and with --tls a CA and a
@@ -14,8 +15,10 @@
 // identity gets one). issue signs one more user (agent for a cluster, registration for a token, or a hub role) with
 // the account signing key in D. Seeds are written with mode 0600 and printed only with --out -. secrets prints
 // Kubernetes Secret manifests for charts/flotilla-hub (the embedded server's accounts config, a server certificate
-// for the release's NATS Service from D's CA, each hub service's creds and the CA; with --agent, one agent's creds
-// and the CA) to pipe into `kubectl apply -f -`: the account signing key and CA key never leave D.
+// for the release's NATS Service from D's CA, each hub service's creds and the CA; with --registrar also the
+// registrar's key, scoped to signing agent users, for the scheduler; with --agent, one agent's creds and the CA;
+// with --registration, a registration token's creds and the CA) to pipe into `kubectl apply -f -`: the account
+// signing key and CA key never leave D.
 #pragma once
 
 #include <string>
@@ -44,6 +47,8 @@ struct AuthArgs {
   std::string kube_namespace;
   std::string release = "flotilla";
   std::string agent;
+  std::string registration;  //!< a token id: print the agent chart's Secret for enrolling with it
+  bool registrar = false;    //!< hub Secrets: also the registrar's scoped signing key and the account JWT
   std::string secret_name = "flotilla-agent-nats";
   // init and issue
   std::string ttl;  //!< a Go duration ("720h"); "" = never expires
