@@ -305,10 +305,9 @@ TEST(HubChartRegistrar, TheSchedulerRunsTheRegistrarWithItsOwnSecret) {
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const Json* scheduler = findObject(*objects, "Deployment", "t-flotilla-hub-scheduler");
   ASSERT_NE(scheduler, nullptr);
-  const auto args = stringList(firstContainer(*scheduler)->find("args"));
-  EXPECT_THAT(args, Contains("--registration-signing-key=/etc/flotilla/registrar/registrar-signing.nk"));
-  EXPECT_THAT(args, Contains("--registration-account=/etc/flotilla/registrar/account.jwt"));
-  EXPECT_THAT(args, Contains("--agent-creds-ttl=168h"));
+  expectArgs(containerArgs(*scheduler),
+             {"--registration-signing-key=/etc/flotilla/registrar/registrar-signing.nk",
+              "--registration-account=/etc/flotilla/registrar/account.jwt", "--agent-creds-ttl=168h"});
   EXPECT_EQ(secretVolumes(*scheduler),
             (std::vector<std::string>{"t-flotilla-hub-nats-scheduler", "t-flotilla-hub-nats-registrar"}));
   for (const std::string other : {"poller", "bundler"}) {  // the key reaches the scheduler only
@@ -359,10 +358,10 @@ TEST(AgentChartRegistration, ATokenGivesTheEnrollmentFlagsAndAWritableStore) {
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
   ASSERT_NE(deployment, nullptr);
-  const auto args = stringList(firstContainer(*deployment)->find("args"));
-  EXPECT_THAT(args, Contains("--registration-creds=/etc/flotilla/nats-registration/registration.creds"));
-  EXPECT_THAT(args, Contains("--creds-store=/var/lib/flotilla/credentials/agent.creds"));
-  EXPECT_THAT(args, Contains("--creds-secret=flotilla-system/t-flotilla-agent-credentials"));
+  const auto args = containerArgs(*deployment);
+  expectArgs(args, {"--registration-creds=/etc/flotilla/nats-registration/registration.creds",
+                    "--creds-store=/var/lib/flotilla/credentials/agent.creds",
+                    "--creds-secret=flotilla-system/t-flotilla-agent-credentials"});
   for (const auto& arg : args) {
     EXPECT_FALSE(arg.starts_with("--nats-creds=")) << arg;
   }
