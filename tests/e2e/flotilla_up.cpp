@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
 
   std::cout << "Starting nats-server, a git server, two Kubernetes API servers and the Flotilla services..."
             << std::endl;
-  auto hub = e2e::Hub::start({.clusters = 2, .share_clusters = false, .secure = secure});
+  // The second cluster's agent enrolls with a registration token, as agents installed by the agent chart can.
+  auto hub = e2e::Hub::start(
+      {.clusters = 2, .share_clusters = false, .secure = secure, .enrolled_agents = secure ? size_t{1} : 0});
   if (!hub.ok()) {
     std::cerr << "flotilla-up: " << hub.error().describe() << std::endl;
     return 1;
@@ -120,7 +122,14 @@ int main(int argc, char** argv) {
               << h.authDir() << "/creds (CA " << h.authDir() << "/tls/ca.pem). The commands below use the admin\n"
               << "identity; the read-only one reads everything and changes nothing:\n"
               << "  " << cliCommand(h, "readonly") << " get clusters\n"
-              << "More identities: flotilla auth issue --dir " << h.authDir() << " --role agent --cluster <name>\n\n";
+              << "The second cluster's agent enrolled with a registration token: the scheduler's registrar gave it\n"
+              << "credentials of its own (" << h.dir() << "/agent-1-store.creds), renewed before they expire.\n"
+              << "More clusters: a token, flotilla auth issue --dir " << h.authDir()
+              << " --role registration --token <id> --ttl 24h,\n"
+              << "then flotilla-agent --cluster-name <name> --registration-creds " << h.authDir()
+              << "/creds/registration-<id>.creds --creds-store <file> --nats-ca " << h.authDir() << "/tls/ca.pem ...;\n"
+              << "or issued credentials: flotilla auth issue --dir " << h.authDir()
+              << " --role agent --cluster <name>\n\n";
   }
   std::cout << "Watch it:\n"
             << "  " << cli << " get gitrepos\n"

@@ -60,7 +60,7 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   std::string suffix = randomHex(3);
   for (size_t i = 0; i < hub->clusters_.size(); ++i) {
     hub->cluster_names_.push_back("c" + std::to_string(i + 1) + "-" + suffix);
-    if (hub->options_.secure) {
+    if (hub->options_.secure && !hub->enrolled(i)) {
       FLOTILLA_TRY(hub->issueAgentCredentials(hub->cluster_names_.back()));
     }
     auto config = kube::Kubeconfig::load(hub->clusters_[i]->kubeconfigPath());
@@ -90,6 +90,19 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   return hub;
 }
 
+bool Hub::enrolled(size_t agent) const {
+  return options_.secure && agent + options_.enrolled_agents >= options_.clusters;
+}
+
+Status Hub::issueRegistrationToken() {
+  auto role = identity::registrationRole("e2e-" + randomHex(3));
+  FLOTILLA_TRY(role);
+  auto user = identity::issueFromAuthDir(auth_dir_, *role, std::chrono::hours(1));
+  FLOTILLA_TRY(user);
+  registration_creds_ = auth_dir_ + "/" + identity::credsFileName(*role);
+  return identity::writeSecretFile(registration_creds_, user->creds);
+}
+
 Status Hub::startNats() {
   harness::NatsServerOptions nats_options;
   if (options_.secure) {
@@ -100,6 +113,9 @@ Status Hub::startNats() {
     FLOTILLA_TRY(config);
     nats_options.config = *config;
     nats_options.scheme = "tls";
+    if (options_.enrolled_agents > 0) {
+      FLOTILLA_TRY(issueRegistrationToken());
+    }
   }
   auto nats = harness::NatsServer::start(nats_options);
   FLOTILLA_TRY(nats);
@@ -143,8 +159,13 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
                                      "127.0.0.1:0", "--log-level", options_.log_level};
   const std::string identity =
       startsWith(name, "agent-") ? "agent-" + cluster_names_.at(std::stoul(name.substr(6))) : name;
-  for (auto& flag : natsFlags(identity)) {
-    common.push_back(std::move(flag));
+  const bool enrolled_agent = startsWith(name, "agent-") && enrolled(std::stoul(name.substr(6)));
+  if (enrolled_agent) {  // the CA only: the credentials are the ones the registrar gives
+    common.insert(common.end(), {"--nats-ca", auth_dir_ + "/tls/ca.pem"});
+  } else {
+    for (auto& flag : natsFlags(identity)) {
+      common.push_back(std::move(flag));
+    }
   }
   std::vector<std::string> args;
   if (name == "poller") {
@@ -163,6 +184,10 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
       }
     }
     args = {binaries_.scheduler, "--agent-labels", join(std::vector<std::string>(keys.begin(), keys.end()), ",")};
+    if (options_.secure) {  // the registrar, for agents holding a registration token
+      args.insert(args.end(), {"--registration-signing-key", auth_dir_ + "/registrar-signing.nk",
+                               "--registration-account", auth_dir_ + "/account.jwt"});
+    }
   } else if (startsWith(name, "agent-")) {
     size_t i = std::stoul(name.substr(6));
     std::string labels = "env=cluster" + std::to_string(i + 1);
@@ -173,7 +198,10 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
       }
     }
     args = {binaries_.agent, "--kubeconfig", clusters_.at(i)->kubeconfigPath(), "--labels", labels};
-    if (!options_.secure) {  // secure: the cluster is the credentials'
+    if (enrolled_agent) {
+      args.insert(args.end(), {"--cluster-name", cluster_names_.at(i), "--registration-creds", registration_creds_,
+                               "--creds-store", dir_ + "/" + name + "-store.creds"});
+    } else if (!options_.secure) {  // secure: the cluster is the credentials'
       args.insert(args.end(), {"--cluster-name", cluster_names_.at(i)});
     }
   }

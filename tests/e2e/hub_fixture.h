@@ -49,6 +49,10 @@ struct HubOptions {
   //! and agent with its own .creds and the CA (an agent's cluster then comes from its credentials: no
   //! --cluster-name). The CLI and the fixture's reader use the admin identity.
   bool secure = false;
+  //! Secure hubs only: the last `enrolled_agents` agents get no issued credentials but a registration token
+  //! (docs/pipeline.md "Registration tokens"): they enroll with the scheduler's registrar (which a secure hub always
+  //! runs) and keep what it gives them in <dir>/agent-<i>-store.creds.
+  size_t enrolled_agents = 0;
 };
 
 //! Paths of the built binaries (set by CMake).
@@ -118,11 +122,15 @@ class Hub {
   //! Secure mode: the auth directory, the started server, and agents' credentials are issued in startNats.
   Status startNats();
   Status issueAgentCredentials(const std::string& cluster);
+  //! Issues the registration token the enrolled agents share into the auth directory.
+  Status issueRegistrationToken();
+  [[nodiscard]] bool enrolled(size_t agent) const;
 
   HubOptions options_;
   Binaries binaries_;
   std::string dir_;
   std::string auth_dir_;
+  std::string registration_creds_;  //!< the token's .creds file, once issued
   std::unique_ptr<harness::NatsServer> nats_;
   std::unique_ptr<harness::GitServer> git_;
   std::vector<std::unique_ptr<harness::KubeCluster>> owned_clusters_;

@@ -15,8 +15,9 @@ namespace {
 class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // With the hub's identities: operator-mode NATS over TLS, each service and agent with its own credentials.
-    auto hub = Hub::start({.secure = true});
+    // With the hub's identities: operator-mode NATS over TLS, each service and agent with its own credentials —
+    // the first agent's issued with `auth issue`, the second's given by the registrar for a registration token.
+    auto hub = Hub::start({.secure = true, .enrolled_agents = 1});
     ASSERT_TRUE(hub.ok()) << hub.error().describe();
     hub_ = std::move(hub).value().release();
   }
@@ -53,6 +54,9 @@ TEST_F(PipelineTest, CommitReachesBothClustersIsUpdatedAndPruned) {
 
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *first, clusters()); }, kLands))
       << "first commit not Ready on both clusters";
+  // The second agent got there with the credentials the registrar gave it for the token, not issued ones.
+  EXPECT_TRUE(readFile(hub_->dir() + "/agent-1-store.creds").ok());
+  EXPECT_FALSE(readFile(hub_->authDir() + "/creds/agent-" + hub_->clusterName(1) + ".creds").ok());
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_EQ(configMapValue(*hub_, c, ns, "a", "value"), "one") << "cluster " << c;
     EXPECT_TRUE(configMapExists(*hub_, c, ns, "b")) << "cluster " << c;
