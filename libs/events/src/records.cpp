@@ -6,7 +6,6 @@
 
 namespace flotilla::events {
 
-using detail::kObjectResultFields;
 using detail::kRenderErrorFields;
 using detail::stateField;
 
