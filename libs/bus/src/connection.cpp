@@ -37,11 +37,7 @@ Result<NatsMsgPtr> makeMessage(std::string_view subject, std::string_view data, 
 // ---------------------------------------------------------------------------------------------------------------
 // Message
 
-Message::Message() = default;
-Message::Message(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Message::Message(Message&&) noexcept = default;
-Message& Message::operator=(Message&&) noexcept = default;
-Message::~Message() = default;
+template class detail::OwnedImpl<Message::Impl, std::unique_ptr<Message::Impl>>;
 
 std::string_view Message::subject() const {
   const char* s = impl_ ? natsMsg_GetSubject(impl_->msg.get()) : nullptr;

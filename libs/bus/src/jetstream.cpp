@@ -77,11 +77,7 @@ jsDeliverPolicy toDeliverPolicy(DeliverPolicy policy) {
 // ---------------------------------------------------------------------------------------------------------------
 // PullConsumer
 
-PullConsumer::PullConsumer() = default;
-PullConsumer::PullConsumer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-PullConsumer::PullConsumer(PullConsumer&&) noexcept = default;
-PullConsumer& PullConsumer::operator=(PullConsumer&&) noexcept = default;
-PullConsumer::~PullConsumer() = default;
+template class detail::OwnedImpl<PullConsumer::Impl, std::shared_ptr<PullConsumer::Impl>>;
 
 Result<std::vector<Message>> PullConsumer::fetch(int batch, std::chrono::milliseconds timeout) {
   if (!impl_) {

@@ -8,7 +8,7 @@
 
 namespace flotilla::bus {
 
-struct KvWatcher::Impl {
+struct detail::KvWatcherImpl {
   std::shared_ptr<JetStream> js;
   KvWatcherPtr watcher;
   bool initial_done = false;
@@ -99,11 +99,7 @@ bool isValidKvKey(std::string_view key) {
 // ---------------------------------------------------------------------------------------------------------------
 // KvWatcher
 
-KvWatcher::KvWatcher() = default;
-KvWatcher::KvWatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-KvWatcher::KvWatcher(KvWatcher&&) noexcept = default;
-KvWatcher& KvWatcher::operator=(KvWatcher&&) noexcept = default;
-KvWatcher::~KvWatcher() = default;
+template class detail::OwnedImpl<KvWatcher::Impl, std::unique_ptr<KvWatcher::Impl>>;
 
 Result<std::optional<KvEntry>> KvWatcher::next(std::chrono::milliseconds timeout) {
   if (!impl_) {

@@ -19,6 +19,7 @@
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/core/c_handle.h"
+#include "owned_impl_members.h"
 
 namespace flotilla::bus {
 
@@ -57,7 +58,7 @@ Status setHeaders(natsMsg* msg, const Headers& headers, std::string_view where);
 Result<NatsMsgPtr> makeMessage(std::string_view subject, std::string_view data, const Headers& headers,
                                std::string_view where);
 
-struct Message::Impl {
+struct detail::MessageImpl {
   NatsMsgPtr msg;
   //! Keeps alive what the message's ack calls reach through (the subscription it came from).
   std::shared_ptr<void> keepalive;
@@ -112,7 +113,7 @@ struct JetStream::Impl {
   }
 };
 
-struct PullConsumer::Impl {
+struct detail::PullConsumerImpl {
   std::shared_ptr<JetStream> js;
   NatsSubscriptionPtr sub;
   std::string stream;

@@ -11,7 +11,6 @@ namespace {
 
 using detail::decodeWith;
 using detail::encodeWith;
-using detail::kObjectResultFields;
 using detail::kRenderErrorFields;
 using detail::Reader;
 
@@ -86,8 +85,7 @@ namespace {
 // ---- field lists: each payload's fields, named once for encode and decode ----
 
 constexpr auto kCommitFields = [](auto& v, auto& s) {
-  v.str("workspace", s.workspace, true);
-  v.str("gitrepo", s.gitrepo, true);
+  detail::gitRepoKeyFields(v, s);
   v.boolean("deleted", s.deleted);  // before the fields it makes optional (decoded in this order)
   v.str("repo", s.repo, !s.deleted);
   v.str("branch", s.branch);
@@ -109,11 +107,7 @@ constexpr auto kTargetManifestFields = [](auto& v, auto& s) {
 };
 
 constexpr auto kBundleFields = [](auto& v, auto& s) {
-  v.str("workspace", s.workspace, true);
-  v.str("gitrepo", s.gitrepo, true);
-  v.str("bundle", s.bundle, true);
-  v.str("path", s.path);
-  v.str("commit", s.commit, true);
+  detail::bundleSourceFields(v, s, /*commit_required=*/true);
   v.object("error", s.error, kRenderErrorFields);
   v.boolean("deleted", s.deleted);
   v.optStr("variantsObject", s.variants_object);
@@ -138,9 +132,7 @@ constexpr auto kBundleFields = [](auto& v, auto& s) {
 };
 
 constexpr auto kDeployFields = [](auto& v, auto& s) {
-  v.str("cluster", s.cluster, true);
-  v.str("workspace", s.workspace, true);
-  v.str("bundle", s.bundle, true);
+  detail::deploymentKeyFields(v, s);
   v.boolean("delete", s.remove);
   v.str("deploymentID", s.deployment_id, !s.remove);
   v.str("manifestID", s.manifest_id, !s.remove);
@@ -155,17 +147,8 @@ constexpr auto kDeployFields = [](auto& v, auto& s) {
 };
 
 constexpr auto kStatusFields = [](auto& v, auto& s) {
-  v.str("cluster", s.cluster, true);
-  v.str("workspace", s.workspace);
-  v.str("bundle", s.bundle, true);
-  v.str("deploymentID", s.deployment_id);
-  v.integer("generation", s.generation);
+  detail::deploymentStatusFields(v, s, /*state_required=*/true);
   v.integer("sequence", s.sequence);
-  detail::stateField(v, "state", s.state, true);
-  v.str("reason", s.reason);
-  v.str("message", s.message);
-  v.objects("resources", s.resources, kObjectResultFields);
-  v.str("agentVersion", s.agent_version);
 };
 
 constexpr auto kRegisterRequestFields = [](auto& v, auto& s) {

@@ -110,4 +110,48 @@ inline constexpr auto kObjectResultFields = [](auto& v, auto& s) {
   v.str("message", s.message);
 };
 
+// ---- groups of fields several payloads and records carry alike ----
+
+//! Which GitRepo: its workspace and name, both required. CommitEvent, PollStatus, GitRepoSummary and
+//! bundleSourceFields.
+template <typename V, typename S>
+void gitRepoKeyFields(V& v, S& s) {
+  v.str("workspace", s.workspace, true);
+  v.str("gitrepo", s.gitrepo, true);
+}
+
+//! Which rendering of which bundle: its GitRepo and name (required), its directory in the repository and the
+//! commit. BundleEvent, and the bundler's BundleRecord, RenderStatus and BundleClaim.
+template <typename V, typename S>
+void bundleSourceFields(V& v, S& s, bool commit_required = false) {
+  gitRepoKeyFields(v, s);
+  v.str("bundle", s.bundle, true);
+  v.str("path", s.path);
+  v.str("commit", s.commit, commit_required);
+}
+
+//! Which BundleDeployment: its cluster, workspace and bundle, all required. DeployEvent and DeploymentRecord.
+template <typename V, typename S>
+void deploymentKeyFields(V& v, S& s) {
+  v.str("cluster", s.cluster, true);
+  v.str("workspace", s.workspace, true);
+  v.str("bundle", s.bundle, true);
+}
+
+//! What an agent reports about one BundleDeployment: the StatusEvent, and the BdStatus the scheduler keeps of the
+//! last one (bdStatusFrom). `state_required`: the event must name a state.
+template <typename V, typename S>
+void deploymentStatusFields(V& v, S& s, bool state_required) {
+  v.str("cluster", s.cluster, true);
+  v.str("workspace", s.workspace);
+  v.str("bundle", s.bundle, true);
+  v.str("deploymentID", s.deployment_id);
+  v.integer("generation", s.generation);
+  stateField(v, "state", s.state, state_required);
+  v.str("reason", s.reason);
+  v.str("message", s.message);
+  v.objects("resources", s.resources, kObjectResultFields);
+  v.str("agentVersion", s.agent_version);
+}
+
 }  // namespace flotilla::events::detail

@@ -6,16 +6,13 @@
 
 namespace flotilla::events {
 
-using detail::kObjectResultFields;
 using detail::kRenderErrorFields;
 using detail::stateField;
 
 // ---- field lists: each record's fields, named once for encode and decode (record_codec.h kRecordFields) ----
 
 void recordFields(auto& v, detail::FieldsOf<DeploymentRecord> auto& r) {
-  v.str("cluster", r.cluster, true);
-  v.str("workspace", r.workspace, true);
-  v.str("bundle", r.bundle, true);
+  detail::deploymentKeyFields(v, r);
   v.str("gitrepo", r.gitrepo);
   v.str("commit", r.commit);
   v.str("deploymentID", r.deployment_id);
@@ -33,17 +30,8 @@ void recordFields(auto& v, detail::FieldsOf<DeploymentRecord> auto& r) {
 }
 
 void recordFields(auto& v, detail::FieldsOf<BdStatus> auto& s) {
-  v.str("cluster", s.cluster, true);
-  v.str("workspace", s.workspace);
-  v.str("bundle", s.bundle, true);
-  v.str("deploymentID", s.deployment_id);
-  v.integer("generation", s.generation);
-  stateField(v, "state", s.state);
-  v.str("reason", s.reason);
-  v.str("message", s.message);
-  v.objects("resources", s.resources, kObjectResultFields);
+  detail::deploymentStatusFields(v, s, /*state_required=*/false);
   v.boolean("stale", s.stale);
-  v.str("agentVersion", s.agent_version);
   v.str("reported", s.reported);
   v.str("eventID", s.event_id);
   v.str("updated", s.updated);
@@ -51,11 +39,7 @@ void recordFields(auto& v, detail::FieldsOf<BdStatus> auto& s) {
 
 void recordFields(auto& v, detail::FieldsOf<BundleRecord> auto& r) {
   detail::envelopeFields(v, kBundlerRecordApiVersion, BundleRecord::kKind);
-  v.str("workspace", r.workspace, true);
-  v.str("gitrepo", r.gitrepo, true);
-  v.str("bundle", r.bundle, true);
-  v.str("path", r.path);
-  v.str("commit", r.commit);
+  detail::bundleSourceFields(v, r);
   v.value("commitSequence", r.commit_sequence, detail::kUint64);
   v.optStr("sourceObject", r.source_object);
   v.optStr("releaseName", r.release_name);
@@ -68,11 +52,7 @@ void recordFields(auto& v, detail::FieldsOf<BundleRecord> auto& r) {
 
 void recordFields(auto& v, detail::FieldsOf<RenderStatus> auto& s) {
   detail::envelopeFields(v, kBundlerRecordApiVersion, RenderStatus::kKind);
-  v.str("workspace", s.workspace, true);
-  v.str("gitrepo", s.gitrepo, true);
-  v.str("bundle", s.bundle, true);
-  v.str("path", s.path);
-  v.str("commit", s.commit);
+  detail::bundleSourceFields(v, s);
   v.str("manifestID", s.manifest_id);
   v.str("lastGoodManifestID", s.last_good_manifest_id);
   v.str("time", s.time);
@@ -93,12 +73,8 @@ void recordFields(auto& v, detail::FieldsOf<RenderStatus> auto& s) {
 
 void recordFields(auto& v, detail::FieldsOf<BundleClaim> auto& c) {
   detail::envelopeFields(v, kBundlerRecordApiVersion, BundleClaim::kKind);
-  v.str("workspace", c.workspace, true);
-  v.str("bundle", c.bundle, true);
-  v.str("gitrepo", c.gitrepo, true);
+  detail::bundleSourceFields(v, c);
   v.str("owner", c.owner);
-  v.str("path", c.path);
-  v.str("commit", c.commit);
   v.value("commitSequence", c.commit_sequence, detail::kUint64);
   v.str("sourceObject", c.source_object);
   v.integer("forceSyncGeneration", c.force_sync_generation);
@@ -106,8 +82,7 @@ void recordFields(auto& v, detail::FieldsOf<BundleClaim> auto& c) {
 }
 
 void recordFields(auto& v, detail::FieldsOf<PollStatus> auto& s) {
-  v.str("workspace", s.workspace, true);
-  v.str("gitrepo", s.gitrepo, true);
+  detail::gitRepoKeyFields(v, s);
   v.str("repo", s.repo);
   v.str("commit", s.commit);
   v.str("pollingCommit", s.polling_commit);
@@ -131,11 +106,10 @@ void recordFields(auto& v, detail::FieldsOf<PollStatus> auto& s) {
 
 namespace {
 
+//! A bundle's render error (record_codec.h kRenderErrorFields), and which bundle, commit and time it was.
 constexpr auto kRenderErrorSummaryFields = [](auto& v, auto& e) {
   v.str("bundle", e.bundle);
-  v.str("file", e.file);
-  v.integer("line", e.line);
-  v.str("message", e.message, true);
+  kRenderErrorFields(v, e);
   v.str("commit", e.commit);
   v.str("time", e.time);
 };
@@ -175,8 +149,7 @@ void recordFields(auto& v, detail::FieldsOf<BundleSummary> auto& s) {
 }
 
 void recordFields(auto& v, detail::FieldsOf<GitRepoSummary> auto& s) {
-  v.str("workspace", s.workspace, true);
-  v.str("gitrepo", s.gitrepo, true);
+  detail::gitRepoKeyFields(v, s);
   v.object("summary", s.summary);
   // A GitRepo whose bundles are all deleted while deployments are left is "Deleting".
   v.str("state", s.state);

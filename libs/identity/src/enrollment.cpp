@@ -31,30 +31,14 @@ constexpr auto kReplyFields = [](auto& v, auto& s) {
   v.str("expires", s.expires);
 };
 
-template <typename T, typename Fields>
-Json encodeWith(const T& value, const Fields& fields) {
-  codec::Writer out;
-  fields(out, value);
-  return out.take();
-}
-
+//! `data` parsed as JSON and decoded strictly with `fields`; problems are reported as "<what>: ...".
 template <typename T, typename Fields>
 Result<T> decodeWith(std::string_view data, std::string_view what, const Fields& fields) {
   auto json = Json::parse(data);
   if (!json.ok()) {
     return fail(ErrorKind::kInvalid, std::string(what) + " is not JSON: " + json.error().message);
   }
-  codec::Problems problems(what);
-  codec::Reader in(problems, *json, "");
-  T value{};
-  if (in.ok()) {
-    fields(in, value);
-    in.finish();
-  }
-  if (problems.failed()) {
-    return fail(problems.error());
-  }
-  return value;
+  return codec::decode<T>(*json, "", fields, what);
 }
 
 Status checkUserKey(const std::string& key, std::string_view field) {
@@ -86,13 +70,13 @@ std::string agentRenewSubject(std::string_view cluster) {
 }
 
 Json encode(const EnrollRequest& value) {
-  return encodeWith(value, kEnrollFields);
+  return codec::encode(value, kEnrollFields);
 }
 Json encode(const RenewRequest& value) {
-  return encodeWith(value, kRenewFields);
+  return codec::encode(value, kRenewFields);
 }
 Json encode(const CredentialsReply& value) {
-  return encodeWith(value, kReplyFields);
+  return codec::encode(value, kReplyFields);
 }
 
 Result<EnrollRequest> parseEnrollRequest(std::string_view data) {

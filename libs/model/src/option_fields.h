@@ -104,11 +104,16 @@ inline constexpr auto kCompareOperation = [](auto& v, auto& s) {
   v.str("value", s.value);
 };
 
-inline constexpr auto kComparePatch = [](auto& v, auto& s) {
+// kind, apiVersion, namespace and name of one Kubernetes object.
+inline constexpr auto kObjectRef = [](auto& v, auto& s) {
   v.str("kind", s.kind);
   v.str("apiVersion", s.api_version);
   v.str("namespace", s.ns);
   v.str("name", s.name);
+};
+
+inline constexpr auto kComparePatch = [](auto& v, auto& s) {
+  kObjectRef(v, s);
   v.objects("operations", s.operations, kCompareOperation);
   v.strings("jsonPointers", s.json_pointers);
 };

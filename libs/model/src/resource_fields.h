@@ -227,14 +227,6 @@ inline constexpr auto kResourceCounts = [](auto& v, auto& s) {
   v.count("notReady", s.not_ready);
 };
 
-// kind, apiVersion, namespace and name of one Kubernetes object.
-inline constexpr auto kObjectRef = [](auto& v, auto& s) {
-  v.str("kind", s.kind);
-  v.str("apiVersion", s.api_version);
-  v.str("namespace", s.ns);
-  v.str("name", s.name);
-};
-
 template <typename V, Of<GitRepoStatus> S>
 void fields(V& v, S& s) {
   v.count("observedGeneration", s.observed_generation);

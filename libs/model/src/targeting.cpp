@@ -1,5 +1,7 @@
 #include "flotilla/model/targeting.h"
 
+#include <utility>
+
 namespace flotilla::model {
 
 GroupInfo groupInfoOf(const ClusterGroup& group) {
@@ -60,20 +62,16 @@ std::vector<GroupInfo> groupsOf(const ClusterFacts& cluster, const std::vector<G
 }
 
 Matcher matcherOf(const GitTarget& target) {
-  return Matcher{.name = target.name,
-                 .cluster_name = target.cluster_name,
-                 .cluster_selector = target.cluster_selector,
-                 .cluster_group = target.cluster_group,
-                 .cluster_group_selector = target.cluster_group_selector};
+  return Matcher{target, /*do_not_deploy=*/false};
 }
 
 Matcher matcherOf(const BundleTarget& target) {
-  return Matcher{.name = target.name,
-                 .cluster_name = target.cluster_name,
-                 .cluster_selector = target.cluster_selector,
-                 .cluster_group = target.cluster_group,
-                 .cluster_group_selector = target.cluster_group_selector,
-                 .do_not_deploy = target.do_not_deploy};
+  GitTarget criteria{.name = target.name,
+                     .cluster_name = target.cluster_name,
+                     .cluster_selector = target.cluster_selector,
+                     .cluster_group = target.cluster_group,
+                     .cluster_group_selector = target.cluster_group_selector};
+  return Matcher{std::move(criteria), target.do_not_deploy};
 }
 
 GitTarget defaultGitTarget() {

@@ -67,8 +67,8 @@ TEST(TargetingTest, ClusterNameAndCombinedCriteria) {
 
 // A target with no criteria matches nothing (Fleet's ClusterMatcher); an empty selector matches everything.
 TEST(TargetingTest, EmptyTargetMatchesNothingButEmptySelectorMatchesAll) {
-  EXPECT_FALSE(matches(Matcher{.name = "x"}, cluster("a", {})));
-  EXPECT_TRUE(matches(Matcher{.cluster_selector = LabelSelector{}}, cluster("a", {})));
+  EXPECT_FALSE(matches(matcherOf(GitTarget{.name = "x"}), cluster("a", {})));
+  EXPECT_TRUE(matches(matcherOf(GitTarget{.cluster_selector = LabelSelector{}}), cluster("a", {})));
 }
 
 // Without targets the bundle goes to Fleet's default target, the implicit "default" group: every cluster of the

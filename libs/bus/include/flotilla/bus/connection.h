@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flotilla/bus/owned_impl.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
 
@@ -67,18 +68,16 @@ struct MessageMetadata {
   int64_t timestamp_ns = 0;    //!< when the stream stored it (ns since the epoch)
 };
 
-//! A received message. Owns the libnats message; move-only. The JetStream acknowledgement calls need the
-//! subscription it came from, which the message keeps alive.
-class Message {
+namespace detail {
+struct MessageImpl;
+}  // namespace detail
+
+//! A received message. Owns the libnats message; move-only; empty when default-constructed (valid() is false).
+//! The JetStream acknowledgement calls need the subscription it came from, which the message keeps alive.
+class Message : public detail::OwnedImpl<detail::MessageImpl, std::unique_ptr<detail::MessageImpl>> {
  public:
-  struct Impl;
-  //! An empty message (valid() is false).
-  Message();
-  //! Internal: objects are made by the bus library (connect, create, subscribe, ...).
-  explicit Message(std::unique_ptr<Impl> impl);
-  Message(Message&&) noexcept;
-  Message& operator=(Message&&) noexcept;
-  ~Message();
+  using Impl = detail::MessageImpl;
+  using OwnedImpl::OwnedImpl;
 
   [[nodiscard]] bool valid() const { return impl_ != nullptr; }
   [[nodiscard]] std::string_view subject() const;
@@ -110,9 +109,6 @@ class Message {
   Status term();
   //! Resets the ack timer for a long-running handler.
   Status inProgress();
-
- private:
-  std::unique_ptr<Impl> impl_;
 };
 
 //! An async subscription. Destroying it (or unsubscribe()) removes interest and waits until a callback that is

@@ -91,27 +91,22 @@ struct ConsumerInfo {
 
 class JetStream;
 
+namespace detail {
+struct PullConsumerImpl;
+}  // namespace detail
+
 //! A pull subscription bound to an existing durable consumer. Move-only; destroying it never deletes the
-//! consumer. fetch() may be called from one thread at a time.
-class PullConsumer {
+//! consumer. fetch() may be called from one thread at a time; on a default-constructed one it fails with kInvalid.
+class PullConsumer : public detail::OwnedImpl<detail::PullConsumerImpl, std::shared_ptr<detail::PullConsumerImpl>> {
  public:
-  struct Impl;
-  //! Not bound; fetch() fails with kInvalid.
-  PullConsumer();
-  //! Internal: objects are made by the bus library (connect, create, subscribe, ...).
-  explicit PullConsumer(std::shared_ptr<Impl> impl);
-  PullConsumer(PullConsumer&&) noexcept;
-  PullConsumer& operator=(PullConsumer&&) noexcept;
-  ~PullConsumer();
+  using Impl = detail::PullConsumerImpl;
+  using OwnedImpl::OwnedImpl;
 
   //! Up to `batch` messages, waiting at most `timeout` for the first. No messages in time is an empty vector,
   //! not an error. Each message must be acked, nak'd or term'd (or it is redelivered after ack_wait).
   Result<std::vector<Message>> fetch(int batch, std::chrono::milliseconds timeout);
   //! The consumer's counters as the server sees them.
   Result<ConsumerInfo> info();
-
- private:
-  std::shared_ptr<Impl> impl_;
 };
 
 //! Options of a JetStream context.

@@ -52,19 +52,17 @@ struct KvWatchOptions {
   bool meta_only = false;        //!< entries without values
 };
 
+namespace detail {
+struct KvWatcherImpl;
+}  // namespace detail
+
 //! A watcher over a key pattern. It first delivers the current values (unless updates_only), then marks the end
 //! of the initial values, then delivers live changes (puts, deletes and purges) as they happen. Move-only;
-//! next() may be called from one thread at a time.
-class KvWatcher {
+//! next() may be called from one thread at a time; on a default-constructed one (not watching) it fails with kInvalid.
+class KvWatcher : public detail::OwnedImpl<detail::KvWatcherImpl, std::unique_ptr<detail::KvWatcherImpl>> {
  public:
-  struct Impl;
-  //! Not watching; next() fails with kInvalid.
-  KvWatcher();
-  //! Internal: objects are made by the bus library (connect, create, subscribe, ...).
-  explicit KvWatcher(std::unique_ptr<Impl> impl);
-  KvWatcher(KvWatcher&&) noexcept;
-  KvWatcher& operator=(KvWatcher&&) noexcept;
-  ~KvWatcher();
+  using Impl = detail::KvWatcherImpl;
+  using OwnedImpl::OwnedImpl;
 
   //! The next entry, waiting up to `timeout`. nullopt when nothing arrived in time, or when the end-of-initial-
   //! values marker was just reached (initialDone() turns true at that moment).
@@ -75,9 +73,6 @@ class KvWatcher {
   Result<std::vector<KvEntry>> initialValues(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   //! Stops the watcher; next() then fails.
   void stop();
-
- private:
-  std::unique_ptr<Impl> impl_;
 };
 
 //! A bound KV bucket, shared through shared_ptr and safe to use from many threads.

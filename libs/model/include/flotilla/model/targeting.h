@@ -81,13 +81,9 @@ std::vector<GroupInfo> memberGroups(const ClusterFacts& cluster);
 //! The groups `cluster` is in among `all`, implicit default included (resolveGroups then memberGroups).
 std::vector<GroupInfo> groupsOf(const ClusterFacts& cluster, const std::vector<GroupInfo>& all);
 
-//! One target matcher.
-struct Matcher {
-  std::string name;
-  std::string cluster_name;
-  std::optional<LabelSelector> cluster_selector;
-  std::string cluster_group;
-  std::optional<LabelSelector> cluster_group_selector;
+//! One target matcher: a target's name and cluster criteria (what a GitTarget holds), and whether a match keeps the
+//! bundle off the cluster (a targetCustomizations[] entry's doNotDeploy).
+struct Matcher : GitTarget {
   bool do_not_deploy = false;
 
   bool operator==(const Matcher&) const = default;
