@@ -206,22 +206,27 @@ Result<std::string> storeClusterDocument(bus::KeyValue& kv, const model::Cluster
   return *stored + " (deregistration withdrawn: an agent may register under this name again)";
 }
 
+//! Stores a resource of a workspace (GitRepo, ClusterGroup) under keyOf(workspace, name) in `kv`, without its
+//! status; `label` gets its kind/name.
+template <typename T>
+Result<std::string> storeWorkspaceSpec(bus::KeyValue& kv, Kind kind,
+                                       std::string (*keyOf)(std::string_view, std::string_view), T& resource,
+                                       Decoder<T> decode, std::string& label) {
+  resource.status = {};
+  label = qualifiedKind(kind) + "/" + resource.metadata.name;
+  return storeSpec<T>(kv, keyOf(resource.metadata.ns, resource.metadata.name), resource, decode);
+}
+
 //! Stores one object; returns its kubectl-style line ("gitrepo.fleet.cattle.io/demo created").
 Result<std::string> storeObject(const HubConnection& hub, SourcedResource& object) {
   std::string label;
   Result<std::string> stored = std::string();
   if (auto* gitrepo = std::get_if<model::GitRepo>(&object.resource)) {
-    gitrepo->status = {};
-    label = qualifiedKind(Kind::kGitRepo) + "/" + gitrepo->metadata.name;
-    stored = storeSpec<model::GitRepo>(hub.bucket(events::kGitReposBucket),
-                                       events::gitRepoKey(gitrepo->metadata.ns, gitrepo->metadata.name), *gitrepo,
-                                       &model::decodeGitRepo);
+    stored = storeWorkspaceSpec(hub.bucket(events::kGitReposBucket), Kind::kGitRepo, &events::gitRepoKey, *gitrepo,
+                                &model::decodeGitRepo, label);
   } else if (auto* group = std::get_if<model::ClusterGroup>(&object.resource)) {
-    group->status = {};
-    label = qualifiedKind(Kind::kClusterGroup) + "/" + group->metadata.name;
-    stored = storeSpec<model::ClusterGroup>(hub.bucket(events::kClustersBucket),
-                                            events::clusterGroupKey(group->metadata.ns, group->metadata.name), *group,
-                                            &model::decodeClusterGroup);
+    stored = storeWorkspaceSpec(hub.bucket(events::kClustersBucket), Kind::kClusterGroup, &events::clusterGroupKey,
+                                *group, &model::decodeClusterGroup, label);
   } else if (auto* cluster = std::get_if<model::Cluster>(&object.resource)) {
     label = qualifiedKind(Kind::kCluster) + "/" + cluster->metadata.name;
     stored = storeClusterDocument(hub.bucket(events::kClustersBucket), *cluster);

@@ -33,18 +33,12 @@ std::string inboxPrefixOf(const std::string& creds_file) {
 }  // namespace
 
 Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector<std::string>& buckets) {
-  bus::ConnectOptions options;
-  options.inbox_prefix = settings.inbox_prefix.empty() && !settings.creds_file.empty()
-                             ? inboxPrefixOf(settings.creds_file)
-                             : settings.inbox_prefix;
+  bus::ConnectOptions options = settings;
   options.servers = split(settings.url, ',');
   options.name = "flotilla-cli";
-  options.creds_file = settings.creds_file;
-  options.user = settings.user;
-  options.password = settings.password;
-  options.ca_file = settings.ca_file;
-  options.cert_file = settings.cert_file;
-  options.key_file = settings.key_file;
+  if (options.inbox_prefix.empty() && !options.creds_file.empty()) {
+    options.inbox_prefix = inboxPrefixOf(options.creds_file);
+  }
   options.connect_timeout = settings.timeout;
   options.max_reconnect = 0;  // a CLI call fails fast instead of waiting for a server to come back
   HubConnection hub;

@@ -424,6 +424,23 @@ std::vector<Json> viewsOf(const Snapshot& snapshot, Kind kind, const Filter& fil
   return out;
 }
 
+//! Every kind with its name and the names parseKind accepts for it (lower case, without the API group).
+struct KindNames {
+  Kind kind;
+  std::string_view name;
+  std::vector<std::string_view> accepted;
+};
+
+const std::vector<KindNames>& kindNames() {
+  static const std::vector<KindNames> kKinds = {
+      {Kind::kGitRepo, "GitRepo", {"gitrepo", "gitrepos"}},
+      {Kind::kBundle, "Bundle", {"bundle", "bundles"}},
+      {Kind::kCluster, "Cluster", {"cluster", "clusters"}},
+      {Kind::kClusterGroup, "ClusterGroup", {"clustergroup", "clustergroups"}},
+      {Kind::kBundleDeployment, "BundleDeployment", {"bundledeployment", "bundledeployments", "bd", "bds"}}};
+  return kKinds;
+}
+
 }  // namespace
 
 Result<Kind> parseKind(std::string_view text) {
@@ -436,15 +453,9 @@ Result<Kind> parseKind(std::string_view text) {
     }
     name = name.substr(0, dot);
   }
-  static const std::vector<std::pair<std::vector<std::string_view>, Kind>> kNames = {
-      {{"gitrepo", "gitrepos"}, Kind::kGitRepo},
-      {{"bundle", "bundles"}, Kind::kBundle},
-      {{"cluster", "clusters"}, Kind::kCluster},
-      {{"clustergroup", "clustergroups"}, Kind::kClusterGroup},
-      {{"bundledeployment", "bundledeployments", "bd", "bds"}, Kind::kBundleDeployment}};
-  for (const auto& [names, kind] : kNames) {
-    if (std::find(names.begin(), names.end(), name) != names.end()) {
-      return kind;
+  for (const auto& kind : kindNames()) {
+    if (std::find(kind.accepted.begin(), kind.accepted.end(), name) != kind.accepted.end()) {
+      return kind.kind;
     }
   }
   return fail(ErrorKind::kInvalid, "unknown resource type \"" + std::string(text) +
@@ -452,17 +463,10 @@ Result<Kind> parseKind(std::string_view text) {
 }
 
 std::string_view kindName(Kind kind) {
-  switch (kind) {
-    case Kind::kGitRepo:
-      return "GitRepo";
-    case Kind::kBundle:
-      return "Bundle";
-    case Kind::kCluster:
-      return "Cluster";
-    case Kind::kClusterGroup:
-      return "ClusterGroup";
-    case Kind::kBundleDeployment:
-      return "BundleDeployment";
+  for (const auto& known : kindNames()) {
+    if (known.kind == kind) {
+      return known.name;
+    }
   }
   return "";
 }

@@ -79,13 +79,17 @@ service::StopService startAgent(const service::Config& config, service::Runtime&
   if (!created.ok()) {
     return service::startupFailed("cannot create the agent", created.error());
   }
-  // Shared with the readiness check, which the HTTP server may still call while main unwinds.
   std::shared_ptr<agent::Agent> agent = std::move(created).value();
-  runtime.addReadinessCheck("agent", [agent](std::string& why) { return agent->ready(why); });
+  runtime.addReadinessCheck("agent", agent);
   log::info("agent starting", {{"cluster", options->cluster_name},
                                {"kube_server", kubeconfig->server},
                                {"agent_namespace", options->agent_namespace}});
-  agent->start();
+  if (auto started = agent->start(); !started.ok()) {
+    if (keeper) {
+      keeper->stop();
+    }
+    return service::startupFailed("cannot start the agent", started.error());
+  }
   return [agent, keeper, cluster = options->cluster_name] {
     log::info("shutting down", {{"cluster", cluster}});
     agent->stop();

@@ -19,22 +19,17 @@ service::StopService startBundler(const service::Config& config, service::Runtim
   if (!options.ok()) {
     return service::startupFailed("invalid flags", options.error());
   }
-  auto limits = service::storeLimitsFrom(config);
-  if (!limits.ok()) {
-    return service::startupFailed("invalid flags", limits.error());
-  }
   // helmSecretName secrets are per workspace; the flat layout of earlier versions would make them all "not found".
   if (auto layout = secrets::checkLayout(config.get("credentials-dir")); !layout.ok()) {
     return service::startupFailed("invalid --credentials-dir", layout.error());
   }
   auto renderers = render::makeRenderers(bundler::rendererBinariesFrom(config));
-  auto hub = service::connectHub(service::connectOptionsFrom(config, "flotilla-bundler"),
-                                 service::HubAccess::kProvision, &runtime.metrics(), std::chrono::minutes(5), *limits);
-  if (!hub.ok()) {
-    return service::startupFailed("cannot connect to the hub", hub.error());
+  auto hub = service::connectProvisioningHub(config, runtime, "flotilla-bundler");
+  if (!hub) {
+    return {};
   }
   auto service = std::make_shared<bundler::Bundler>(*hub, renderers, runtime.metrics(), *options);
-  runtime.addReadinessCheck("bundler", [service](std::string& why) { return service->ready(why); });
+  runtime.addReadinessCheck("bundler", service);
   if (auto started = service->start(); !started.ok()) {
     return service::startupFailed("cannot start consuming commits", started.error());
   }

@@ -136,23 +136,16 @@ flotilla::service::StopService startPoller(const flotilla::service::Config& conf
   if (!options.ok()) {
     return startupFailed("invalid flags", options.error());
   }
-  auto limits = flotilla::service::storeLimitsFrom(config);
-  if (!limits.ok()) {
-    return startupFailed("invalid flags", limits.error());
-  }
-  auto hub = flotilla::service::connectHub(flotilla::service::connectOptionsFrom(config, "poller"),
-                                           flotilla::service::HubAccess::kProvision, &runtime.metrics(),
-                                           std::chrono::minutes(5), *limits);
-  if (!hub.ok()) {
-    return startupFailed("cannot connect to the hub", hub.error());
+  auto hub = flotilla::service::connectProvisioningHub(config, runtime, "poller");
+  if (!hub) {
+    return {};
   }
   auto created = flotilla::poller::Poller::create(*options, *hub, runtime.metrics());
   if (!created.ok()) {
     return startupFailed("cannot create the poller", created.error());
   }
-  // Shared with the readiness check, which the runtime's HTTP server may call until the runtime is gone.
   std::shared_ptr<flotilla::poller::Poller> poller = std::move(created).value();
-  runtime.addReadinessCheck("poller", [poller](std::string& why) { return poller->ready(why); });
+  runtime.addReadinessCheck("poller", poller);
   if (auto started = poller->start(); !started.ok()) {
     return startupFailed("cannot start the poller", started.error());
   }

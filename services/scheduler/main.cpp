@@ -43,14 +43,9 @@ service::StopService startScheduler(const service::Config& config, service::Runt
     }
     return slot->scheduler->ready(why) && (!slot->registrar || slot->registrar->ready(why));
   });
-  auto limits = service::storeLimitsFrom(config);
-  if (!limits.ok()) {
-    return service::startupFailed("invalid flags", limits.error());
-  }
-  auto hub = service::connectHub(service::connectOptionsFrom(config, "flotilla-scheduler"),
-                                 service::HubAccess::kProvision, &runtime.metrics(), std::chrono::minutes(5), *limits);
-  if (!hub.ok()) {
-    return service::startupFailed("cannot connect to the hub", hub.error());
+  auto hub = service::connectProvisioningHub(config, runtime, "flotilla-scheduler");
+  if (!hub) {
+    return {};
   }
   auto created = scheduler::Scheduler::create(*hub, runtime.metrics(), *options);
   if (!created.ok()) {

@@ -11,6 +11,21 @@ StopService startupFailed(std::string_view what, const Error& error) {
   return {};
 }
 
+std::optional<Hub> connectProvisioningHub(const Config& config, Runtime& runtime, const std::string& client_name) {
+  auto limits = storeLimitsFrom(config);
+  if (!limits.ok()) {
+    startupFailed("invalid flags", limits.error());
+    return std::nullopt;
+  }
+  auto hub = connectHub(connectOptionsFrom(config, client_name), HubAccess::kProvision, &runtime.metrics(),
+                        std::chrono::minutes(5), *limits);
+  if (!hub.ok()) {
+    startupFailed("cannot connect to the hub", hub.error());
+    return std::nullopt;
+  }
+  return std::move(hub).value();
+}
+
 int runService(const std::string& name, std::map<std::string, std::string> flags, int argc, char** argv,
                const StartService& start) {
   const std::string program = "flotilla-" + name;

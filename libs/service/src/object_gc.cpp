@@ -17,45 +17,19 @@ Clock& ObjectGc::clock() const {
 }
 
 void ObjectGc::start() {
-  if (thread_.joinable()) {
-    return;
-  }
-  {
-    std::lock_guard lock(wake_mutex_);
-    stopping_ = false;
-  }
-  thread_ = std::thread([this] { loop(); });
+  passes_.start([this] { loop(); });
 }
 
 void ObjectGc::stop() {
-  {
-    std::lock_guard lock(wake_mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
+  passes_.stop();
 }
 
 void ObjectGc::requestPass() {
-  {
-    std::lock_guard lock(wake_mutex_);
-    requested_ = true;
-  }
-  wake_.notify_all();
+  passes_.wake();
 }
 
 void ObjectGc::loop() {
-  while (true) {
-    {
-      std::unique_lock lock(wake_mutex_);
-      wake_.wait_for(lock, options_.interval, [this] { return stopping_ || requested_; });
-      if (stopping_) {
-        return;
-      }
-      requested_ = false;
-    }
+  while (passes_.sleepFor(options_.interval)) {
     (void)runPass();  // logged and counted inside
   }
 }

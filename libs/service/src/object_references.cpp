@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "flotilla/core/json.h"
+#include "flotilla/service/kv_entries.h"
 #include "flotilla/service/object_gc.h"
 
 namespace flotilla::service {
@@ -14,26 +15,14 @@ using Names = std::set<std::string>;
 //! Calls `each` with every current value of `bucket` under `filter`; an empty bucket is no values.
 Status forEachValue(bus::KeyValue& bucket, std::string_view filter,
                     const std::function<Status(const std::string& key, const Json& value)>& each) {
-  auto keys = bucket.keys(filter);
-  if (!keys.ok()) {
-    return keys.error().kind == ErrorKind::kNotFound ? Status() : Status(fail(keys.error()));
-  }
-  for (const auto& key : *keys) {
-    auto entry = bucket.get(key);
-    if (!entry.ok()) {
-      if (entry.error().kind == ErrorKind::kNotFound) {
-        continue;  // removed since the listing
-      }
-      return fail(entry.error());
-    }
-    auto json = Json::parse(entry->value);
+  return forEachEntry(bucket, filter, [&](const bus::KvEntry& entry) -> Status {
+    auto json = Json::parse(entry.value);
     if (!json.ok()) {
-      return fail(ErrorKind::kInvalid, bucket.bucket() + "/" + key + " is not JSON: " + json.error().message,
+      return fail(ErrorKind::kInvalid, bucket.bucket() + "/" + entry.key + " is not JSON: " + json.error().message,
                   "objectReferences");
     }
-    FLOTILLA_TRY(each(key, *json));
-  }
-  return {};
+    return each(entry.key, *json);
+  });
 }
 
 void addString(Names& names, const Json* value) {

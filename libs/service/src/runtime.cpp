@@ -203,6 +203,11 @@ void Runtime::addReadinessCheck(std::string name, std::function<bool(std::string
   checks_.emplace_back(std::move(name), std::move(check));
 }
 
+void Runtime::addReadinessCheck(std::string name, std::shared_ptr<const Component> component) {
+  addReadinessCheck(std::move(name),
+                    [component = std::move(component)](std::string& why) { return component->ready(why); });
+}
+
 void Runtime::waitForShutdown() {
   sigset_t signals;
   sigemptyset(&signals);

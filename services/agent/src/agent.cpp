@@ -131,10 +131,10 @@ Agent::~Agent() {
   stop();
 }
 
-void Agent::start() {
+Status Agent::start() {
   std::lock_guard lock(mutex_);
   if (started_) {
-    return;
+    return {};
   }
   started_ = true;
   drift_->start();
@@ -143,6 +143,7 @@ void Agent::start() {
   resync_thread_ = std::thread([this] { resyncLoop(); });
   api_versions_thread_ = std::thread([this] { apiVersionsLoop(); });
   trim_thread_ = std::thread([this] { trimLoop(); });
+  return {};
 }
 
 void Agent::stop() {

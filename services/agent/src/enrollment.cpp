@@ -296,16 +296,10 @@ std::optional<std::chrono::system_clock::time_point> CredentialsKeeper::renewalD
   return lifetime->issued + (*lifetime->expires - lifetime->issued) * 2 / 3;
 }
 
-bool CredentialsKeeper::sleepFor(std::chrono::milliseconds duration) {
-  std::unique_lock lock(mutex_);
-  wake_.wait_for(lock, duration, [this] { return stopping_.load(); });
-  return !stopping_;
-}
-
 Status CredentialsKeeper::obtain(std::chrono::milliseconds deadline) {
   const auto give_up = std::chrono::steady_clock::now() + deadline;
   std::chrono::milliseconds delay = options_.retry_base;
-  while (!stopping_) {
+  while (!renewal_.stopping()) {
     auto result = enrollOnce();
     if (result.ok()) {
       return {};
@@ -316,7 +310,7 @@ Status CredentialsKeeper::obtain(std::chrono::milliseconds deadline) {
     log::error("cannot obtain agent credentials; retrying", {{"cluster", options_.cluster},
                                                              {"error", result.error().message},
                                                              {"retry_in_ms", static_cast<int64_t>(delay.count())}});
-    if (!sleepFor(delay)) {
+    if (!renewal_.sleepFor(delay)) {
       break;
     }
     delay = std::min(delay * 2, options_.retry_max);
@@ -325,24 +319,16 @@ Status CredentialsKeeper::obtain(std::chrono::milliseconds deadline) {
 }
 
 void CredentialsKeeper::start() {
-  stopping_ = false;
-  thread_ = std::thread([this] { renewLoop(); });
+  renewal_.start([this] { renewLoop(); });
 }
 
 void CredentialsKeeper::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
+  renewal_.stop();
 }
 
 void CredentialsKeeper::renewLoop() {
   std::chrono::milliseconds delay = options_.retry_base;
-  while (!stopping_) {
+  while (!renewal_.stopping()) {
     auto due = renewalDue();
     if (!due) {
       log::warn("stored agent credentials have no expiry or cannot be read; nothing to renew",
@@ -351,7 +337,7 @@ void CredentialsKeeper::renewLoop() {
     }
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*due - Clock::now());
     if (wait.count() > 0) {
-      sleepFor(wait);
+      renewal_.sleepFor(wait);
       continue;
     }
     auto renewed = renewOnce();
@@ -362,7 +348,7 @@ void CredentialsKeeper::renewLoop() {
     log::error("cannot renew the agent credentials; retrying", {{"cluster", options_.cluster},
                                                                 {"error", renewed.error().message},
                                                                 {"retry_in_ms", static_cast<int64_t>(delay.count())}});
-    sleepFor(delay);
+    renewal_.sleepFor(delay);
     delay = std::min(delay * 2, options_.retry_max);
   }
 }

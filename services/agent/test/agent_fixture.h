@@ -343,7 +343,7 @@ class AgentTest : public bus::testing::BusTest {
     auto agent = Agent::create(custom ? *custom : agentOptions(), js_, kube ? kube : newKubeClient(), *metrics_);
     ASSERT_TRUE(agent.ok()) << agent.error().describe();
     agent_ = std::move(agent).value();
-    agent_->start();
+    ASSERT_TRUE(agent_->start().ok());
     if (wait_ready) {
       std::string why;
       ASSERT_TRUE(eventually([&] { return agent_->ready(why); }, seconds(30))) << why;

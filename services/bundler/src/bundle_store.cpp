@@ -9,6 +9,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/service/kv_entries.h"
 
 namespace flotilla::bundler {
 namespace fs = std::filesystem;
@@ -101,31 +102,16 @@ Result<std::optional<model::GitRepo>> CommitHandler::loadGitRepo(std::string_vie
 }
 
 Result<std::vector<BundleRecord>> CommitHandler::recordsOf(std::string_view workspace, std::string_view gitrepo) {
-  auto keys = bus_.bundles->keys(events::keyFilter({workspace}));
-  if (!keys.ok()) {
-    if (keys.error().kind == ErrorKind::kNotFound) {
-      return std::vector<BundleRecord>{};
-    }
-    return fail(keys.error());
-  }
   std::vector<BundleRecord> records;
-  for (const auto& key : *keys) {
-    auto entry = bus_.bundles->get(key);
-    if (!entry.ok()) {
-      if (entry.error().kind == ErrorKind::kNotFound) {
-        continue;  // removed meanwhile
-      }
-      return fail(entry.error());
-    }
-    auto record = parseBundleRecord(entry->value);
+  FLOTILLA_TRY(service::forEachEntry(*bus_.bundles, events::keyFilter({workspace}), [&](const bus::KvEntry& entry) {
+    auto record = parseBundleRecord(entry.value);
     if (!record.ok()) {
-      log::warn("ignoring an unreadable bundle record", {{"key", key}, {"error", record.error().describe()}});
-      continue;
-    }
-    if (record->gitrepo == gitrepo && record->workspace == workspace) {
+      log::warn("ignoring an unreadable bundle record", {{"key", entry.key}, {"error", record.error().describe()}});
+    } else if (record->gitrepo == gitrepo && record->workspace == workspace) {
       records.push_back(std::move(record).value());
     }
-  }
+    return okStatus();
+  }));
   return records;
 }
 

@@ -6,6 +6,7 @@
 #include "flotilla/bundler/commit_handler.h"
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/service/kv_entries.h"
 
 namespace flotilla::bundler {
 namespace {
@@ -46,30 +47,17 @@ Status CommitHandler::removeClaim(const events::BundleClaim& claim) {
 }
 
 Result<std::vector<events::BundleClaim>> CommitHandler::claimsIn(std::string_view filter) {
-  auto keys = bus_.status->keys(filter);
-  if (!keys.ok()) {
-    if (keys.error().kind == ErrorKind::kNotFound) {
-      return std::vector<events::BundleClaim>{};
-    }
-    return fail(keys.error());
-  }
   std::vector<events::BundleClaim> claims;
-  for (const auto& key : *keys) {
-    auto entry = bus_.status->get(key);
-    if (!entry.ok()) {
-      if (entry.error().kind == ErrorKind::kNotFound) {
-        continue;  // removed meanwhile
-      }
-      return fail(entry.error());
-    }
-    auto claim = events::parseRecord<events::BundleClaim>(entry->value);
+  FLOTILLA_TRY(service::forEachEntry(*bus_.status, filter, [&](const bus::KvEntry& entry) {
+    auto claim = events::parseRecord<events::BundleClaim>(entry.value);
     if (!claim.ok()) {
       metrics_.claim("invalid");
-      log::warn("ignoring an unreadable bundle claim", {{"key", key}, {"error", claim.error().describe()}});
-      continue;
+      log::warn("ignoring an unreadable bundle claim", {{"key", entry.key}, {"error", claim.error().describe()}});
+    } else {
+      claims.push_back(std::move(claim).value());
     }
-    claims.push_back(std::move(claim).value());
-  }
+    return okStatus();
+  }));
   return claims;
 }
 

@@ -93,7 +93,7 @@ Status Poller::start() {
   return {};
 }
 
-void Poller::stop(Millis wait) {
+void Poller::stop() {
   Core& core = *core_;
   {
     std::lock_guard lock(core.mutex);
@@ -122,7 +122,7 @@ void Poller::stop(Millis wait) {
     // Let running syncs finish (they stop after their current GitRepo) and record what they published; git
     // calls still running at the deadline are left behind like the watchdog would.
     std::unique_lock lock(core.mutex);
-    const auto deadline = SteadyClock::now() + wait;
+    const auto deadline = SteadyClock::now() + kStopWait;
     while (true) {
       core.processCompletions(nowEpochMillis());
       if (core.active == 0) {

@@ -16,17 +16,16 @@ namespace flotilla::scheduler {
 
 namespace {
 
-void countInvalidClustersRecord(Metrics& metrics, const bus::KvEntry& entry, const Error& error) {
-  countInvalidRecord(metrics, events::kClustersBucket, entry.key, error);
-}
-
-template <typename T, typename Decode>
-Result<T> decodeResource(const bus::KvEntry& entry, Decode decode) {
-  auto parsed = Json::parse(entry.value);
-  if (!parsed.ok()) {
-    return fail(parsed.error());
-  }
-  return decode(*parsed, entry.key);
+//! For readClustersEntry: the value read as the JSON resource `decode` (model::decodeCluster and the like) reads.
+template <typename T>
+auto jsonResource(Result<T> (*decode)(const Json&, std::string_view)) {
+  return [decode](const bus::KvEntry& entry) -> Result<T> {
+    auto parsed = Json::parse(entry.value);
+    if (!parsed.ok()) {
+      return fail(parsed.error());
+    }
+    return decode(*parsed, entry.key);
+  };
 }
 
 //! Whether placement sees a difference: workspace, labels (targeting) or paused (rollout).
@@ -99,38 +98,30 @@ bool Scheduler::refreshCluster(const std::string& name) {
   return changed;
 }
 
+bool Scheduler::replaceClusterLayer(std::map<std::string, model::Cluster>& layer, const std::string& name,
+                                    const std::optional<model::Cluster>& value) {
+  std::lock_guard lock(mutex_);
+  if (value) {
+    layer[name] = *value;
+  } else {
+    layer.erase(name);
+  }
+  return refreshCluster(name) && loaded_;
+}
+
 void Scheduler::handleClusterDocumentEntry(const bus::KvEntry& entry) {
-  auto names = events::keyNames(entry.key, "spec", 1);
-  if (!names.ok()) {
-    countInvalidClustersRecord(metrics_, entry, names.error());
+  // An unreadable document is a hand edit (`flotilla apply` checks documents): the one the scheduler had stays.
+  auto read =
+      readClustersEntry<model::Cluster>(metrics_, entry, "spec", 1, jsonResource(&model::decodeClusterDocument));
+  if (!read) {
     return;
   }
-  const std::string& name = (*names)[0];
-  std::optional<model::Cluster> document;
-  if (entry.operation == bus::KvOperation::kPut) {
-    auto decoded = decodeResource<model::Cluster>(
-        entry, [](const Json& json, const std::string& key) { return model::decodeClusterDocument(json, key); });
-    if (!decoded.ok()) {
-      // The document the scheduler had stays in force: `flotilla apply` checks documents, so this is a hand edit.
-      countInvalidClustersRecord(metrics_, entry, decoded.error());
-      return;
-    }
-    document = std::move(decoded).value();
+  const std::string& name = read->names[0];
+  std::optional<model::Cluster>& document = read->value;
+  if (document) {
     document->metadata.name = name;  // the key is authoritative for identity
   }
-  bool changed = false;
-  bool live = false;
-  {
-    std::lock_guard lock(mutex_);
-    live = loaded_;
-    if (document) {
-      cluster_documents_[name] = *document;
-    } else {
-      cluster_documents_.erase(name);
-    }
-    changed = refreshCluster(name);
-  }
-  if (changed && live) {
+  if (replaceClusterLayer(cluster_documents_, name, document)) {
     log::info(document ? "cluster document applied" : "cluster document removed",
               {{"cluster", name}, {"paused", document && document->spec.paused}});
     metrics_
@@ -142,24 +133,19 @@ void Scheduler::handleClusterDocumentEntry(const bus::KvEntry& entry) {
 }
 
 void Scheduler::handleGroupEntry(const bus::KvEntry& entry) {
-  bool deleted = entry.operation != bus::KvOperation::kPut;
-  auto names = events::keyNames(entry.key, "group", 2);
-  if (!names.ok()) {
-    countInvalidClustersRecord(metrics_, entry, names.error());
+  auto read =
+      readClustersEntry<model::ClusterGroup>(metrics_, entry, "group", 2, jsonResource(&model::decodeClusterGroup));
+  if (!read) {
     return;
   }
+  const std::vector<std::string>& names = read->names;
+  const bool deleted = !read->value;
   std::optional<GroupInfo> group;
   if (!deleted) {
-    auto decoded = decodeResource<model::ClusterGroup>(
-        entry, [](const Json& json, const std::string& key) { return model::decodeClusterGroup(json, key); });
-    if (!decoded.ok()) {
-      countInvalidClustersRecord(metrics_, entry, decoded.error());
-      return;
-    }
-    group = groupInfoOf(*decoded);
+    group = groupInfoOf(*read->value);
     // The key is authoritative for identity.
-    group->workspace = (*names)[0];
-    group->name = (*names)[1];
+    group->workspace = names[0];
+    group->name = names[1];
   }
   bool changed = false;
   bool live = false;
@@ -177,43 +163,23 @@ void Scheduler::handleGroupEntry(const bus::KvEntry& entry) {
   }
   if (changed && live) {
     log::info(deleted ? "cluster group removed" : "cluster group changed",
-              {{"workspace", (*names)[0]}, {"group", (*names)[1]}});
+              {{"workspace", names[0]}, {"group", names[1]}});
     enqueueReconcile("");
   }
 }
 
 void Scheduler::handleClusterEntry(const bus::KvEntry& entry) {
-  auto names = events::keyNames(entry.key, "cluster", 1);
-  if (!names.ok()) {
-    countInvalidClustersRecord(metrics_, entry, names.error());
+  auto read = readClustersEntry<model::Cluster>(metrics_, entry, "cluster", 1, jsonResource(&model::decodeCluster));
+  if (!read) {
     return;
   }
-  const std::string& name = (*names)[0];
-  std::optional<model::Cluster> cluster;
-  if (entry.operation == bus::KvOperation::kPut) {
-    auto decoded = decodeResource<model::Cluster>(
-        entry, [](const Json& json, const std::string& key) { return model::decodeCluster(json, key); });
-    if (!decoded.ok()) {
-      countInvalidClustersRecord(metrics_, entry, decoded.error());
-      return;
-    }
-    cluster = std::move(decoded).value();
+  const std::string& name = read->names[0];
+  std::optional<model::Cluster>& cluster = read->value;
+  if (cluster) {
     cluster->metadata.name = name;
     enforceAgentLabels(*cluster, entry.revision);
   }
-  bool changed = false;
-  bool live = false;
-  {
-    std::lock_guard lock(mutex_);
-    live = loaded_;
-    if (cluster) {
-      registrations_[name] = *cluster;
-    } else {
-      registrations_.erase(name);
-    }
-    changed = refreshCluster(name);
-  }
-  if (changed && live) {
+  if (replaceClusterLayer(registrations_, name, cluster)) {
     // Written by another scheduler replica or by hand: re-target like a registration would.
     enqueueReconcile(name);
   }

@@ -23,6 +23,7 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/enrollment.h"
 #include "flotilla/scheduler/scheduler.h"
+#include "flotilla/service/kv_entries.h"
 #include "invalid_record.h"
 
 namespace flotilla::scheduler {
@@ -36,29 +37,20 @@ int64_t tombstoneMillis(const events::ClusterDeregistration& tombstone) {
   return at ? epochMillis(*at) : 0;
 }
 
-void countInvalidTombstone(Metrics& metrics, const bus::KvEntry& entry, const Error& error) {
-  countInvalidRecord(metrics, events::kClustersBucket, entry.key, error);
-}
-
 }  // namespace
 
 // ---- the tombstone ----
 
 void Scheduler::handleDeregisteredEntry(const bus::KvEntry& entry) {
-  auto names = events::keyNames(entry.key, "deregistered", 1);
-  if (!names.ok()) {
-    countInvalidTombstone(metrics_, entry, names.error());
+  auto read = readClustersEntry<events::ClusterDeregistration>(
+      metrics_, entry, "deregistered", 1,
+      [](const bus::KvEntry& put) { return events::parseRecord<events::ClusterDeregistration>(put.value); });
+  if (!read) {
     return;
   }
-  const std::string& name = (*names)[0];
-  std::optional<events::ClusterDeregistration> tombstone;
-  if (entry.operation == bus::KvOperation::kPut) {
-    auto decoded = events::parseRecord<events::ClusterDeregistration>(entry.value);
-    if (!decoded.ok()) {
-      countInvalidTombstone(metrics_, entry, decoded.error());
-      return;
-    }
-    tombstone = std::move(decoded).value();
+  const std::string& name = read->names[0];
+  std::optional<events::ClusterDeregistration>& tombstone = read->value;
+  if (tombstone) {
     tombstone->cluster = name;  // the key is authoritative for identity
   }
   bool withdrawn = false;
@@ -94,14 +86,12 @@ void Scheduler::handleDeregisteredEntry(const bus::KvEntry& entry) {
 
 Result<std::string> Scheduler::deregisteredRefusal(const std::string& cluster) {
   // KV, not memory: a tombstone written just now may not have reached the watcher yet.
-  auto tombstone = hub_.clusters->get(events::clusterDeregisteredKey(cluster));
-  if (!tombstone.ok()) {
-    if (tombstone.error().kind == ErrorKind::kNotFound) {
-      return std::string();
-    }
-    return fail(tombstone.error());
+  auto tombstone = service::getIfPresent(*hub_.clusters, events::clusterDeregisteredKey(cluster));
+  FLOTILLA_TRY(tombstone);
+  if (!*tombstone) {
+    return std::string();
   }
-  auto record = events::parseRecord<events::ClusterDeregistration>(tombstone->value);
+  auto record = events::parseRecord<events::ClusterDeregistration>((*tombstone)->value);
   return "cluster \"" + cluster + "\" was deregistered on the hub" + (record.ok() ? " at " + record->time : "") +
          " (flotilla delete cluster); it may register again once a Cluster document for it is applied";
 }
@@ -220,11 +210,7 @@ Status Scheduler::dropDeployment(const std::string& key, Affected& affected) {
   const DeploymentRecord record = deployments_.at(key);
   FLOTILLA_TRY(forgetDeployment(record.cluster, record.workspace, record.bundle));
   deregistration_deletes_.erase(key);
-  affected.bundles.emplace(record.workspace, record.bundle);
-  if (!record.gitrepo.empty()) {
-    affected.gitrepos.emplace(record.workspace, record.gitrepo);
-  }
-  affected.clusters.insert(record.cluster);
+  affected.add(record.workspace, record.bundle, record.gitrepo, record.cluster);
   updateGauges();
   return {};
 }

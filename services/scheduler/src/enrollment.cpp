@@ -8,6 +8,7 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/duration.h"
 #include "flotilla/model/labels.h"
+#include "flotilla/service/kv_entries.h"
 
 namespace flotilla::scheduler {
 
@@ -62,17 +63,7 @@ Json encode(const EnrollmentRecord& record) {
 Result<EnrollmentRecord> parseEnrollmentRecord(std::string_view data) {
   auto json = Json::parse(data);
   FLOTILLA_TRY(json);
-  codec::Problems problems("enrollment record");
-  codec::Reader in(problems, *json, "");
-  EnrollmentRecord record;
-  if (in.ok()) {
-    kRecordFields(in, record);
-    in.finish();
-  }
-  if (problems.failed()) {
-    return fail(problems.error());
-  }
-  return record;
+  return codec::decode<EnrollmentRecord>(*json, "", kRecordFields, "enrollment record");
 }
 
 std::map<std::string, std::string> registrarFlags() {
@@ -172,11 +163,7 @@ void Registrar::stop() {
 }
 
 bool Registrar::ready(std::string& why) const {
-  if (!subscribed_) {
-    why = "registrar not subscribed";
-    return false;
-  }
-  return true;
+  return service::readyWhen(why, {{subscribed_, "registrar not subscribed"}});
 }
 
 CredentialsReply Registrar::refuse(std::string_view request, std::string_view reason, const std::string& message,
@@ -192,21 +179,19 @@ CredentialsReply Registrar::refuse(std::string_view request, std::string_view re
 
 Result<std::optional<std::pair<EnrollmentRecord, uint64_t>>> Registrar::readRecord(const std::string& cluster) {
   using Found = std::optional<std::pair<EnrollmentRecord, uint64_t>>;
-  auto entry = clusters_->get(enrollmentKey(cluster));
-  if (!entry.ok()) {
-    if (entry.error().kind == ErrorKind::kNotFound) {
-      return Found();
-    }
-    return fail(entry.error());
+  auto entry = service::getIfPresent(*clusters_, enrollmentKey(cluster));
+  FLOTILLA_TRY(entry);
+  if (!*entry) {
+    return Found();
   }
-  auto record = parseEnrollmentRecord(entry->value);
+  auto record = parseEnrollmentRecord((*entry)->value);
   if (!record.ok()) {
     // Written by someone else than the registrar: nobody can renew with it; an enrollment replaces it.
     log::warn("unreadable enrollment record; treated as absent",
               {{"cluster", cluster}, {"error", record.error().describe()}});
-    return Found(std::pair{EnrollmentRecord{.cluster = cluster}, entry->revision});
+    return Found(std::pair{EnrollmentRecord{.cluster = cluster}, (*entry)->revision});
   }
-  return Found(std::pair{*record, entry->revision});
+  return Found(std::pair{*record, (*entry)->revision});
 }
 
 Result<std::pair<std::string_view, std::string>> Registrar::enrollRefusal(const std::string& cluster,
@@ -214,15 +199,20 @@ Result<std::pair<std::string_view, std::string>> Registrar::enrollRefusal(const 
                                                                           const std::optional<EnrollmentRecord>& record,
                                                                           Clock::time_point now) {
   using Refusal = std::pair<std::string_view, std::string>;
-  auto tombstone = clusters_->get(events::clusterDeregisteredKey(cluster));
-  if (tombstone.ok()) {
-    return Refusal{identity::kRefusedDeregistered,
-                   "cluster \"" + cluster +
-                       "\" was deregistered on the hub (flotilla delete cluster); a token may enroll it again once a "
-                       "Cluster document for it is applied"};
-  }
-  if (tombstone.error().kind != ErrorKind::kNotFound) {
-    return fail(tombstone.error());
+  // Refused for `reason` with `message` when `key` is in the clusters bucket; else no refusal (an empty one).
+  auto refusedIfPresent = [&](const std::string& key, std::string_view reason,
+                              const std::string& message) -> Result<Refusal> {
+    auto entry = service::getIfPresent(*clusters_, key);
+    FLOTILLA_TRY(entry);
+    return *entry ? Refusal{reason, message} : Refusal{};
+  };
+  auto deregistered = refusedIfPresent(
+      events::clusterDeregisteredKey(cluster), identity::kRefusedDeregistered,
+      "cluster \"" + cluster +
+          "\" was deregistered on the hub (flotilla delete cluster); a token may enroll it again once a Cluster "
+          "document for it is applied");
+  if (!deregistered.ok() || !deregistered->first.empty()) {
+    return deregistered;
   }
   if (record && !record->token.empty()) {
     if (record->token != token && !expiredAt(*record, now)) {
@@ -233,17 +223,10 @@ Result<std::pair<std::string_view, std::string>> Registrar::enrollRefusal(const 
     }
     return Refusal{};
   }
-  auto registered = clusters_->get(events::clusterKey(cluster));
-  if (registered.ok()) {
-    return Refusal{identity::kRefusedTaken,
-                   "cluster \"" + cluster +
-                       "\" is registered with credentials not given by a registration token; a token cannot take "
-                       "its name over (delete the cluster first)"};
-  }
-  if (registered.error().kind != ErrorKind::kNotFound) {
-    return fail(registered.error());
-  }
-  return Refusal{};
+  return refusedIfPresent(events::clusterKey(cluster), identity::kRefusedTaken,
+                          "cluster \"" + cluster +
+                              "\" is registered with credentials not given by a registration token; a token cannot "
+                              "take its name over (delete the cluster first)");
 }
 
 CredentialsReply Registrar::answerEnroll(std::string_view subject, std::string_view data, Clock::time_point now) {

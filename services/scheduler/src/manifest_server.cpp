@@ -10,6 +10,7 @@
 #include "flotilla/events/manifest.h"
 #include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/service/runtime.h"
 #include "invalid_record.h"
 
 namespace flotilla::scheduler {
@@ -173,15 +174,8 @@ void ManifestServer::stop() {
 }
 
 bool ManifestServer::ready(std::string& why) const {
-  if (!loaded_) {
-    why = "manifest server: deployment records not loaded yet";
-    return false;
-  }
-  if (!subscribed_) {
-    why = "manifest server: not subscribed to the manifest subjects";
-    return false;
-  }
-  return true;
+  return service::readyWhen(why, {{loaded_, "manifest server: deployment records not loaded yet"},
+                                  {subscribed_, "manifest server: not subscribed to the manifest subjects"}});
 }
 
 void ManifestServer::watchLoop() {

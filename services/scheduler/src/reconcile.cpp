@@ -258,11 +258,7 @@ Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDec
     affected.deployed = true;
     fault::point(kFaultBundleDeployed);
   }
-  affected.bundles.emplace(input.workspace, input.bundle);
-  if (!input.gitrepo.empty()) {
-    affected.gitrepos.emplace(input.workspace, input.gitrepo);
-  }
-  affected.clusters.insert(input.cluster);
+  affected.add(input.workspace, input.bundle, input.gitrepo, input.cluster);
   updateGauges();
   return {};
 }

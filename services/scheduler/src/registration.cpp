@@ -109,38 +109,36 @@ events::RegisterReply Scheduler::handleRegister(const events::RegisterRequest& r
   auto count = [&](const char* result) {
     metrics_.counter("registrations_total", "Registration requests by result", {{"result", result}}).Increment();
   };
-  if (std::string problem = registrationProblem(request, workspace); !problem.empty()) {
-    count("rejected");
-    log::warn("registration rejected", {{"cluster", request.cluster}, {"error", problem}});
-    reply.message = problem;
+  // A registration not accepted: counted by `result`, logged as `what` with `error`, answered with `error` after
+  // `reply_prefix`.
+  auto refused = [&](const char* result, const char* what, const std::string& error,
+                     std::string_view reply_prefix = {}) {
+    count(result);
+    log::warn(what, {{"cluster", request.cluster}, {"error", error}});
+    reply.message = std::string(reply_prefix) + error;
     return reply;
+  };
+  if (std::string problem = registrationProblem(request, workspace); !problem.empty()) {
+    return refused("rejected", "registration rejected", problem);
   }
   auto refusal = deregisteredRefusal(request.cluster);
-  if (!refusal.ok() || !refusal->empty()) {
-    count(refusal.ok() ? "deregistered" : "error");
-    reply.message = refusal.ok()
-                        ? *refusal
-                        : "the hub cannot check the cluster's registration right now: " + refusal.error().describe();
-    log::warn(refusal.ok() ? "registration refused: the cluster was deregistered" : "cannot check a registration",
-              {{"cluster", request.cluster}, {"error", reply.message}});
-    return reply;
+  if (!refusal.ok()) {
+    return refused("error", "cannot check a registration",
+                   "the hub cannot check the cluster's registration right now: " + refusal.error().describe());
+  }
+  if (!refusal->empty()) {
+    return refused("deregistered", "registration refused: the cluster was deregistered", *refusal);
   }
   // Before the reply: the agent binds its durable once accepted, and never creates it.
   auto durable = ensureAgentConsumer(request.cluster);
   if (!durable.ok()) {
-    count("error");
-    log::warn("cannot create the cluster's deploy consumer; the agent will retry",
-              {{"cluster", request.cluster}, {"error", durable.error().describe()}});
-    reply.message = "the hub cannot create the deploy consumer right now: " + durable.error().describe();
-    return reply;
+    return refused("error", "cannot create the cluster's deploy consumer; the agent will retry",
+                   durable.error().describe(), "the hub cannot create the deploy consumer right now: ");
   }
   auto stored = storeRegistration(request, workspace);
   if (!stored.ok()) {
-    count("error");
-    log::warn("cannot store a registration; the agent will retry",
-              {{"cluster", request.cluster}, {"error", stored.error().describe()}});
-    reply.message = "the hub cannot store the registration right now: " + stored.error().describe();
-    return reply;
+    return refused("error", "cannot store a registration; the agent will retry", stored.error().describe(),
+                   "the hub cannot store the registration right now: ");
   }
   count(stored->created                ? "new"
         : stored->targeting_changed    ? "updated"

@@ -24,18 +24,11 @@
 
 namespace flotilla::cli {
 
-//! How to reach NATS (the CLI's global flags).
-struct ConnectSettings {
-  std::string url = "nats://127.0.0.1:4222";  //!< comma-separated for a cluster
-  std::string creds_file;
-  std::string user;
-  std::string password;
-  std::string ca_file;
-  std::string cert_file;
-  std::string key_file;
-  //! Reply subject prefix; "" = the one of the credentials' role (_INBOX.readonly for readonly), else _INBOX.
-  std::string inbox_prefix;
-  std::chrono::milliseconds timeout{5000};
+//! How to reach NATS (the CLI's global flags): the credentials and TLS files go to the connection as they are. An
+//! empty inbox_prefix is the one of the credentials' role (_INBOX.readonly for readonly), else _INBOX.
+struct ConnectSettings : bus::ConnectOptions {
+  std::string url = "nats://127.0.0.1:4222";  //!< comma-separated for a cluster (the servers)
+  std::chrono::milliseconds timeout{5000};    //!< to connect, and of each JetStream call
 };
 
 //! An open connection with the buckets a command asked for.

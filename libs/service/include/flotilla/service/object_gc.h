@@ -12,7 +12,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -20,12 +19,12 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/clock.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
+#include "flotilla/service/background_thread.h"
 #include "flotilla/service/hub.h"
 
 namespace flotilla::service {
@@ -86,12 +85,8 @@ class ObjectGc {
   GcOptions options_;
   mutable std::mutex touch_mutex_;  //!< touches and deletions (see the file comment)
   std::map<std::string, SystemTime> touched_;
-  std::mutex pass_mutex_;  //!< one pass at a time
-  std::mutex wake_mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  bool requested_ = false;
-  std::thread thread_;
+  std::mutex pass_mutex_;    //!< one pass at a time
+  BackgroundThread passes_;  //!< the pass every interval; wake() = a pass requested
 };
 
 //! The `sources` objects the KV records name: PollStatus.sourceObject (status gitrepo.*), BundleClaim.sourceObject

@@ -17,6 +17,7 @@
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
 #include "flotilla/http/server.h"
+#include "flotilla/service/component.h"
 
 namespace flotilla::service {
 
@@ -64,6 +65,8 @@ class Runtime {
   [[nodiscard]] uint16_t httpPort() const;
   //! Readiness checks: all must pass for /readyz to return 200. `check` sets `why` when it fails.
   void addReadinessCheck(std::string name, std::function<bool(std::string& why)> check);
+  //! The component's ready() as a check. Shared: the HTTP server may still ask while main unwinds.
+  void addReadinessCheck(std::string name, std::shared_ptr<const Component> component);
   //! Blocks until SIGTERM or SIGINT (or requestShutdown()), then returns so main can stop handlers in order.
   void waitForShutdown();
   void requestShutdown();

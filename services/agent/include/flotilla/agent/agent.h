@@ -37,6 +37,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/kube/client.h"
+#include "flotilla/service/component.h"
 #include "flotilla/service/consumer.h"
 
 namespace flotilla::agent {
@@ -89,22 +90,19 @@ std::string consumerName(std::string_view cluster);
 //! order, different bundles in parallel); the subject when the payload has neither (the handler rejects it).
 std::string deployKey(const bus::Message& message);
 
-class Agent {
+class Agent final : public service::Component {
  public:
   //! `js` is the hub's JetStream context (its connection is used for registration and manifest requests).
   //! Nothing is contacted until start().
   static Result<std::unique_ptr<Agent>> create(AgentOptions options, std::shared_ptr<bus::JetStream> js,
                                                std::shared_ptr<kube::KubeClient> kube, Metrics& metrics);
-  ~Agent();
-  Agent(const Agent&) = delete;
-  Agent& operator=(const Agent&) = delete;
+  ~Agent() override;
 
-  //! Starts the threads (registration happens on the consumer thread, so start() does not block).
-  void start();
-  //! Stops the threads and waits for them. Idempotent.
-  void stop();
-  //! Ready when registered and the consumer is bound (for /readyz).
-  bool ready(std::string& why) const;
+  //! Starts the threads (registration happens on the consumer thread, so start() does not block nor fail).
+  Status start() override;
+  void stop() override;
+  //! Ready when registered and the consumer is bound.
+  bool ready(std::string& why) const override;
   [[nodiscard]] bool registered() const { return registered_; }
   //! The cluster id the hub answered with (the deploy/status subject token); "" until registered.
   [[nodiscard]] std::string clusterId() const;

@@ -15,19 +15,16 @@
 // the store file (creds_secret_total{step="read"|"write", result}).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "flotilla/bus/connection.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
+#include "flotilla/service/background_thread.h"
 #include "flotilla/service/runtime.h"
 
 namespace flotilla::kube {
@@ -99,15 +96,11 @@ class CredentialsKeeper {
   void saveToSecret(const std::string& creds);
   void countSecret(std::string_view step, std::string_view result);
   void renewLoop();
-  //! Sleeps up to `duration`; false when stopping.
-  bool sleepFor(std::chrono::milliseconds duration);
 
   EnrollmentOptions options_;
   Metrics& metrics_;
-  std::atomic<bool> stopping_{false};
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::thread thread_;
+  //! The renewal; its sleepFor() also paces obtain()'s retries, so stop() ends those too.
+  service::BackgroundThread renewal_;
 };
 
 }  // namespace flotilla::agent

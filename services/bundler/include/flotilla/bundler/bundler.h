@@ -22,6 +22,7 @@
 #include "flotilla/bundler/commit_handler.h"
 #include "flotilla/bundler/metrics.h"
 #include "flotilla/bus/jetstream.h"
+#include "flotilla/service/component.h"
 #include "flotilla/service/consumer.h"
 #include "flotilla/service/object_gc.h"
 
@@ -47,20 +48,18 @@ struct BundlerOptions {
   std::chrono::milliseconds gc_interval{service::kDefaultGcInterval};
 };
 
-class Bundler {
+class Bundler final : public service::Component {
  public:
   Bundler(HandlerBus bus, std::shared_ptr<const render::RendererSet> renderers, Metrics& metrics,
           BundlerOptions options);
-  ~Bundler();
-  Bundler(const Bundler&) = delete;
-  Bundler& operator=(const Bundler&) = delete;
+  ~Bundler() override;
 
   //! Creates (or updates) the durable consumer, binds it and starts the fetch thread and the workers.
-  Status start();
+  Status start() override;
   //! Stops fetching, finishes in-flight messages, naks queued ones, joins the threads. Idempotent.
-  void stop();
+  void stop() override;
   //! Ready once bound and fetching without errors.
-  bool ready(std::string& why) const;
+  bool ready(std::string& why) const override;
 
   [[nodiscard]] CommitHandler& handler() { return handler_; }
   //! One garbage collection pass of `manifests` now (tests; the bundler runs one every gc_interval by itself).

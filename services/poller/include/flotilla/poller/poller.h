@@ -24,6 +24,7 @@
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
 #include "flotilla/poller/schedule.h"
+#include "flotilla/service/component.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/service/object_gc.h"
 
@@ -67,25 +68,26 @@ struct PollerOptions {
   Clock* gc_clock = nullptr;  //!< what garbage collection measures ages with; null = the system clock (tests step it)
 };
 
-class Poller {
+//! How long stop() waits for running syncs before it leaves their git calls behind.
+inline constexpr Millis kStopWait{20'000};
+
+class Poller final : public service::Component {
  public:
   struct Core;
 
   //! Checks the options and creates the data dir. Nothing runs until start().
   static Result<std::unique_ptr<Poller>> create(PollerOptions options, const service::Hub& hub, Metrics& metrics);
-  ~Poller();
-  Poller(const Poller&) = delete;
-  Poller& operator=(const Poller&) = delete;
+  ~Poller() override;
 
   //! Starts the watcher, scheduler and status writer threads.
-  Status start();
+  Status start() override;
   //! Stops watching and dispatching, waits for running syncs (abandoning git calls still stuck after
-  //! `wait`), writes the remaining status records, and returns. Idempotent.
-  void stop(Millis wait = Millis(20'000));
+  //! kStopWait), writes the remaining status records, and returns. Idempotent.
+  void stop() override;
   //! One garbage collection pass of `sources` now (tests; the poller runs one every gc_interval by itself).
   Result<service::GcPass> collectSources();
   //! Readiness: the hub connection is up and the initial GitRepos were loaded from KV.
-  [[nodiscard]] bool ready(std::string& why) const;
+  [[nodiscard]] bool ready(std::string& why) const override;
   //! The webhook receiver's port once started (0 when it is off).
   [[nodiscard]] uint16_t webhookPort() const;
 

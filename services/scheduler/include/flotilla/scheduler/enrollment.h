@@ -33,6 +33,7 @@
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
 #include "flotilla/identity/enrollment.h"
+#include "flotilla/service/component.h"
 #include "flotilla/service/runtime.h"
 
 namespace flotilla::scheduler {
@@ -62,19 +63,17 @@ std::map<std::string, std::string> registrarFlags();
 //! The registrar's options from the flags; nullopt without --registration-signing-key. kInvalid names the flag.
 Result<std::optional<RegistrarOptions>> registrarOptionsFrom(const service::Config& config);
 
-class Registrar {
+class Registrar final : public service::Component {
  public:
   //! `clusters` is the hub's clusters bucket. Nothing is contacted until start().
   Registrar(std::shared_ptr<bus::Connection> connection, std::shared_ptr<bus::KeyValue> clusters, Metrics& metrics,
             RegistrarOptions options);
-  ~Registrar();
-  Registrar(const Registrar&) = delete;
-  Registrar& operator=(const Registrar&) = delete;
+  ~Registrar() override;
 
   //! Subscribes to both subjects. Stop with stop() (idempotent, also by the destructor).
-  Status start();
-  void stop();
-  bool ready(std::string& why) const;
+  Status start() override;
+  void stop() override;
+  bool ready(std::string& why) const override;
 
   //! The answers to one request (what the subscriptions send back; tests call them too).
   identity::CredentialsReply answerEnroll(std::string_view subject, std::string_view data,

@@ -42,6 +42,7 @@
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
+#include "flotilla/service/component.h"
 
 namespace flotilla::scheduler {
 
@@ -105,23 +106,21 @@ struct ManifestReply {
   std::string body;
 };
 
-class ManifestServer {
+class ManifestServer final : public service::Component {
  public:
   //! `deployments` and `status` are the hub's KV buckets (records and the agents' bd.* reports), `manifests` the
   //! object store.
   ManifestServer(std::shared_ptr<bus::Connection> connection, std::shared_ptr<bus::KeyValue> deployments,
                  std::shared_ptr<bus::KeyValue> status, std::shared_ptr<bus::ObjectStore> manifests, Metrics& metrics,
                  ManifestServerOptions options = {});
-  ~ManifestServer();
-  ManifestServer(const ManifestServer&) = delete;
-  ManifestServer& operator=(const ManifestServer&) = delete;
+  ~ManifestServer() override;
 
   //! Loads the deployment records and bd reports, starts their watches and subscribes to flotilla.manifest.*.
-  Status start();
+  Status start() override;
   //! Unsubscribes and stops the watch. Idempotent.
-  void stop();
-  //! For /readyz: records loaded and subscribed.
-  bool ready(std::string& why) const;
+  void stop() override;
+  //! Records loaded and subscribed.
+  bool ready(std::string& why) const override;
 
   //! The reply to one request on `subject` (what the subscription sends back).
   ManifestReply answer(std::string_view subject, std::string_view data);

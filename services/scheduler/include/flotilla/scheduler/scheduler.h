@@ -62,6 +62,7 @@
 #include "flotilla/scheduler/records.h"
 #include "flotilla/scheduler/rollup.h"
 #include "flotilla/scheduler/targeting.h"
+#include "flotilla/service/component.h"
 #include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 
@@ -106,22 +107,20 @@ struct SchedulerOptions {
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
 using Outcome = service::Outcome;
 
-class Scheduler {
+class Scheduler final : public service::Component {
  public:
   //! Needs hub.connection, js, clusters, bundles, deployments and status. Nothing is contacted until start().
   static Result<std::unique_ptr<Scheduler>> create(service::Hub hub, Metrics& metrics, SchedulerOptions options = {});
-  ~Scheduler();
-  Scheduler(const Scheduler&) = delete;
-  Scheduler& operator=(const Scheduler&) = delete;
+  ~Scheduler() override;
 
   //! Loads the state from KV, creates and binds the durables, subscribes to registrations and starts the
   //! threads (bundle consumer, status consumer, clusters watcher, reconciler). The first full reconcile runs once
   //! the bundle consumer has caught up with its backlog.
-  Status start();
+  Status start() override;
   //! Stops the threads (a message being handled is finished; fetched but unhandled ones are nak'd). Idempotent.
-  void stop();
-  //! For /readyz: connected, state loaded, consumers bound, subscribed to registrations.
-  bool ready(std::string& why) const;
+  void stop() override;
+  //! Connected, state loaded, consumers bound, subscribed to registrations.
+  bool ready(std::string& why) const override;
 
   // ---- the handlers, one message each (the loops call these; tests may too) ----
 
@@ -161,6 +160,16 @@ class Scheduler {
     std::set<std::string> clusters;
     bool bundle_event = false;  //!< a BundleEvent is being handled (fault point kFaultBundleDeployed)
     bool deployed = false;      //!< it published its first DeployEvent
+
+    //! A deployment of `bundle` on `cluster` changed; `gitrepo` = the bundle's GitRepo ("" = none).
+    void add(const std::string& workspace, const std::string& bundle, const std::string& gitrepo,
+             const std::string& cluster) {
+      bundles.emplace(workspace, bundle);
+      if (!gitrepo.empty()) {
+        gitrepos.emplace(workspace, gitrepo);
+      }
+      clusters.insert(cluster);
+    }
   };
 
   //! One BundleEvent being handled (bundle_handler.cpp).
@@ -235,6 +244,10 @@ class Scheduler {
   //! Recomputes clusters_[name] from its registration and the admin's document; true when what targeting or
   //! rollout sees changed (mutex_ held).
   bool refreshCluster(const std::string& name);
+  //! Sets `name` in `layer` (registrations_ or cluster_documents_) to `value`, or removes it for nullopt, and
+  //! refreshes the cluster; true when that changed placement once the state is loaded (time to re-target). Locks.
+  bool replaceClusterLayer(std::map<std::string, model::Cluster>& layer, const std::string& name,
+                           const std::optional<model::Cluster>& value);
 
   // deregistration (deregistration.cpp; mutex_ held unless said otherwise)
   void handleDeregisteredEntry(const bus::KvEntry& entry);  //!< takes mutex_
