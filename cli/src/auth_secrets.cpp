@@ -214,8 +214,8 @@ int runAuthSecrets(const AuthArgs& args, const Streams& io) {
   }
   bool mutual = false;
   auto secrets = !args.registration.empty() ? registrationSecrets(args, mutual)
-                 : args.agent.empty()          ? hubSecrets(args, mutual)
-                                               : agentSecrets(args, mutual);
+                 : args.agent.empty()       ? hubSecrets(args, mutual)
+                                            : agentSecrets(args, mutual);
   if (!secrets.ok()) {
     return failWith(io.err, "auth secrets: " + secrets.error().describe());
   }
