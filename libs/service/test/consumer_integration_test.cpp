@@ -110,7 +110,11 @@ TEST_F(ConsumerTest, ThrowingAndAlwaysFailingMessagesAreTerminatedAndReportedWhi
   EXPECT_EQ(metrics_.value("messages_terminated_total",
                            {{"consumer", "commits"}, {"reason", std::string(events::kTerminatedThrew)}}),
             1);
-  // The public event.
+  // The public event (published after the KV record: wait for both terminations' events).
+  EXPECT_TRUE(eventually([&] {
+    auto info = hub_.js->streamInfo(kEventsStream);
+    return info.ok() && info->messages >= 2;
+  }));
   auto event = hub_.js->getLastMessage(kEventsStream, events::terminatedSubject(kCommitsStream, "runtime-test"));
   ASSERT_TRUE(event.ok()) << event.error().describe();
   EXPECT_NE(event->data().find("io.flotilla.message.terminated"), std::string::npos);

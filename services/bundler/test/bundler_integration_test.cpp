@@ -415,9 +415,12 @@ TEST_F(BundlerIntegrationTest, APoisonCommitIsTerminatedAndReportedWhileOthersRe
   EXPECT_EQ(metrics_.value("messages_terminated_total",
                            {{"consumer", "commits"}, {"reason", std::string(events::kTerminatedExhausted)}}),
             1);
-  EXPECT_TRUE(
-      hub_.js->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kCommitsStream, kConsumerName))
-          .ok());
+  // The event follows the KV record.
+  EXPECT_TRUE(eventually([&] {
+    return hub_.js
+        ->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kCommitsStream, kConsumerName))
+        .ok();
+  }));
   EXPECT_EQ(bundleMessages(), 0u);
   // The service keeps serving: the next commit renders.
   publishCommit(kCommit2, threeBundles(), {"apps/*"});

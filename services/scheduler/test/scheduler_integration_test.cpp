@@ -729,9 +729,12 @@ TEST_F(SchedulerTest, StoresTerminatedDeploysAgentsReportAndRejectsSpoofedOnes) 
   const auto spoofed_key = events::terminatedKey(service::kDeployStream, "agent-c-2", 8);
   EXPECT_TRUE(harness::notFound(hub_.status->get(spoofed_key), "status/" + spoofed_key));
   EXPECT_EQ(metric("messages_total", {{"consumer", "status"}, {"outcome", "spoofed"}}), 1);
-  EXPECT_TRUE(
-      hub_.js->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kDeployStream, "agent-c-1"))
-          .ok());
+  // The event follows the KV record.
+  EXPECT_TRUE(waitFor([&] {
+    return hub_.js
+        ->getLastMessage(service::kEventsStream, events::terminatedSubject(service::kDeployStream, "agent-c-1"))
+        .ok();
+  }));
 }
 
 // ---- issue 10: deletes that cascade, DeployEvent fields, fault point ----

@@ -110,8 +110,13 @@ class SchedulerStatusPoisonTest : public SchedulerFixture {
                               {{"consumer", "status"}, {"reason", std::string(events::kTerminatedExhausted)}}),
               1);
     EXPECT_TRUE(loggedTermination(record)) << "no log line names " << record.msg_id << " on " << record.subject;
-    auto event = hub_.js->getLastMessage(service::kEventsStream,
-                                         events::terminatedSubject(service::kStatusStream, kStatusConsumer));
+    // The event follows the KV record (service/src/termination.cpp): wait for it too.
+    auto last_event = [&] {
+      return hub_.js->getLastMessage(service::kEventsStream,
+                                     events::terminatedSubject(service::kStatusStream, kStatusConsumer));
+    };
+    EXPECT_TRUE(waitFor([&] { return last_event().ok(); }));
+    auto event = last_event();
     ASSERT_TRUE(event.ok()) << event.error().describe();
     EXPECT_NE(event->data().find(record.msg_id), std::string::npos) << event->data();
   }
