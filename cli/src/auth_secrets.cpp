@@ -128,43 +128,38 @@ Result<std::vector<SecretManifest>> hubSecrets(const AuthArgs& args, bool& mutua
   return secrets;
 }
 
-Result<std::vector<SecretManifest>> agentSecrets(const AuthArgs& args, bool& mutual) {
-  auto role = identity::roleFor("agent", args.agent);
+//! The agent chart's one Secret (--name): the creds of `role` under `creds_key` (`issue` says how to make them when
+//! they are missing), the CA and, when issued, the identity's client certificate (mutual TLS).
+Result<std::vector<SecretManifest>> agentChartSecret(const AuthArgs& args, const Result<identity::Role>& role,
+                                                     const std::string& creds_key, const std::string& issue,
+                                                     const std::string& comment, bool& mutual) {
   FLOTILLA_TRY(role);
-  const std::string identity_name = identity::identityName(*role);
-  auto creds = readIn(args.dir, identity::credsFileName(*role),
-                      "issue it with flotilla auth issue --dir " + args.dir + " --role agent --cluster " + args.agent +
-                          " (and --client-cert for mutual TLS)");
+  auto creds = readIn(
+      args.dir, identity::credsFileName(*role),
+      "issue it with flotilla auth issue --dir " + args.dir + " " + issue + " (and --client-cert for mutual TLS)");
   FLOTILLA_TRY(creds);
   auto ca = readIn(args.dir, "tls/ca.pem", std::string(kNoCa));
   FLOTILLA_TRY(ca);
-  SecretManifest secret{.name = args.secret_name,
-                        .comment = "the agent of cluster " + args.agent + ": its NATS identity and the hub's CA",
-                        .data = {{"nats.creds", *creds}, {"ca.crt", *ca}}};
-  auto cert = addClientCertificate(args.dir, identity_name, secret);
+  SecretManifest secret{.name = args.secret_name, .comment = comment, .data = {{creds_key, *creds}, {"ca.crt", *ca}}};
+  auto cert = addClientCertificate(args.dir, identity::identityName(*role), secret);
   FLOTILLA_TRY(cert);
   mutual = *cert;
   return std::vector<SecretManifest>{std::move(secret)};
 }
 
-//! The agent chart's Secret for enrolling with a registration token: its creds (registration.creds) and the CA.
+Result<std::vector<SecretManifest>> agentSecrets(const AuthArgs& args, bool& mutual) {
+  return agentChartSecret(args, identity::roleFor("agent", args.agent), "nats.creds",
+                          "--role agent --cluster " + args.agent,
+                          "the agent of cluster " + args.agent + ": its NATS identity and the hub's CA", mutual);
+}
+
+//! For enrolling with a registration token: its creds (registration.creds) and the CA.
 Result<std::vector<SecretManifest>> registrationSecrets(const AuthArgs& args, bool& mutual) {
-  auto role = identity::registrationRole(args.registration);
-  FLOTILLA_TRY(role);
-  auto creds = readIn(args.dir, identity::credsFileName(*role),
-                      "issue it with flotilla auth issue --dir " + args.dir + " --role registration --token " +
-                          args.registration + " --ttl 24h (and --client-cert for mutual TLS)");
-  FLOTILLA_TRY(creds);
-  auto ca = readIn(args.dir, "tls/ca.pem", std::string(kNoCa));
-  FLOTILLA_TRY(ca);
-  SecretManifest secret{.name = args.secret_name,
-                        .comment = "registration token " + args.registration +
-                                   ": it lets an agent ask the hub's registrar for credentials of its own; the CA",
-                        .data = {{"registration.creds", *creds}, {"ca.crt", *ca}}};
-  auto cert = addClientCertificate(args.dir, identity::identityName(*role), secret);
-  FLOTILLA_TRY(cert);
-  mutual = *cert;
-  return std::vector<SecretManifest>{std::move(secret)};
+  return agentChartSecret(args, identity::registrationRole(args.registration), "registration.creds",
+                          "--role registration --token " + args.registration + " --ttl 24h",
+                          "registration token " + args.registration +
+                              ": it lets an agent ask the hub's registrar for credentials of its own; the CA",
+                          mutual);
 }
 
 std::string checkNames(const AuthArgs& args) {

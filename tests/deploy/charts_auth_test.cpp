@@ -347,8 +347,8 @@ TEST(HubChartRegistrar, ValuesThatCannotWorkAreRefused) {
 }
 
 std::vector<std::string> registrationAgent(const std::vector<std::string>& more = {}) {
-  return with({"--set", "clusterName=edge-1", "--set", "nats.url=tls://hub.example:4222", "--set",
-               "nats.registration.secretName=flotilla-agent-nats", "--set", "nats.tls.secretName=flotilla-agent-nats"},
+  return with(with(agentBase(), {"--set", "nats.registration.secretName=flotilla-agent-nats", "--set",
+                                 "nats.tls.secretName=flotilla-agent-nats"}),
               more);
 }
 

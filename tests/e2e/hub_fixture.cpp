@@ -14,6 +14,21 @@
 
 namespace flotilla::e2e {
 
+namespace {
+
+//! Signs a user for `role` with the account key of `auth_dir` and writes its .creds there; returns the path.
+Result<std::string> issueCreds(const std::string& auth_dir, const Result<identity::Role>& role,
+                               std::optional<std::chrono::seconds> ttl) {
+  FLOTILLA_TRY(role);
+  auto user = identity::issueFromAuthDir(auth_dir, *role, ttl);
+  FLOTILLA_TRY(user);
+  std::string path = auth_dir + "/" + identity::credsFileName(*role);
+  FLOTILLA_TRY(identity::writeSecretFile(path, user->creds));
+  return path;
+}
+
+}  // namespace
+
 Binaries Binaries::fromBuild() {
   return Binaries{FLOTILLA_POLLER_BIN, FLOTILLA_BUNDLER_BIN, FLOTILLA_SCHEDULER_BIN, FLOTILLA_AGENT_BIN,
                   FLOTILLA_CLI_BIN};
@@ -61,7 +76,8 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
   for (size_t i = 0; i < hub->clusters_.size(); ++i) {
     hub->cluster_names_.push_back("c" + std::to_string(i + 1) + "-" + suffix);
     if (hub->options_.secure && !hub->enrolled(i)) {
-      FLOTILLA_TRY(hub->issueAgentCredentials(hub->cluster_names_.back()));
+      auto creds = issueCreds(hub->auth_dir_, identity::agentRole(hub->cluster_names_.back()), std::nullopt);
+      FLOTILLA_TRY(creds);
     }
     auto config = kube::Kubeconfig::load(hub->clusters_[i]->kubeconfigPath());
     if (!config.ok()) {
@@ -94,15 +110,6 @@ bool Hub::enrolled(size_t agent) const {
   return options_.secure && agent + options_.enrolled_agents >= options_.clusters;
 }
 
-Status Hub::issueRegistrationToken() {
-  auto role = identity::registrationRole("e2e-" + randomHex(3));
-  FLOTILLA_TRY(role);
-  auto user = identity::issueFromAuthDir(auth_dir_, *role, std::chrono::hours(1));
-  FLOTILLA_TRY(user);
-  registration_creds_ = auth_dir_ + "/" + identity::credsFileName(*role);
-  return identity::writeSecretFile(registration_creds_, user->creds);
-}
-
 Status Hub::startNats() {
   harness::NatsServerOptions nats_options;
   if (options_.secure) {
@@ -113,22 +120,16 @@ Status Hub::startNats() {
     FLOTILLA_TRY(config);
     nats_options.config = *config;
     nats_options.scheme = "tls";
-    if (options_.enrolled_agents > 0) {
-      FLOTILLA_TRY(issueRegistrationToken());
+    if (options_.enrolled_agents > 0) {  // the token the enrolled agents share
+      auto token = issueCreds(auth_dir_, identity::registrationRole("e2e-" + randomHex(3)), std::chrono::hours(1));
+      FLOTILLA_TRY(token);
+      registration_creds_ = *token;
     }
   }
   auto nats = harness::NatsServer::start(nats_options);
   FLOTILLA_TRY(nats);
   nats_ = std::move(nats).value();
   return {};
-}
-
-Status Hub::issueAgentCredentials(const std::string& cluster) {
-  auto role = identity::agentRole(cluster);
-  FLOTILLA_TRY(role);
-  auto user = identity::issueFromAuthDir(auth_dir_, *role, std::nullopt);
-  FLOTILLA_TRY(user);
-  return identity::writeSecretFile(auth_dir_ + "/" + identity::credsFileName(*role), user->creds);
 }
 
 std::vector<std::string> Hub::natsFlags(const std::string& identity) const {

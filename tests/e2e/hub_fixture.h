@@ -121,9 +121,6 @@ class Hub {
 
   //! Secure mode: the auth directory, the started server, and agents' credentials are issued in startNats.
   Status startNats();
-  Status issueAgentCredentials(const std::string& cluster);
-  //! Issues the registration token the enrolled agents share into the auth directory.
-  Status issueRegistrationToken();
   [[nodiscard]] bool enrolled(size_t agent) const;
 
   HubOptions options_;

@@ -50,7 +50,8 @@ TEST_F(PipelineTest, CommitReachesBothClustersIsUpdatedAndPruned) {
                                 {"app/b.yaml", configMap("b", "bee")}},
                                "first");
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(hub_->apply(gitRepoYaml(name, repo->http, {"app"})).ok());
+  auto applied = hub_->apply(gitRepoYaml(name, repo->http, {"app"}));
+  ASSERT_TRUE(applied.ok()) << applied.error().describe();
 
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *first, clusters()); }, kLands))
       << "first commit not Ready on both clusters";
@@ -111,7 +112,8 @@ TEST_F(PipelineTest, ClusterSelectorMatchingOneClusterDeploysOnlyThere) {
   ASSERT_TRUE(commit.ok());
   std::string targets =
       "  targets:\n  - name: first\n    clusterSelector:\n      matchLabels:\n        env: cluster1\n";
-  ASSERT_TRUE(hub_->apply(gitRepoYaml(name, repo->http, {"app"}, targets)).ok());
+  auto applied = hub_->apply(gitRepoYaml(name, repo->http, {"app"}, targets));
+  ASSERT_TRUE(applied.ok()) << applied.error().describe();
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, name, *commit, {hub_->clusterName(0)}); }, kLands));
   EXPECT_TRUE(configMapExists(*hub_, 0, ns, "only"));
   EXPECT_TRUE(bundlesOn(*hub_, hub_->clusterName(1), name).empty()) << "cluster 2 must not be targeted";
@@ -132,7 +134,8 @@ TEST_F(PipelineTest, InvalidObjectIsErrAppliedWhileAnotherBundleStaysReadyAndAFi
                                         {"bad/cm.yaml", invalid}},
                                        "one good, one bad");
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(hub_->apply(gitRepoYaml(name, repo->http, {"good", "bad"})).ok());
+  auto applied = hub_->apply(gitRepoYaml(name, repo->http, {"good", "bad"}));
+  ASSERT_TRUE(applied.ok()) << applied.error().describe();
 
   std::string good_bundle = name + "-good";
   std::string bad_bundle = name + "-bad";

@@ -61,6 +61,11 @@ app.kubernetes.io/component: agent
 {{- end -}}
 {{- end -}}
 
+{{/* The NOTES' words for the agent's TLS to the hub. */}}
+{{- define "flotilla-agent.tlsSummary" -}}
+TLS{{ with .Values.nats.tls.secretName }} with the CA in Secret {{ . }}{{ end }}{{ if .Values.nats.tls.clientCert }} and a client certificate (mutual TLS){{ end }}
+{{- end -}}
+
 {{/* ClusterRole/Binding names carry the namespace: they are cluster-scoped, releases in two namespaces must not clash. */}}
 {{- define "flotilla-agent.clusterRoleName" -}}
 {{- printf "%s-%s" (include "flotilla-agent.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
