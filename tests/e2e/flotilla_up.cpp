@@ -5,6 +5,7 @@
 //
 // By default the hub runs with its identities (operator-mode NATS over TLS, each service and agent with its own
 // credentials; the CLI with the admin or read-only ones). `--insecure`: plain NATS without authentication.
+// `--mutual-tls`: nats-server also requires a client certificate from the hub's CA of every client.
 #include <cstdio>
 #include <iostream>
 
@@ -55,15 +56,22 @@ std::string cliCommand(e2e::Hub& hub, const std::string& identity) {
 
 int main(int argc, char** argv) {
   bool secure = true;
+  bool mutual_tls = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic): argv
     if (arg == "--insecure") {
       secure = false;
+    } else if (arg == "--mutual-tls") {
+      mutual_tls = true;
     } else {
-      std::cerr << "flotilla-up: unknown argument \"" << arg << "\" (the only one is --insecure: NATS without "
-                << "authentication or TLS)" << std::endl;
+      std::cerr << "flotilla-up: unknown argument \"" << arg << "\" (--insecure: NATS without authentication or "
+                << "TLS; --mutual-tls: every client also presents a certificate from the hub's CA)" << std::endl;
       return 2;
     }
+  }
+  if (mutual_tls && !secure) {
+    std::cerr << "flotilla-up: --mutual-tls and --insecure exclude each other" << std::endl;
+    return 2;
   }
   sigset_t signals;
   sigemptyset(&signals);
@@ -74,8 +82,11 @@ int main(int argc, char** argv) {
   std::cout << "Starting nats-server, a git server, two Kubernetes API servers and the Flotilla services..."
             << std::endl;
   // The second cluster's agent enrolls with a registration token, as agents installed by the agent chart can.
-  auto hub = e2e::Hub::start(
-      {.clusters = 2, .share_clusters = false, .secure = secure, .enrolled_agents = secure ? size_t{1} : 0});
+  auto hub = e2e::Hub::start({.clusters = 2,
+                              .share_clusters = false,
+                              .secure = secure,
+                              .enrolled_agents = secure ? size_t{1} : 0,
+                              .mutual_tls = mutual_tls});
   if (!hub.ok()) {
     std::cerr << "flotilla-up: " << hub.error().describe() << std::endl;
     return 1;
@@ -122,12 +133,17 @@ int main(int argc, char** argv) {
               << h.authDir() << "/creds (CA " << h.authDir() << "/tls/ca.pem). The commands below use the admin\n"
               << "identity; the read-only one reads everything and changes nothing:\n"
               << "  " << cliCommand(h, "readonly") << " get clusters\n"
+              << (mutual_tls ? "Mutual TLS: nats-server refuses a client without a certificate from that CA; each "
+                               "identity has its own (" +
+                                   h.authDir() + "/tls/<identity>.pem, flotilla auth issue --client-cert).\n"
+                             : std::string())
               << "The second cluster's agent enrolled with a registration token: the scheduler's registrar gave it\n"
               << "credentials of its own (" << h.dir() << "/agent-1-store.creds), renewed before they expire.\n"
               << "More clusters: a token, flotilla auth issue --dir " << h.authDir()
               << " --role registration --token <id> --ttl 24h,\n"
               << "then flotilla-agent --cluster-name <name> --registration-creds " << h.authDir()
-              << "/creds/registration-<id>.creds --creds-store <file> --nats-ca " << h.authDir() << "/tls/ca.pem ...;\n"
+              << "/creds/registration-<id>.creds --creds-store <file> --nats-ca " << h.authDir() << "/tls/ca.pem"
+              << (mutual_tls ? " --nats-cert <its certificate> --nats-key <its key>" : "") << " ...;\n"
               << "or issued credentials: flotilla auth issue --dir " << h.authDir()
               << " --role agent --cluster <name>\n\n";
   }

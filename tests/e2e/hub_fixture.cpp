@@ -79,6 +79,9 @@ Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {
       auto creds = issueCreds(hub->auth_dir_, identity::agentRole(hub->cluster_names_.back()), std::nullopt);
       FLOTILLA_TRY(creds);
     }
+    if (hub->options_.secure && hub->options_.mutual_tls) {  // enrolled agents need a certificate too
+      FLOTILLA_TRY(identity::issueClientCertificate(hub->auth_dir_, "agent-" + hub->cluster_names_.back()));
+    }
     auto config = kube::Kubeconfig::load(hub->clusters_[i]->kubeconfigPath());
     if (!config.ok()) {
       return fail(config.error());
@@ -114,8 +117,9 @@ Status Hub::startNats() {
   harness::NatsServerOptions nats_options;
   if (options_.secure) {
     auth_dir_ = dir_ + "/auth";
-    auto init = identity::initAuthDir({.dir = auth_dir_, .server_name = "flotilla-e2e", .tls = true});
-    FLOTILLA_TRY(init);
+    auto init = identity::initAuthDir(
+        {.dir = auth_dir_, .server_name = "flotilla-e2e", .tls = true, .mutual_tls = options_.mutual_tls});
+    FLOTILLA_TRY(init);  // with mutual TLS also the hub identities' client certificates; agents' come later
     auto config = readFile(auth_dir_ + "/nats-auth.conf");
     FLOTILLA_TRY(config);
     nats_options.config = *config;
@@ -136,7 +140,20 @@ std::vector<std::string> Hub::natsFlags(const std::string& identity) const {
   if (auth_dir_.empty()) {
     return {};
   }
-  return {"--nats-creds", auth_dir_ + "/creds/" + identity + ".creds", "--nats-ca", auth_dir_ + "/tls/ca.pem"};
+  std::vector<std::string> flags = {"--nats-creds", auth_dir_ + "/creds/" + identity + ".creds", "--nats-ca",
+                                    auth_dir_ + "/tls/ca.pem"};
+  for (auto& flag : clientCertFlags(identity)) {
+    flags.push_back(std::move(flag));
+  }
+  return flags;
+}
+
+std::vector<std::string> Hub::clientCertFlags(const std::string& identity) const {
+  if (auth_dir_.empty() || !options_.mutual_tls) {
+    return {};
+  }
+  return {"--nats-cert", auth_dir_ + "/tls/" + identity + ".pem", "--nats-key",
+          auth_dir_ + "/tls/" + identity + "-key.pem"};
 }
 
 Hub::~Hub() {
@@ -161,8 +178,11 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
   const std::string identity =
       startsWith(name, "agent-") ? "agent-" + cluster_names_.at(std::stoul(name.substr(6))) : name;
   const bool enrolled_agent = startsWith(name, "agent-") && enrolled(std::stoul(name.substr(6)));
-  if (enrolled_agent) {  // the CA only: the credentials are the ones the registrar gives
+  if (enrolled_agent) {  // the CA (and certificate) only: the credentials are the ones the registrar gives
     common.insert(common.end(), {"--nats-ca", auth_dir_ + "/tls/ca.pem"});
+    for (auto& flag : clientCertFlags(identity)) {
+      common.push_back(std::move(flag));
+    }
   } else {
     for (auto& flag : natsFlags(identity)) {
       common.push_back(std::move(flag));
@@ -347,6 +367,10 @@ Result<std::shared_ptr<bus::JetStream>> Hub::js() {
     if (options_.secure) {
       options.creds_file = auth_dir_ + "/creds/admin.creds";
       options.ca_file = auth_dir_ + "/tls/ca.pem";
+      if (options_.mutual_tls) {
+        options.cert_file = auth_dir_ + "/tls/admin.pem";
+        options.key_file = auth_dir_ + "/tls/admin-key.pem";
+      }
     }
     auto connection = bus::Connection::connect(options);
     if (!connection.ok()) {

@@ -53,6 +53,10 @@ struct HubOptions {
   //! (docs/pipeline.md "Registration tokens"): they enroll with the scheduler's registrar (which a secure hub always
   //! runs) and keep what it gives them in <dir>/agent-<i>-store.creds.
   size_t enrolled_agents = 0;
+  //! Secure hubs only: mutual TLS (`auth init --mutual-tls`): nats-server refuses a client without a certificate
+  //! from the hub's CA, and every service, agent (enrolled ones too), the CLI and the fixture's reader present
+  //! their own (tls/<identity>.pem, issued like `flotilla auth issue --client-cert`).
+  bool mutual_tls = false;
 };
 
 //! Paths of the built binaries (set by CMake).
@@ -76,7 +80,8 @@ class Hub {
   //! The auth directory of a secure hub ("" otherwise): creds/<identity>.creds, tls/ca.pem.
   [[nodiscard]] const std::string& authDir() const { return auth_dir_; }
   //! The NATS flags of a client with `identity`'s credentials ("admin", "readonly", "scheduler",
-  //! "agent-<cluster>"): --nats-creds and --nats-ca on a secure hub, nothing otherwise (--nats-url not included).
+  //! "agent-<cluster>"): --nats-creds and --nats-ca on a secure hub (and --nats-cert/--nats-key with mutual TLS),
+  //! nothing otherwise (--nats-url not included).
   [[nodiscard]] std::vector<std::string> natsFlags(const std::string& identity) const;
 
   //! Service control. `name` is "poller", "bundler", "scheduler" or "agent-<i>".
@@ -122,6 +127,8 @@ class Hub {
   //! Secure mode: the auth directory, the started server, and agents' credentials are issued in startNats.
   Status startNats();
   [[nodiscard]] bool enrolled(size_t agent) const;
+  //! Mutual TLS: --nats-cert/--nats-key of `identity`'s client certificate (nothing otherwise).
+  [[nodiscard]] std::vector<std::string> clientCertFlags(const std::string& identity) const;
 
   HubOptions options_;
   Binaries binaries_;

@@ -16,8 +16,9 @@ class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // With the hub's identities: operator-mode NATS over TLS, each service and agent with its own credentials —
-    // the first agent's issued with `auth issue`, the second's given by the registrar for a registration token.
-    auto hub = Hub::start({.secure = true, .enrolled_agents = 1});
+    // the first agent's issued with `auth issue`, the second's given by the registrar for a registration token;
+    // mutual TLS: every one of them (and the CLI) presents its own client certificate from the hub's CA.
+    auto hub = Hub::start({.secure = true, .enrolled_agents = 1, .mutual_tls = true});
     ASSERT_TRUE(hub.ok()) << hub.error().describe();
     hub_ = std::move(hub).value().release();
   }
@@ -97,6 +98,30 @@ TEST_F(PipelineTest, CommitReachesBothClustersIsUpdatedAndPruned) {
   ASSERT_TRUE(describe.ok());
   EXPECT_EQ(describe->exit_code, 0) << describe->err;
   EXPECT_NE(describe->out.find(hub_->clusterName(0)), std::string::npos) << describe->out;
+}
+
+// Mutual TLS: valid credentials are not enough; the server refuses a client that presents no certificate from the
+// hub's CA, while the same identity with its certificate reads the clusters (both agents got in with theirs).
+TEST_F(PipelineTest, MutualTlsRefusesValidCredentialsWithoutACertificate) {
+  std::vector<std::string> argv = {Binaries::fromBuild().cli, "--nats-url", hub_->nats().url()};
+  for (const auto& flag : hub_->natsFlags("readonly")) {
+    if (startsWith(flag, "--nats-cert") || startsWith(flag, "--nats-key")) {
+      break;  // the certificate flags come last
+    }
+    argv.push_back(flag);
+  }
+  argv.insert(argv.end(), {"get", "clusters"});
+  auto refused = runCommand({.argv = argv, .timeout = std::chrono::seconds(60)});
+  ASSERT_TRUE(refused.ok()) << refused.error().describe();
+  EXPECT_NE(refused->exit_code, 0) << refused->out;
+  EXPECT_NE(hub_->nats().logText().find("TLS handshake error"), std::string::npos) << hub_->nats().logTail();
+
+  auto with_cert = hub_->cli({"get", "clusters"});
+  ASSERT_TRUE(with_cert.ok()) << with_cert.error().describe();
+  EXPECT_EQ(with_cert->exit_code, 0) << with_cert->err;
+  for (const auto& cluster : clusters()) {
+    EXPECT_NE(with_cert->out.find(cluster), std::string::npos) << with_cert->out;
+  }
 }
 
 TEST_F(PipelineTest, ClusterSelectorMatchingOneClusterDeploysOnlyThere) {
