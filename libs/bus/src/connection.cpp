@@ -399,8 +399,9 @@ Result<std::shared_ptr<Connection>> Connection::connect(const ConnectOptions& op
     error.message += " [servers " + joinServers(options.servers) + "]";
     if (s == NATS_PROTOCOL_ERROR && options.cert_file.empty() && !options.ca_file.empty()) {
       // What libnats reports when a server with mutual TLS drops the handshake: name the likely cause.
-      error.message += "; a server that requires mutual TLS closes the connection of a client without a client "
-                       "certificate (set one with its key)";
+      error.message +=
+          "; a server that requires mutual TLS closes the connection of a client without a client "
+          "certificate (set one with its key)";
     }
     // A connection that never came up makes no callbacks, so the holder is ours to free.
     delete holder;
