@@ -55,15 +55,20 @@ TEST(Compose, ConfigValidatesAndDefinesTheHub) {
   }
   EXPECT_THAT(stringList(services->at({"nats", "command"})), Contains("--jetstream"));
   // The identities are on by default: auth-init writes them once into the `auth` volume, nats-server runs with the
-  // generated config (operator mode, TLS), and each service has its own creds and the CA.
+  // generated config (operator mode, mutual TLS unless FLOTILLA_NATS_MUTUAL_TLS=false), and each service has its
+  // own creds, client certificate and the CA.
   const Json* init = services->find("auth-init");
   ASSERT_NE(init, nullptr);
   EXPECT_EQ(init->getString("restart"), "no");
   EXPECT_EQ(init->find("profiles"), nullptr);
   const std::string script = stringList(init->find("command")).front();
-  EXPECT_THAT(script, HasSubstr("flotilla auth init --dir /auth --tls"));
+  EXPECT_THAT(script, HasSubstr("tls=--mutual-tls"));
+  EXPECT_THAT(script, HasSubstr("flotilla auth init --dir /auth"));
   EXPECT_THAT(script, HasSubstr("--san nats"));
   EXPECT_THAT(script, HasSubstr("flotilla auth issue --dir /auth --role agent"));
+  EXPECT_THAT(script, HasSubstr("--client-cert"));
+  EXPECT_THAT(script, HasSubstr("chown 10001:10001 /auth/registrar-signing.nk"));
+  EXPECT_EQ(init->at({"environment", "FLOTILLA_NATS_MUTUAL_TLS"})->asString(), "true");
   EXPECT_THAT(stringList(services->at({"nats", "command"})), Contains("/auth/nats-auth.conf"));
   EXPECT_EQ(services->at({"nats", "depends_on", "auth-init", "condition"})->asString(),
             "service_completed_successfully");
@@ -78,11 +83,18 @@ TEST(Compose, ConfigValidatesAndDefinesTheHub) {
     const std::string creds = name == "agent" ? "agent-local" : name;
     EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_CREDS"})->asString(), "/auth/creds/" + creds + ".creds")
         << name;
+    EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_CERT"})->asString(), "/auth/tls/" + creds + ".pem") << name;
+    EXPECT_EQ(service->at({"environment", "FLOTILLA_NATS_KEY"})->asString(), "/auth/tls/" + creds + "-key.pem") << name;
     EXPECT_EQ(service->at({"depends_on", "nats", "condition"})->asString(), "service_healthy") << name;
     EXPECT_EQ(service->at({"depends_on", "auth-init", "condition"})->asString(), "service_completed_successfully")
         << name;
     EXPECT_THAT(service->find("volumes")->dump(), HasSubstr("/auth")) << name;
   }
+  // The scheduler runs the registrar: agents elsewhere enroll with a registration token.
+  EXPECT_EQ(services->at({"scheduler", "environment", "FLOTILLA_REGISTRATION_SIGNING_KEY"})->asString(),
+            "/auth/registrar-signing.nk");
+  EXPECT_EQ(services->at({"scheduler", "environment", "FLOTILLA_REGISTRATION_ACCOUNT"})->asString(),
+            "/auth/account.jwt");
   // The agent's cluster is the one of its creds: no --cluster-name to contradict them.
   EXPECT_EQ(services->at({"agent", "environment", "FLOTILLA_CLUSTER_NAME"}), nullptr);
   EXPECT_NE(config->at({"volumes", "auth"}), nullptr);
