@@ -1,6 +1,7 @@
 // Unit tests of charts/flotilla-agent's RBAC modes and values.schema.json: the default ClusterRole lets the agent
 // apply anything a bundle may contain but never grants `impersonate` (only impersonation.yaml does, on the listed
-// service accounts); cluster-admin is an explicit opt-in; bad values fail at `helm template` naming the value.
+// service accounts); namespaced mode grants the same in the listed namespaces only; cluster-admin is an explicit
+// opt-in; bad values fail at `helm template` naming the value.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -94,6 +95,7 @@ TEST(AgentChartSchema, BadValuesFailAtTemplateTime) {
       {{"--set", "nats.tls.clientCert=maybe"}, "clientCert"},
       {{"--set", "parallelBundle=4"}, "parallelBundle"},
       {{"--set", "rbac.namespaces={Not_A_Namespace}"}, "namespaces"},
+      {{"--set", "rbac.mode=namespaced", "--set", "rbac.namespaces={app,app}"}, "namespaces"},
   };
   for (const auto& value : bad) {
     auto objects = renderChart("flotilla-agent", agentArgs(value.args));
@@ -104,17 +106,93 @@ TEST(AgentChartSchema, BadValuesFailAtTemplateTime) {
   }
 }
 
-// The least-privilege option with namespaced Roles: the agent lists and watches what it applied across all
-// namespaces and watches CRDs and APIServices cluster-wide, so namespaced Roles alone cannot work today. The chart
-// refuses the option with the reason instead of installing an agent whose watches are forbidden.
-TEST(AgentChartRbac, NamespacedModeIsRefusedWithTheReason) {
+// The least-privilege option: a Role with what applyAll grants (no impersonate; escalate and bind on Roles only) in
+// each listed namespace and nothing writable cluster-wide — only get/list/watch on CRDs and APIServices and the
+// discovery URLs (the agent's API-version watches), plus the inventory Role; the agent gets --namespaces so that it
+// refuses everything else and watches per namespace.
+TEST(AgentChartRbac, NamespacedModeRendersRolesInTheListedNamespacesOnly) {
   auto objects =
       renderChart("flotilla-agent", agentArgs({"--set", "rbac.mode=namespaced", "--set", "rbac.namespaces={app,web}"}));
-  ASSERT_FALSE(objects.ok());
-  EXPECT_THAT(objects.error().message, HasSubstr("rbac.mode=namespaced (Roles in [\"app\",\"web\"] only) is not "
-                                                 "supported yet"));
-  EXPECT_THAT(objects.error().message, HasSubstr("across all namespaces"));
-  EXPECT_THAT(objects.error().message, HasSubstr("Use rbac.mode=rules"));
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  std::vector<std::string> role_namespaces;
+  std::vector<std::string> binding_namespaces;
+  for (const auto& object : *objects) {
+    EXPECT_THAT(object.dump(), Not(HasSubstr("impersonate"))) << object.dump();
+    EXPECT_THAT(object.dump(), Not(HasSubstr("cluster-admin"))) << object.dump();
+    const std::string kind = object.getString("kind");
+    const Json* ns = object.at({"metadata", "namespace"});
+    const std::string name = object.at({"metadata", "name"})->asString();
+    if (kind == "Role" && name == kRoleName) {
+      role_namespaces.push_back(ns->asString());
+      const auto& rules = object.find("rules")->asArray();
+      ASSERT_EQ(rules.size(), 2u) << object.dump();
+      EXPECT_EQ(stringList(rules[0].find("apiGroups")), std::vector<std::string>{"*"});
+      EXPECT_EQ(stringList(rules[0].find("resources")), std::vector<std::string>{"*"});
+      EXPECT_EQ(stringList(rules[0].find("verbs")),
+                (std::vector<std::string>{"get", "list", "watch", "create", "update", "patch", "delete",
+                                          "deletecollection"}));
+      EXPECT_EQ(stringList(rules[1].find("resources")), std::vector<std::string>{"roles"});
+      EXPECT_EQ(stringList(rules[1].find("verbs")), (std::vector<std::string>{"escalate", "bind"}));
+    }
+    if (kind == "RoleBinding" && name == kRoleName) {
+      binding_namespaces.push_back(ns->asString());
+      EXPECT_EQ(object.at({"roleRef", "kind"})->asString(), "Role");
+      EXPECT_EQ(object.at({"roleRef", "name"})->asString(), kRoleName);
+      EXPECT_EQ(object.find("subjects")->asArray()[0].getString("namespace"), "flotilla-system");
+    }
+  }
+  EXPECT_EQ(role_namespaces, (std::vector<std::string>{"app", "web"}));
+  EXPECT_EQ(binding_namespaces, (std::vector<std::string>{"app", "web"}));
+  // Cluster-wide: read-only CRDs and APIServices, and discovery.
+  const Json* cluster_role = findObject(*objects, "ClusterRole", kRoleName);
+  ASSERT_NE(cluster_role, nullptr);
+  const auto& rules = cluster_role->find("rules")->asArray();
+  ASSERT_EQ(rules.size(), 3u) << cluster_role->dump();
+  EXPECT_EQ(stringList(rules[0].find("resources")), std::vector<std::string>{"customresourcedefinitions"});
+  EXPECT_EQ(stringList(rules[1].find("resources")), std::vector<std::string>{"apiservices"});
+  for (size_t i = 0; i < rules.size(); ++i) {
+    EXPECT_EQ(stringList(rules[i].find("verbs")),
+              (i < 2 ? std::vector<std::string>{"get", "list", "watch"} : std::vector<std::string>{"get"}));
+  }
+  EXPECT_EQ(stringList(rules[2].find("nonResourceURLs")),
+            (std::vector<std::string>{"/api", "/api/*", "/apis", "/apis/*", "/version"}));
+  const Json* binding = findObject(*objects, "ClusterRoleBinding", kRoleName);
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ(binding->at({"roleRef", "name"})->asString(), kRoleName);
+  // The inventories.
+  const Json* inventory = findObject(*objects, "Role", "t-flotilla-agent-inventory");
+  ASSERT_NE(inventory, nullptr);
+  EXPECT_EQ(inventory->at({"metadata", "namespace"})->asString(), "flotilla-system");
+  // The agent is told.
+  const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-agent");
+  ASSERT_NE(deployment, nullptr);
+  expectArgs(containerArgs(*deployment), {"--namespaces=app,web"});
+  auto defaults = renderChart("flotilla-agent", agentArgs());
+  ASSERT_TRUE(defaults.ok());
+  for (const auto& arg : containerArgs(*findObject(*defaults, "Deployment", "t-flotilla-agent"))) {
+    EXPECT_THAT(arg, Not(HasSubstr("--namespaces")));
+  }
+  // rbac.create=false: no RBAC, yet the agent keeps to the namespaces.
+  auto unbound = renderChart("flotilla-agent", agentArgs({"--set", "rbac.mode=namespaced", "--set",
+                                                          "rbac.namespaces={app}", "--set", "rbac.create=false"}));
+  ASSERT_TRUE(unbound.ok()) << unbound.error().describe();
+  EXPECT_EQ(kindCounts(*unbound).count("Role"), 0u);
+  expectArgs(containerArgs(*findObject(*unbound, "Deployment", "t-flotilla-agent")), {"--namespaces=app"});
+}
+
+// rbac.mode=namespaced without namespaces (also with rbac.create=false: the list is the agent's --namespaces), and
+// rbac.namespaces with another mode, fail at `helm template` naming the value.
+TEST(AgentChartRbac, NamespacedModeNeedsTheNamespaces) {
+  for (const std::vector<std::string>& more : std::vector<std::vector<std::string>>{
+           {"--set", "rbac.mode=namespaced"},
+           {"--set", "rbac.mode=namespaced", "--set-json", "rbac.namespaces=[]"},
+           {"--set", "rbac.mode=namespaced", "--set", "rbac.create=false"},
+       }) {
+    auto objects = renderChart("flotilla-agent", agentArgs(more));
+    ASSERT_FALSE(objects.ok()) << ::testing::PrintToString(more);
+    EXPECT_THAT(objects.error().message,
+                HasSubstr("rbac.namespaces must list at least one namespace with rbac.mode=namespaced"));
+  }
   auto stray = renderChart("flotilla-agent", agentArgs({"--set", "rbac.namespaces={app}"}));
   ASSERT_FALSE(stray.ok());
   EXPECT_THAT(stray.error().message, HasSubstr("rbac.namespaces is used only with rbac.mode=namespaced"));

@@ -98,16 +98,18 @@ Agent::Agent(AgentOptions options, std::shared_ptr<bus::JetStream> js, std::shar
   drift_ = std::make_unique<DriftWatcher>(*kube_, metrics_,
                                           WatcherOptions{.fight_corrections = options_.fight_corrections,
                                                          .fight_window = options_.fight_window,
-                                                         .cluster = options_.cluster_name});
+                                                         .cluster = options_.cluster_name,
+                                                         .per_namespace = options_.namespaces.restricted()});
   drift_->setOnChange([this](const std::string& owner) { return handler_->reportFromWatch(owner); });
   options_.retry.drift = drift_.get();
   // The watch cache vouches for the owner of the objects it watches, so a re-deploy skips their reads.
   applier_ = std::make_unique<Applier>(
       *kube_,
-      ApplierOptions{.crd_timeout = options_.crd_timeout,
-                     .owned_version = [drift = drift_.get()](
-                                          const ObjectRef& ref,
-                                          const std::string& owner) { return drift->ownedVersion(ref, owner); }},
+      ApplierOptions{
+          .crd_timeout = options_.crd_timeout,
+          .owned_version = [drift = drift_.get()](const ObjectRef& ref,
+                                                  const std::string& owner) { return drift->ownedVersion(ref, owner); },
+          .scope = options_.namespaces},
       metrics_, [this] { return stopping_.load(); });
   inventories_ = std::make_unique<InventoryStore>(*kube_, options_.agent_namespace);
   publisher_ = std::make_unique<StatusPublisher>(js_, options_.cluster_name, metrics_, options_.agent_version);

@@ -315,7 +315,8 @@ struct Applier::StagedApply {
   std::vector<PlannedObject> definitions;  //!< stage 1: CRDs and Namespaces
   std::vector<PlannedObject> rest;         //!< stages 2 and 3, placed once discovery knows the new CRDs
   std::vector<PlannedObject> placed;       //!< `rest` with their scope and namespace (placeRest)
-  std::vector<ObjectOutcome> unmapped;     //!< `rest` objects of a kind the cluster does not serve
+  //! Objects never sent: of a kind the cluster does not serve, or outside --namespaces.
+  std::vector<ObjectOutcome> unmapped;
   bool rest_placed = false;
   std::set<std::string> bundle_namespaces;  //!< Namespaces the bundle itself applies
 };
@@ -357,6 +358,10 @@ void Applier::planObjects(StagedApply& staged) {
       planned.stage = Stage::kDefinitions;
       planned.object = placeObject(std::move(planned.object), false, request.namespaces, request.owner);
       planned.ref.ns.clear();
+      if (auto refused = refuseOutside(options_.scope, planned.ref, request.owner, metrics_)) {
+        staged.unmapped.push_back(std::move(refused).value());  // never created, so not part of the inventory
+        continue;
+      }
       staged.definitions.push_back(std::move(planned));
     } else {
       staged.rest.push_back(std::move(planned));
@@ -420,6 +425,10 @@ Status Applier::placeRest(StagedApply& staged) {
         placeObject(std::move(planned.object), mapping->namespaced, staged.request.namespaces, staged.request.owner);
     planned.ref.ns = mapping->namespaced ? planned.object.at({"metadata", "namespace"})->asString() : std::string();
     planned.stage = stageOf(planned.ref, mapping->namespaced);
+    if (auto refused = refuseOutside(options_.scope, planned.ref, staged.request.owner, metrics_)) {
+      staged.unmapped.push_back(std::move(refused).value());
+      continue;
+    }
     staged.placed.push_back(std::move(planned));
   }
   staged.rest.clear();
@@ -440,7 +449,9 @@ Status Applier::applyPlaced(StagedApply& staged) {
     }
   }
   FLOTILLA_TRY(staged.request.record_intent(refsOf(staged.placed)));  // writes only what stage 1 did not record
-  FLOTILLA_TRY(ensureNamespaces(needed_namespaces, staged.request, staged.result.created_namespaces));
+  if (!options_.scope.restricted()) {  // with --namespaces the listed namespaces exist; none is created
+    FLOTILLA_TRY(ensureNamespaces(needed_namespaces, staged.request, staged.result.created_namespaces));
+  }
   for (const auto& planned : staged.placed) {
     FLOTILLA_TRY(applyPlanned(staged, planned));
   }

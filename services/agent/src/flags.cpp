@@ -22,6 +22,10 @@ std::map<std::string, std::string> agentFlags() {
       {"resync-interval", "how often to re-check the health of bundles that are not Ready (default 30s)"},
       {"crd-timeout", "how long to wait for a bundle's CRDs to become Established (default 60s)"},
       {"agent-namespace", "namespace for the agent's inventories in the downstream cluster (default flotilla-system)"},
+      {"namespaces",
+       "the only namespaces bundles may deploy to, a,b (for RBAC with Roles in those namespaces only): a "
+       "cluster-scoped object or one in another namespace is refused before any request, no namespace is created "
+       "(the listed ones must exist), and the drift and health watches are per namespace (default: any)"},
       {"parallel-bundles",
        "how many different bundles are applied at once; one bundle's deploys always run in order (default 4, at "
        "most 64)"},
@@ -98,6 +102,9 @@ Result<AgentOptions> agentOptionsFrom(const service::Config& config) {
   FLOTILLA_TRY(clusterFromCredentials(config, options));
   options.workspace = config.get("workspace", "fleet-default");
   options.agent_namespace = config.get("agent-namespace", "flotilla-system");
+  auto namespaces = NamespaceScope::parse(config.get("namespaces"));
+  FLOTILLA_TRY(namespaces);
+  options.namespaces = std::move(namespaces).value();
   auto labels = parseLabels(config.get("labels"));
   if (!labels.ok()) {
     return fail(labels.error());

@@ -64,11 +64,13 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   std::vector<std::string> replaced;
   bool only_conflicts = true;
   bool only_unmanaged = true;
+  bool only_outside = true;
   for (const auto& outcome : outcomes) {
     if (outcome.apply_failed) {
       only_conflicts = only_conflicts && outcome.conflict;
       only_unmanaged = only_unmanaged && outcome.unmanaged;
-      failed.push_back(outcome.conflict || outcome.unmanaged
+      only_outside = only_outside && outcome.outside;
+      failed.push_back(outcome.conflict || outcome.unmanaged || outcome.outside
                            ? outcome.error
                            : outcome.ref.describe() + ": " + truncateMessage(outcome.error));
       if (report.resources.size() < kMaxReportedResources) {
@@ -94,6 +96,10 @@ BundleReport summarize(const std::vector<ObjectOutcome>& outcomes) {
   } else if (!failed.empty() && only_unmanaged) {
     report.state = model::BundleState::kErrApplied;
     report.reason = std::string(kReasonUnmanagedObject);
+    report.message = listMessage("", failed);
+  } else if (!failed.empty() && only_outside) {
+    report.state = model::BundleState::kErrApplied;
+    report.reason = std::string(kReasonOutsideNamespaces);
     report.message = listMessage("", failed);
   } else if (!failed.empty()) {
     report.state = model::BundleState::kErrApplied;

@@ -149,12 +149,13 @@ void DriftWatcher::stop() {
 
 // ---- registration ---------------------------------------------------------------------------------------------
 
-DriftWatcher::WatchKey DriftWatcher::keyOf(const ObjectRef& ref) {
+DriftWatcher::WatchKey DriftWatcher::keyOf(const ObjectRef& ref) const {
   // One watch per kind across all namespaces: every watch is a thread and an HTTPS connection of its own (HTTP/1.1
   // cannot multiplex them), so a watch per namespace cost about 0.35 MiB each (bench_agent: 49 MiB for 100
   // namespaces). Secrets are the exception: a cluster-wide list of them reads every Helm release and token in the
-  // cluster, far more data (and a wider read) than the bundles' own, so they are watched per namespace.
-  const bool per_namespace = ref.kind == "Secret" && ref.api_version == "v1";
+  // cluster, far more data (and a wider read) than the bundles' own, so they are watched per namespace. With
+  // --namespaces every kind is: the agent's Roles allow no list or watch across namespaces.
+  const bool per_namespace = options_.per_namespace || (ref.kind == "Secret" && ref.api_version == "v1");
   return WatchKey{.api_version = ref.api_version, .kind = ref.kind, .ns = per_namespace ? ref.ns : std::string()};
 }
 

@@ -6,6 +6,7 @@
 #include "flotilla/agent/agent.h"
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/flags.h"
+#include "flotilla/agent/scope.h"
 
 namespace flotilla::agent {
 namespace {
@@ -189,6 +190,59 @@ TEST(FlagsTest, ParallelBundles) {
   EXPECT_EQ(agentOptionsFrom(*service::Config::parse(3, defaults, agentFlags()))->parallel_bundles, 4);
   const char* wrong[] = {"flotilla-agent", "--cluster-name", "c1", "--parallel-bundles", "many"};
   EXPECT_FALSE(agentOptionsFrom(*service::Config::parse(5, wrong, agentFlags())).ok());
+}
+
+// --namespaces: a sorted list of namespace names; empty means unrestricted; a bad item is an error naming the flag
+// and the item, never dropped.
+TEST(FlagsTest, NamespacesFlag) {
+  const char* argv[] = {"flotilla-agent", "--cluster-name", "c1", "--namespaces", "web, app"};
+  auto options = agentOptionsFrom(*service::Config::parse(5, argv, agentFlags()));
+  ASSERT_TRUE(options.ok()) << options.error().describe();
+  EXPECT_EQ(options->namespaces.namespaces(), (std::vector<std::string>{"app", "web"}));
+  const char* defaults[] = {"flotilla-agent", "--cluster-name", "c1"};
+  EXPECT_FALSE(agentOptionsFrom(*service::Config::parse(3, defaults, agentFlags()))->namespaces.restricted());
+  for (const std::string& bad :
+       std::vector<std::string>{"app,", "app,,web", "App", "a_b", "app,app", std::string(64, 'a')}) {
+    auto parsed = NamespaceScope::parse(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.error().message.find("--namespaces"), std::string::npos) << parsed.error().message;
+    const char* flags[] = {"flotilla-agent", "--cluster-name", "c1", "--namespaces", bad.c_str()};
+    EXPECT_FALSE(agentOptionsFrom(*service::Config::parse(5, flags, agentFlags())).ok()) << bad;
+  }
+  EXPECT_NE(NamespaceScope::parse("app,App").error().message.find("\"App\""), std::string::npos);
+  EXPECT_NE(NamespaceScope::parse("app,app").error().message.find("listed twice"), std::string::npos);
+}
+
+// What --namespaces refuses, and the message naming the object and the allowed namespaces.
+TEST(NamespaceScopeTest, RefusesClusterScopedAndOtherNamespaces) {
+  const NamespaceScope scope = NamespaceScope::parse("b,a").value();
+  EXPECT_EQ(scope.describe(), "a, b");
+  EXPECT_FALSE(scope.refusal({"v1", "ConfigMap", "a", "x"}));
+  EXPECT_EQ(scope.refusal({"rbac.authorization.k8s.io/v1", "ClusterRole", "", "x"}),
+            "ClusterRole x is cluster-scoped; this agent may deploy only to namespaces a, b (--namespaces)");
+  EXPECT_EQ(scope.refusal({"v1", "ConfigMap", "c", "x"}),
+            "ConfigMap c/x is in namespace c; this agent may deploy only to namespaces a, b (--namespaces)");
+  EXPECT_EQ(scope.refusal({"v1", "Namespace", "", "a"}),
+            "Namespace a is cluster-scoped; this agent may deploy only to namespaces a, b (--namespaces), which must "
+            "exist: it does not create namespaces");
+  const NamespaceScope any;
+  EXPECT_FALSE(any.restricted());
+  EXPECT_FALSE(any.refusal({"rbac.authorization.k8s.io/v1", "ClusterRole", "", "x"}));
+  EXPECT_FALSE(any.refusal({"v1", "ConfigMap", "c", "x"}));
+
+  // Counted, and summarized as OutsideNamespaces with the refusal itself as the message.
+  Metrics metrics("agent");
+  auto refused = refuseOutside(scope, {"rbac.authorization.k8s.io/v1", "ClusterRole", "", "x"}, "ws/b", metrics);
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(refused->apply_failed && refused->outside);
+  EXPECT_FALSE(refuseOutside(scope, {"v1", "ConfigMap", "a", "x"}, "ws/b", metrics));
+  EXPECT_EQ(metrics.value("outside_namespaces_total", {{"scope", "cluster"}}), 1);
+  BundleReport report = summarize({ok("a"), *refused});
+  EXPECT_EQ(report.state, model::BundleState::kErrApplied);
+  EXPECT_EQ(report.reason, kReasonOutsideNamespaces);
+  EXPECT_EQ(report.message, refused->error);
+  ObjectOutcome rejected{.ref = {"v1", "ConfigMap", "a", "y"}, .apply_failed = true, .error = "denied"};
+  EXPECT_EQ(summarize({*refused, rejected}).reason, kReasonApplyFailed);
 }
 
 }  // namespace

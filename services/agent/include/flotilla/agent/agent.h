@@ -31,6 +31,7 @@
 #include "flotilla/agent/deploy_handler.h"
 #include "flotilla/agent/inventory.h"
 #include "flotilla/agent/manifest_source.h"
+#include "flotilla/agent/scope.h"
 #include "flotilla/agent/watcher.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/core/metrics.h"
@@ -56,6 +57,8 @@ struct AgentOptions {
   std::string workspace = "fleet-default";  //!< where the hub keeps the Cluster record
   events::StringMap labels;
   std::string agent_namespace = "flotilla-system";  //!< where inventories live in the downstream cluster
+  //! --namespaces (scope.h): the only namespaces bundles may deploy to; empty = unrestricted.
+  NamespaceScope namespaces;
   std::chrono::milliseconds heartbeat_interval{30000};
   std::chrono::milliseconds resync_interval{30000};
   std::chrono::milliseconds crd_timeout{60000};

@@ -22,6 +22,7 @@
 
 #include "flotilla/agent/objects.h"
 #include "flotilla/agent/report.h"
+#include "flotilla/agent/scope.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
 #include "flotilla/kube/client.h"
@@ -50,6 +51,9 @@ struct ApplierOptions {
   //! read before the apply is skipped and the apply carries that resourceVersion as a precondition, so the API
   //! server refuses it (409) when anything changed since; the object is then read and decided as any other.
   std::function<uint64_t(const ObjectRef&, const std::string& owner)> owned_version;
+  //! --namespaces (scope.h): objects it refuses fail before any request (never in the inventory), and no target
+  //! namespace is created. Empty: unrestricted.
+  NamespaceScope scope;
 };
 
 //! What to apply.

@@ -43,6 +43,8 @@ inline constexpr std::string_view kReasonDependencyCycle = "DependencyCycle";
 inline constexpr std::string_view kReasonUnmanagedObject = "UnmanagedObject";
 inline constexpr std::string_view kReasonHealthTimeout = "HealthTimeout";
 inline constexpr std::string_view kReasonServiceAccount = "ServiceAccountNotFound";
+//! Every failure is an object outside --namespaces (scope.h), refused before any request.
+inline constexpr std::string_view kReasonOutsideNamespaces = "OutsideNamespaces";
 
 //! The result for one object of a bundle.
 struct ObjectOutcome {
@@ -51,6 +53,7 @@ struct ObjectOutcome {
   bool conflict = false;           //!< failed because another bundle owns it and no claim rule let this one take it
   bool unmanaged = false;          //!< failed because it exists, managed by no bundle, and takeOwnership is off
   bool adopted_unmanaged = false;  //!< it existed managed by no bundle and was adopted (takeOwnership)
+  bool outside = false;            //!< refused before any request: outside --namespaces (scope.h)
   std::string error;               //!< why apply failed (the API server's message, or the conflict message)
   bool ready = false;
   std::string message;   //!< why it is not Ready

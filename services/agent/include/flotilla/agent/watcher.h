@@ -1,14 +1,14 @@
 // flotilla/agent/watcher.h
 //
 // The agent's shared watch cache (docs/pipeline.md stage 5, "Drift"). One resumable watch per (apiVersion, kind)
-// across all namespaces (per namespace for Secrets: see keyOf) that the registered bundles hold, shared by every
-// bundle, started when the first object of that key is registered and stopped when the last one goes. Each watch lists
-// first (the snapshot: an object that is not in it is missing), then watches from the list's resourceVersion; a 410
-// Gone or any error re-lists (after a backoff for errors), so nothing that happened in between is lost. Events of
-// objects no bundle registered are dropped at once: per managed object the cache keeps only the field set the agent's
-// apply left to manager `flotilla`, the last drift and health summaries, the resourceVersion at which it last carried
-// its bundle's annotation (the applier skips the read before a re-apply with it), and — only for bundles with
-// correctDrift.enabled — the object as the agent sent it, never whole live objects.
+// across all namespaces (per namespace for Secrets, and for every kind with --namespaces: see keyOf) that the
+// registered bundles hold, shared by every bundle, started when the first object of that key is registered and stopped
+// when the last one goes. Each watch lists first (the snapshot: an object that is not in it is missing), then watches
+// from the list's resourceVersion; a 410 Gone or any error re-lists (after a backoff for errors), so nothing that
+// happened in between is lost. Events of objects no bundle registered are dropped at once: per managed object the cache
+// keeps only the field set the agent's apply left to manager `flotilla`, the last drift and health summaries, the
+// resourceVersion at which it last carried its bundle's annotation (the applier skips the read before a re-apply with
+// it), and — only for bundles with correctDrift.enabled — the object as the agent sent it, never whole live objects.
 //
 // Every change of an object's drift or health marks its bundle; a worker thread then corrects the drift
 // (correctDrift: server-side apply of the object as sent, force per correctDrift.force, as the bundle's
@@ -109,6 +109,8 @@ struct WatcherOptions {
   std::chrono::milliseconds retry_max{30000};
   std::chrono::milliseconds poll{1000};  //!< how long one read of a watch waits (bounds how fast stop() is)
   std::string cluster;                   //!< for logs and the Events' reportingInstance
+  //! --namespaces (scope.h): every kind is listed and watched per namespace, as Roles in those namespaces allow.
+  bool per_namespace = false;
 };
 
 class DriftWatcher {
@@ -238,7 +240,7 @@ class DriftWatcher {
     std::vector<FieldPath> fields;  //!< the drifted fields it corrects ("" = the object was missing)
   };
 
-  static WatchKey keyOf(const ObjectRef& ref);
+  [[nodiscard]] WatchKey keyOf(const ObjectRef& ref) const;
   void addEntriesLocked(const std::string& owner, std::vector<Entry> entries);
   //! Removes the bundle's entries; returns their watch keys (the caller releases them).
   std::vector<WatchKey> dropEntriesLocked(const std::string& owner);
