@@ -290,6 +290,7 @@ Json clusterView(const Snapshot& snap, const ClusterEntry& entry) {
     status["summary"] = rollup->summary;
     status["readyGitRepos"] = rollup->ready_git_repos;
     status["desiredReadyGitRepos"] = rollup->desired_ready_git_repos;
+    status["offline"] = rollup->offline;
   }
   status["registered"] = entry.registered;
   if (const auto* tombstone = findRecord(snap.deregistrations, cluster.metadata.name)) {

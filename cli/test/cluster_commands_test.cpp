@@ -171,8 +171,8 @@ TEST_F(ClusterCommandsTest, DeleteClusterWritesTheTombstone) {
   EXPECT_TRUE(exists(*hub_.clusters, events::clusterDeregisteredKey("edge-1")));
 }
 
-// get/describe clusters: the hub's labels over the agent's, paused, a document without an agent (WaitCheckIn), and
-// Deregistering with the deployments left while a tombstone exists.
+// get/describe clusters: the hub's labels over the agent's, paused, a document without an agent (WaitCheckIn),
+// Deregistering with the deployments left while a tombstone exists, and Offline as the scheduler's summary says.
 TEST_F(ClusterCommandsTest, GetAndDescribeShowHubLabelsPausedAndDeregistering) {
   registerCluster("prod-1", {{"env", "dev"}, {"arch", "arm64"}});
   registerCluster("prod-2", {{"env", "prod"}});
@@ -180,6 +180,16 @@ TEST_F(ClusterCommandsTest, GetAndDescribeShowHubLabelsPausedAndDeregistering) {
   ASSERT_EQ(cli({"apply", "-f", "-"}, "apiVersion: flotilla.io/v1alpha1\nkind: Cluster\nmetadata: {name: edge-1}\n")
                 .exit_code,
             0);
+  registerCluster("prod-3", {{"env", "prod"}});
+  put(*hub_.status, events::clusterSummaryKey("prod-3"),
+      events::encode(
+          events::ClusterSummary{.cluster = "prod-3",
+                                 .state = std::string(events::kOfflineState),
+                                 .message = "the agent has given no sign of life since 2026-12-02T10:00:00.000Z",
+                                 .ready_bundles = "1/1",
+                                 .registered = true,
+                                 .offline = true,
+                                 .last_seen = "2026-12-02T10:00:00.000Z"}));
   putDeployment("prod-2");
   put(*hub_.clusters, events::clusterDeregisteredKey("prod-2"),
       events::encode(events::ClusterDeregistration{.cluster = "prod-2", .time = "2026-12-02T11:00:00.000Z"}));
@@ -196,11 +206,18 @@ TEST_F(ClusterCommandsTest, GetAndDescribeShowHubLabelsPausedAndDeregistering) {
   Json edge = item(listed, "edge-1");
   EXPECT_EQ(edge.at({"status", "display", "state"})->asString(), "WaitCheckIn");
   EXPECT_FALSE(edge.at({"status", "registered"})->asBool());
+  Json prod3 = item(listed, "prod-3");
+  EXPECT_EQ(prod3.at({"status", "display", "state"})->asString(), "Offline");
+  EXPECT_TRUE(prod3.at({"status", "offline"})->asBool());
+  EXPECT_FALSE(prod1.at({"status", "offline"}) != nullptr && prod1.at({"status", "offline"})->asBool());
 
   auto table = cli({"get", "clusters"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("arch=arm64,env=prod,tier=gold"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("Deregistering: deregistered at 2026-12-02T11:00:00.000Z"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Offline: the agent has given no sign of life since 2026-12-02T10:00:00.000Z"),
+            std::string::npos)
+      << table.out;
 
   auto described = cli({"describe", "cluster", "prod-1"});
   ASSERT_EQ(described.exit_code, 0) << described.err;

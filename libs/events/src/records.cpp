@@ -170,17 +170,28 @@ void recordFields(auto& v, detail::FieldsOf<GitRepoSummary> auto& s) {
 
 void recordFields(auto& v, detail::FieldsOf<ClusterSummary> auto& s) {
   v.str("cluster", s.cluster, true);
-  rollupFields(v, s);
+  v.object("summary", s.summary);
+  v.str("state", s.state);
+  v.str("message", s.message);
   v.str("readyBundles", s.ready_bundles);
   v.integer("readyGitRepos", s.ready_git_repos);
   v.integer("desiredReadyGitRepos", s.desired_ready_git_repos);
   v.str("lastHeartbeat", s.last_heartbeat);
   v.boolean("registered", s.registered);
+  v.boolean("offline", s.offline);
   v.str("workspace", s.workspace);
   v.str("agentVersion", s.agent_version);
   v.str("kubernetesVersion", s.kubernetes_version);
   v.str("lastSeen", s.last_seen);
   v.str("updated", s.updated);
+  // A cluster whose agent is silent is "Offline", and only then (checked once every field is read).
+  v.validate([&](detail::Reader& in) {
+    if (s.state == kOfflineState && !s.offline) {
+      in.fail(in.pathOf("state"), "state Offline without offline: true");
+    } else if (s.state != kOfflineState) {
+      detail::checkState(in, "state", s.state);
+    }
+  });
 }
 
 void recordFields(auto& v, detail::FieldsOf<ClusterDeregistration> auto& d) {

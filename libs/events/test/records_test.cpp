@@ -284,6 +284,19 @@ TEST(RecordsTest, Summaries) {
   EXPECT_FALSE(decodeRecord<BundleSummary>(encode(bundle)).ok());
 }
 
+// Only a cluster summary can be Offline, and only with `offline: true`.
+TEST(RecordsTest, ClusterSummaryOffline) {
+  ClusterSummary offline = sampleClusterSummary();
+  offline.state = std::string(kOfflineState);
+  offline.offline = true;
+  EXPECT_EQ(decodeRecord<ClusterSummary>(encode(offline)).value(), offline);
+  offline.offline = false;
+  test::expectProblem(decodeRecord<ClusterSummary>(encode(offline)), "ClusterSummary.state");
+  BundleSummary bundle = sampleBundleSummary();
+  bundle.state = std::string(kOfflineState);
+  EXPECT_FALSE(decodeRecord<BundleSummary>(encode(bundle)).ok());
+}
+
 TEST(RecordsTest, ClusterDeregistration) {
   checkRecord(RecordCase<ClusterDeregistration>{
       ClusterDeregistration{.cluster = "prod.eu", .time = kTime, .keep_resources = true}, "cluster"});

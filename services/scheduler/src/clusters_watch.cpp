@@ -60,6 +60,7 @@ void Scheduler::watchLoop() {
     }
     checkDeregistrations();
     retryDueDeletes();
+    checkOffline(systemClock().now());
   }
 }
 
@@ -237,6 +238,7 @@ void Scheduler::handleHeartbeatEntry(const bus::KvEntry& entry) {
     return;
   }
   metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
+  markAlive(cluster);
   Affected affected;
   affected.clusters.insert(cluster);
   if (auto written = writeSummaries(affected); !written.ok()) {

@@ -101,18 +101,8 @@ bool Scheduler::deregistering(const std::string& cluster) const {
 }
 
 bool Scheduler::agentConnected(const std::string& cluster) const {
-  std::optional<SystemTime> last;
-  auto beat = last_heartbeat_.find(cluster);
-  if (beat != last_heartbeat_.end()) {
-    last = parseRfc3339(beat->second);
-  }
-  if (auto registration = registrations_.find(cluster); registration != registrations_.end()) {
-    auto registered = parseRfc3339(registration->second.status.agent.last_seen);
-    if (registered && (!last || *registered > *last)) {
-      last = registered;
-    }
-  }
-  return last && systemClock().now() - *last <= 3 * options_.heartbeat_interval;
+  auto last = lastSignOfLife(cluster);
+  return last && systemClock().now() - *last <= offlineAfter();
 }
 
 // ---- moving a deregistration on ----
@@ -238,6 +228,7 @@ Status Scheduler::finishDeregistration(const std::string& cluster) {
   registrations_.erase(cluster);
   clusters_.erase(cluster);
   last_heartbeat_.erase(cluster);
+  offline_.erase(cluster);
   deregistering_.erase(cluster);
   updateGauges();
   Affected affected;

@@ -23,6 +23,9 @@ std::map<std::string, std::string> schedulerFlags() {
       {"agent-heartbeat-interval",
        "seconds between the agents' heartbeats (their --heartbeat-interval, default 30); an agent silent for three "
        "of them counts as disconnected"},
+      {"cluster-offline-after",
+       "seconds without a heartbeat or registration after which a cluster is Offline (its summary, get clusters, "
+       "the clusters_offline gauge); default three --agent-heartbeat-interval"},
       {"fetch-batch", "messages fetched per pull from each durable consumer (default 16)"},
       {"max-deliveries", "deliveries of a failing message before it is terminated and reported (default 10)"},
       {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
@@ -54,6 +57,9 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
   auto heartbeat = positive(config, "agent-heartbeat-interval", options.heartbeat_interval.count() / 1000);
   FLOTILLA_TRY(heartbeat);
   options.heartbeat_interval = std::chrono::seconds(*heartbeat);
+  auto offline_after = positive(config, "cluster-offline-after", 3 * *heartbeat);
+  FLOTILLA_TRY(offline_after);
+  options.offline_after = std::chrono::seconds(*offline_after);
   auto agent_ack_wait = positive(config, "agent-ack-wait", options.agent_ack_wait.count() / 1000);
   FLOTILLA_TRY(agent_ack_wait);
   options.agent_ack_wait = std::chrono::seconds(*agent_ack_wait);

@@ -193,6 +193,7 @@ Result<Scheduler::Registration> Scheduler::storeRegistration(const events::Regis
   auto put = hub_.clusters->put(events::clusterKey(request.cluster), model::encode(out.cluster).dump());
   FLOTILLA_TRY(put);
   registrations_[request.cluster] = out.cluster;
+  markAlive(request.cluster);
   out.targeting_changed = refreshCluster(request.cluster) || out.created;
   return out;
 }

@@ -199,7 +199,7 @@ events::GitRepoSummary gitRepoSummaryRecord(std::string_view workspace, std::str
 
 events::ClusterSummary clusterSummaryRecord(std::string_view cluster_name, const model::Cluster* cluster,
                                             const std::vector<DeploymentView>& deployments,
-                                            std::string_view last_heartbeat) {
+                                            std::string_view last_heartbeat, bool offline) {
   auto summary = summarize(deployments, [](const DeploymentRecord& r) { return r.workspace + "/" + r.bundle; });
   events::ClusterSummary out{.cluster = std::string(cluster_name)};
   putSummary(out, summary);
@@ -217,6 +217,13 @@ events::ClusterSummary clusterSummaryRecord(std::string_view cluster_name, const
     // Last sign of life: the newer of the last registration and the last heartbeat (RFC 3339 UTC strings
     // of the same shape compare in time order).
     out.last_seen = std::max(cluster->status.agent.last_seen, std::string(last_heartbeat));
+  }
+  if (offline) {
+    out.offline = true;
+    out.state = std::string(events::kOfflineState);
+    std::string since =
+        "the agent has given no sign of life since " + (out.last_seen.empty() ? "it registered" : out.last_seen);
+    out.message = out.message.empty() ? since : since + "; " + out.message;
   }
   return out;
 }

@@ -60,6 +60,7 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json)
   if (at > last) {
     last = at;
   }
+  markAlive(cluster);
   Affected affected;
   affected.clusters.insert(cluster);
   auto written = writeSummaries(affected);

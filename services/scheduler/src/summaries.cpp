@@ -104,8 +104,9 @@ Status Scheduler::writeClusterSummary(const std::string& cluster) {
     return removeSummary(key);
   }
   auto beat = last_heartbeat_.find(cluster);
-  auto summary = clusterSummaryRecord(cluster, it == clusters_.end() ? nullptr : &it->second, views,
-                                      beat == last_heartbeat_.end() ? std::string() : beat->second);
+  auto summary =
+      clusterSummaryRecord(cluster, it == clusters_.end() ? nullptr : &it->second, views,
+                           beat == last_heartbeat_.end() ? std::string() : beat->second, offline_.contains(cluster));
   return writeSummary(key, events::encode(summary), "cluster");
 }
 
@@ -171,6 +172,8 @@ void Scheduler::publishPublic(const events::CloudEvent& event, std::string_view 
 
 void Scheduler::updateGauges() {
   metrics_.gauge("clusters", "Registered clusters").Set(static_cast<double>(clusters_.size()));
+  metrics_.gauge("clusters_offline", "Registered clusters whose agent is silent for --cluster-offline-after")
+      .Set(static_cast<double>(offline_.size()));
   metrics_.gauge("bundles", "Bundles known").Set(static_cast<double>(bundles_.size()));
   metrics_.gauge("deployments", "BundleDeployment records").Set(static_cast<double>(deployments_.size()));
   const auto deleting =

@@ -1,7 +1,8 @@
 // Integration tests of the cluster records a hub admin writes (real nats-server -js): Cluster documents
 // (clusters/spec.<name>: hub labels re-target, spec.paused holds and releases deployments) and deregistration
 // (clusters/deregistered.<name>: deletes to a connected agent and records removed as its reports arrive, records of a
-// disconnected agent removed at once, registrations refused, a deregistration withdrawn, a restart half-way).
+// disconnected agent removed at once, registrations refused, a deregistration withdrawn, a restart half-way), and
+// clusters going Offline when their agent falls silent.
 #include <chrono>
 #include <thread>
 
@@ -219,6 +220,57 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   // No answer: once the agent counts as disconnected, the periodic check removes the rest.
   ASSERT_TRUE(waitFor([&] { return clusterGone("quiet-1"); }));
   EXPECT_EQ(metric("deregistration_records_removed_total", {{"reason", "agent-disconnected"}}), 2);
+}
+
+// A cluster whose agent falls silent for 3 heartbeat intervals is Offline in its summary (the bundles' counts kept),
+// counted and gauged; its deploys stay in its durable, and the next heartbeat brings it back at once. A cluster that
+// keeps beating never goes offline.
+TEST_F(ClusterRecordsTest, ASilentClusterGoesOfflineAndItsNextHeartbeatBringsItBack) {
+  stopScheduler();
+  startScheduler(300ms);  // offline after 900 ms
+  ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);
+  ASSERT_TRUE(registerCluster("busy-1", {}).accepted);
+  auto quiet = harness::agentDurable(hub_, "quiet-1");
+  publishBundle(appEvent(kManifestA, Json::array()));
+  auto sent = deploys(quiet, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  answer(sent[0]);
+  auto summaryOf = [&](const std::string& cluster) -> Result<events::ClusterSummary> {
+    auto entry = hub_.status->get(events::clusterSummaryKey(cluster));
+    FLOTILLA_TRY(entry);
+    auto json = Json::parse(entry->value);
+    FLOTILLA_TRY(json);
+    return events::decodeRecord<events::ClusterSummary>(*json);
+  };
+  auto offline = [&](const std::string& cluster) {
+    auto summary = summaryOf(cluster);
+    return summary.ok() && summary->offline && summary->state == events::kOfflineState &&
+           summary->message.find("no sign of life since") != std::string::npos && summary->ready_bundles == "1/1";
+  };
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until && !offline("quiet-1")) {
+    heartbeat("busy-1");
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_TRUE(offline("quiet-1")) << (summaryOf("quiet-1").ok() ? events::encode(*summaryOf("quiet-1")).dump()
+                                                                : summaryOf("quiet-1").error().describe());
+  EXPECT_TRUE(scheduler_->offline("quiet-1"));
+  EXPECT_FALSE(scheduler_->offline("busy-1")) << "it kept beating";
+  EXPECT_EQ(metric("clusters_offline"), 1);
+  EXPECT_EQ(metric("cluster_offline_transitions_total", {{"to", "offline"}}), 1);
+
+  // A change for an offline cluster waits in its durable, as for any agent that is away.
+  publishBundle(appEvent(kManifestB, Json::array(), kCommit2));
+  ASSERT_EQ(deploys(quiet, 1).size(), 1u);
+
+  heartbeat("quiet-1");
+  ASSERT_TRUE(waitFor([&] {
+    auto summary = summaryOf("quiet-1");
+    return summary.ok() && !summary->offline && summary->state != events::kOfflineState;
+  }));
+  EXPECT_FALSE(scheduler_->offline("quiet-1"));
+  EXPECT_EQ(metric("clusters_offline"), 0);
+  EXPECT_EQ(metric("cluster_offline_transitions_total", {{"to", "online"}}), 1);
 }
 
 // Removing the tombstone half-way (a Cluster document applied again) withdraws the deregistration: the deployment

@@ -202,5 +202,20 @@ TEST(RollupTest, ClusterSummaryCarriesHeartbeat) {
   EXPECT_EQ(summary.find("summary")->find("nonReadyResources")->asArray()[0].getString("name"), "fleet-default/repo-b");
 }
 
+// An offline cluster's summary says so and since when; the bundles' counts stay.
+TEST(RollupTest, OfflineClusterSummary) {
+  auto a = record("c1", "repo-a", "m:o");
+  auto s_a = report(a, "Ready");
+  model::Cluster cluster;
+  cluster.metadata.name = "c1";
+  cluster.status.agent = model::AgentStatus{.last_seen = "2026-12-02T10:00:00.000Z"};
+  auto summary = clusterSummaryRecord("c1", &cluster, {{&a, &s_a}}, "2026-12-02T10:05:00.000Z", true);
+  EXPECT_TRUE(summary.offline);
+  EXPECT_EQ(summary.state, events::kOfflineState);
+  EXPECT_EQ(summary.message, "the agent has given no sign of life since 2026-12-02T10:05:00.000Z");
+  EXPECT_EQ(summary.ready_bundles, "1/1");
+  EXPECT_FALSE(clusterSummaryRecord("c1", &cluster, {{&a, &s_a}}, "", false).offline);
+}
+
 }  // namespace
 }  // namespace flotilla::scheduler

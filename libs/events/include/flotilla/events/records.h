@@ -236,6 +236,9 @@ struct GitRepoSummaryBundle {
 //! GitRepoSummary::state while every bundle of the GitRepo is deleted and deployments are left
 //! (docs/pipeline.md "Deletes that cascade"); the summary's other states are the seven bundle states.
 inline constexpr std::string_view kDeletingState = "Deleting";
+//! ClusterSummary::state of a cluster whose agent has given no sign of life for the scheduler's
+//! --cluster-offline-after (`offline` is then true); its other states are the seven bundle states.
+inline constexpr std::string_view kOfflineState = "Offline";
 
 struct GitRepoSummary {
   static constexpr std::string_view kKind = "GitRepoSummary";
@@ -267,6 +270,8 @@ struct ClusterSummary {
   int64_t desired_ready_git_repos = 0;
   std::string last_heartbeat;  //!< RFC 3339, "" when none was seen
   bool registered = false;     //!< a cluster record exists (else: deployments left for a cluster that is gone)
+  //! No sign of life (registration or heartbeat) for the scheduler's --cluster-offline-after: state "Offline".
+  bool offline = false;
   std::string workspace;
   std::string agent_version;
   std::string kubernetes_version;

@@ -61,9 +61,10 @@ events::GitRepoSummary gitRepoSummaryRecord(std::string_view workspace, std::str
                                             const std::vector<GitRepoBundle>& bundles);
 
 //! summary.cluster.<cluster>. `cluster` may be null (deployments left for a cluster that is gone);
-//! `last_heartbeat` is "" when none was seen.
+//! `last_heartbeat` is "" when none was seen. `offline`: state events::kOfflineState, the message says since when (the
+//! bundles' states stay in `summary` and `readyBundles`).
 events::ClusterSummary clusterSummaryRecord(std::string_view cluster_name, const model::Cluster* cluster,
                                             const std::vector<DeploymentView>& deployments,
-                                            std::string_view last_heartbeat);
+                                            std::string_view last_heartbeat, bool offline = false);
 
 }  // namespace flotilla::scheduler

@@ -52,6 +52,7 @@
 #include "flotilla/core/json.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
+#include "flotilla/core/time.h"
 #include "flotilla/events/cloudevents.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/records.h"
@@ -93,6 +94,9 @@ struct SchedulerOptions {
   //! The agents' heartbeat interval: an agent whose last sign of life is older than three of these counts as
   //! disconnected (a deregistered cluster's records are then removed at once, without deletes sent to it).
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(30)};
+  //! No sign of life (heartbeat or registration) for this long makes a cluster Offline (offline.cpp); 0 = three
+  //! heartbeat intervals.
+  std::chrono::milliseconds offline_after{0};
   //! The agents' deploy durables, which the scheduler creates (service::agentDeployConsumer): their ack wait
   //! (redelivery after an agent died holding a deploy) and deliveries of a failing deploy.
   std::chrono::milliseconds agent_ack_wait = service::kDefaultAgentAckWait;
@@ -151,6 +155,11 @@ class Scheduler final : public service::Component {
   [[nodiscard]] std::optional<DeploymentRecord> deployment(const std::string& cluster, const std::string& workspace,
                                                            const std::string& bundle) const;
   [[nodiscard]] std::string lastHeartbeat(const std::string& cluster) const;
+  //! The cluster is Offline: no sign of life for offlineAfter() (offline.cpp).
+  [[nodiscard]] bool offline(const std::string& cluster) const;
+  //! Marks clusters Offline whose agent has been silent for offlineAfter(), and back when it is not; writes their
+  //! summaries. The watch loop runs it about once a second (at most every quarter of the threshold); tests may too.
+  void checkOffline(SystemTime now);
 
  private:
   //! What a handler touched: the summaries to recompute.
@@ -335,6 +344,12 @@ class Scheduler final : public service::Component {
   const BdStatus* statusOf(const DeploymentRecord& record) const;
   std::chrono::milliseconds backoff(uint64_t delivery_count) const;
   void updateGauges();
+  //! --cluster-offline-after, or three heartbeat intervals.
+  [[nodiscard]] std::chrono::milliseconds offlineAfter() const;
+  //! The newer of the cluster's last heartbeat and its last registration (nullopt: neither is known).
+  [[nodiscard]] std::optional<SystemTime> lastSignOfLife(const std::string& cluster) const;
+  //! A heartbeat or registration of an Offline cluster: it is back (counted, logged). mutex_ held.
+  void markAlive(const std::string& cluster);
 
   service::Hub hub_;
   Metrics& metrics_;
@@ -348,8 +363,10 @@ class Scheduler final : public service::Component {
   std::set<std::string> deregistering_;  //!< tombstoned clusters whose records are not all removed yet
   std::map<std::string, int64_t> deregistration_deletes_;  //!< deployments key -> generation of the delete sent
   std::chrono::steady_clock::time_point next_deregistration_check_;
-  std::map<std::string, GroupInfo> groups_;              //!< by clusters-bucket key
-  std::map<std::string, std::string> last_heartbeat_;    //!< cluster -> RFC 3339
+  std::map<std::string, GroupInfo> groups_;            //!< by clusters-bucket key
+  std::map<std::string, std::string> last_heartbeat_;  //!< cluster -> RFC 3339
+  std::set<std::string> offline_;                      //!< clusters silent for offlineAfter()
+  std::chrono::steady_clock::time_point next_offline_check_;
   std::map<std::string, BundleInfo> bundles_;            //!< by bundles-bucket key "<ws>.<bundle>"
   std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
   std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)

@@ -1,0 +1,86 @@
+// Offline clusters: an agent that has given no sign of life (registration or heartbeat) for --cluster-offline-after
+// (default three heartbeat intervals) makes its cluster Offline — in its summary record (state, `offline`, a
+// message saying since when), a log line, the gauge clusters_offline and cluster_offline_transitions_total. The
+// next heartbeat or registration brings it back at once; nothing is sent to the agent meanwhile, and its deploy
+// durable keeps what arrives, so a returning agent converges from the stream.
+#include <algorithm>
+
+#include "flotilla/core/clock.h"
+#include "flotilla/core/log.h"
+#include "flotilla/core/time.h"
+#include "flotilla/scheduler/scheduler.h"
+
+namespace flotilla::scheduler {
+
+std::chrono::milliseconds Scheduler::offlineAfter() const {
+  return options_.offline_after.count() > 0 ? options_.offline_after : 3 * options_.heartbeat_interval;
+}
+
+std::optional<SystemTime> Scheduler::lastSignOfLife(const std::string& cluster) const {
+  std::optional<SystemTime> last;
+  if (auto beat = last_heartbeat_.find(cluster); beat != last_heartbeat_.end()) {
+    last = parseRfc3339(beat->second);
+  }
+  if (auto registration = registrations_.find(cluster); registration != registrations_.end()) {
+    auto registered = parseRfc3339(registration->second.status.agent.last_seen);
+    if (registered && (!last || *registered > *last)) {
+      last = registered;
+    }
+  }
+  return last;
+}
+
+void Scheduler::markAlive(const std::string& cluster) {
+  if (offline_.erase(cluster) == 0) {
+    return;
+  }
+  metrics_.counter("cluster_offline_transitions_total", "Clusters that went offline or came back", {{"to", "online"}})
+      .Increment();
+  log::info("cluster back online", {{"cluster", cluster}});
+  updateGauges();
+  unwritten_.clusters.insert(cluster);  // its summary is rewritten with the next ones (at the latest by checkOffline)
+}
+
+void Scheduler::checkOffline(SystemTime now) {
+  const auto tick = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  if (!loaded_ || tick < next_offline_check_) {
+    return;
+  }
+  // A quarter of the threshold, at most a second: an agent is marked within that much of its deadline.
+  next_offline_check_ = tick + std::min<std::chrono::milliseconds>(offlineAfter() / 4, std::chrono::seconds(1));
+  Affected changed;
+  for (const auto& [name, cluster] : clusters_) {
+    auto last = lastSignOfLife(name);
+    // A cluster whose agent never registered (a Cluster document alone) is WaitCheckIn, not offline.
+    const bool silent = last && now - *last > offlineAfter();
+    if (silent && offline_.insert(name).second) {
+      metrics_
+          .counter("cluster_offline_transitions_total", "Clusters that went offline or came back", {{"to", "offline"}})
+          .Increment();
+      log::warn("cluster offline: no heartbeat or registration within --cluster-offline-after",
+                {{"cluster", name},
+                 {"last_seen", formatRfc3339(*last)},
+                 {"offline_after_ms", static_cast<int64_t>(offlineAfter().count())}});
+      changed.clusters.insert(name);
+    } else if (!silent && offline_.contains(name)) {
+      markAlive(name);
+    }
+  }
+  if (changed.clusters.empty() && unwritten_.clusters.empty()) {
+    return;
+  }
+  updateGauges();
+  if (auto written = writeSummaries(changed); !written.ok()) {
+    // writeSummaries keeps what it could not write; the next check (or handler) writes it.
+    log::warn("cannot write the summary of a cluster that went offline or came back",
+              {{"error", written.error().describe()}});
+  }
+}
+
+bool Scheduler::offline(const std::string& cluster) const {
+  std::lock_guard lock(mutex_);
+  return offline_.contains(cluster);
+}
+
+}  // namespace flotilla::scheduler
