@@ -61,7 +61,12 @@ TEST_F(ApiVersionsAgentTest, CrdCreatedAndDeletedByAnyoneReRegisters) {
   ASSERT_TRUE(kube_->apply(widgetCrd(group), {.field_manager = "someone-else"}).ok());
   ASSERT_TRUE(latestRegistration([&](const auto& r) { return has(r, group + "/v1") && has(r, group + "/v1/Widget"); }))
       << "the new CRD was not reported";
-  EXPECT_GE(metric("api_versions_reregistrations_total", {{"result", "accepted"}}), 1);
+  // Counted when the hub's reply arrives, just after the responder recorded the request.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return metric("api_versions_reregistrations_total", {{"result", "accepted"}}) >= 1;
+      },
+      seconds(10)));
   EXPECT_EQ(requests().back().labels, initial.labels) << "a re-registration carries the same labels";
 
   ASSERT_TRUE(kube_->remove("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets." + group).ok());

@@ -175,7 +175,12 @@ TEST_F(ApiServiceAgentTest, AggregatedApiAvailabilityAndDeletionReRegister) {
   ASSERT_TRUE(kube_->remove("apiregistration.k8s.io/v1", "APIService", "", "v1beta1." + group).ok());
   ASSERT_TRUE(latestRegistration([&](const auto& r) { return !has(r, gv) && !has(r, gv + "/Gauge"); }))
       << "the deleted APIService is still reported";
-  EXPECT_GE(metric("api_versions_reregistrations_total", {{"result", "accepted"}}), 4);
+  // Counted when the hub's reply arrives, just after the responder recorded the request.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return metric("api_versions_reregistrations_total", {{"result", "accepted"}}) >= 4;
+      },
+      seconds(10)));
   EXPECT_EQ(metric("apiservice_watch_errors_total", {{"step", "list"}}), 0);
   EXPECT_EQ(metric("api_discovery_errors_total"), 0);
   const auto sent = requests();
