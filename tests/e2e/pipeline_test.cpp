@@ -183,11 +183,11 @@ Result<std::string> gatedHelm(const std::string& dir, const std::string& real_he
   return wrapper;
 }
 
-// The last PipelineTest (it removes cluster 1, which enrolled with a registration token): `flotilla auth revoke`
-// refuses a registered cluster, and after `flotilla delete cluster` (with --wait for the cascade) revokes the
-// credentials the registrar gave its agent at the server, which closes the agent's connection
+// Declared as the last PipelineTest, since it removes cluster 1 (which enrolled with a registration token):
+// `flotilla auth revoke` refuses a registered cluster, and after `flotilla delete cluster` (with --wait for the
+// cascade) revokes the credentials the registrar gave its agent at the server, which closes the agent's connection
 // (docs/pipeline.md "Registration tokens", "Revocation"); the other cluster's agent and the hub keep working.
-TEST_F(PipelineTest, ZzADeregisteredEnrolledClusterIsRevokedAtTheServer) {
+TEST_F(PipelineTest, ADeregisteredEnrolledClusterIsRevokedAtTheServer) {
   const std::string gone = hub_->clusterName(1);
   auto revoke = [&] {
     return runCommand({.argv = {Binaries::fromBuild().cli, "auth", "revoke", "--dir", hub_->authDir(), "--cluster",
