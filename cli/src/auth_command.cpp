@@ -1,4 +1,5 @@
-// `flotilla auth init`, `auth issue` and `auth secrets` (flotilla/cli/auth.h): thin over libs/identity's auth_dir.h.
+// `flotilla auth init`, `auth issue`, `auth secrets` and `auth revoke` (flotilla/cli/auth.h): thin over libs/identity's
+// auth_dir.h (revoke: auth_revoke.cpp).
 #include <ostream>
 
 #include <CLI/CLI.hpp>
@@ -41,7 +42,8 @@ int runInit(const AuthArgs& args, const Streams& io) {
                                        .tls = args.tls,
                                        .mutual_tls = args.mutual_tls,
                                        .alt_names = args.alt_names,
-                                       .hub_ttl = *ttl});
+                                       .hub_ttl = *ttl,
+                                       .resolver_dir = args.resolver_dir});
   if (!result.ok()) {
     return failWith(io.err, "auth init: " + result.error().describe());
   }
@@ -120,6 +122,9 @@ void defineAuth(CLI::App& command, Invocation& invocation) {
                    "DNS name or IP of the server certificate (repeatable; default "
                    "localhost and 127.0.0.1)");
   init->add_option("--ttl", args.ttl, std::string(kTtlHelp));
+  init->add_option("--resolver-dir", args.resolver_dir,
+                   "the server's directory for account JWTs (the full resolver; default D/resolver); it must be "
+                   "writable by nats-server and survive restarts");
   init->fallthrough();
   CLI::App* issue = command.add_subcommand("issue", "sign creds for one more identity");
   issue->add_option("--dir", args.dir, "directory auth init created")->required();
@@ -158,9 +163,26 @@ void defineAuth(CLI::App& command, Invocation& invocation) {
                    : std::string();
       });
   secrets->fallthrough();
+  CLI::App* revoke = command.add_subcommand(
+      "revoke", "revoke a deregistered cluster's or a registration token's creds at the server, now");
+  revoke->add_option("--dir", args.dir, "directory auth init created (its operator key signs the account JWT)")
+      ->required();
+  revoke->add_option("--cluster", args.cluster,
+                     "the deregistered cluster (its agent creds from auth issue and from registration tokens)");
+  revoke->add_option("--token", args.token, "the registration token (D/creds/registration-<token>.creds)");
+  revoke->add_option("--wait", args.wait,
+                     "wait up to this long (e.g. 10m) for the cluster's deregistration to finish (default: refuse "
+                     "while it runs)");
+  revoke->fallthrough();
   args.init = init;
   args.issue = issue;
   args.secrets = secrets;
+  args.revoke = revoke;
+}
+
+bool authReachesServer(const CLI::App& app) {
+  // both are defined on every command line (defineAuth)
+  return app.get_subcommand("auth")->get_subcommand("revoke")->parsed();
 }
 
 int runAuth(Invocation& invocation, const Streams& io) {
@@ -170,6 +192,9 @@ int runAuth(Invocation& invocation, const Streams& io) {
   }
   if (args.secrets != nullptr && args.secrets->parsed()) {
     return runAuthSecrets(args, io);
+  }
+  if (args.revoke != nullptr && args.revoke->parsed()) {
+    return runAuthRevoke(args, invocation.global, io);
   }
   return runIssue(args, io);
 }

@@ -160,8 +160,10 @@ const std::vector<Command>& commandTable() {
        .define = defineRender,
        .run = runRenderCommand},
       {.name = "auth",
-       .summary = "create the hub's NATS identities (init), creds for one more (issue), Kubernetes Secrets (secrets)",
-       .argument_words = {"init", "issue", "secrets"},
+       .summary = "create the hub's NATS identities (init), creds for one more (issue), Kubernetes Secrets (secrets), "
+                  "revoke a deregistered cluster's or a token's creds at the server (revoke)",
+       .reaches_server = authReachesServer,
+       .argument_words = {"init", "issue", "secrets", "revoke"},
        .define = defineAuth,
        .run = runAuth},
       {.name = "completion",

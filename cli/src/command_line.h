@@ -62,6 +62,10 @@ struct Command {
   //! What -n means for this command ("" = -n does not apply).
   std::string_view workspace_help;
   bool uses_hub = false;  //!< the NATS flags (and -A) apply
+  //! For a command that does not use the hub: whether this command line reaches the hub's server anyway (auth
+  //! revoke), so that --nats-url, --nats-ca, --nats-cert, --nats-key and --timeout apply (the other NATS flags do
+  //! not: it connects with the auth dir's credentials).
+  bool (*reaches_server)(const CLI::App& app) = nullptr;
   //! What the first argument completes to in the shell: a word list, or "<dir>"/"<file>" for paths.
   std::vector<std::string_view> argument_words;
   void (*define)(CLI::App& command, Invocation& invocation) = nullptr;
@@ -111,5 +115,9 @@ void defineRender(CLI::App& command, Invocation& invocation);
 int runRenderCommand(Invocation& invocation, const Streams& io);
 void defineAuth(CLI::App& command, Invocation& invocation);
 int runAuth(Invocation& invocation, const Streams& io);
+//! Whether the command line is `auth revoke` (it pushes to the hub's server).
+bool authReachesServer(const CLI::App& app);
+//! `auth revoke` (auth_revoke.cpp).
+int runAuthRevoke(const AuthArgs& args, const GlobalFlags& global, const Streams& io);
 
 }  // namespace flotilla::cli

@@ -17,6 +17,12 @@ constexpr std::string_view kHubFlags[] = {
     "--nats-url",  "--nats-creds", "--nats-user",         "--nats-password", "--nats-ca",
     "--nats-cert", "--nats-key",   "--nats-inbox-prefix", "--timeout",       "-A"};
 
+//! The hub flags that only say where the server is and how to reach it (auth revoke takes them).
+bool isServerFlag(std::string_view flag) {
+  return flag == "--nats-url" || flag == "--nats-ca" || flag == "--nats-cert" || flag == "--nats-key" ||
+         flag == "--timeout";
+}
+
 bool given(const CLI::App& app, std::string_view flag) {
   return app.get_option(std::string(flag))->count() > 0;
 }
@@ -73,9 +79,11 @@ std::string checkGlobalFlags(const Command& command, const CLI::App& app, Global
            (name == "apply" ? " (each document names its workspace in metadata.namespace)" : "");
   }
   if (!command.uses_hub) {
+    const bool reaches = command.reaches_server != nullptr && command.reaches_server(app);
     for (auto flag : kHubFlags) {
-      if (given(app, flag)) {
-        return std::string(flag) + " does not apply to " + name + " (it does not use the hub)";
+      if (given(app, flag) && !(reaches && isServerFlag(flag))) {
+        return std::string(flag) + " does not apply to " + name +
+               (reaches ? " revoke (it connects with the credentials in --dir)" : " (it does not use the hub)");
       }
     }
   }
@@ -102,7 +110,14 @@ std::string globalFlagsHelp(const Command& command) {
         "  --nats-inbox-prefix PREFIX, --timeout SECONDS\n"
         "                              how to reach the hub (see 'flotilla --help')\n";
   }
-  if (command.workspace_help.empty() && command.outputs.empty() && !command.uses_hub) {
+  if (command.reaches_server != nullptr) {
+    help +=
+        "  --nats-url URL, --nats-ca FILE, --nats-cert FILE, --nats-key FILE, --timeout SECONDS\n"
+        "                              auth revoke only: the server to push to (default CA and client certificate:\n"
+        "                              D/tls/ca.pem, D/tls/admin.pem when there)\n";
+  }
+  if (command.workspace_help.empty() && command.outputs.empty() && !command.uses_hub &&
+      command.reaches_server == nullptr) {
     help = "No global flags apply.\n";
   }
   return help + "Exit codes: 0 ok, 1 error, 2 usage.";

@@ -42,7 +42,7 @@ TEST_F(AuthCommandTest, InitWritesKeysConfigAndHubCredsWithoutPrintingSeeds) {
     EXPECT_EQ(ran.out.find(seedIn(dir_ + "/" + seed)), std::string::npos) << seed;
   }
   std::string config = readFile(dir_ + "/nats-auth.conf").value();
-  EXPECT_NE(config.find("resolver: MEMORY"), std::string::npos);
+  EXPECT_NE(config.find("type: full\n  dir: \"" + dir_ + "/resolver\""), std::string::npos) << config;
   EXPECT_NE(config.find("server_name: \"hub\""), std::string::npos);
   EXPECT_NE(config.find("cert_file: \"" + dir_ + "/tls/server.pem\""), std::string::npos) << config;
   EXPECT_EQ(config.find("verify: true"), std::string::npos);
@@ -52,6 +52,12 @@ TEST_F(AuthCommandTest, InitWritesKeysConfigAndHubCredsWithoutPrintingSeeds) {
   ASSERT_TRUE(jwt.ok()) << jwt.error().describe();
   EXPECT_EQ(jwt->claims.getString("name"), "readonly");
   EXPECT_FALSE(jwt->claims.contains("exp"));
+}
+
+TEST_F(AuthCommandTest, InitWritesTheResolverDirectoryItIsGiven) {
+  Ran ran = runCaptured({"auth", "init", "--dir", dir_, "--resolver-dir", "/data/resolver"});
+  ASSERT_EQ(ran.code, kExitOk) << ran.err;
+  EXPECT_NE(readFile(dir_ + "/nats-auth.conf")->find("dir: \"/data/resolver\""), std::string::npos);
 }
 
 TEST_F(AuthCommandTest, InitRefusesToOverwriteExistingKeys) {
@@ -123,8 +129,36 @@ TEST_F(AuthCommandTest, IssueWithoutAnInitialisedDirAndSansWithoutTlsAreErrors) 
       << san.err;
   Ran nats = runCaptured({"auth", "init", "--dir", dir_, "--nats-url", "nats://x:4222"});
   EXPECT_EQ(nats.code, kExitUsage) << nats.err;
+  EXPECT_NE(nats.err.find("--nats-url does not apply to auth (it does not use the hub)"), std::string::npos)
+      << nats.err;
   Ran bare = runCaptured({"auth"});
   EXPECT_EQ(bare.code, kExitUsage) << bare.err;
+}
+
+// auth revoke's usage errors, before anything is read or connected (the rest: cli_auth_revoke_test).
+TEST_F(AuthCommandTest, RevokeRefusesFlagsThatDoNotFit) {
+  struct Case {
+    std::vector<std::string> extra;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{}, "auth revoke needs --cluster C or --token T (one of them)"},
+      {{"--cluster", "c1", "--token", "t1"}, "auth revoke needs --cluster C or --token T (one of them)"},
+      {{"--cluster", "Bad_Name"}, "--cluster: cluster name \"Bad_Name\" is not a Kubernetes name"},
+      {{"--token", "T!"}, "--token: "},
+      {{"--cluster", "c1", "--wait", "soon"}, "--wait \"soon\": expected a duration of at least 1s"},
+      {{"--token", "t1", "--wait", "1m"}, "--wait is for --cluster (a token has no deregistration to wait for)"},
+      {{"--cluster", "c1", "--nats-creds", "x.creds"},
+       "--nats-creds does not apply to auth revoke (it connects with the credentials in --dir)"},
+      {{"--cluster", "c1", "-n", "ws"}, "-n does not apply to auth"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"auth", "revoke", "--dir", dir_};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    Ran ran = runCaptured(args);
+    EXPECT_EQ(ran.code, kExitUsage) << join(c.extra, " ") << "\n" << ran.err;
+    EXPECT_NE(ran.err.find(c.message), std::string::npos) << ran.err;
+  }
 }
 
 }  // namespace

@@ -121,7 +121,10 @@ void ChartsAuthOnApiserver::startChartServer(const std::string& ns, const std::v
   EXPECT_THAT(stringList(firstContainer(*nats)->find("args")), Contains("--config=/etc/nats/nats-server.conf"));
   writeSecretFiles(ns, "hub-flotilla-hub-nats-server", etc_nats);
   std::string conf = config->at({"data", "nats-server.conf"})->asString();
-  ASSERT_TRUE(writeFile(etc_nats + "/nats-server.conf", replaceAll(conf, "/etc/nats/", etc_nats + "/")).ok());
+  // The data volume's resolver directory (/data/resolver) goes into the temp dir too.
+  conf =
+      replaceAll(replaceAll(conf, "/etc/nats/", etc_nats + "/"), "\"/data/resolver\"", "\"" + etc_nats + "/resolver\"");
+  ASSERT_TRUE(writeFile(etc_nats + "/nats-server.conf", conf).ok());
   auto started = harness::NatsServer::start({.extra_args = {"-c", etc_nats + "/nats-server.conf"}, .scheme = "tls"});
   ASSERT_TRUE(started.ok()) << started.error().describe();
   server = std::move(started).value();
@@ -193,6 +196,13 @@ void ChartsAuthOnApiserver::installAndServe(const std::string& ns, bool mutual) 
     EXPECT_FALSE(bus::Connection::connect(no_cert).ok()) << "mutual TLS: a client without a certificate";
     EXPECT_GT(occurrences(server->logText(), "TLS handshake error"), handshake_errors) << server->logTail();
   }
+
+  // The rendered config runs the full resolver: `flotilla auth revoke` pushes a revised account JWT to it (over TLS
+  // with the directory's CA, and the admin's client certificate with mutual TLS).
+  ASSERT_EQ(flotilla({"auth", "issue", "--dir", auth, "--role", "registration", "--token", "t1"}).exit_code, 0);
+  auto revoked = flotilla({"auth", "revoke", "--dir", auth, "--token", "t1", "--nats-url", server->url()});
+  EXPECT_EQ(revoked.exit_code, 0) << revoked.err << "\n" << server->logTail();
+  EXPECT_THAT(revoked.out, HasSubstr("took the new account JWT"));
 }
 
 TEST_F(ChartsAuthOnApiserver, InstallWithoutTheAuthSecretsIsRefusedNamingThem) {

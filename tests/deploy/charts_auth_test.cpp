@@ -88,6 +88,7 @@ TEST(HubChartAuth, EachServiceMountsItsOwnIdentityAndTheServerRunsOperatorModeWi
   const std::string text = config->at({"data", "nats-server.conf"})->asString();
   EXPECT_THAT(text, HasSubstr("include \"nats-auth.conf\""));
   EXPECT_THAT(text, HasSubstr("cert_file: \"/etc/nats/tls.crt\""));
+  EXPECT_THAT(text, HasSubstr("resolver: {\n  type: full\n  dir: \"/data/resolver\"\n  allow_delete: false\n}"));
   EXPECT_THAT(text, Not(HasSubstr("verify: true")));
   EXPECT_NE(nats->at({"spec", "template", "metadata", "annotations", "checksum/nats-config"}), nullptr);
 }
@@ -250,8 +251,9 @@ TEST(AuthSecretsCli, PrintsTheSecretsTheHubChartExpects) {
   const Json* server = findObject(*objects, "Secret", "prod-flotilla-hub-nats-server");
   auto conf = base64Decode(server->at({"data", "nats-auth.conf"})->asString());
   ASSERT_TRUE(conf.ok());
-  EXPECT_THAT(*conf, HasSubstr("resolver: MEMORY"));
-  EXPECT_THAT(*conf, Not(HasSubstr("tls {")));  // the chart's own config has the TLS block, with its mount paths
+  EXPECT_THAT(*conf, HasSubstr("resolver_preload: {"));
+  EXPECT_THAT(*conf, Not(HasSubstr("resolver:")));  // the chart's own config sets the full resolver
+  EXPECT_THAT(*conf, Not(HasSubstr("tls {")));      // the chart's own config has the TLS block, with its mount paths
   EXPECT_THAT(printed.err, HasSubstr("--set nats.auth.mutualTls=true"));
   const std::string seed = trim(readFile(dir + "/account-signing.nk").valueOr("?"));
   EXPECT_THAT(printed.out + printed.err, Not(HasSubstr(seed)));

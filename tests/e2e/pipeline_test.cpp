@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include "e2e_util.h"
+#include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/identity/revocation.h"
 
 namespace flotilla::e2e {
 namespace {
@@ -210,6 +212,51 @@ Result<std::string> gatedHelm(const std::string& dir, const std::string& real_he
     return fail(ErrorKind::kInternal, "chmod " + wrapper);
   }
   return wrapper;
+}
+
+// Declared as the last PipelineTest, since it removes cluster 1 (which enrolled with a registration token):
+// `flotilla auth revoke` refuses a registered cluster, and after `flotilla delete cluster` (with --wait for the
+// cascade) revokes the credentials the registrar gave its agent at the server, which closes the agent's connection
+// (docs/pipeline.md "Registration tokens", "Revocation"); the other cluster's agent and the hub keep working.
+TEST_F(PipelineTest, ADeregisteredEnrolledClusterIsRevokedAtTheServer) {
+  const std::string gone = hub_->clusterName(1);
+  auto revoke = [&] {
+    return runCommand({.argv = {Binaries::fromBuild().cli, "auth", "revoke", "--dir", hub_->authDir(), "--cluster",
+                                gone, "--wait", "90s", "--nats-url", hub_->nats().url()},
+                       .timeout = std::chrono::seconds(120)});
+  };
+  auto registered = runCommand({.argv = {Binaries::fromBuild().cli, "auth", "revoke", "--dir", hub_->authDir(),
+                                         "--cluster", gone, "--nats-url", hub_->nats().url()}});
+  ASSERT_TRUE(registered.ok());
+  EXPECT_EQ(registered->exit_code, 1);
+  EXPECT_NE(registered->err.find("is not deregistered"), std::string::npos) << registered->err;
+
+  ASSERT_TRUE(Hub::waitFor(
+      [&] {
+        auto listed = hub_->cli({"get", "clusters"});
+        return listed.ok() && listed->out.find(gone) != std::string::npos;
+      },
+      kLands))
+      << "the enrolled agent must have registered";
+  auto deleted = hub_->cli({"delete", "cluster", gone});
+  ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->err : deleted.error().describe());
+  auto revoked = revoke();
+  ASSERT_TRUE(revoked.ok());
+  ASSERT_EQ(revoked->exit_code, 0) << revoked->err << hub_->allLogs();
+  auto store = readFile(hub_->dir() + "/agent-1-store.creds");
+  ASSERT_TRUE(store.ok());
+  auto key = identity::credsUserKey(*store);
+  ASSERT_TRUE(key.ok());
+  EXPECT_NE(revoked->out.find(*key), std::string::npos) << "the agent's current key: " << revoked->out;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] { return hub_->logTail("agent-1", 200).find("User Authentication Revoked") != std::string::npos; },
+      std::chrono::seconds(30)))
+      << hub_->logTail("agent-1");
+  EXPECT_EQ(hub_->logTail("agent-0", 400).find("User Authentication Revoked"), std::string::npos);
+  auto listed = hub_->cli({"get", "clusters"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->exit_code, 0) << listed->err;
+  EXPECT_NE(listed->out.find(hub_->clusterName(0)), std::string::npos) << listed->out;
 }
 
 // kill -9 of the bundler and of one agent while a commit is in flight: after restart the commit lands exactly

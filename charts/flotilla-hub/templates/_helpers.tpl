@@ -98,6 +98,13 @@ in /etc/nats). Ports, JetStream and the store come from the command line. */}}
 # Rendered by the flotilla-hub chart (nats.auth). Operator mode: the operator, system account and Flotilla account
 # JWTs (no seeds) from `flotilla auth secrets`; every client presents a user JWT signed by the account.
 include "nats-auth.conf"
+# The full resolver keeps account JWTs on the data volume, next to JetStream's store: an account JWT pushed through
+# the system account (`flotilla auth revoke`) replaces the preloaded one and outlives a restart.
+resolver: {
+  type: full
+  dir: "/data/resolver"
+  allow_delete: false
+}
 tls {
   cert_file: "/etc/nats/tls.crt"
   key_file: "/etc/nats/tls.key"

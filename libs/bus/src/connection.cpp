@@ -285,10 +285,15 @@ void onReconnected(natsConnection* nc, void* closure) {
   countEvent(callbacks, "nats_reconnects_total", "Times the NATS connection was re-established");
 }
 
-void onClosed(natsConnection* /*nc*/, void* closure) {
+void onClosed(natsConnection* nc, void* closure) {
   auto* holder = static_cast<std::shared_ptr<ConnectionCallbacks>*>(closure);
   if (!(*holder)->closing) {
-    log::error("nats connection closed for good (reconnect attempts exhausted)", {{"client", (*holder)->name}});
+    // Reconnect attempts exhausted, or the server closed it for a reason libnats does not retry (e.g. "User
+    // Authentication Revoked": the credentials were revoked, docs/pipeline.md "Revocation").
+    const char* last = nullptr;
+    natsConnection_GetLastError(nc, &last);
+    log::error("nats connection closed for good",
+               {{"client", (*holder)->name}, {"error", std::string(last != nullptr ? last : "")}});
   }
   delete holder;  // the last callback libnats makes for this connection
 }

@@ -198,6 +198,7 @@ void recordFields(auto& v, detail::FieldsOf<ClusterDeregistration> auto& d) {
   v.str("cluster", d.cluster, true);
   v.str("time", d.time);
   v.boolean("keepResources", d.keep_resources);
+  v.strings("credentialKeys", d.credential_keys);
 }
 
 // ---- the codecs (records.h encode, decodeRecord) ----

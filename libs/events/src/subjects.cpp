@@ -178,6 +178,9 @@ std::string clusterSpecKey(std::string_view cluster) {
 std::string clusterDeregisteredKey(std::string_view cluster) {
   return keyOf({"deregistered", cluster});
 }
+std::string clusterEnrollmentKey(std::string_view cluster) {
+  return keyOf({"enrollment", cluster});
+}
 std::string bundleKey(std::string_view workspace, std::string_view bundle) {
   return keyOf({workspace, bundle});
 }

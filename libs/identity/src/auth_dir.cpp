@@ -204,6 +204,7 @@ Result<std::string> renderAuthDirAccounts(const std::string& dir, Clock::time_po
   ServerConfig config{.operator_jwt = jwts[0].jwt,
                       .system_account = jwts[1].public_key,
                       .accounts = {jwts[1], jwts[2]},
+                      .write_resolver = false,
                       .jetstream = false};
   return renderServerConfig(config);
 }
@@ -235,6 +236,7 @@ Result<AuthInitResult> initAuthDir(const AuthInitOptions& options) {
   FLOTILLA_TRY(jwts);
   ServerConfig config{.operator_jwt = jwts->back().jwt,
                       .system_account = keys->system_account.publicKey(),
+                      .resolver_dir = options.resolver_dir.empty() ? dir + "/resolver" : options.resolver_dir,
                       .server_name = options.server_name};
   jwts->pop_back();
   config.accounts = std::move(*jwts);

@@ -1,5 +1,7 @@
 #include "flotilla/identity/jwt.h"
 
+#include <algorithm>
+
 #include "flotilla/core/util.h"
 
 namespace flotilla::identity {
@@ -165,6 +167,34 @@ Result<std::string> issueAccountJwt(const KeyPair& operator_signer, std::string_
     nats["revocations"] = std::move(revocations);
   }
   return signClaims(operator_signer, baseClaims(claims.base, account_public_key, std::move(nats), "account"));
+}
+
+Result<std::string> reviseAccountRevocations(const KeyPair& operator_signer, std::string_view account_jwt,
+                                             const std::map<std::string, int64_t>& revoke, Clock::time_point now) {
+  if (revoke.empty()) {
+    return fail(ErrorKind::kInvalid, "no user key to revoke");
+  }
+  auto verified = verifyJwt(account_jwt, Clock::time_point{});  // its signature; an expired JWT may be revised
+  FLOTILLA_TRY(verified);
+  if (verified->type() != "account") {
+    return fail(ErrorKind::kInvalid, "not an account JWT (type \"" + verified->type() + "\")");
+  }
+  if (verified->issuer() != operator_signer.publicKey()) {
+    return fail(ErrorKind::kInvalid, "the account JWT was signed by " + verified->issuer() +
+                                         ", not by the operator key " + operator_signer.publicKey());
+  }
+  Json claims = verified->claims;
+  Json& revocations = claims["nats"]["revocations"];
+  if (!revocations.isNull() && !revocations.isObject()) {
+    return fail(ErrorKind::kInvalid, "the account JWT's nats.revocations is not an object");
+  }
+  for (const auto& [user, time] : revoke) {
+    FLOTILLA_TRY(expectKey(user, KeyType::kUser, "revoked user"));
+    const Json* existing = revocations.find(user);
+    revocations[user] = existing != nullptr && existing->isInt() ? std::max(existing->asInt(), time) : time;
+  }
+  claims["iat"] = std::max(unixSeconds(now), claims.getInt("iat") + 1);
+  return signClaims(operator_signer, std::move(claims));
 }
 
 Result<std::string> issueUserJwt(const KeyPair& account_signer, std::string_view user_public_key,

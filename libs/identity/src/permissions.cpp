@@ -166,7 +166,9 @@ Role schedulerRole() {
       p.publish_allow.end(),
       {std::string(events::kDeployFilter), clusters + ".cluster.>", clusters + ".heartbeat.>",
        clusters + ".enrollment.>",  // the registrar's records (registration tokens)
-       cat("$KV.", events::kDeploymentsBucket) + ".>", status + ".bd.>", status + ".summary.>",
+       // a finished deregistration's tombstone gets the keys of the credentials the registrar gave the cluster
+       clusters + ".deregistered.>", cat("$KV.", events::kDeploymentsBucket) + ".>", status + ".bd.>",
+       status + ".summary.>",
        // the hub creates (and on deregistration deletes) each cluster's agent-<cluster> durable,
        // so agents never create consumers
        api(cat("CONSUMER.CREATE.", kDeployStream) + ".>"), api(cat("CONSUMER.DURABLE.CREATE.", kDeployStream) + ".>"),

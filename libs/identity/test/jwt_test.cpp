@@ -146,5 +146,43 @@ TEST(JwtTest, CredsIdentityReadsTheRoleAndClusterFromTheTags) {
   EXPECT_FALSE(credsIdentity("just text").ok());
 }
 
+TEST(JwtTest, RevisedAccountJwtAddsRevocationsKeepsEveryOtherClaimAndIsNewer) {
+  Chain chain;
+  const auto issued = Clock::now();
+  AccountClaims claims{.base = {.name = "flotilla", .issued_at = issued},
+                       .signing_keys = {chain.signing.publicKey()},
+                       .revocations = {{chain.user.publicKey(), 100}}};
+  auto original = issueAccountJwt(chain.op, chain.account.publicKey(), claims);
+  ASSERT_TRUE(original.ok());
+  KeyPair other = KeyPair::generate(KeyType::kUser).value();
+  // Within the second the original was issued in: the revision is still one second newer.
+  auto revised =
+      reviseAccountRevocations(chain.op, *original, {{chain.user.publicKey(), 50}, {other.publicKey(), 200}}, issued);
+  ASSERT_TRUE(revised.ok()) << revised.error().describe();
+  auto before = verifyJwt(*original).value();
+  auto after = verifyJwt(*revised).value();
+  EXPECT_EQ(after.issuer(), chain.op.publicKey());
+  EXPECT_EQ(after.claims.getInt("iat"), before.claims.getInt("iat") + 1);
+  EXPECT_NE(after.claims.getString("jti"), before.claims.getString("jti"));
+  const Json* revocations = after.claims.at({"nats", "revocations"});
+  ASSERT_NE(revocations, nullptr);
+  EXPECT_EQ(revocations->getInt(chain.user.publicKey()), 100) << "the later time of an existing entry stays";
+  EXPECT_EQ(revocations->getInt(other.publicKey()), 200);
+  for (Json* verified : {&before.claims, &after.claims}) {
+    for (const char* volatile_claim : {"iat", "jti"}) {
+      verified->erase(volatile_claim);
+    }
+    verified->find("nats")->erase("revocations");
+  }
+  EXPECT_EQ(after.claims, before.claims) << "nothing else changed";
+
+  KeyPair stranger = KeyPair::generate(KeyType::kOperator).value();
+  auto foreign = reviseAccountRevocations(stranger, *original, {{other.publicKey(), 1}});
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.error().message.find("not by the operator key"), std::string::npos);
+  EXPECT_FALSE(reviseAccountRevocations(chain.op, *original, {{"not-a-key", 1}}).ok());
+  EXPECT_FALSE(reviseAccountRevocations(chain.op, *original, {}).ok());
+}
+
 }  // namespace
 }  // namespace flotilla::identity

@@ -161,6 +161,18 @@ TEST(ServerConfigTest, OperatorModeWithPreloadedAccountsAndMutualTls) {
                            "  ca_file: \"/d/ca.pem\"\n", "max_control_line: 16384\n"}) {
     EXPECT_NE(text->find(line), std::string::npos) << line << "\n" << *text;
   }
+  config.resolver_dir = "/data/resolver";
+  auto full = renderServerConfig(config);
+  ASSERT_TRUE(full.ok());
+  EXPECT_NE(full->find("resolver: {\n  type: full\n  dir: \"/data/resolver\"\n  allow_delete: false\n}\n"),
+            std::string::npos)
+      << *full;
+  EXPECT_EQ(full->find("resolver: MEMORY"), std::string::npos);
+  config.write_resolver = false;  // the hub chart's own config sets it
+  auto included = renderServerConfig(config);
+  ASSERT_TRUE(included.ok());
+  EXPECT_EQ(included->find("resolver:"), std::string::npos) << *included;
+  EXPECT_NE(included->find("resolver_preload: {"), std::string::npos);
   config.accounts.erase(config.accounts.begin());
   auto missing = renderServerConfig(config);
   ASSERT_FALSE(missing.ok());

@@ -22,6 +22,7 @@
 #include "flotilla/identity/auth_dir.h"
 #include "flotilla/identity/enrollment.h"
 #include "flotilla/identity/permissions.h"
+#include "flotilla/identity/revocation.h"
 #include "flotilla/identity/secret_file.h"
 #include "flotilla/kube/client.h"
 #include "flotilla/kube/kubeconfig.h"
@@ -281,6 +282,13 @@ TEST_F(EnrollmentTest, ADeregisteredClusterIsNotRenewedOnceItsCascadeFinished) {
   EXPECT_NE(refused.error().message.find("deregistered"), std::string::npos) << refused.error().message;
   EXPECT_EQ(enrollments("renew", "deregistered"), 1);
   EXPECT_FALSE(admin_->clusters->get(scheduler::enrollmentKey("c1")).ok()) << "the enrollment record is removed";
+  // ... and the keys of the credentials it gave (the first and the renewed) stay with the tombstone, for `flotilla
+  // auth revoke --cluster c1`.
+  auto kept = events::parseRecord<events::ClusterDeregistration>(
+      admin_->clusters->get(events::clusterDeregisteredKey("c1"))->value);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->credential_keys.size(), 2u);
+  EXPECT_EQ(kept->credential_keys.front(), identity::credsUserKey(stored("c1")).value());
   // Withdrawing the deregistration does not bring these credentials back.
   ASSERT_TRUE(admin_->clusters->remove(events::clusterDeregisteredKey("c1")).ok());
   auto revoked = agent->renewOnce();

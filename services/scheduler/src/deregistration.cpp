@@ -209,8 +209,10 @@ Status Scheduler::finishDeregistration(const std::string& cluster) {
   // The agent's durable goes with the cluster (its deletes were answered or the agent is gone); also when the
   // records were removed before (a crash between the two), so none is left behind.
   FLOTILLA_TRY(deleteAgentConsumer(cluster));
-  // Credentials a registration token gave it are revoked: nothing renews them any more (enrollment.h).
-  FLOTILLA_TRY(hub_.clusters->remove(enrollmentKey(cluster)));
+  // Credentials a registration token gave it are revoked: nothing renews them any more, and their keys stay with
+  // the tombstone for `flotilla auth revoke` (enrollment.h). Before the registration record goes: the CLI takes
+  // "no registration and no enrollment record" as the end of the deregistration.
+  FLOTILLA_TRY(retireEnrollment(*hub_.clusters, cluster, metrics_));
   const bool known = registrations_.contains(cluster) || clusters_.contains(cluster) ||
                      summaries_.contains(events::clusterSummaryKey(cluster));
   if (!known) {

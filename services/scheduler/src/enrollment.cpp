@@ -1,14 +1,18 @@
 // The registrar (enrollment.h, docs/pipeline.md "Registration tokens").
 #include "flotilla/scheduler/enrollment.h"
 
+#include <algorithm>
+
 #include "flotilla/core/codec.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/duration.h"
 #include "flotilla/model/labels.h"
 #include "flotilla/service/kv_entries.h"
+#include "invalid_record.h"
 
 namespace flotilla::scheduler {
 
@@ -51,7 +55,7 @@ Result<identity::KeyPair> readSigningKey(const std::string& path) {
 }  // namespace
 
 std::string enrollmentKey(std::string_view cluster) {
-  return "enrollment." + events::escapeToken(cluster);
+  return events::clusterEnrollmentKey(cluster);
 }
 
 Json encode(const EnrollmentRecord& record) {
@@ -64,6 +68,56 @@ Result<EnrollmentRecord> parseEnrollmentRecord(std::string_view data) {
   auto json = Json::parse(data);
   FLOTILLA_TRY(json);
   return codec::decode<EnrollmentRecord>(*json, "", kRecordFields, "enrollment record");
+}
+
+namespace {
+
+//! Adds `record`'s keys to the tombstone of its cluster, if there is one (compare-and-set on the revision read).
+Status keepKeysInTombstone(bus::KeyValue& clusters, const EnrollmentRecord& record, Metrics& metrics) {
+  const std::string key = events::clusterDeregisteredKey(record.cluster);
+  auto entry = service::getIfPresent(clusters, key);
+  FLOTILLA_TRY(entry);
+  if (!*entry) {
+    return {};  // withdrawn: nothing to revoke later
+  }
+  auto tombstone = events::parseRecord<events::ClusterDeregistration>((*entry)->value);
+  if (!tombstone.ok()) {
+    countInvalidRecord(metrics, events::kClustersBucket, key, tombstone.error());
+    return {};
+  }
+  const size_t before = tombstone->credential_keys.size();
+  for (const std::string& user : {record.key, record.previous_key}) {
+    if (!user.empty() && std::find(tombstone->credential_keys.begin(), tombstone->credential_keys.end(), user) ==
+                             tombstone->credential_keys.end()) {
+      tombstone->credential_keys.push_back(user);
+    }
+  }
+  if (tombstone->credential_keys.size() == before) {
+    return {};
+  }
+  FLOTILLA_TRY(clusters.update(key, events::encode(*tombstone).dump(), (*entry)->revision));
+  log::info("kept the keys of the credentials the registrar gave a deregistered cluster with its tombstone",
+            {{"cluster", record.cluster}, {"keys", static_cast<int64_t>(tombstone->credential_keys.size())}});
+  return {};
+}
+
+}  // namespace
+
+Status retireEnrollment(bus::KeyValue& clusters, const std::string& cluster, Metrics& metrics) {
+  const std::string key = enrollmentKey(cluster);
+  auto entry = service::getIfPresent(clusters, key);
+  FLOTILLA_TRY(entry);
+  if (!*entry) {
+    return {};
+  }
+  auto record = parseEnrollmentRecord((*entry)->value);
+  if (record.ok()) {
+    record->cluster = cluster;  // the key is authoritative
+    FLOTILLA_TRY(keepKeysInTombstone(clusters, *record, metrics));
+  } else {
+    countInvalidRecord(metrics, events::kClustersBucket, key, record.error());
+  }
+  return clusters.remove(key);
 }
 
 std::map<std::string, std::string> registrarFlags() {
@@ -326,9 +380,9 @@ CredentialsReply Registrar::renew(const std::string& cluster, const identity::Re
   if (tombstone.ok() && !registered.ok()) {
     // Its deregistration finished (or timed out): the credentials are revoked; they work until they expire.
     if (*existing) {
-      if (auto removed = clusters_->remove(enrollmentKey(cluster)); !removed.ok()) {
-        log::warn("cannot remove a deregistered cluster's enrollment record",
-                  {{"cluster", cluster}, {"error", removed.error().describe()}});
+      if (auto retired = retireEnrollment(*clusters_, cluster, metrics_); !retired.ok()) {
+        log::warn("cannot retire a deregistered cluster's enrollment record",
+                  {{"cluster", cluster}, {"error", retired.error().describe()}});
       }
     }
     return refuse(kRequest, identity::kRefusedDeregistered,

@@ -197,8 +197,11 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   ASSERT_TRUE(registerCluster("gone-1", {}).accepted);
   ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);
   // As if a registration token had enrolled it (enrollment.h): the record goes with the cluster, so the
-  // credentials it names are never renewed again.
-  ASSERT_TRUE(hub_.clusters->put(enrollmentKey("gone-1"), "{}").ok());
+  // credentials it names are never renewed again, and their keys stay with the tombstone (flotilla auth revoke).
+  EnrollmentRecord enrolled{
+      .cluster = "gone-1", .token = "t1", .key = "UNEW", .previous_key = "UOLD", .expires = "2099-01-01T00:00:00Z"};
+  ASSERT_TRUE(hub_.clusters->put(enrollmentKey("gone-1"), encode(enrolled).dump()).ok());
+  ASSERT_TRUE(hub_.clusters->put(enrollmentKey("quiet-1"), "{}").ok());  // unreadable: counted, still removed
   auto gone = harness::agentDurable(hub_, "gone-1");
   auto quiet = harness::agentDurable(hub_, "quiet-1");
   publishBundle(appEvent(kManifestA, Json::array()));
@@ -211,6 +214,10 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   EXPECT_TRUE(noMoreDeploys(gone));
   EXPECT_EQ(metric("deregistration_records_removed_total", {{"reason", "agent-disconnected"}}), 1);
   EXPECT_EQ(hub_.clusters->get(enrollmentKey("gone-1")).error().kind, ErrorKind::kNotFound);
+  auto tombstone = events::parseRecord<events::ClusterDeregistration>(
+      hub_.clusters->get(events::clusterDeregisteredKey("gone-1"))->value);
+  ASSERT_TRUE(tombstone.ok());
+  EXPECT_EQ(tombstone->credential_keys, (std::vector<std::string>{"UNEW", "UOLD"}));
 
   ASSERT_TRUE(registerCluster("quiet-1", {}).accepted);  // a sign of life: connected now
   putTombstone("quiet-1", false);
@@ -220,6 +227,8 @@ TEST_F(ClusterRecordsTest, DeregisteringADisconnectedClusterRemovesRecordsAtOnce
   // No answer: once the agent counts as disconnected, the periodic check removes the rest.
   ASSERT_TRUE(waitFor([&] { return clusterGone("quiet-1"); }));
   EXPECT_EQ(metric("deregistration_records_removed_total", {{"reason", "agent-disconnected"}}), 2);
+  EXPECT_EQ(hub_.clusters->get(enrollmentKey("quiet-1")).error().kind, ErrorKind::kNotFound);
+  EXPECT_GE(metric("invalid_records_total", {{"bucket", "clusters"}}), 1);
 }
 
 // A cluster whose agent falls silent for 3 heartbeat intervals is Offline in its summary (the bundles' counts kept),

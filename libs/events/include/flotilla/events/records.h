@@ -284,12 +284,16 @@ struct ClusterSummary {
 //! clusters/deregistered.<cluster>: the tombstone `flotilla delete cluster` writes. While it exists the scheduler
 //! cleans the cluster's records (first sending its agent a delete for each deployment when the agent is connected;
 //! keepResources orphans the objects instead) and refuses a registration under that name; `flotilla apply` of a
-//! Cluster document with that name removes it. Required: cluster.
+//! Cluster document with that name removes it. The scheduler adds credentialKeys when the deregistration finishes.
+//! Required: cluster.
 struct ClusterDeregistration {
   static constexpr std::string_view kKind = "ClusterDeregistration";
   std::string cluster;
   std::string time;             //!< RFC 3339, when it was written
   bool keep_resources = false;  //!< leave the deployed objects on the cluster (orphaned), delete only the records
+  //! Written by the scheduler as the deregistration finishes: the user keys of the credentials its registrar gave
+  //! the cluster (the latest and the previous), which `flotilla auth revoke --cluster` revokes at the server.
+  std::vector<std::string> credential_keys;
 
   bool operator==(const ClusterDeregistration&) const = default;
 };

@@ -87,9 +87,12 @@ std::string clusterGroupKey(std::string_view workspace, std::string_view group);
 std::string heartbeatKey(std::string_view cluster);
 //! clusters: spec.<cluster> (the Cluster document a hub admin applied; written by `flotilla apply`)
 std::string clusterSpecKey(std::string_view cluster);
-//! clusters: deregistered.<cluster> (a ClusterDeregistration tombstone; written by `flotilla delete cluster`,
-//! removed by `flotilla apply` of that Cluster)
+//! clusters: deregistered.<cluster> (a ClusterDeregistration tombstone; created by `flotilla delete cluster`,
+//! removed by `flotilla apply` of that Cluster; the scheduler adds its credentialKeys as the deregistration finishes)
 std::string clusterDeregisteredKey(std::string_view cluster);
+//! clusters: enrollment.<cluster> (the registrar's EnrollmentRecord, services/scheduler enrollment.h; written by the
+//! scheduler, read by `flotilla auth revoke` as a sign that the deregistration has not finished)
+std::string clusterEnrollmentKey(std::string_view cluster);
 //! bundles: <ws>.<bundle> (written by the bundler)
 std::string bundleKey(std::string_view workspace, std::string_view bundle);
 //! deployments: <cluster>.<ws>.<bundle> (BundleDeployment; written by the scheduler)

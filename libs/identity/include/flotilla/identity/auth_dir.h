@@ -9,7 +9,8 @@
 //   registrar-signing.nk                      a second account signing key, scoped to the agent role (the
 //                                             account JWT holds its template): the scheduler's, for the agent
 //                                             credentials it gives registration tokens (enrollment.h)
-//   nats-auth.conf                            the server config include (server_config.h)
+//   nats-auth.conf                            the server config include (server_config.h; the full resolver in
+//                                             resolver/ unless init was given another directory)
 //   creds/<role>.creds                        poller, bundler, scheduler, admin, readonly; agent-<cluster>, ...
 //   tls/ca.pem, tls/ca-key.pem, tls/server.pem, tls/server-key.pem      with TLS
 //   tls/<role>.pem, tls/<role>-key.pem                                  with mutual TLS, per issued identity
@@ -36,6 +37,8 @@ struct AuthInitOptions {
   bool mutual_tls = false;                      //!< also require client certificates (implies tls)
   std::vector<std::string> alt_names;           //!< server certificate names; default localhost and 127.0.0.1
   std::optional<std::chrono::seconds> hub_ttl;  //!< expiry of the hub services' and CLI users (none = never)
+  //! The server's full resolver directory, written into nats-auth.conf (server_config.h); "" = <dir>/resolver.
+  std::string resolver_dir;
 };
 
 //! What init wrote: paths relative to the directory.
@@ -65,8 +68,9 @@ Result<IssuedUser> issueFromAuthDir(const std::string& dir, const Role& role, st
 Status issueClientCertificate(const std::string& dir, const std::string& name);
 
 //! The server config of the directory's operator and accounts (operator.jwt, system-account.jwt, account.jwt, each
-//! verified): operator mode with the accounts preloaded and max_control_line, without server_name, JetStream or TLS,
-//! for a server whose main config sets those itself (the hub chart's). kNotFound / kInvalid naming the file.
+//! verified): operator mode with the accounts preloaded and max_control_line, without server_name, resolver,
+//! JetStream or TLS, for a server whose main config sets those itself (the hub chart's). kNotFound / kInvalid naming
+//! the file.
 Result<std::string> renderAuthDirAccounts(const std::string& dir, Clock::time_point now = Clock::now());
 
 //! A server certificate for `names` (DNS names or IPs; the first is the common name) from the directory's CA, e.g.

@@ -73,6 +73,13 @@ Result<std::string> issueOperatorJwt(const KeyPair& operator_key, const Operator
 //! Signs an account JWT for `account_public_key` with the operator key (or one of its signing keys).
 Result<std::string> issueAccountJwt(const KeyPair& operator_signer, std::string_view account_public_key,
                                     const AccountClaims& claims);
+//! `account_jwt` (an account JWT that verifies, expired or not) with every key of `revoke` added to its revocations
+//! (an existing entry keeps the later time), re-signed by `operator_signer`, which must be its issuer. Every other
+//! claim stays as it was; `iat` becomes `now`, or one second after the old `iat` if that is not earlier, so a
+//! nats-server that compares issue times takes the result as newer. kInvalid names what is wrong.
+Result<std::string> reviseAccountRevocations(const KeyPair& operator_signer, std::string_view account_jwt,
+                                             const std::map<std::string, int64_t>& revoke,
+                                             Clock::time_point now = Clock::now());
 //! Signs a user JWT for `user_public_key` with the account key or an account signing key (then set
 //! claims.issuer_account).
 Result<std::string> issueUserJwt(const KeyPair& account_signer, std::string_view user_public_key,

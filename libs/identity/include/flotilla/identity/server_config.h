@@ -1,9 +1,14 @@
 // flotilla/identity/server_config.h
 //
 // The nats-server configuration that turns authentication on: operator mode with the account JWTs preloaded
-// (`resolver: MEMORY` + `resolver_preload`), the system account, JetStream, `max_control_line` (below), and optionally
-// TLS (mutual TLS when `verify` is set). The text is meant to be included from the server's main config (`include
-// nats-auth.conf`).
+// (`resolver_preload`), the system account, JetStream, `max_control_line` (below), and optionally TLS (mutual TLS when
+// `verify` is set). The text is meant to be included from the server's main config (`include nats-auth.conf`).
+//
+// The resolver: with `resolver_dir` the full resolver (`resolver { type: full, dir, allow_delete: false }`), which
+// stores account JWTs in that directory and takes updates pushed through the system account
+// (`$SYS.REQ.CLAIMS.UPDATE`, what `flotilla auth revoke` sends); a preloaded JWT replaces a stored one only when it
+// is newer (its `iat`), so a pushed revocation survives a restart with the old config. Without it `resolver: MEMORY`
+// (accounts only from the config; a change needs a config reload).
 #pragma once
 
 #include <optional>
@@ -33,9 +38,14 @@ struct AccountJwt {
 struct ServerConfig {
   std::string operator_jwt;
   std::string system_account;        //!< public key; its JWT must be among `accounts`
-  std::vector<AccountJwt> accounts;  //!< preloaded into the memory resolver
-  std::string server_name;           //!< "" = none written
-  bool jetstream = true;             //!< writes `jetstream: enabled`
+  std::vector<AccountJwt> accounts;  //!< preloaded into the resolver
+  //! The full resolver's directory (the server creates it; it must be writable and kept across restarts);
+  //! "" = resolver: MEMORY.
+  std::string resolver_dir;
+  //! false: no resolver setting at all, for a config that is included by one that sets it (the hub chart's).
+  bool write_resolver = true;
+  std::string server_name;  //!< "" = none written
+  bool jetstream = true;    //!< writes `jetstream: enabled`
   std::optional<ServerTls> tls;
 };
 

@@ -15,8 +15,8 @@
 //           (taken); the same token may enroll its cluster again (an agent that lost its stored credentials)
 //   renew   credentials this registrar did not sign or that are not the cluster's (unknown); a cluster whose
 //           deregistration finished — tombstone and no registration record left (deregistered; its enrollment
-//           record is removed); a key that is neither the record's current nor previous one, or no record
-//           (revoked: the deregistration removed it, or newer credentials replaced these)
+//           record is retired: retireEnrollment); a key that is neither the record's current nor previous one, or no
+//           record (revoked: the deregistration removed it, or newer credentials replaced these)
 // Every answer is logged and counted: enrollments_total{request="enroll"|"renew", result="issued"|<reason>}.
 #pragma once
 
@@ -52,6 +52,13 @@ struct EnrollmentRecord {
 };
 Json encode(const EnrollmentRecord& record);
 Result<EnrollmentRecord> parseEnrollmentRecord(std::string_view data);
+
+//! Ends `cluster`'s enrollment as its deregistration finishes: the user keys of enrollment.<cluster> (the latest and
+//! the previous) are added to the tombstone's credentialKeys (compare-and-set; `flotilla auth revoke --cluster`
+//! revokes them at the server), then the record is removed, so those credentials are never renewed again. Without a
+//! record nothing happens; without a tombstone (withdrawn) only the record goes. An unreadable record or tombstone
+//! is counted (invalid_records_total) and logged, and the record still goes.
+Status retireEnrollment(bus::KeyValue& clusters, const std::string& cluster, Metrics& metrics);
 
 struct RegistrarOptions {
   identity::AgentSigner signer;
