@@ -1,10 +1,12 @@
 // End-to-end: an agent killed with kill -9 makes its cluster Offline on the hub (what `flotilla get clusters`
 // shows), a commit meanwhile reaches the other cluster, and the restarted agent converges from its durable: the
-// commit lands and the cluster is back (issue 13, "Offline clusters").
+// commit lands and the cluster is back (issue 13, "Offline clusters"). A cluster whose record the hub lost is
+// registered again by its running agent, asked by the hub when its next heartbeat arrives.
 #include <gtest/gtest.h>
 
 #include "e2e_util.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/subjects.h"
 
 namespace flotilla::e2e {
 namespace {
@@ -73,6 +75,36 @@ TEST(PipelineOfflineTest, AKilledAgentsClusterIsOfflineAndConvergesWhenItReturns
   EXPECT_EQ(configMapValue(hub, 0, ns, "c", "value"), "v2");
   EXPECT_TRUE(Hub::waitFor([&] { return clusterState(hub, both[0]) == "Ready"; }, std::chrono::seconds(30)))
       << "state " << clusterState(hub, both[0]);
+}
+
+// With the hub's identities (the server checks that the scheduler may ask and the agent may listen): the cluster
+// record removed from KV (as if the hub's state were lost), the agent's next heartbeat makes the scheduler ask it
+// to register again, and it does, with the credentials it holds; its deployments stay where they are.
+TEST(PipelineOfflineTest, AnAgentWhoseRecordTheHubLostRegistersAgainWhenAsked) {
+  auto started = Hub::start({.services = {{"scheduler", {.flags = {"--agent-heartbeat-interval", "1"}}},
+                                          {"agent", {.flags = {"--heartbeat-interval", "1s"}}}},
+                             .secure = true});
+  ASSERT_TRUE(started.ok()) << started.error().describe();
+  Hub& hub = **started;
+  const std::string cluster = hub.clusterName(0);
+  ASSERT_TRUE(Hub::waitFor([&] { return !clusterState(hub, cluster).empty(); }, kLands)) << hub.allLogs();
+  auto clusters = hub.kv("clusters");
+  ASSERT_TRUE(clusters.ok()) << clusters.error().describe();
+  auto before = (*clusters)->get(events::clusterKey(cluster));
+  ASSERT_TRUE(before.ok()) << before.error().describe();
+
+  ASSERT_TRUE((*clusters)->remove(events::clusterKey(cluster)).ok());
+  ASSERT_TRUE(Hub::waitFor(
+      [&] {
+        auto record = (*clusters)->get(events::clusterKey(cluster));
+        return record.ok() && record->revision > before->revision;
+      },
+      std::chrono::seconds(30)))
+      << hub.logTail("scheduler") << hub.logTail("agent-0");
+  EXPECT_NE(hub.logTail("scheduler", 200).find("asked the agent of an unregistered cluster to register again"),
+            std::string::npos);
+  EXPECT_NE(hub.logTail("agent-0", 200).find("the hub has no record of this cluster"), std::string::npos);
+  EXPECT_TRUE(Hub::waitFor([&] { return !clusterState(hub, cluster).empty(); }, std::chrono::seconds(30)));
 }
 
 }  // namespace

@@ -121,6 +121,10 @@ std::string agentRegisterSubject(std::string_view cluster) {
   return std::string(events::kRegisterSubject) + "." + events::escapeToken(cluster);
 }
 
+std::string agentReregisterSubject(std::string_view cluster) {
+  return "_INBOX." + agentConsumerName(cluster) + ".reregister";
+}
+
 std::string registrationRequestSubject(std::string_view token_id) {
   return "flotilla.registration." + events::escapeToken(token_id);
 }
@@ -172,7 +176,11 @@ Role schedulerRole() {
        // the hub creates (and on deregistration deletes) each cluster's agent-<cluster> durable,
        // so agents never create consumers
        api(cat("CONSUMER.CREATE.", kDeployStream) + ".>"), api(cat("CONSUMER.DURABLE.CREATE.", kDeployStream) + ".>"),
-       api(cat("CONSUMER.DELETE.", kDeployStream) + ".>")});
+       api(cat("CONSUMER.DELETE.", kDeployStream) + ".>"),
+       // asking an agent whose cluster record is gone to register again (agentReregisterSubject): the inbox token
+       // is agent-<cluster>, and a NATS wildcard is a whole token, so this is every inbox's `reregister` (only
+       // agents listen there, each under its own inbox)
+       "_INBOX.*.reregister"});
   createDurable(p, kBundleStream, "scheduler");
   consumeDurable(p, kBundleStream, "scheduler");
   createDurable(p, kStatusStream, "scheduler-status");

@@ -160,6 +160,7 @@ void Agent::stop() {
       thread->join();
     }
   }
+  reregister_subscription_.unsubscribe();
   std::shared_ptr<service::Consumer> consumer;
   {
     std::lock_guard lock(consumer_mutex_);
@@ -266,7 +267,7 @@ bool Agent::registerWithHub() {
   return false;
 }
 
-bool Agent::reregister(const std::vector<std::string>& api_versions) {
+bool Agent::reregister(const std::vector<std::string>& api_versions, std::string_view why) {
   auto reply = registerOnce(api_versions);
   std::string problem = !reply.ok() ? reply.error().describe() : (!reply->accepted ? reply->message : std::string());
   if (problem.empty() && !reply->cluster_id.empty() && reply->cluster_id != clusterId()) {
@@ -274,12 +275,41 @@ bool Agent::reregister(const std::vector<std::string>& api_versions) {
     problem = "the hub answered with another cluster id (" + reply->cluster_id + ")";
   }
   if (!problem.empty()) {
-    log::warn("registering the new API versions failed, retrying", {{"cluster", clusterId()}, {"error", problem}});
+    log::warn("registering again failed, retrying",
+              {{"cluster", clusterId()}, {"why", std::string(why)}, {"error", problem}});
     return false;
   }
-  log::info("registered again with the cluster's new API versions",
-            {{"cluster", clusterId()}, {"api_versions", static_cast<int64_t>(api_versions.size())}});
+  log::info("registered again", {{"cluster", clusterId()},
+                                 {"why", std::string(why)},
+                                 {"api_versions", static_cast<int64_t>(api_versions.size())}});
   return true;
+}
+
+void Agent::answerReregisterAsks() {
+  if (!reregister_subscribed_) {
+    auto subscribed = js_->connection()->subscribe(identity::agentReregisterSubject(clusterId()), "",
+                                                   [this](bus::Message /*ask*/) { reregister_asked_ = true; });
+    if (!subscribed.ok()) {
+      metrics_.counter("reregister_subscribe_failures_total", "Subscriptions to the hub's asks that failed")
+          .Increment();
+      log::warn("cannot listen for the hub's asks to register again; retrying with the next heartbeat",
+                {{"cluster", clusterId()}, {"error", subscribed.error().describe()}});
+      return;
+    }
+    reregister_subscription_ = std::move(subscribed).value();
+    reregister_subscribed_ = true;
+  }
+  if (!reregister_asked_.exchange(false)) {
+    return;
+  }
+  const bool accepted = reregister(api_versions_->discover(), "the hub has no record of this cluster");
+  metrics_
+      .counter("reregistrations_total", "Registrations the hub asked for, by result",
+               {{"result", accepted ? "accepted" : "failed"}})
+      .Increment();
+  if (!accepted) {
+    reregister_asked_ = true;  // tried again with the next heartbeat
+  }
 }
 
 void Agent::apiVersionsLoop() {
@@ -288,7 +318,9 @@ void Agent::apiVersionsLoop() {
     wake_.wait(lock, [this] { return stopping_.load() || registered_.load(); });
   }
   api_versions_->run([this] { return stopping_.load(); }, [this](milliseconds delay) { return sleepFor(delay); },
-                     [this](const std::vector<std::string>& api_versions) { return reregister(api_versions); });
+                     [this](const std::vector<std::string>& api_versions) {
+                       return reregister(api_versions, "the cluster's API versions changed");
+                     });
 }
 
 // ---- consumer -------------------------------------------------------------------------------------------------
@@ -377,6 +409,7 @@ void Agent::heartbeatLoop() {
     wake_.wait(lock, [this] { return stopping_.load() || registered_.load(); });
   }
   while (!stopping_) {
+    answerReregisterAsks();
     std::string cluster = clusterId();
     events::Heartbeat heartbeat{.id = events::newEventId(),
                                 .time = log::nowRfc3339(),

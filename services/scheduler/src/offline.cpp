@@ -2,12 +2,15 @@
 // (default three heartbeat intervals) makes its cluster Offline — in its summary record (state, `offline`, a
 // message saying since when), a log line, the gauge clusters_offline and cluster_offline_transitions_total. The
 // next heartbeat or registration brings it back at once; nothing is sent to the agent meanwhile, and its deploy
-// durable keeps what arrives, so a returning agent converges from the stream.
+// durable keeps what arrives, so a returning agent converges from the stream. A heartbeat from a cluster without a
+// registration record (the hub's records were lost or removed) asks its agent to register again.
 #include <algorithm>
 
 #include "flotilla/core/clock.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/time.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/identity/permissions.h"
 #include "flotilla/scheduler/scheduler.h"
 
 namespace flotilla::scheduler {
@@ -75,6 +78,38 @@ void Scheduler::checkOffline(SystemTime now) {
     // writeSummaries keeps what it could not write; the next check (or handler) writes it.
     log::warn("cannot write the summary of a cluster that went offline or came back",
               {{"error", written.error().describe()}});
+  }
+}
+
+void Scheduler::askToRegisterAgain(const std::string& cluster) {
+  // Heartbeats come every interval; one ask per cluster in this window is plenty (the agent answers with a
+  // registration, whose reply it waits for).
+  constexpr std::chrono::seconds kReregisterAskEvery{10};
+  auto counted = [&](const char* result) {
+    metrics_
+        .counter("reregister_requests_total", "Agents of unregistered clusters asked to register again",
+                 {{"result", result}})
+        .Increment();
+  };
+  if (deregistrations_.contains(cluster)) {
+    counted("deregistered");  // its registration would be refused: `flotilla apply` a Cluster document first
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  auto asked = reregister_asked_.find(cluster);
+  if (asked != reregister_asked_.end() && now - asked->second < kReregisterAskEvery) {
+    return;
+  }
+  reregister_asked_[cluster] = now;
+  events::Heartbeat ask{.id = events::newEventId(), .time = log::nowRfc3339(), .cluster = cluster};
+  Status sent = hub_.connection->publish(identity::agentReregisterSubject(cluster), events::encode(ask).dump());
+  counted(sent.ok() ? "sent" : "failed");
+  if (sent.ok()) {
+    log::info("asked the agent of an unregistered cluster to register again", {{"cluster", cluster}});
+  } else {
+    log::warn("cannot ask the agent of an unregistered cluster to register again; its next heartbeat asks again",
+              {{"cluster", cluster}, {"error", sent.error().describe()}});
+    reregister_asked_.erase(cluster);
   }
 }
 

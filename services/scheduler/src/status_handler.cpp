@@ -53,6 +53,7 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json)
   if (!clusters_.contains(cluster)) {
     metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "unregistered"}}).Increment();
     log::info("heartbeat from a cluster that is not registered", {{"cluster", cluster}});
+    askToRegisterAgain(cluster);
     return Outcome::ack("unregistered");
   }
   std::string at = heartbeat->time.empty() ? log::nowRfc3339() : heartbeat->time;

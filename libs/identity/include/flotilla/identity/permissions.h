@@ -65,6 +65,9 @@ Result<Role> roleFor(std::string_view name, std::string_view subject = {});
 
 //! The subject an agent registers on: flotilla.register.<cluster> (escaped).
 std::string agentRegisterSubject(std::string_view cluster);
+//! Where the hub asks a running agent to register again (its cluster record is gone, e.g. the hub's state was lost):
+//! _INBOX.agent-<escaped cluster>.reregister, under the inbox prefix only that agent may subscribe to.
+std::string agentReregisterSubject(std::string_view cluster);
 //! The subject a registration token requests credentials on: flotilla.registration.<token id>.
 std::string registrationRequestSubject(std::string_view token_id);
 //! The durable deploy consumer of a cluster: agent-<escaped cluster> (services/agent uses the same name).

@@ -124,8 +124,11 @@ class Agent final : public service::Component {
   //! Registration with retries; false when stopped first.
   bool registerWithHub();
   Result<events::RegisterReply> registerOnce(const std::vector<std::string>& api_versions);
-  //! Registers again with a changed API-version set (api_versions.h); true when the hub accepted it.
-  bool reregister(const std::vector<std::string>& api_versions);
+  //! Registers again (`why`: a changed API-version set, api_versions.h, or the hub asked); true when accepted.
+  bool reregister(const std::vector<std::string>& api_versions, std::string_view why);
+  //! The hub's asks to register again (its record of this cluster is gone: identity::agentReregisterSubject):
+  //! subscribes once registered, answers an ask by registering with the credentials it holds. Heartbeat thread.
+  void answerReregisterAsks();
   //! The API-version thread: after the registration, the CRD and APIService watches (ApiVersionsTracker::run).
   void apiVersionsLoop();
   //! The runtime's settings for the agent-<cluster> durable.
@@ -165,6 +168,9 @@ class Agent final : public service::Component {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};
   std::atomic<bool> bound_{false};
+  std::atomic<bool> reregister_asked_{false};  //!< set by the subscription, answered by the heartbeat thread
+  bus::Subscription reregister_subscription_;  //!< heartbeat thread only (and stop(), after it ended)
+  bool reregister_subscribed_ = false;         //!< heartbeat thread only
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::string cluster_id_;

@@ -350,6 +350,10 @@ class Scheduler final : public service::Component {
   [[nodiscard]] std::optional<SystemTime> lastSignOfLife(const std::string& cluster) const;
   //! A heartbeat or registration of an Offline cluster: it is back (counted, logged). mutex_ held.
   void markAlive(const std::string& cluster);
+  //! A heartbeat from a cluster without a registration record: asks its agent to register again with the
+  //! credentials it holds (identity::agentReregisterSubject), at most every kReregisterAskEvery per cluster; not a
+  //! deregistered one. mutex_ held.
+  void askToRegisterAgain(const std::string& cluster);
 
   service::Hub hub_;
   Metrics& metrics_;
@@ -366,6 +370,7 @@ class Scheduler final : public service::Component {
   std::map<std::string, GroupInfo> groups_;            //!< by clusters-bucket key
   std::map<std::string, std::string> last_heartbeat_;  //!< cluster -> RFC 3339
   std::set<std::string> offline_;                      //!< clusters silent for offlineAfter()
+  std::map<std::string, std::chrono::steady_clock::time_point> reregister_asked_;  //!< cluster -> last ask
   std::chrono::steady_clock::time_point next_offline_check_;
   std::map<std::string, BundleInfo> bundles_;            //!< by bundles-bucket key "<ws>.<bundle>"
   std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
