@@ -67,15 +67,6 @@ Result<std::optional<std::string>> keyOfCredsFile(const std::string& path) {
   return std::optional(*key);
 }
 
-//! Whether `key` holds a value (false for kNotFound).
-Result<bool> present(bus::KeyValue& kv, const std::string& key) {
-  auto entry = kv.get(key);
-  if (entry.ok() || entry.error().kind == ErrorKind::kNotFound) {
-    return entry.ok();
-  }
-  return fail(entry.error());
-}
-
 //! Where a cluster's deregistration stands: the tombstone, or why revoking must wait ("" when it may go on).
 struct Deregistration {
   std::optional<events::ClusterDeregistration> tombstone;
@@ -84,20 +75,20 @@ struct Deregistration {
 
 Result<Deregistration> readDeregistration(bus::KeyValue& kv, const std::string& cluster) {
   Deregistration out;
-  auto entry = kv.get(events::clusterDeregisteredKey(cluster));
-  if (!entry.ok() && entry.error().kind == ErrorKind::kNotFound) {
+  auto entry = kv.find(events::clusterDeregisteredKey(cluster));
+  FLOTILLA_TRY(entry);
+  if (!*entry) {
     return out;
   }
-  FLOTILLA_TRY(entry);
-  auto tombstone = events::parseRecord<events::ClusterDeregistration>(entry->value);
+  auto tombstone = events::parseRecord<events::ClusterDeregistration>((*entry)->value);
   if (!tombstone.ok()) {
     return fail(ErrorKind::kInvalid,
                 "clusters/" + events::clusterDeregisteredKey(cluster) + ": " + tombstone.error().describe());
   }
   out.tombstone = *tombstone;
-  auto registered = present(kv, events::clusterKey(cluster));
+  auto registered = kv.find(events::clusterKey(cluster));
   FLOTILLA_TRY(registered);
-  auto enrolled = present(kv, events::clusterEnrollmentKey(cluster));
+  auto enrolled = kv.find(events::clusterEnrollmentKey(cluster));
   FLOTILLA_TRY(enrolled);
   if (*registered || *enrolled) {
     out.running = "the deregistration of cluster \"" + cluster + "\" has not finished (its " +

@@ -18,18 +18,6 @@ namespace flotilla::cli {
 
 namespace {
 
-//! Whether `key` holds a value: true, false (kNotFound), or the read's error.
-Result<bool> exists(bus::KeyValue& kv, const std::string& key) {
-  auto entry = kv.get(key);
-  if (entry.ok()) {
-    return true;
-  }
-  if (entry.error().kind == ErrorKind::kNotFound) {
-    return false;
-  }
-  return fail(entry.error());
-}
-
 //! What the hub holds for a cluster name.
 struct ClusterKeys {
   bool registered = false;  //!< clusters/cluster.<name>
@@ -39,18 +27,17 @@ struct ClusterKeys {
 
 Result<ClusterKeys> readClusterKeys(bus::KeyValue& kv, const std::string& name) {
   ClusterKeys out;
-  auto registered = exists(kv, events::clusterKey(name));
+  auto registered = kv.find(events::clusterKey(name));
   FLOTILLA_TRY(registered);
-  out.registered = *registered;
-  auto documented = exists(kv, events::clusterSpecKey(name));
+  out.registered = registered->has_value();
+  auto documented = kv.find(events::clusterSpecKey(name));
   FLOTILLA_TRY(documented);
-  out.documented = *documented;
-  auto tombstone = kv.get(events::clusterDeregisteredKey(name));
-  if (tombstone.ok()) {
-    auto record = events::parseRecord<events::ClusterDeregistration>(tombstone->value);
+  out.documented = documented->has_value();
+  auto tombstone = kv.find(events::clusterDeregisteredKey(name));
+  FLOTILLA_TRY(tombstone);
+  if (*tombstone) {
+    auto record = events::parseRecord<events::ClusterDeregistration>((*tombstone)->value);
     out.tombstone = record.ok() ? *record : events::ClusterDeregistration{.cluster = name};
-  } else if (tombstone.error().kind != ErrorKind::kNotFound) {
-    return fail(tombstone.error());
   }
   return out;
 }

@@ -250,6 +250,17 @@ Result<KvEntry> KeyValue::get(std::string_view key) {
   return toEntry(entry.get());
 }
 
+Result<std::optional<KvEntry>> KeyValue::find(std::string_view key) {
+  auto entry = get(key);
+  if (!entry.ok()) {
+    if (entry.error().kind == ErrorKind::kNotFound) {
+      return std::optional<KvEntry>();
+    }
+    return fail(entry.error());
+  }
+  return std::optional<KvEntry>(std::move(entry).value());
+}
+
 Result<KvEntry> KeyValue::getRevision(std::string_view key, uint64_t revision) {
   FLOTILLA_TRY(checkKey(key, "kvStore_GetRevision"));
   std::string k(key);

@@ -64,6 +64,22 @@ TEST_F(BusKvTest, MissingKeyIsNotFound) {
   EXPECT_EQ(entry.error().kind, ErrorKind::kNotFound);
 }
 
+// find: a missing (or deleted) key is an answer, not a failure.
+TEST_F(BusKvTest, FindAnswersNulloptForAMissingKey) {
+  auto missing = kv_->find("nope");
+  ASSERT_TRUE(missing.ok()) << missing.error().describe();
+  EXPECT_FALSE(missing->has_value());
+  ASSERT_TRUE(kv_->put("here", "v").ok());
+  auto found = kv_->find("here");
+  ASSERT_TRUE(found.ok()) << found.error().describe();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->value, "v");
+  ASSERT_TRUE(kv_->remove("here").ok());
+  auto removed = kv_->find("here");
+  ASSERT_TRUE(removed.ok()) << removed.error().describe();
+  EXPECT_FALSE(removed->has_value());
+}
+
 TEST_F(BusKvTest, BinaryValuesRoundTrip) {
   std::string value("a\0b\xff", 4);
   ASSERT_TRUE(kv_->put("bin", value).ok());

@@ -23,7 +23,6 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/enrollment.h"
 #include "flotilla/scheduler/scheduler.h"
-#include "flotilla/service/kv_entries.h"
 #include "invalid_record.h"
 
 namespace flotilla::scheduler {
@@ -86,7 +85,7 @@ void Scheduler::handleDeregisteredEntry(const bus::KvEntry& entry) {
 
 Result<std::string> Scheduler::deregisteredRefusal(const std::string& cluster) {
   // KV, not memory: a tombstone written just now may not have reached the watcher yet.
-  auto tombstone = service::getIfPresent(*hub_.clusters, events::clusterDeregisteredKey(cluster));
+  auto tombstone = hub_.clusters->find(events::clusterDeregisteredKey(cluster));
   FLOTILLA_TRY(tombstone);
   if (!*tombstone) {
     return std::string();

@@ -11,7 +11,6 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/duration.h"
 #include "flotilla/model/labels.h"
-#include "flotilla/service/kv_entries.h"
 #include "invalid_record.h"
 
 namespace flotilla::scheduler {
@@ -75,7 +74,7 @@ namespace {
 //! Adds `record`'s keys to the tombstone of its cluster, if there is one (compare-and-set on the revision read).
 Status keepKeysInTombstone(bus::KeyValue& clusters, const EnrollmentRecord& record, Metrics& metrics) {
   const std::string key = events::clusterDeregisteredKey(record.cluster);
-  auto entry = service::getIfPresent(clusters, key);
+  auto entry = clusters.find(key);
   FLOTILLA_TRY(entry);
   if (!*entry) {
     return {};  // withdrawn: nothing to revoke later
@@ -105,7 +104,7 @@ Status keepKeysInTombstone(bus::KeyValue& clusters, const EnrollmentRecord& reco
 
 Status retireEnrollment(bus::KeyValue& clusters, const std::string& cluster, Metrics& metrics) {
   const std::string key = enrollmentKey(cluster);
-  auto entry = service::getIfPresent(clusters, key);
+  auto entry = clusters.find(key);
   FLOTILLA_TRY(entry);
   if (!*entry) {
     return {};
@@ -233,7 +232,7 @@ CredentialsReply Registrar::refuse(std::string_view request, std::string_view re
 
 Result<std::optional<std::pair<EnrollmentRecord, uint64_t>>> Registrar::readRecord(const std::string& cluster) {
   using Found = std::optional<std::pair<EnrollmentRecord, uint64_t>>;
-  auto entry = service::getIfPresent(*clusters_, enrollmentKey(cluster));
+  auto entry = clusters_->find(enrollmentKey(cluster));
   FLOTILLA_TRY(entry);
   if (!*entry) {
     return Found();
@@ -256,7 +255,7 @@ Result<std::pair<std::string_view, std::string>> Registrar::enrollRefusal(const 
   // Refused for `reason` with `message` when `key` is in the clusters bucket; else no refusal (an empty one).
   auto refusedIfPresent = [&](const std::string& key, std::string_view reason,
                               const std::string& message) -> Result<Refusal> {
-    auto entry = service::getIfPresent(*clusters_, key);
+    auto entry = clusters_->find(key);
     FLOTILLA_TRY(entry);
     return *entry ? Refusal{reason, message} : Refusal{};
   };

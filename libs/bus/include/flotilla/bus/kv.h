@@ -97,6 +97,9 @@ class KeyValue {
 
   //! The latest value; a missing, deleted or purged key -> kNotFound.
   Result<KvEntry> get(std::string_view key);
+  //! The latest value of `key`, or nullopt when there is none: for readers to whom a missing key is an answer (any
+  //! other failure stays one).
+  Result<std::optional<KvEntry>> find(std::string_view key);
   //! A specific revision of the key (needs history); missing -> kNotFound.
   Result<KvEntry> getRevision(std::string_view key, uint64_t revision);
   //! Writes unconditionally; returns the new revision.

@@ -12,9 +12,6 @@
 
 namespace flotilla::service {
 
-//! The entry of `key`; nullopt when there is none (any other failure stays one).
-Result<std::optional<bus::KvEntry>> getIfPresent(bus::KeyValue& bucket, std::string_view key);
-
 //! Calls `each` with every entry of `bucket` under `filter`: none when no key matches, and none for a key removed
 //! since the listing. The first failure (listing, reading, or of `each`) ends the scan and is returned.
 Status forEachEntry(bus::KeyValue& bucket, std::string_view filter,
