@@ -189,6 +189,9 @@ void putBundleSummary(Json& status, const events::BundleSummary* rollup, const e
                                        {"message", record->error->message},
                                        {"commit", record->commit}});
   }
+  if (rollup != nullptr && rollup->rollout) {
+    status["rollout"] = *events::encode(*rollup).find("rollout");
+  }
   status["display"] = Json::obj({{"readyClusters", rollup != nullptr ? rollup->ready_clusters : "0/0"},
                                  {"state", rollup != nullptr ? rollup->state : ""},
                                  {"message", rollup != nullptr ? rollup->message : ""}});

@@ -148,12 +148,49 @@ void describeGitRepo(std::ostringstream& out, const Snapshot& snapshot, const Js
   block(out, "Spec", spec);
 }
 
+//! The bundle's rollout: state, budgets, each partition's progress, and who halts it.
+void rolloutBlock(std::ostringstream& out, const Json& rollout) {
+  out << "Rollout:\n";
+  std::string state = rollout.getString("state");
+  if (!rollout.getString("partition").empty()) {
+    state += " at partition " + rollout.getString("partition");
+  }
+  line(out, "State", state, 2);
+  line(out, "Unavailable",
+       std::to_string(rollout.getInt("unavailable")) + " (max " + std::to_string(rollout.getInt("maxUnavailable")) +
+           "), partitions " + std::to_string(rollout.getInt("unavailablePartitions")) + " (max " +
+           std::to_string(rollout.getInt("maxUnavailablePartitions")) + ")",
+       2);
+  line(out, "Held",
+       std::to_string(rollout.getInt("held")) + " (maxNew " + std::to_string(rollout.getInt("maxNew")) + ")", 2);
+  listBlock(out, orEmpty(rollout.find("partitions")), "  Partitions:\n", [&](const Json& p) {
+    out << "    " << p.getString("name") << ": " << p.getString("state") << ", " << p.getInt("unavailable") << " of "
+        << p.getInt("count") << " unavailable (max " << p.getInt("maxUnavailable") << ")\n";
+  });
+  listBlock(out, orEmpty(rollout.find("haltedBy")), "  Halted by:\n", [&](const Json& c) {
+    out << "    " << c.getString("cluster") << ": " << c.getString("state")
+        << (c.getString("message").empty() ? "" : " - " + c.getString("message")) << "\n";
+  });
+  if (rollout.getInt("outsidePartitionsCount") > 0) {
+    std::string names;
+    const Json& outside = orEmpty(rollout.find("outsidePartitions"));
+    for (const auto& name : outside.isArray() ? outside.asArray() : Json::Array{}) {
+      names += (names.empty() ? "" : ", ") + name.asString();
+    }
+    line(out, "Outside partitions",
+         std::to_string(rollout.getInt("outsidePartitionsCount")) + " (not rolled out): " + names, 2);
+  }
+}
+
 void describeBundle(std::ostringstream& out, const Json& view) {
   const Json& status = statusOf(view);
   line(out, "GitRepo", status.getString("gitrepo"));
   line(out, "Commit", status.getString("commit"));
   line(out, "Manifest", status.getString("manifestID"));
   summaryBlock(out, orEmpty(status.find("summary")), displayOf(view), "readyClusters", "Ready clusters");
+  if (const Json* rollout = status.find("rollout"); rollout != nullptr && rollout->isObject()) {
+    rolloutBlock(out, *rollout);
+  }
   if (const Json* error = status.find("renderError"); error != nullptr) {
     Json one = Json::array();
     one.push(*error);

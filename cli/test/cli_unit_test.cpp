@@ -130,6 +130,36 @@ TEST(CliViewsTest, ShowsStoredSummaries) {
   EXPECT_NE(text.find("Modified(1)"), std::string::npos) << text;
 }
 
+// describe bundle prints the rollout the scheduler stored: state, budgets, partitions and who halts it.
+TEST(CliViewsTest, DescribeBundleShowsTheRollout) {
+  auto snap = sampleSnapshot();
+  events::RolloutStatus rollout{
+      .state = "Halted",
+      .partition = "canary",
+      .unavailable = 1,
+      .max_unavailable = 3,
+      .max_new = 50,
+      .held = 2,
+      .partitions = {{.name = "canary", .count = 2, .max_unavailable = 1, .unavailable = 2, .state = "Halted"},
+                     {.name = "prod", .count = 1, .max_unavailable = 1, .state = "Waiting"}},
+      .halted_by = {{.cluster = "c-1", .state = "ErrApplied", .message = "it broke"}}};
+  snap.bundle_summaries[events::bundleSummaryKey("fleet-default", "demo-app")] =
+      events::BundleSummary{.workspace = "fleet-default",
+                            .bundle = "demo-app",
+                            .state = "ErrApplied",
+                            .ready_clusters = "2/3",
+                            .gitrepo = "demo",
+                            .rollout = rollout};
+  auto bundles = listViews(snap, Kind::kBundle, {});
+  ASSERT_EQ(bundles.size(), 1u);
+  EXPECT_EQ(bundles[0].at({"status", "rollout", "state"})->asString(), "Halted");
+  std::string text = describeView(snap, Kind::kBundle, bundles[0], std::chrono::system_clock::now());
+  EXPECT_NE(text.find("Halted at partition canary"), std::string::npos) << text;
+  EXPECT_NE(text.find("canary: Halted, 2 of 2 unavailable (max 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("prod: Waiting"), std::string::npos) << text;
+  EXPECT_NE(text.find("c-1: ErrApplied - it broke"), std::string::npos) << text;
+}
+
 //! Runs the command line without NATS; returns the exit code and leaves stderr in `err_text`.
 int run(const std::vector<std::string>& args, std::string& err_text) {
   Ran ran = runCaptured(args);

@@ -246,6 +246,28 @@ TEST(HubChart, CredentialsPersistenceAndServiceMonitor) {
   EXPECT_THAT(secrets, Contains("hub-nats"));
 }
 
+// store.replicas reaches every hub service as --store-replicas; above 1 it needs an external NATS cluster.
+TEST(HubChart, StoreReplicasNeedANatsCluster) {
+  auto external = renderHub({"--set", "nats.embedded.enabled=false", "--set",
+                             "nats.url=nats://a:4222\\,nats://b:4222\\,nats://c:4222", "--set", "store.replicas=3"});
+  ASSERT_TRUE(external.ok()) << external.error().describe();
+  for (const char* service : {"poller", "bundler", "scheduler"}) {
+    EXPECT_THAT(hubServiceArgs(*external, service), Contains("--store-replicas=3")) << service;
+  }
+  auto embedded = renderHub({"--set", "store.replicas=3"});
+  ASSERT_FALSE(embedded.ok());
+  EXPECT_THAT(embedded.error().message, HasSubstr("store.replicas=3 needs a JetStream cluster"));
+  EXPECT_FALSE(renderHub({"--set", "store.replicas=2"}).ok()) << "1, 3 or 5";
+}
+
+// The scheduler keeps placement state in memory: a second replica is refused rather than run beside the first.
+TEST(HubChart, MoreThanOneSchedulerIsRefused) {
+  auto objects = renderHub({"--set", "scheduler.replicas=2"});
+  ASSERT_FALSE(objects.ok());
+  EXPECT_THAT(objects.error().message, HasSubstr("scheduler.replicas=2: run one scheduler"));
+  EXPECT_TRUE(renderHub({"--set", "scheduler.replicas=0"}).ok());
+}
+
 // The flat list of earlier versions is refused, not ignored: credentials are per workspace.
 TEST(HubChart, FlatGitCredentialsListIsRefused) {
   auto objects = renderHub({"--set", "poller.gitCredentials.secretNames={github-token}"});

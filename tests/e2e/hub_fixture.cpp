@@ -114,6 +114,15 @@ bool Hub::enrolled(size_t agent) const {
 }
 
 Status Hub::startNats() {
+  if (options_.nats_nodes > 1) {
+    if (options_.secure) {
+      return fail(ErrorKind::kInvalid, "HubOptions: nats_nodes > 1 with secure is not supported yet");
+    }
+    auto cluster = harness::NatsCluster::start({.nodes = static_cast<int>(options_.nats_nodes)});
+    FLOTILLA_TRY(cluster);
+    nats_cluster_ = std::move(cluster).value();
+    return {};
+  }
   harness::NatsServerOptions nats_options;
   if (options_.secure) {
     auth_dir_ = dir_ + "/auth";
@@ -173,8 +182,11 @@ Hub::~Hub() {
 }
 
 std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
-  std::vector<std::string> common = {"--nats-url",  nats_->url(),  "--http-addr",
+  std::vector<std::string> common = {"--nats-url",  natsUrl(),     "--http-addr",
                                      "127.0.0.1:0", "--log-level", options_.log_level};
+  if (nats_cluster_ && !startsWith(name, "agent-")) {
+    common.insert(common.end(), {"--store-replicas", std::to_string(options_.nats_nodes)});
+  }
   const std::string identity =
       startsWith(name, "agent-") ? "agent-" + cluster_names_.at(std::stoul(name.substr(6))) : name;
   const bool enrolled_agent = startsWith(name, "agent-") && enrolled(std::stoul(name.substr(6)));
@@ -338,7 +350,7 @@ std::string Hub::allLogs(size_t lines) const {
 }
 
 Result<CommandResult> Hub::cli(const std::vector<std::string>& args, const std::string& input) {
-  std::vector<std::string> argv = {binaries_.cli, "--nats-url", nats_->url()};
+  std::vector<std::string> argv = {binaries_.cli, "--nats-url", natsUrl()};
   for (auto& flag : natsFlags("admin")) {
     argv.push_back(std::move(flag));
   }
@@ -362,7 +374,7 @@ Status Hub::apply(const std::string& yaml) {
 Result<std::shared_ptr<bus::JetStream>> Hub::js() {
   if (!js_) {
     bus::ConnectOptions options;
-    options.servers = {nats_->url()};
+    options.servers = split(natsUrl(), ',');
     options.name = "e2e-reader";
     if (options_.secure) {
       options.creds_file = auth_dir_ + "/creds/admin.creds";

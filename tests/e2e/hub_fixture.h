@@ -21,6 +21,7 @@
 #include "flotilla/core/result.h"
 #include "flotilla/harness/git_server.h"
 #include "flotilla/harness/kube_cluster.h"
+#include "flotilla/harness/nats_cluster.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/kube/client.h"
 
@@ -57,6 +58,9 @@ struct HubOptions {
   //! from the hub's CA, and every service, agent (enrolled ones too), the CLI and the fixture's reader present
   //! their own (tls/<identity>.pem, issued like `flotilla auth issue --client-cert`).
   bool mutual_tls = false;
+  //! 3 (or 5): the hub on a JetStream cluster of that many nats-servers (harness::NatsCluster); every service,
+  //! agent and client gets all their URLs, and the hub services --store-replicas <n>. Not with `secure` yet.
+  size_t nats_nodes = 1;
 };
 
 //! Paths of the built binaries (set by CMake).
@@ -70,7 +74,12 @@ class Hub {
   static Result<std::unique_ptr<Hub>> start(HubOptions options = {});
   ~Hub();
 
-  harness::NatsServer& nats() { return *nats_; }
+  //! The single nats-server (nats_nodes = 1), or the cluster's first node.
+  harness::NatsServer& nats() { return nats_cluster_ ? nats_cluster_->node(0) : *nats_; }
+  //! The JetStream cluster (nats_nodes > 1; null otherwise).
+  harness::NatsCluster* natsCluster() { return nats_cluster_.get(); }
+  //! What --nats-url gets: the server's URL, or every node's, comma-separated.
+  [[nodiscard]] std::string natsUrl() const { return nats_cluster_ ? nats_cluster_->urls() : nats_->url(); }
   harness::GitServer& git() { return *git_; }
   [[nodiscard]] size_t clusterCount() const { return clusters_.size(); }
   harness::KubeCluster& cluster(size_t i) { return *clusters_.at(i); }
@@ -136,6 +145,7 @@ class Hub {
   std::string auth_dir_;
   std::string registration_creds_;  //!< the token's .creds file, once issued
   std::unique_ptr<harness::NatsServer> nats_;
+  std::unique_ptr<harness::NatsCluster> nats_cluster_;
   std::unique_ptr<harness::GitServer> git_;
   std::vector<std::unique_ptr<harness::KubeCluster>> owned_clusters_;
   std::vector<harness::KubeCluster*> clusters_;

@@ -182,7 +182,11 @@ chart's server trusts), and agentCredsTtl only with the registrar. */}}
 
 {{/* The size caps every hub service that creates the topology takes (poller, bundler, scheduler). */}}
 {{- define "flotilla-hub.storeArgs" -}}
+{{- if and (gt (int .Values.store.replicas) 1) .Values.nats.embedded.enabled }}
+{{- fail (printf "store.replicas=%v needs a JetStream cluster of at least that many nodes: the embedded NATS is one server. Point the hub at a NATS cluster (nats.embedded.enabled=false, nats.url listing its nodes), or keep store.replicas=1" .Values.store.replicas) }}
+{{- end }}
 - --store-max-bytes={{ .Values.store.maxBytes }}
+- --store-replicas={{ .Values.store.replicas }}
 {{- with .Values.store.limits }}
 {{- $limits := list }}
 {{- range $store, $size := . }}

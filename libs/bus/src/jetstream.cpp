@@ -30,6 +30,7 @@ StreamInfo toStreamInfo(const jsStreamInfo& si) {
   if (si.Config != nullptr) {
     out.max_bytes = si.Config->MaxBytes;
     out.discard_new = si.Config->Discard == js_DiscardNew;
+    out.replicas = static_cast<int>(si.Config->Replicas);
   }
   if (si.State.Subjects != nullptr) {
     for (int i = 0; i < si.State.Subjects->Count; ++i) {
@@ -201,7 +202,7 @@ Result<StreamInfo> JetStream::ensureStream(const StreamConfig& config) {
   return toStreamInfo(*si);
 }
 
-Status JetStream::applyLimits(std::string_view stream, int64_t max_bytes, bool discard_new) {
+Status JetStream::applyLimits(std::string_view stream, int64_t max_bytes, bool discard_new, int replicas) {
   std::string name(stream);
   jsOptions opts = impl_->options();
   jsStreamInfo* raw = nullptr;
@@ -210,24 +211,29 @@ Status JetStream::applyLimits(std::string_view stream, int64_t max_bytes, bool d
   JsStreamInfoPtr si(raw);
   jsStreamConfig* cfg = si->Config;
   const jsDiscardPolicy discard = discard_new ? js_DiscardNew : js_DiscardOld;
-  if (cfg == nullptr || (cfg->MaxBytes == max_bytes && cfg->Discard == discard)) {
+  const int64_t want_replicas = replicas > 0 ? replicas : (cfg != nullptr ? cfg->Replicas : 0);
+  if (cfg == nullptr || (cfg->MaxBytes == max_bytes && cfg->Discard == discard && cfg->Replicas == want_replicas)) {
     return {};
   }
   const int64_t before = cfg->MaxBytes;
+  const int64_t replicas_before = cfg->Replicas;
   cfg->MaxBytes = max_bytes;
   cfg->Discard = discard;
+  cfg->Replicas = want_replicas;
   jsStreamInfo* updated = nullptr;
   jerr = kNoJsError;
   natsStatus s = js_UpdateStream(&updated, impl_->js.get(), cfg, &opts, &jerr);
   if (s != NATS_OK) {
     Error error = lastNatsError(s, "js_UpdateStream", jerr);
-    error.message += " [setting max_bytes of stream " + name + "]";
+    error.message += " [setting max_bytes and replicas of stream " + name + "]";
     return fail(std::move(error));
   }
   JsStreamInfoPtr after(updated);
   log::info("jetstream stream limits updated", {{"stream", name},
                                                 {"max_bytes", max_bytes},
                                                 {"previous_max_bytes", before},
+                                                {"replicas", want_replicas},
+                                                {"previous_replicas", replicas_before},
                                                 {"discard", discard_new ? "new" : "old"}});
   return {};
 }

@@ -181,7 +181,7 @@ Result<std::shared_ptr<KeyValue>> KeyValue::ensure(std::shared_ptr<JetStream> js
   auto existing = open(js, config.bucket);
   if (existing.ok()) {
     // A bucket made by an earlier version (or with another cap): bring its size cap to ours.
-    FLOTILLA_TRY(js->applyLimits("KV_" + config.bucket, config.max_bytes, /*discard_new=*/true));
+    FLOTILLA_TRY(js->applyLimits("KV_" + config.bucket, config.max_bytes, /*discard_new=*/true, config.replicas));
     return existing;
   }
   if (existing.error().kind != ErrorKind::kNotFound) {

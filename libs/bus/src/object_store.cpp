@@ -176,7 +176,8 @@ Result<ObjectInfo> decodeObjectMeta(std::string_view json) {
 // ObjectStore
 
 Result<std::shared_ptr<ObjectStore>> ObjectStore::open(std::shared_ptr<JetStream> js, std::string_view bucket,
-                                                       bool create_if_missing, StorageType storage, int64_t max_bytes) {
+                                                       bool create_if_missing, StorageType storage, int64_t max_bytes,
+                                                       int replicas) {
   if (!isValidBucketName(bucket)) {
     return fail(ErrorKind::kInvalid, "invalid object store bucket name '" + std::string(bucket) + "'",
                 "ObjectStore::open");
@@ -194,6 +195,7 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::open(std::shared_ptr<JetStream
                                      .subjects = {"$O." + b + ".C.>", "$O." + b + ".M.>"},
                                      .storage = storage,
                                      .max_bytes = max_bytes,
+                                     .replicas = replicas,
                                      .allow_rollup = true,
                                      .allow_direct = true,
                                      .discard_new = true});
@@ -202,7 +204,7 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::open(std::shared_ptr<JetStream
     }
     log::info("object store bucket created", {{"bucket", b}, {"max_bytes", max_bytes}});
   } else if (create_if_missing) {
-    FLOTILLA_TRY(js->applyLimits(stream, max_bytes, /*discard_new=*/true));
+    FLOTILLA_TRY(js->applyLimits(stream, max_bytes, /*discard_new=*/true, replicas));
   }
   auto impl = std::make_unique<Impl>();
   impl->js = std::move(js);

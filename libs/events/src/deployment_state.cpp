@@ -62,7 +62,11 @@ DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* 
     }
     return {"WaitApplied", "Deleting", "delete sent; waiting for the agent to remove the bundle"};
   }
+  const bool by_rollout = record.staged_reason == kStagedByRollout;
   if (record.deployment_id.empty()) {
+    if (by_rollout) {
+      return {"Pending", "Rollout", "the rollout has not reached this cluster yet: nothing released to it"};
+    }
     return {"Pending", "Paused", "bundle paused: nothing released to this cluster yet"};
   }
   DeploymentState out =
@@ -73,9 +77,11 @@ DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* 
   if (!record.staged_deployment_id.empty() && record.staged_deployment_id != record.deployment_id) {
     if (rankOf(out.state) < rankOf("OutOfSync")) {
       out.state = "OutOfSync";
-      out.reason = "Paused";
+      out.reason = by_rollout ? "Rollout" : "Paused";
     }
-    appendMessage(out.message, "bundle paused: deployment " + shortId(record.staged_deployment_id) + " is held");
+    appendMessage(out.message, (by_rollout ? "held by the rollout: deployment " : "bundle paused: deployment ") +
+                                   shortId(record.staged_deployment_id) + " waits" +
+                                   (by_rollout ? " for its partition" : ""));
   }
   return out;
 }

@@ -22,6 +22,12 @@ void recordFields(auto& v, detail::FieldsOf<DeploymentRecord> auto& r) {
   v.str("target", r.target);
   v.str("customization", r.customization);
   v.str("stagedDeploymentID", r.staged_deployment_id);
+  v.str("stagedReason", r.staged_reason);
+  v.validate([&](detail::Reader& in) {
+    if (!r.staged_reason.empty() && r.staged_reason != kStagedByPause && r.staged_reason != kStagedByRollout) {
+      in.fail(in.pathOf("stagedReason"), "expected \"Paused\" or \"Rollout\", got \"" + r.staged_reason + "\"");
+    }
+  });
   v.integer("generation", r.generation);
   v.str("updated", r.updated);
   v.integer("commitSequence", r.commit_sequence);
@@ -122,6 +128,52 @@ void rollupFields(V& v, S& s) {
   v.str("message", s.message);
 }
 
+//! `state` must be one of `allowed`.
+template <size_t N>
+void oneOf(detail::Reader& in, std::string_view key, const std::string& state, const std::string_view (&allowed)[N]) {
+  for (std::string_view one : allowed) {
+    if (state == one) {
+      return;
+    }
+  }
+  std::string names;
+  for (std::string_view one : allowed) {
+    names += (names.empty() ? "" : ", ") + std::string(one);
+  }
+  in.fail(in.pathOf(key), "unknown state \"" + state + "\" (one of " + names + ")");
+}
+
+constexpr auto kRolloutPartitionFields = [](auto& v, auto& p) {
+  v.str("name", p.name, true);
+  v.integer("count", p.count);
+  v.integer("maxUnavailable", p.max_unavailable);
+  v.integer("unavailable", p.unavailable);
+  v.str("state", p.state, true);
+  v.validate([&](detail::Reader& in) { oneOf(in, "state", p.state, kRolloutPartitionStates); });
+};
+
+constexpr auto kRolloutClusterFields = [](auto& v, auto& c) {
+  v.str("cluster", c.cluster, true);
+  v.str("state", c.state);
+  v.str("message", c.message);
+};
+
+constexpr auto kRolloutStatusFields = [](auto& v, auto& r) {
+  v.str("state", r.state, true);
+  v.validate([&](detail::Reader& in) { oneOf(in, "state", r.state, kRolloutStates); });
+  v.str("partition", r.partition);
+  v.integer("unavailable", r.unavailable);
+  v.integer("maxUnavailable", r.max_unavailable);
+  v.integer("unavailablePartitions", r.unavailable_partitions);
+  v.integer("maxUnavailablePartitions", r.max_unavailable_partitions);
+  v.integer("maxNew", r.max_new);
+  v.integer("held", r.held);
+  v.objects("partitions", r.partitions, kRolloutPartitionFields);
+  v.objects("haltedBy", r.halted_by, kRolloutClusterFields);
+  v.strings("outsidePartitions", r.outside_partitions);
+  v.integer("outsidePartitionsCount", r.outside_partitions_count);
+};
+
 constexpr auto kGitRepoSummaryBundleFields = [](auto& v, auto& b) {
   v.str("bundle", b.bundle, true);
   stateField(v, "state", b.state);
@@ -145,6 +197,7 @@ void recordFields(auto& v, detail::FieldsOf<BundleSummary> auto& s) {
   v.boolean("paused", s.paused);
   v.boolean("error", s.error);
   v.object("renderError", s.render_error, kRenderErrorSummaryFields);
+  v.object("rollout", s.rollout, kRolloutStatusFields);
   v.str("updated", s.updated);
 }
 

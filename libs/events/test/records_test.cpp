@@ -297,6 +297,36 @@ TEST(RecordsTest, ClusterSummaryOffline) {
   EXPECT_FALSE(decodeRecord<BundleSummary>(encode(bundle)).ok());
 }
 
+// A bundle summary's rollout round-trips; unknown rollout and partition states are refused, as is an unknown
+// stagedReason of a deployment record.
+TEST(RecordsTest, RolloutStatusAndStagedReason) {
+  BundleSummary bundle = sampleBundleSummary();
+  bundle.rollout = RolloutStatus{
+      .state = "Halted",
+      .partition = "canary",
+      .unavailable = 1,
+      .max_unavailable = 3,
+      .max_new = 50,
+      .held = 2,
+      .partitions = {{.name = "canary", .count = 2, .max_unavailable = 1, .unavailable = 2, .state = "Halted"}},
+      .halted_by = {{.cluster = "c-1", .state = "ErrApplied", .message = "boom"}},
+      .outside_partitions = {"x"},
+      .outside_partitions_count = 1};
+  EXPECT_EQ(decodeRecord<BundleSummary>(encode(bundle)).value(), bundle);
+  bundle.rollout->state = "Done";
+  test::expectProblem(decodeRecord<BundleSummary>(encode(bundle)), "BundleSummary.rollout.state");
+  bundle.rollout->state = "Halted";
+  bundle.rollout->partitions[0].state = "Stuck";
+  test::expectProblem(decodeRecord<BundleSummary>(encode(bundle)), "BundleSummary.rollout.partitions[0].state");
+
+  DeploymentRecord held = sampleDeployment();
+  held.staged_deployment_id = "m2:o";
+  held.staged_reason = std::string(kStagedByRollout);
+  EXPECT_EQ(decodeRecord<DeploymentRecord>(encode(held)).value(), held);
+  held.staged_reason = "Because";
+  test::expectProblem(decodeRecord<DeploymentRecord>(encode(held)), "DeploymentRecord.stagedReason");
+}
+
 TEST(RecordsTest, ClusterDeregistration) {
   checkRecord(RecordCase<ClusterDeregistration>{
       ClusterDeregistration{.cluster = "prod.eu", .time = kTime, .keep_resources = true}, "cluster"});

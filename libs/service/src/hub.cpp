@@ -58,6 +58,9 @@ std::map<std::string, std::string> storeFlags() {
       {"store-max-bytes",
        "size budget of all the hub's streams, KV buckets and object stores, split by fixed shares (docs/pipeline.md "
        "\"Size caps\"); e.g. 16GiB (default 4GiB). Give every hub service the same value"},
+      {"store-replicas",
+       "copies of every stream, KV bucket and object store: 1 (default) on one nats-server, 3 (or 5) on a "
+       "JetStream cluster, so losing a node loses nothing. Give every hub service the same value"},
       {"store-limits",
        "per-store caps overriding the budget's share: store=size,... e.g. sources=4GiB,FLOTILLA_EVENTS=1GiB"},
   };
@@ -119,6 +122,13 @@ Result<StoreLimits> storeLimitsFrom(const Config& config) {
     budget = *parsed;
   }
   StoreLimits limits = StoreLimits::fromBudget(budget);
+  if (const std::string text = config.get("store-replicas"); !text.empty()) {
+    if (text != "1" && text != "3" && text != "5") {
+      return fail(ErrorKind::kInvalid, "--store-replicas: \"" + text +
+                                           "\" is not 1, 3 or 5 (an odd count up to 5, as JetStream needs a majority)");
+    }
+    limits.replicas = std::stoi(text);
+  }
   for (const std::string& item : split(config.get("store-limits"), ',')) {
     if (item.empty()) {
       continue;
@@ -158,6 +168,7 @@ Status ensureTopology(bus::JetStream& js, const StoreLimits& limits) {
     config.max_age = max_age;
     config.duplicate_window = dedup;
     config.max_bytes = limits.of(name);
+    config.replicas = limits.replicas;
     // Work streams refuse new messages when full (the producer waits; nothing unhandled is dropped). The public
     // event stream is a history, and the status stream is mostly heartbeats the scheduler consumed moments after
     // they arrived: there the oldest messages go, so a full stream never stops heartbeats and reports.
@@ -181,8 +192,10 @@ namespace {
 Status openBuckets(Hub& hub, HubAccess access, const StoreLimits& limits) {
   auto kv = [&](const char* bucket, int history, std::shared_ptr<bus::KeyValue>& out) -> Status {
     auto opened = access == HubAccess::kProvision
-                      ? bus::KeyValue::ensure(
-                            hub.js, bus::KvConfig{.bucket = bucket, .history = history, .max_bytes = limits.of(bucket)})
+                      ? bus::KeyValue::ensure(hub.js, bus::KvConfig{.bucket = bucket,
+                                                                    .history = history,
+                                                                    .max_bytes = limits.of(bucket),
+                                                                    .replicas = limits.replicas})
                       : bus::KeyValue::open(hub.js, bucket);
     if (!opened.ok()) {
       return fail(capNotReserved(opened.error()));
@@ -192,7 +205,7 @@ Status openBuckets(Hub& hub, HubAccess access, const StoreLimits& limits) {
   };
   auto objects = [&](const char* bucket, std::shared_ptr<bus::ObjectStore>& out) -> Status {
     auto opened = bus::ObjectStore::open(hub.js, bucket, access == HubAccess::kProvision, bus::StorageType::kFile,
-                                         limits.of(bucket));
+                                         limits.of(bucket), limits.replicas);
     if (!opened.ok()) {
       return fail(capNotReserved(opened.error()));
     }
@@ -237,7 +250,10 @@ Result<Hub> connectHub(const bus::ConnectOptions& options, HubAccess access, Met
     if (opened.ok()) {
       return hub;
     }
-    if (!opened.error().retryable() || std::chrono::steady_clock::now() + delay > give_up) {
+    // On a JetStream cluster a store another hub service has just created can answer "not found" for a moment
+    // (its assignment is still reaching the node we asked): provisioning tries again instead of giving up.
+    const bool racing_creation = access == HubAccess::kProvision && opened.error().kind == ErrorKind::kNotFound;
+    if ((!opened.error().retryable() && !racing_creation) || std::chrono::steady_clock::now() + delay > give_up) {
       return fail(opened.error());
     }
     log::warn("hub not reachable yet, retrying",

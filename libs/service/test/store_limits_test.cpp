@@ -60,6 +60,23 @@ TEST(StoreLimitsTest, BadSizesAndUnknownStoresAreRefusedByName) {
   EXPECT_EQ(small_budget->of("gitrepos"), kMinStoreBytes);
 }
 
+// --store-replicas: 1 by default, 3 or 5 for a JetStream cluster; anything else is refused naming the flag.
+TEST(StoreLimitsTest, ReplicasAreOneThreeOrFive) {
+  auto defaults = limitsFrom({});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->replicas, 1);
+  auto three = limitsFrom({"--store-replicas=3"});
+  ASSERT_TRUE(three.ok()) << three.error().describe();
+  EXPECT_EQ(three->replicas, 3);
+  for (const char* bad : {"--store-replicas=2", "--store-replicas=0", "--store-replicas=three"}) {
+    auto refused = limitsFrom({bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().kind, ErrorKind::kInvalid);
+    EXPECT_NE(refused.error().message.find("--store-replicas: "), std::string::npos) << refused.error().message;
+    EXPECT_NE(refused.error().message.find("is not 1, 3 or 5"), std::string::npos) << refused.error().message;
+  }
+}
+
 TEST(StoreLimitsTest, ByteSizesTakeBinaryAndDecimalUnits) {
   EXPECT_EQ(parseByteSize("512MiB").valueOr(0), int64_t{512} << 20);
   EXPECT_EQ(parseByteSize("2G").valueOr(0), 2000000000);

@@ -274,7 +274,8 @@ TEST_F(EnrollmentTest, ADeregisteredClusterIsNotRenewedOnceItsCascadeFinished) {
   // While the cascade runs (tombstone and registration record both there) the agent must keep its credentials.
   ASSERT_TRUE(admin_->clusters->put(events::clusterKey("c1"), "{}").ok());
   tombstone("c1");
-  ASSERT_TRUE(agent->renewOnce().ok());
+  auto renewed = agent->renewOnce();
+  ASSERT_TRUE(renewed.ok()) << renewed.error().describe() << "\n" << nats_->logTail();
   // The cascade finished: the registration record is gone.
   ASSERT_TRUE(admin_->clusters->remove(events::clusterKey("c1")).ok());
   auto refused = agent->renewOnce();

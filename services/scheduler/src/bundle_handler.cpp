@@ -79,6 +79,7 @@ Outcome Scheduler::removeBundle(BundleContext& context) {
     return Outcome::retry(backoff(context.delivery_count), "retry");
   }
   bundles_.erase(context.id);
+  rollouts_.erase(context.id);
   context.existing = nullptr;
   if (!writeSummaries(context.affected).ok()) {
     return Outcome::retry(backoff(context.delivery_count), "retry");

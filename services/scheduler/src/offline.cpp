@@ -40,6 +40,7 @@ void Scheduler::markAlive(const std::string& cluster) {
   metrics_.counter("cluster_offline_transitions_total", "Clusters that went offline or came back", {{"to", "online"}})
       .Increment();
   log::info("cluster back online", {{"cluster", cluster}});
+  enqueueRolloutPassesOf(cluster);  // its deployments count as available again once they report Ready
   updateGauges();
   unwritten_.clusters.insert(cluster);  // its summary is rewritten with the next ones (at the latest by checkOffline)
 }
@@ -66,6 +67,7 @@ void Scheduler::checkOffline(SystemTime now) {
                  {"last_seen", formatRfc3339(*last)},
                  {"offline_after_ms", static_cast<int64_t>(offlineAfter().count())}});
       changed.clusters.insert(name);
+      enqueueRolloutPassesOf(name);  // its deployments now count as unavailable for their rollouts
     } else if (!silent && offline_.contains(name)) {
       markAlive(name);
     }

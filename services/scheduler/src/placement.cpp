@@ -55,12 +55,17 @@ PlacementDecision decideWanted(const PlacementInput& in, const Placement& want) 
   next.customization = want.customization;
   next.updated = in.now;
   const bool paused = targeting.paused || in.cluster_paused;
-  if (paused || same_release) {
-    // Fleet holds a paused bundle's (or cluster's) new deployments (they show OutOfSync): nothing goes to the
-    // agent, the record remembers what is staged. Un-staging a deployment that equals the released one needs no
-    // DeployEvent either.
-    next.staged_deployment_id = (paused && !same_release) ? want.deployment_id : std::string();
-    bool unchanged = record != nullptr && next.staged_deployment_id == record->staged_deployment_id;
+  const bool held = paused || in.rollout_held;
+  if (held || same_release) {
+    // Fleet holds a paused bundle's (or cluster's) new deployments, and those its rollout has not released yet
+    // (they show OutOfSync, or Pending where nothing was released): nothing goes to the agent, the record remembers
+    // what is staged and why. Un-staging a deployment that equals the released one needs no DeployEvent either.
+    const bool staged = held && !same_release;
+    next.staged_deployment_id = staged ? want.deployment_id : std::string();
+    next.staged_reason =
+        staged ? std::string(paused ? events::kStagedByPause : events::kStagedByRollout) : std::string();
+    bool unchanged = record != nullptr && next.staged_deployment_id == record->staged_deployment_id &&
+                     next.staged_reason == record->staged_reason;
     out.action = unchanged ? Action::kNothing : Action::kStage;
     return out;
   }
@@ -72,6 +77,7 @@ PlacementDecision decideWanted(const PlacementInput& in, const Placement& want) 
   next.options = want.options;
   next.depends_on = targeting.depends_on;
   next.staged_deployment_id.clear();
+  next.staged_reason.clear();
   next.generation = generation;
   next.commit_sequence = targeting.commit_sequence;
   next.labels = targeting.labels;
@@ -112,6 +118,7 @@ PlacementDecision decideRemoval(const PlacementInput& in) {
   out.record.deleting = true;
   out.record.generation = generation;
   out.record.staged_deployment_id.clear();
+  out.record.staged_reason.clear();
   out.record.updated = in.now;
   return out;
 }

@@ -46,17 +46,21 @@ void Scheduler::reconcileLoop() {
   std::chrono::milliseconds delay = options_.retry_base;
   while (!stopping_) {
     std::deque<std::string> work;
+    std::set<std::string> rollouts;
     {
       std::unique_lock lock(wake_mutex_);
       // Targeting runs on the newest bundles only once the backlog is handled, so a restart does not briefly
       // deploy an older rendering that a queued BundleEvent is about to replace.
-      wake_.wait(lock, [this] { return stopping_.load() || (caught_up_.load() && !reconcile_queue_.empty()); });
+      wake_.wait(lock, [this] {
+        return stopping_.load() || (caught_up_.load() && (!reconcile_queue_.empty() || !rollout_queue_.empty()));
+      });
       if (stopping_) {
         break;
       }
       work.swap(reconcile_queue_);
+      rollouts.swap(rollout_queue_);
     }
-    Status done = reconcileQueued(work);
+    Status done = reconcileQueued(work, rollouts);
     if (done.ok()) {
       delay = options_.retry_base;
       continue;
@@ -67,6 +71,9 @@ void Scheduler::reconcileLoop() {
     for (const auto& cluster : work) {
       enqueueReconcile(cluster);
     }
+    for (const auto& key : rollouts) {
+      enqueueRolloutPass(key);
+    }
     if (!sleepFor(delay)) {
       break;
     }
@@ -74,14 +81,37 @@ void Scheduler::reconcileLoop() {
   }
 }
 
-Status Scheduler::reconcileQueued(const std::deque<std::string>& work) {
+Status Scheduler::reconcileQueued(const std::deque<std::string>& work, const std::set<std::string>& rollouts) {
   if (std::find(work.begin(), work.end(), "") != work.end()) {
-    return reconcileAll();
+    return reconcileAll();  // every bundle's rollout pass included
   }
-  for (const auto& cluster : work) {
-    FLOTILLA_TRY(reconcileCluster(cluster));
+  if (work.size() > kClustersPerPass) {
+    FLOTILLA_TRY(reconcileClusters(work));
+  } else {
+    for (const auto& cluster : work) {
+      FLOTILLA_TRY(reconcileCluster(cluster));
+    }
+  }
+  for (const auto& key : rollouts) {
+    FLOTILLA_TRY(reconcileRollout(key));
   }
   return {};
+}
+
+Status Scheduler::reconcileClusters(const std::deque<std::string>& work) {
+  // Many clusters at once (a burst of registrations): one rollout pass per bundle decides them all, instead of a
+  // pass per cluster and bundle.
+  std::lock_guard lock(mutex_);
+  gitrepo_gone_.clear();
+  Affected affected;
+  int64_t clock_ms = detail::nowMs();
+  const std::set<std::string> only(work.begin(), work.end());
+  FLOTILLA_TRY(forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) {
+    return reconcileBundle(bundle, clock_ms, affected, published, &only);
+  }));
+  affected.clusters.insert(only.begin(), only.end());
+  metrics_.counter("reconciles_total", "Re-targeting passes", {{"scope", "clusters"}}).Increment();
+  return writeSummaries(affected);
 }
 
 Status Scheduler::reconcileAll() {
@@ -127,28 +157,22 @@ Status Scheduler::reconcileCluster(const std::string& cluster) {
   gitrepo_gone_.clear();
   Affected affected;
   int64_t clock_ms = detail::nowMs();
-  FLOTILLA_TRY(forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) {
-    return reconcilePair(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, affected, published);
+  FLOTILLA_TRY(forEachTargeted(bundles_, [&](const BundleInfo& bundle, bool& published) -> Status {
+    if (deregistering(cluster)) {
+      return {};  // its deployments are the deregistration's (deregistration.cpp)
+    }
+    PlacementInput input = placementInput(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms);
+    PlacementDecision decision = decidePlacement(input);
+    if (decision.action == Action::kDeploy && input.want) {
+      // A release: the bundle's rollout decides, seeing every cluster.
+      const std::set<std::string> only{cluster};
+      return reconcileBundle(bundle, clock_ms, affected, published, &only);
+    }
+    return applyPlacement(input, decision, affected, published);
   }));
   affected.clusters.insert(cluster);
   metrics_.counter("reconciles_total", "Re-targeting passes", {{"scope", "cluster"}}).Increment();
   return writeSummaries(affected);
-}
-
-Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published) {
-  std::set<std::string> clusters;
-  for (const auto& [name, cluster] : clusters_) {
-    clusters.insert(name);
-  }
-  for (const auto& [key, record] : deployments_) {
-    if (record.workspace == bundle.workspace && record.bundle == bundle.bundle) {
-      clusters.insert(record.cluster);
-    }
-  }
-  for (const auto& cluster : clusters) {
-    FLOTILLA_TRY(reconcilePair(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, affected, published));
-  }
-  return {};
 }
 
 Status Scheduler::deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
@@ -281,12 +305,24 @@ Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDe
                                        {"deploymentID", next.deployment_id},
                                        {"generation", next.generation}});
   } else if (!next.staged_deployment_id.empty()) {
-    metrics_.counter("deploys_held_total", "Deployments staged but not released (bundle or cluster paused)")
+    const bool by_rollout = next.staged_reason == events::kStagedByRollout;
+    metrics_
+        .counter("deploys_held_total",
+                 "Deployments staged but not released (reason: Paused = bundle or cluster paused, Rollout = the "
+                 "rollout has not reached the cluster)",
+                 {{"reason", next.staged_reason}})
         .Increment();
-    log::info("deployment held: bundle or cluster paused", {{"cluster", input.cluster},
-                                                            {"bundle", input.bundle},
-                                                            {"gitrepo", input.gitrepo},
-                                                            {"deploymentID", next.staged_deployment_id}});
+    // One line per held deployment is noise at thousands of clusters: the rollout's halts and resumes are the
+    // story (rollout_pass.cpp); a pause is rare and deliberate.
+    const log::Fields fields{{"cluster", input.cluster},
+                             {"bundle", input.bundle},
+                             {"gitrepo", input.gitrepo},
+                             {"deploymentID", next.staged_deployment_id}};
+    if (by_rollout) {
+      log::debug("deployment held by the rollout", fields);
+    } else {
+      log::info("deployment held: bundle or cluster paused", fields);
+    }
   }
   return {};
 }

@@ -147,7 +147,8 @@ std::string readyCount(const model::StateSummary& summary) {
 }
 
 events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::string_view bundle_name,
-                                          const BundleInfo* bundle, const std::vector<DeploymentView>& deployments) {
+                                          const BundleInfo* bundle, const std::vector<DeploymentView>& deployments,
+                                          const events::RolloutStatus* rollout) {
   auto summary = summarize(deployments, [](const DeploymentRecord& r) { return r.cluster; });
   events::BundleSummary out{.workspace = std::string(workspace), .bundle = std::string(bundle_name)};
   putSummary(out, summary);
@@ -164,6 +165,19 @@ events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::strin
     std::string message = renderErrorText(*bundle);
     appendMessage(message, out.message);
     out.message = message;
+  }
+  if (rollout != nullptr) {
+    out.rollout = *rollout;
+    if (rollout->state == "Halted") {
+      std::string halted = "rollout halted at partition " + rollout->partition + ":";
+      for (const auto& c : rollout->halted_by) {
+        halted += (c.cluster == rollout->halted_by.front().cluster ? " " : ", ") + c.cluster + " (" + c.state + ")";
+      }
+      halted += "; " + std::to_string(rollout->held) + " held";
+      std::string message = halted;
+      appendMessage(message, out.message);
+      out.message = message;
+    }
   }
   return out;
 }

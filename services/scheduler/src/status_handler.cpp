@@ -101,6 +101,11 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
   if (auto handled = deregistrationReport(context)) {
     return *handled;
   }
+  if (!clusters_.contains(cluster)) {
+    // A report from an agent whose cluster record is gone (not deregistered): like its heartbeat, it asks the
+    // agent to register again; the report itself is judged as usual.
+    askToRegisterAgain(cluster);
+  }
   auto record = deployments_.find(context.key);
   if (record == deployments_.end()) {
     return statusWithoutDeployment(context);
@@ -254,6 +259,10 @@ Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& r
     return Outcome::retry(backoff(context.delivery_count), "retry");
   }
   countStatus(context.stale ? "stale-stored" : "stored");
+  if (changed) {
+    // The report may make a partition healthy (or over its budget): the bundle's rollout looks again.
+    enqueueRolloutPass(events::bundleKey(context.workspace, context.bundle));
+  }
   if (changed && !context.stale) {
     events::StatusEvent published = event;
     published.workspace = context.workspace;

@@ -67,7 +67,9 @@ Status Scheduler::writeBundleSummary(const std::string& workspace, const std::st
   if (it == bundles_.end() && views.empty()) {
     return removeSummary(key);
   }
-  auto summary = bundleSummaryRecord(workspace, bundle, it == bundles_.end() ? nullptr : &it->second, views);
+  auto rollout = rollouts_.find(events::bundleKey(workspace, bundle));
+  auto summary = bundleSummaryRecord(workspace, bundle, it == bundles_.end() ? nullptr : &it->second, views,
+                                     rollout == rollouts_.end() ? nullptr : &rollout->second);
   noteBundleState(summary);
   return writeSummary(key, events::encode(summary), "bundle");
 }

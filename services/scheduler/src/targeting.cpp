@@ -115,6 +115,14 @@ Result<BundleTargeting> targetingFrom(const events::BundleEvent& event) {
   std::vector<std::string> problems;
   out.rules.targets = targetsOf(event, problems);
   addCustomizations(event, out, problems);
+  if (!event.rollout_strategy.isNull()) {
+    auto rollout = model::decodeRolloutStrategy(event.rollout_strategy, "rolloutStrategy");
+    if (rollout.ok()) {
+      out.rollout = std::move(rollout).value();
+    } else {
+      problems.push_back(rollout.error().describe());
+    }
+  }
   if (!problems.empty()) {
     std::string message;
     for (const auto& p : problems) {

@@ -3,6 +3,7 @@
 // (clusters/deregistered.<name>: deletes to a connected agent and records removed as its reports arrive, records of a
 // disconnected agent removed at once, registrations refused, a deregistration withdrawn, a restart half-way), and
 // clusters going Offline when their agent falls silent.
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/hub_test.h"
 #include "flotilla/harness/nats_server.h"
+#include "flotilla/identity/permissions.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/scheduler/enrollment.h"
@@ -57,12 +59,6 @@ class ClusterRecordsTest : public SchedulerFixture {
   //! Only kNotFound is "gone"; another error fails the test.
   bool absent(bus::KeyValue& bucket, const std::string& key) {
     return harness::notFound(bucket.get(key), bucket.bucket() + "/" + key);
-  }
-
-  void heartbeat(const std::string& cluster) {
-    events::Heartbeat beat{
-        .id = events::newEventId(), .time = log::nowRfc3339(), .cluster = cluster, .agent_version = "0.1.0"};
-    ASSERT_TRUE(hub_.js->publish(events::statusSubject(cluster, ""), events::encode(beat).dump(), beat.id).ok());
   }
 
   //! What an agent publishes after handling `deploy` (a delete answers with state Ready).
@@ -280,6 +276,21 @@ TEST_F(ClusterRecordsTest, ASilentClusterGoesOfflineAndItsNextHeartbeatBringsItB
   EXPECT_FALSE(scheduler_->offline("quiet-1"));
   EXPECT_EQ(metric("clusters_offline"), 0);
   EXPECT_EQ(metric("cluster_offline_transitions_total", {{"to", "online"}}), 1);
+}
+
+// A status report from an agent whose cluster record is gone (not deregistered) asks that agent to register again,
+// like its heartbeat does (at most every 10 s per cluster).
+TEST_F(ClusterRecordsTest, AReportFromAnUnregisteredClusterAsksItsAgentToRegisterAgain) {
+  std::atomic<int> asked{0};
+  auto subscription = hub_.connection->subscribe(identity::agentReregisterSubject("ghost-1"), "",
+                                                 [&](const bus::Message&) { ++asked; });
+  ASSERT_TRUE(subscription.ok()) << subscription.error().describe();
+  publishStatus("ghost-1", "repo-app", "m:o", 1, "Ready");
+  EXPECT_TRUE(waitFor([&] { return asked.load() == 1; }));
+  EXPECT_EQ(metric("reregister_requests_total", {{"result", "sent"}}), 1);
+  publishStatus("ghost-1", "repo-app", "m:o", 1, "NotReady");
+  EXPECT_TRUE(waitFor([&] { return metric("status_events_total", {{"result", "no-deployment"}}) >= 2; }));
+  EXPECT_EQ(asked.load(), 1) << "one ask per window";
 }
 
 // Removing the tombstone half-way (a Cluster document applied again) withdraws the deregistration: the deployment

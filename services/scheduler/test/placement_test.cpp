@@ -149,6 +149,47 @@ TEST(PlacementTest, PausedClusterStagesAndUnpausingReleases) {
   EXPECT_TRUE(first.record.deployment_id.empty());
 }
 
+// The rollout holding a deployment stages it with reason Rollout; a pause takes precedence as the reason, and the
+// rollout releasing it deploys.
+TEST(PlacementTest, RolloutHeldStagesWithItsReason) {
+  auto t = targeting();
+  auto record = released();
+  auto in = input(&t, want(), &record);
+  in.rollout_held = true;
+  auto held = decidePlacement(in);
+  EXPECT_EQ(held.action, Action::kStage);
+  EXPECT_EQ(held.record.staged_deployment_id, "m2:o");
+  EXPECT_EQ(held.record.staged_reason, events::kStagedByRollout);
+  // Ready on what it runs: OutOfSync, held by the rollout.
+  const events::BdStatus ready{.cluster = "c-1", .bundle = "repo-app", .deployment_id = "m1:o", .state = "Ready"};
+  const auto state = events::deploymentState(held.record, &ready);
+  EXPECT_EQ(state.state, "OutOfSync");
+  EXPECT_EQ(state.reason, "Rollout");
+  EXPECT_NE(state.message.find("held by the rollout"), std::string::npos) << state.message;
+
+  in.record = &held.record;
+  EXPECT_EQ(decidePlacement(in).action, Action::kNothing) << "staged already";
+  in.cluster_paused = true;
+  auto paused = decidePlacement(in);
+  EXPECT_EQ(paused.action, Action::kStage) << "the reason changed";
+  EXPECT_EQ(paused.record.staged_reason, events::kStagedByPause);
+
+  in.cluster_paused = false;
+  in.rollout_held = false;
+  auto freed = decidePlacement(in);
+  EXPECT_EQ(freed.action, Action::kDeploy);
+  EXPECT_TRUE(freed.record.staged_reason.empty());
+
+  // Nothing released yet: Pending, with the rollout as the reason.
+  in.record = nullptr;
+  in.rollout_held = true;
+  auto pending = decidePlacement(in);
+  EXPECT_EQ(pending.action, Action::kStage);
+  auto pending_state = events::deploymentState(pending.record, nullptr);
+  EXPECT_EQ(pending_state.state, "Pending");
+  EXPECT_EQ(pending_state.reason, "Rollout");
+}
+
 // A per-cluster bundle not rendered for the cluster yet is held, whatever the record says.
 TEST(PlacementTest, HeldPlacementLeavesTheClusterAlone) {
   auto t = targeting();

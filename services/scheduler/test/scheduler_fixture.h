@@ -175,6 +175,13 @@ class SchedulerFixture : public harness::HubTest {
     return ack.ok() ? ack->sequence : 0;
   }
 
+  //! What an agent sends every --agent-heartbeat-interval.
+  void heartbeat(const std::string& cluster) {
+    events::Heartbeat beat{
+        .id = events::newEventId(), .time = log::nowRfc3339(), .cluster = cluster, .agent_version = "0.1.0"};
+    ASSERT_TRUE(hub_.js->publish(events::statusSubject(cluster, ""), events::encode(beat).dump(), beat.id).ok());
+  }
+
   double metric(std::string_view name, const prometheus::Labels& labels = {}) { return metrics_->value(name, labels); }
 
   std::unique_ptr<Metrics> metrics_;

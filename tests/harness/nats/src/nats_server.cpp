@@ -58,14 +58,15 @@ bool clientPortReady(int port) {
 }
 
 // GET /healthz on the monitor port: 200 once the server (and JetStream, when enabled) is healthy.
-bool healthzOk(int monitor_port) {
+bool healthzOk(int monitor_port, bool js_enabled_only = true) {
   int fd = connectLocal(monitor_port);
   if (fd < 0) {
     return false;
   }
-  static constexpr std::string_view kRequest =
-      "GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  bool sent = ::write(fd, kRequest.data(), kRequest.size()) == static_cast<ssize_t>(kRequest.size());
+  const std::string_view request =
+      js_enabled_only ? "GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+                      : "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  bool sent = ::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size());
   std::string got;
   if (sent) {
     got = readUntil(fd, std::chrono::milliseconds(500),
@@ -154,6 +155,10 @@ std::string NatsServer::url() const {
 
 bool NatsServer::running() {
   return process_.running();
+}
+
+bool NatsServer::jetStreamHealthy() const {
+  return healthzOk(monitor_port_, /*js_enabled_only=*/false);
 }
 
 Status NatsServer::launch() {

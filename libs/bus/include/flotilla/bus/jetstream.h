@@ -71,6 +71,7 @@ struct StreamInfo {
   int64_t consumers = 0;
   int64_t max_bytes = -1;    //!< the size cap (-1 = none)
   bool discard_new = false;  //!< at the cap new messages are refused (else the oldest are dropped)
+  int replicas = 1;          //!< copies kept on a JetStream cluster
   //! Messages per subject, filled only when streamInfo() was given a subjects filter.
   std::map<std::string, uint64_t> subjects;
 };
@@ -136,7 +137,8 @@ class JetStream : public std::enable_shared_from_this<JetStream> {
   //! Sets an existing stream's size cap and discard policy (at the cap: refuse new messages, or drop the oldest),
   //! keeping the rest of its configuration; no change when they already match. For KV buckets and object stores,
   //! whose streams libnats or other clients created.
-  Status applyLimits(std::string_view stream, int64_t max_bytes, bool discard_new);
+  //! `replicas` > 0 also brings the stream's replica count to it (a JetStream cluster moves the data; 0 = leave).
+  Status applyLimits(std::string_view stream, int64_t max_bytes, bool discard_new, int replicas = 0);
   //! The stream that captures `subject` ("" when none, or the server cannot be asked): names the store in a
   //! kStoreFull error.
   std::string streamOfSubject(std::string_view subject);

@@ -55,7 +55,8 @@ class ObjectStore {
   //! a put that does not fit fails with kStoreFull naming the bucket.
   static Result<std::shared_ptr<ObjectStore>> open(std::shared_ptr<JetStream> js, std::string_view bucket,
                                                    bool create_if_missing = true,
-                                                   StorageType storage = StorageType::kFile, int64_t max_bytes = -1);
+                                                   StorageType storage = StorageType::kFile, int64_t max_bytes = -1,
+                                                   int replicas = 1);
 
   //! Internal: objects are made by the bus library (connect, create, subscribe, ...).
   explicit ObjectStore(std::unique_ptr<Impl> impl);

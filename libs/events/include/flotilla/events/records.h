@@ -43,6 +43,10 @@ namespace flotilla::events {
 //! apiVersion of the bundler's records (BundleRecord, RenderStatus), which carry apiVersion and kind.
 inline constexpr std::string_view kBundlerRecordApiVersion = "bundler.flotilla.io/v1";
 
+//! DeploymentRecord::staged_reason: the bundle or the cluster is paused, or the bundle's rollout has not released it.
+inline constexpr std::string_view kStagedByPause = "Paused";
+inline constexpr std::string_view kStagedByRollout = "Rollout";
+
 //! deployments/<cluster>.<ws>.<bundle>: a BundleDeployment, what the scheduler released to (or staged for) one
 //! cluster. Required: cluster, workspace, bundle.
 struct DeploymentRecord {
@@ -58,7 +62,8 @@ struct DeploymentRecord {
   Json depends_on = Json::array();
   std::string target;                //!< the allow-list target that admitted the cluster
   std::string customization;         //!< the targetCustomization that chose manifest/options ("" = default)
-  std::string staged_deployment_id;  //!< wanted but not released (paused); "" when nothing is held
+  std::string staged_deployment_id;  //!< wanted but not released (paused or rollout); "" when nothing is held
+  std::string staged_reason;         //!< why it is held: kStagedByPause or kStagedByRollout ("" with nothing staged)
   int64_t generation = 0;            //!< of the last DeployEvent sent
   std::string updated;               //!< RFC 3339
   //! What the last DeployEvent carried for the agent's ownership and dependsOn decisions (sent again with a delete).
@@ -201,6 +206,52 @@ struct RenderErrorSummary {
   bool operator==(const RenderErrorSummary&) const = default;
 };
 
+//! One partition of a bundle's rollout (BundleSummary::rollout), in rollout order.
+struct RolloutPartitionStatus {
+  std::string name;
+  int64_t count = 0;            //!< targeted clusters in it
+  int64_t max_unavailable = 0;  //!< its budget
+  int64_t unavailable = 0;      //!< clusters not yet up to date and Ready (Fleet's partition count)
+  std::string state;            //!< one of kRolloutPartitionStates
+
+  bool operator==(const RolloutPartitionStatus&) const = default;
+};
+
+//! Partition states: Ready (nothing unavailable), Rolling (released, within its budget or waiting for agents),
+//! Halted (over its budget with failing clusters), Waiting (the rollout has not reached it).
+inline constexpr std::string_view kRolloutPartitionStates[] = {"Ready", "Rolling", "Halted", "Waiting"};
+//! Rollout states: Released (every targeted cluster was sent the wanted deployment), Progressing (deployments are
+//! held until the clusters released before them are healthy), Halted (held, and clusters it reached are failing).
+inline constexpr std::string_view kRolloutStates[] = {"Released", "Progressing", "Halted"};
+
+//! A cluster named by a rollout's status: one that halts it, with its state and why.
+struct RolloutCluster {
+  std::string cluster;
+  std::string state;  //!< a bundle state, or "Offline"
+  std::string message;
+
+  bool operator==(const RolloutCluster&) const = default;
+};
+
+//! BundleSummary::rollout: where the bundle's rollout stands (scheduler README "Rollouts").
+struct RolloutStatus {
+  std::string state;                   //!< one of kRolloutStates
+  std::string partition;               //!< the first partition not up to date, or the one the rollout stopped at
+  int64_t unavailable = 0;             //!< across the bundle's clusters
+  int64_t max_unavailable = 0;         //!< rolloutStrategy.maxUnavailable, resolved
+  int64_t unavailable_partitions = 0;  //!< partitions over their budget, up to where the rollout stopped
+  int64_t max_unavailable_partitions = 0;
+  int64_t max_new = 0;
+  int64_t held = 0;  //!< clusters whose wanted deployment is staged, waiting for the rollout
+  std::vector<RolloutPartitionStatus> partitions;
+  std::vector<RolloutCluster> halted_by;  //!< up to 10 clusters that halt it (state Halted)
+  //! Targeted clusters no manual partition matches: Fleet leaves them out of the rollout (up to 10 named).
+  std::vector<std::string> outside_partitions;
+  int64_t outside_partitions_count = 0;
+
+  bool operator==(const RolloutStatus&) const = default;
+};
+
 //! status/summary.bundle.<ws>.<bundle>: a bundle across its clusters. Required: workspace, bundle.
 struct BundleSummary {
   static constexpr std::string_view kKind = "BundleSummary";
@@ -216,7 +267,8 @@ struct BundleSummary {
   bool paused = false;
   bool error = false;  //!< the latest commit failed to render (render_error says how)
   std::optional<RenderErrorSummary> render_error;
-  std::string updated;  //!< RFC 3339, when the scheduler wrote it ("" in memory)
+  std::optional<RolloutStatus> rollout;  //!< nullopt while the bundle targets no cluster
+  std::string updated;                   //!< RFC 3339, when the scheduler wrote it ("" in memory)
 
   bool operator==(const BundleSummary&) const = default;
 };

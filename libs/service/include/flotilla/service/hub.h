@@ -63,6 +63,9 @@ enum class HubAccess {
 //! which drops its oldest events.
 struct StoreLimits {
   std::map<std::string, int64_t> max_bytes;
+  //! --store-replicas: copies of every stream, KV bucket and object store on a JetStream cluster (1, 3 or 5; 1 on
+  //! a single server). Existing stores are brought to it.
+  int replicas = 1;
 
   //! Each store's share of `budget` (kStoreShares); the defaults use kDefaultStoreBudget.
   static StoreLimits fromBudget(int64_t budget);

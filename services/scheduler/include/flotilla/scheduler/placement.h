@@ -42,6 +42,7 @@ struct PlacementInput {
   const events::DeploymentRecord* record = nullptr;  //!< the deployment record, if one exists
   const events::BdStatus* status = nullptr;          //!< the agent's last report on it, if any
   bool cluster_paused = false;  //!< the cluster's Cluster document says spec.paused: hold like a paused bundle
+  bool rollout_held = false;    //!< the bundle's rollout (rollout.h) does not release the wanted deployment yet
   int64_t clock_ms = 0;         //!< the cause's clock (generations, see nextGeneration)
   std::string now;              //!< RFC 3339, for `updated` and event times
 };
@@ -52,7 +53,7 @@ struct PlacementDecision {
     kNothing,       //!< the record already says what targeting wants
     kHold,          //!< per-cluster bundle not rendered for this cluster yet: leave its deployment alone
     kFollowCommit,  //!< same content at a newer commit: write the record only (no DeployEvent)
-    kStage,         //!< paused (or un-staging what runs already): write the record only
+    kStage,         //!< paused or held by the rollout (or un-staging what runs already): write the record only
     kDeploy,        //!< publish `event`, then write `record`
     //! With `event`: publish the delete, then write `record` (marked `deleting`; it and its status stay until the
     //! agent reports on that generation). Without: nothing was released, delete the record and its status.

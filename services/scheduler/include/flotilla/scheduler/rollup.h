@@ -45,9 +45,11 @@ struct DeploymentView {
 //! "3/4": ready over desired.
 std::string readyCount(const model::StateSummary& summary);
 
-//! summary.bundle.<ws>.<bundle>. `bundle` may be null (deployments of a bundle the scheduler no longer knows).
+//! summary.bundle.<ws>.<bundle>. `bundle` may be null (deployments of a bundle the scheduler no longer knows);
+//! `rollout` is its last rollout pass's status (a Halted one leads the message with the partition and clusters).
 events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::string_view bundle_name,
-                                          const BundleInfo* bundle, const std::vector<DeploymentView>& deployments);
+                                          const BundleInfo* bundle, const std::vector<DeploymentView>& deployments,
+                                          const events::RolloutStatus* rollout = nullptr);
 
 //! One bundle of a GitRepo, for its summary.
 struct GitRepoBundle {

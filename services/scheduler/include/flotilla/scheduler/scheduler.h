@@ -61,6 +61,7 @@
 #include "flotilla/scheduler/manifest_server.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
+#include "flotilla/scheduler/rollout.h"
 #include "flotilla/scheduler/rollup.h"
 #include "flotilla/scheduler/targeting.h"
 #include "flotilla/service/component.h"
@@ -148,6 +149,12 @@ class Scheduler final : public service::Component {
   Status reconcileAll();
   //! Re-targets every bundle on one cluster (registration, label change).
   Status reconcileCluster(const std::string& cluster);
+  //! One rollout pass of a bundle over all its clusters (rollout.h; `key` is its bundles-bucket key): what a status
+  //! report, an offline change or a maxNew batch asks for through the reconcile queue.
+  Status reconcileRollout(const std::string& key);
+  //! Where the bundle's rollout stands after its last pass (nullopt: no pass yet, or it targets nothing).
+  [[nodiscard]] std::optional<events::RolloutStatus> rollout(const std::string& workspace,
+                                                             const std::string& bundle) const;
 
   // ---- introspection (tests, debugging) ----
   [[nodiscard]] bool caughtUp() const { return caught_up_; }
@@ -238,8 +245,15 @@ class Scheduler final : public service::Component {
                                            std::string label) const;
   void watchLoop();
   void reconcileLoop();
-  Status reconcileQueued(const std::deque<std::string>& work);
+  Status reconcileQueued(const std::deque<std::string>& work, const std::set<std::string>& rollouts);
+  //! More queued clusters than kClustersPerPass are decided by one rollout pass per bundle (reconcileClusters).
+  static constexpr size_t kClustersPerPass = 8;
+  Status reconcileClusters(const std::deque<std::string>& work);
   void enqueueReconcile(const std::string& cluster);
+  //! Queues a rollout pass of the bundle with bundles-bucket `key` (coalesced with any already queued).
+  void enqueueRolloutPass(const std::string& key);
+  //! Queues a rollout pass of every bundle with a deployment on `cluster` (it went offline or came back).
+  void enqueueRolloutPassesOf(const std::string& cluster);
   bool sleepFor(std::chrono::milliseconds duration);
 
   // the clusters bucket (clusters_watch.cpp)
@@ -293,7 +307,14 @@ class Scheduler final : public service::Component {
   void scheduleDeleteRetry(const std::string& key, const DeploymentRecord& record, std::string_view error);
   //! Sends the failed deletes whose backoff ran out again (the watch loop, about once a second; takes mutex_).
   void retryDueDeletes();
-  Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published);
+  //! One rollout pass of `bundle`: every pair is decided with the pass's plan; with `only`, only those clusters'
+  //! decisions are carried out (the plan still sees every cluster).
+  Status reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Affected& affected, bool& published,
+                         const std::set<std::string>* only = nullptr);
+  //! The rollout's view of one placement (rollout.h RolloutTarget); nullopt when the pair is not a rollout target.
+  std::optional<RolloutTarget> rolloutTarget(const PlacementInput& input, const std::vector<GroupInfo>& groups) const;
+  //! Remembers the pass's status for the summary; logs and counts a rollout that halts or resumes.
+  void noteRollout(const BundleInfo& bundle, const RolloutPlan& plan);
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
   Status publishDeploy(const events::DeployEvent& event);
@@ -372,10 +393,11 @@ class Scheduler final : public service::Component {
   std::set<std::string> offline_;                      //!< clusters silent for offlineAfter()
   std::map<std::string, std::chrono::steady_clock::time_point> reregister_asked_;  //!< cluster -> last ask
   std::chrono::steady_clock::time_point next_offline_check_;
-  std::map<std::string, BundleInfo> bundles_;            //!< by bundles-bucket key "<ws>.<bundle>"
-  std::map<std::string, DeploymentRecord> deployments_;  //!< by deployments-bucket key
-  std::map<std::string, BdStatus> statuses_;             //!< by deployments-bucket key (same triple)
-  std::map<std::string, Json> summaries_;                //!< last written (without `updated`), by status-bucket key
+  std::map<std::string, BundleInfo> bundles_;              //!< by bundles-bucket key "<ws>.<bundle>"
+  std::map<std::string, DeploymentRecord> deployments_;    //!< by deployments-bucket key
+  std::map<std::string, BdStatus> statuses_;               //!< by deployments-bucket key (same triple)
+  std::map<std::string, Json> summaries_;                  //!< last written (without `updated`), by status-bucket key
+  std::map<std::string, events::RolloutStatus> rollouts_;  //!< by bundles-bucket key: the last pass's status
   //! A delete an agent reported as failed, sent again at `due` (max: sent, waiting for the agent's report).
   struct DeleteRetry {
     uint64_t failures = 0;
@@ -394,6 +416,7 @@ class Scheduler final : public service::Component {
   std::mutex wake_mutex_;
   std::condition_variable wake_;
   std::deque<std::string> reconcile_queue_;  //!< cluster names; "" = everything
+  std::set<std::string> rollout_queue_;      //!< bundles-bucket keys waiting for a rollout pass
   std::unique_ptr<service::Consumer> bundle_consumer_;
   std::unique_ptr<service::Consumer> status_consumer_;
   bus::KvWatcher clusters_watcher_;

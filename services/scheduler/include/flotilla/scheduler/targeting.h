@@ -20,6 +20,7 @@
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/variants.h"
 #include "flotilla/model/labels.h"
+#include "flotilla/model/options.h"
 #include "flotilla/model/targeting.h"
 
 namespace flotilla::scheduler {
@@ -54,6 +55,7 @@ struct BundleTargeting {
   std::vector<Customization> customizations;  //!< parallel to rules.customizations
   Json depends_on = Json::array();
   bool paused = false;
+  std::optional<model::RolloutStrategy> rollout;  //!< fleet.yaml rolloutStrategy (nullopt: Fleet's defaults)
   int64_t force_sync_generation = 0;
   std::string variants_object;                     //!< "" unless rendered per cluster
   std::optional<events::BundleVariants> variants;  //!< loaded from the object store (nullopt: not loaded yet)

@@ -50,6 +50,8 @@ class NatsServer : public ServerBase {
   //! The JetStream store dir (-sd), in dir() (the server's temp dir, where tests may put cert files too).
   [[nodiscard]] std::string storeDir() const { return dir() + "/store"; }
   [[nodiscard]] bool running();
+  //! GET /healthz (the full check) answers 200: in a cluster, JetStream is current with a meta leader.
+  [[nodiscard]] bool jetStreamHealthy() const;
 
   //! Graceful stop (SIGTERM); the store dir stays.
   Status stop();
