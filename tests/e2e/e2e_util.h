@@ -154,4 +154,20 @@ inline std::string namespaceYaml(const std::string& name) {
   return "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + name + "\n";
 }
 
+//! Repository `name` with one bundle app/ (namespace ns-<name>, ConfigMap c with value v1) and its GitRepo applied
+//! to the hub: the first commit. Later commits change app/cm.yaml.
+inline Result<std::string> applyConfigMapRepo(Hub& hub, const std::string& name) {
+  auto repo = hub.git().createRepo(name);
+  FLOTILLA_TRY(repo);
+  const std::string ns = "ns-" + name;
+  auto first = hub.git().commitFiles(name, "main",
+                                     {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"},
+                                      {"app/ns.yaml", namespaceYaml(ns)},
+                                      {"app/cm.yaml", configMap("c", "v1")}},
+                                     "first");
+  FLOTILLA_TRY(first);
+  FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"app"})));
+  return first;
+}
+
 }  // namespace flotilla::e2e

@@ -34,15 +34,8 @@ TEST(NatsClusterPipelineTest, AKilledNatsNodeMidRolloutLosesNothingAndAppliesNot
   const std::vector<std::string> both = {hub.clusterName(0), hub.clusterName(1)};
   const std::string name = "natscluster-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub.git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
-  auto first = hub.git().commitFiles(name, "main",
-                                     {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"},
-                                      {"app/ns.yaml", namespaceYaml(ns)},
-                                      {"app/cm.yaml", configMap("c", "v1")}},
-                                     "first");
-  ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(hub.apply(gitRepoYaml(name, repo->http, {"app"})).ok());
+  auto first = applyConfigMapRepo(hub, name);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
   // Which services still run, with their logs: what a failure needs to be understood.
   auto state = [&] {
     std::string out;

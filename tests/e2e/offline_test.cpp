@@ -44,15 +44,8 @@ TEST(PipelineOfflineTest, AKilledAgentsClusterIsOfflineAndConvergesWhenItReturns
   const std::vector<std::string> both = {hub.clusterName(0), hub.clusterName(1)};
   const std::string name = "offline-" + randomHex(3);
   const std::string ns = "ns-" + name;
-  auto repo = hub.git().createRepo(name);
-  ASSERT_TRUE(repo.ok());
-  auto first = hub.git().commitFiles(name, "main",
-                                     {{"app/fleet.yaml", "defaultNamespace: " + ns + "\n"},
-                                      {"app/ns.yaml", namespaceYaml(ns)},
-                                      {"app/cm.yaml", configMap("c", "v1")}},
-                                     "first");
-  ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(hub.apply(gitRepoYaml(name, repo->http, {"app"})).ok());
+  auto first = applyConfigMapRepo(hub, name);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
   ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *first, both); }, kLands)) << hub.allLogs();
   EXPECT_EQ(clusterState(hub, both[0]), "Ready");
 

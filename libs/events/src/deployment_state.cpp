@@ -54,7 +54,7 @@ DeploymentState reportedState(const DeploymentRecord& record, const BdStatus& st
 
 }  // namespace
 
-DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* status) {
+DeploymentState releasedState(const DeploymentRecord& record, const BdStatus* status) {
   if (record.deleting) {
     // A failed delete (the agent could not prune everything) is the agent's word on this generation.
     if (status != nullptr && status->generation >= record.generation && status->state == "ErrApplied") {
@@ -69,11 +69,18 @@ DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* 
     }
     return {"Pending", "Paused", "bundle paused: nothing released to this cluster yet"};
   }
-  DeploymentState out =
-      status == nullptr
-          ? DeploymentState{"WaitApplied", "WaitingForAgent",
-                            "deployment " + shortId(record.deployment_id) + " sent; no status from the agent yet"}
-          : reportedState(record, *status);
+  return status == nullptr
+             ? DeploymentState{"WaitApplied", "WaitingForAgent",
+                               "deployment " + shortId(record.deployment_id) + " sent; no status from the agent yet"}
+             : reportedState(record, *status);
+}
+
+DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* status) {
+  DeploymentState out = releasedState(record, status);
+  if (record.deleting || record.deployment_id.empty()) {
+    return out;
+  }
+  const bool by_rollout = record.staged_reason == kStagedByRollout;
   if (!record.staged_deployment_id.empty() && record.staged_deployment_id != record.deployment_id) {
     if (rankOf(out.state) < rankOf("OutOfSync")) {
       out.state = "OutOfSync";

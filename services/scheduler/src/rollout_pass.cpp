@@ -16,14 +16,6 @@ bool failingState(std::string_view state) {
   return state == "ErrApplied" || state == "NotReady" || state == "Modified";
 }
 
-std::string clusterList(const std::vector<events::RolloutCluster>& clusters) {
-  std::string out;
-  for (const auto& c : clusters) {
-    out += (out.empty() ? "" : ", ") + c.cluster + " (" + c.state + ")";
-  }
-  return out;
-}
-
 }  // namespace
 
 void Scheduler::enqueueRolloutPass(const std::string& key) {
@@ -89,17 +81,9 @@ std::optional<RolloutTarget> Scheduler::rolloutTarget(const PlacementInput& in,
   }
   // A deployment being deleted that targeting wants again counts as released but unavailable (WaitApplied).
   t.released = record->deployment_id;
-  const BdStatus* status = in.status;
-  // The agent's word on the released deployment, or a failed apply of it (its report names the applied one).
-  const bool on_released = status != nullptr && status->deployment_id == record->deployment_id && !record->deleting;
-  const bool failed_it = status != nullptr && status->state == "ErrApplied" && status->generation >= record->generation;
-  if (on_released || failed_it) {
-    t.state = status->state;
-    t.message = status->message;
-  } else {
-    t.state = "WaitApplied";
-    t.message = "no report on the released deployment yet";
-  }
+  const events::DeploymentState released = events::releasedState(*record, in.status);
+  t.state = released.state;
+  t.message = released.message;
   if (offline_.contains(in.cluster)) {
     t.state = std::string(events::kOfflineState);
     auto seen = lastSignOfLife(in.cluster);
@@ -172,7 +156,7 @@ void Scheduler::noteRollout(const BundleInfo& bundle, const RolloutPlan& plan) {
                {"gitrepo", bundle.gitrepo},
                {"partition", now.partition},
                {"held", now.held},
-               {"clusters", clusterList(now.halted_by)}});
+               {"clusters", clusterStates(now.halted_by)}});
   } else if (before == "Halted" && now.state != "Halted") {
     metrics_
         .counter("rollouts_resumed_total",

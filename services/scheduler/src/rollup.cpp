@@ -169,15 +169,19 @@ events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::strin
   if (rollout != nullptr) {
     out.rollout = *rollout;
     if (rollout->state == "Halted") {
-      std::string halted = "rollout halted at partition " + rollout->partition + ":";
-      for (const auto& c : rollout->halted_by) {
-        halted += (c.cluster == rollout->halted_by.front().cluster ? " " : ", ") + c.cluster + " (" + c.state + ")";
-      }
-      halted += "; " + std::to_string(rollout->held) + " held";
-      std::string message = halted;
+      std::string message = "rollout halted at partition " + rollout->partition + ": " +
+                            clusterStates(rollout->halted_by) + "; " + std::to_string(rollout->held) + " held";
       appendMessage(message, out.message);
       out.message = message;
     }
+  }
+  return out;
+}
+
+std::string clusterStates(const std::vector<events::RolloutCluster>& clusters) {
+  std::string out;
+  for (const auto& c : clusters) {
+    out += (out.empty() ? "" : ", ") + c.cluster + " (" + c.state + ")";
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
 #include "flotilla/harness/local_port.h"
 
 namespace flotilla::harness {
@@ -79,11 +80,7 @@ std::vector<std::string> NatsCluster::urlList() const {
 }
 
 std::string NatsCluster::urls() const {
-  std::string out;
-  for (const auto& url : urlList()) {
-    out += (out.empty() ? "" : ",") + url;
-  }
-  return out;
+  return join(urlList(), ",");
 }
 
 bool NatsCluster::jetStreamCurrent() {

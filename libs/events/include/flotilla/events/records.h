@@ -402,5 +402,8 @@ struct DeploymentState {
   bool operator==(const DeploymentState&) const = default;
 };
 DeploymentState deploymentState(const DeploymentRecord& record, const BdStatus* status);
+//! deploymentState without what is staged: the state of what was released (or is being deleted) there, as the
+//! agent reported it. The scheduler's rollout judges availability by it.
+DeploymentState releasedState(const DeploymentRecord& record, const BdStatus* status);
 
 }  // namespace flotilla::events

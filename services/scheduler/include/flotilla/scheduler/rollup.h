@@ -51,6 +51,9 @@ events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::strin
                                           const BundleInfo* bundle, const std::vector<DeploymentView>& deployments,
                                           const events::RolloutStatus* rollout = nullptr);
 
+//! "c-1 (ErrApplied), c-2 (Offline)": the clusters that halt a rollout, as its message and log line name them.
+std::string clusterStates(const std::vector<events::RolloutCluster>& clusters);
+
 //! One bundle of a GitRepo, for its summary.
 struct GitRepoBundle {
   const BundleInfo* bundle = nullptr;
