@@ -16,7 +16,12 @@ namespace {
 class HandoverCrashTest : public SharedHubTest<HandoverCrashTest> {
  public:
   static HubOptions hubOptions() {
-    return {.services = {{"agent", {.flags = {"--release-hold", "5m"}}},
+    // One bundle at a time on the agents: a crash point is a place in one order of the handover's steps, and the
+    // order must be the one the test names. With parallel bundles the old bundle's delete (later in the stream)
+    // can finish before the new bundle's claim; the claim then takes the objects from the release hold (rule
+    // released, the same end state) and `agent.claim.dropped`, which needs the old inventory still there, is never
+    // reached. Parallel claims and releases are tested in services/agent/test/parallel_integration_test.cpp.
+    return {.services = {{"agent", {.flags = {"--release-hold", "5m", "--parallel-bundles", "1"}}},
                          {"scheduler", baseSettings("scheduler")},
                          {"bundler", baseSettings("bundler")}}};
   }

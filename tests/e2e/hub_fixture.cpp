@@ -114,20 +114,17 @@ bool Hub::enrolled(size_t agent) const {
 }
 
 Status Hub::startNats() {
-  if (options_.nats_nodes > 1) {
-    if (options_.secure) {
-      return fail(ErrorKind::kInvalid, "HubOptions: nats_nodes > 1 with secure is not supported yet");
-    }
-    auto cluster = harness::NatsCluster::start({.nodes = static_cast<int>(options_.nats_nodes)});
-    FLOTILLA_TRY(cluster);
-    nats_cluster_ = std::move(cluster).value();
-    return {};
-  }
+  const bool clustered = options_.nats_nodes > 1;
   harness::NatsServerOptions nats_options;
   if (options_.secure) {
     auth_dir_ = dir_ + "/auth";
-    auto init = identity::initAuthDir(
-        {.dir = auth_dir_, .server_name = "flotilla-e2e", .tls = true, .mutual_tls = options_.mutual_tls});
+    // A cluster's nodes take their server_name from the cluster config, and each keeps the account JWTs in its
+    // own resolver directory ($DIR: the node's temp dir).
+    auto init = identity::initAuthDir({.dir = auth_dir_,
+                                       .server_name = clustered ? "" : "flotilla-e2e",
+                                       .tls = true,
+                                       .mutual_tls = options_.mutual_tls,
+                                       .resolver_dir = clustered ? "$DIR/resolver" : ""});
     FLOTILLA_TRY(init);  // with mutual TLS also the hub identities' client certificates; agents' come later
     auto config = readFile(auth_dir_ + "/nats-auth.conf");
     FLOTILLA_TRY(config);
@@ -138,6 +135,14 @@ Status Hub::startNats() {
       FLOTILLA_TRY(token);
       registration_creds_ = *token;
     }
+  }
+  if (clustered) {
+    auto cluster = harness::NatsCluster::start({.nodes = static_cast<int>(options_.nats_nodes),
+                                                .extra_config = nats_options.config,
+                                                .scheme = nats_options.scheme});
+    FLOTILLA_TRY(cluster);
+    nats_cluster_ = std::move(cluster).value();
+    return {};
   }
   auto nats = harness::NatsServer::start(nats_options);
   FLOTILLA_TRY(nats);

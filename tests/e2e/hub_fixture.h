@@ -59,7 +59,8 @@ struct HubOptions {
   //! their own (tls/<identity>.pem, issued like `flotilla auth issue --client-cert`).
   bool mutual_tls = false;
   //! 3 (or 5): the hub on a JetStream cluster of that many nats-servers (harness::NatsCluster); every service,
-  //! agent and client gets all their URLs, and the hub services --store-replicas <n>. Not with `secure` yet.
+  //! agent and client gets all their URLs, and the hub services --store-replicas <n>. With `secure`, every node
+  //! has the same operator, accounts and TLS certificate, and its own account resolver directory.
   size_t nats_nodes = 1;
 };
 

@@ -2,7 +2,8 @@
 // bucket and object store has 3 replicas (--store-replicas 3) and every process lists all three nodes. A node killed
 // with kill -9 in the middle of a rollout loses nothing (the commit lands on both clusters), applies nothing twice
 // (each agent logs one "bundle applied" per commit), and the pipeline carries on with the two nodes left — and
-// again once the node is back.
+// again once the node is back. The hub runs as deployed: operator-mode authentication and TLS on every node, each
+// service and agent with its own identity.
 #include <gtest/gtest.h>
 
 #include "e2e_util.h"
@@ -27,7 +28,7 @@ size_t appliesOf(Hub& hub, size_t i, const std::string& commit) {
 }
 
 TEST(NatsClusterPipelineTest, AKilledNatsNodeMidRolloutLosesNothingAndAppliesNothingTwice) {
-  auto started = Hub::start({.nats_nodes = 3});
+  auto started = Hub::start({.secure = true, .nats_nodes = 3});
   ASSERT_TRUE(started.ok()) << started.error().describe();
   Hub& hub = **started;
   ASSERT_NE(hub.natsCluster(), nullptr);

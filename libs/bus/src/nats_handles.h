@@ -54,9 +54,9 @@ inline int64_t toNanos(std::chrono::milliseconds d) {
 
 //! Copies headers onto a libnats message.
 Status setHeaders(natsMsg* msg, const Headers& headers, std::string_view where);
-//! A libnats message with subject, payload and headers.
+//! A libnats message with subject, payload, headers and, when not empty, a reply subject.
 Result<NatsMsgPtr> makeMessage(std::string_view subject, std::string_view data, const Headers& headers,
-                               std::string_view where);
+                               std::string_view where, std::string_view reply = {});
 
 struct detail::MessageImpl {
   NatsMsgPtr msg;

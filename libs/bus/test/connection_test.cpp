@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -60,6 +62,36 @@ TEST_F(BusConnectionTest, RequestReply) {
   auto reply = conn_->request("bus.test.register", "cluster-1", 5s);
   ASSERT_TRUE(reply.ok()) << reply.error().describe();
   EXPECT_EQ(reply->data(), "ack:cluster-1");
+}
+
+// Requests sent without waiting: the answers, with their headers, come to the caller's own inbox subscription.
+TEST_F(BusConnectionTest, PublishRequestAnswersArriveOnTheCallersInbox) {
+  auto responder = conn_->subscribe("bus.test.echo", "", [&](Message msg) {
+    EXPECT_TRUE(
+        conn_->publish(msg.reply(), "re:" + std::string(msg.data()), {{"X-Asked", msg.header("X-Ask").value_or("")}})
+            .ok());
+  });
+  ASSERT_TRUE(responder.ok());
+  std::mutex mutex;
+  std::vector<std::string> answers;
+  std::promise<void> both;
+  auto inbox = conn_->subscribe("_INBOX.bus-test.>", "", [&](Message msg) {
+    std::lock_guard lock(mutex);
+    answers.push_back(std::string(msg.subject()) + " " + std::string(msg.data()) + " " +
+                      msg.header("X-Asked").value_or(""));
+    if (answers.size() == 2) {
+      both.set_value();
+    }
+  });
+  ASSERT_TRUE(inbox.ok());
+  ASSERT_TRUE(conn_->flush().ok());
+  ASSERT_TRUE(conn_->publishRequest("bus.test.echo", "_INBOX.bus-test.1", "a", {{"X-Ask", "one"}}).ok());
+  ASSERT_TRUE(conn_->publishRequest("bus.test.echo", "_INBOX.bus-test.2", "b").ok());
+  ASSERT_EQ(both.get_future().wait_for(5s), std::future_status::ready);
+  std::lock_guard lock(mutex);
+  std::sort(answers.begin(), answers.end());
+  EXPECT_EQ(answers, (std::vector<std::string>{"_INBOX.bus-test.1 re:a one", "_INBOX.bus-test.2 re:b "}));
+  EXPECT_EQ(conn_->publishRequest("bus.test.echo", "", "c").error().kind, ErrorKind::kInvalid);
 }
 
 TEST_F(BusConnectionTest, RequestWithoutResponderIsTransient) {

@@ -2,11 +2,14 @@
 // the admin provisions the topology, each hub service provisions it with its own creds, and an agent, a read-only
 // user and a registration token can do what their role allows and nothing else. A denial is what the client sees:
 // the server's asynchronous "Permissions Violation" error (libnats' error handler), and the hub state unchanged.
+#include <iostream>
+
 #include <gtest/gtest.h>
 
 #include "flotilla/bus/connection.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
+#include "flotilla/core/metrics.h"
 #include "flotilla/core/util.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/harness/poll.h"
@@ -334,6 +337,40 @@ TEST_F(IdentityNatsTest, AnExpiredUserIsRefusedAtConnect) {
   EXPECT_NE(client.error().message.find("Authorization Violation"), std::string::npos) << client.error().message;
   // The same role, issued now, connects: the expiry is what was refused.
   EXPECT_TRUE(connectAs(role));
+}
+
+// libnats 3.4.1 signs about one server nonce in 256 so that the server refuses a valid .creds login (6 of 1,500
+// logins with one unchanged file); bus::Connection logs in again, with a new nonce. Valid credentials therefore
+// always connect (without the retry, 300 logins see a refusal in about 7 runs of 10); refused ones are tried
+// kCredsLoginAttempts times, each retry counted, and then reported as before.
+TEST_F(IdentityNatsTest, ValidCredentialsAlwaysLogInAndRefusedOnesAreTriedAgain) {
+  Role role = agentRole("c-logins").value();
+  std::string creds = world_->dir.path() + "/creds/logins.creds";
+  ASSERT_TRUE(writeSecretFile(creds, issueFromAuthDir(world_->dir.path(), role, std::nullopt).value().creds).ok());
+  auto metrics = std::make_shared<Metrics>("test");
+  bus::ConnectOptions options{.servers = {world_->server->url()},
+                              .name = "logins",
+                              .creds_file = creds,
+                              .inbox_prefix = role.inbox_prefix,
+                              .max_reconnect = 0,
+                              .metrics = metrics};
+  for (int i = 0; i < 300; ++i) {
+    auto connection = bus::Connection::connect(options);
+    ASSERT_TRUE(connection.ok()) << "login " << i << ": " << connection.error().describe();
+  }
+  const double retried = metrics->value("nats_connect_retries_total", {{"reason", "authorization"}});
+  std::cout << "300 logins, " << retried << " tried again after a refusal\n";
+
+  auto expired =
+      issueFromAuthDir(world_->dir.path(), role, std::chrono::seconds(60), Clock::now() - std::chrono::hours(2));
+  ASSERT_TRUE(expired.ok());
+  options.creds_file = world_->dir.path() + "/creds/expired-logins.creds";
+  ASSERT_TRUE(writeSecretFile(options.creds_file, expired->creds).ok());
+  auto refused = bus::Connection::connect(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, ErrorKind::kPermanent) << refused.error().describe();
+  EXPECT_EQ(metrics->value("nats_connect_retries_total", {{"reason", "authorization"}}),
+            retried + bus::kCredsLoginAttempts - 1);
 }
 
 TEST_F(IdentityNatsTest, ReadonlyReadsKvButCannotWriteOrDelete) {

@@ -49,6 +49,7 @@ ItemPtr itemOf(Consumer::State& state, bus::Message message) {
     item->delivery.stream_sequence = meta->stream_sequence;
     item->delivery.delivery_count = std::max<uint64_t>(1, meta->num_delivered);
     item->delivery.timestamp_ms = meta->timestamp_ns / 1'000'000;
+    item->delivery.pending = meta->num_pending;
   }
   item->delivery.subject = std::string(message.subject());
   item->delivery.msg_id = message.header("Nats-Msg-Id").value_or("");

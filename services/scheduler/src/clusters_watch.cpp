@@ -61,6 +61,7 @@ void Scheduler::watchLoop() {
     checkDeregistrations();
     retryDueDeletes();
     checkOffline(systemClock().now());
+    flushSummaries();
   }
 }
 

@@ -3,6 +3,7 @@
 #include "flotilla/scheduler/manifest_server.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "flotilla/core/log.h"
@@ -97,6 +98,11 @@ bool ManifestIndex::supersedes(const std::string& key, int64_t generation) const
   return generation > 0 && found != entries_.end() && found->second.generation > generation;
 }
 
+bool ManifestIndex::behind(const std::string& key, int64_t generation) const {
+  auto found = entries_.find(key);
+  return generation > 0 && (found == entries_.end() || found->second.generation < generation);
+}
+
 bool ManifestIndex::allows(const std::string& cluster, const std::string& manifest_id) const {
   return !manifest_id.empty() && references_.contains(std::pair{cluster, manifest_id});
 }
@@ -140,18 +146,11 @@ Status ManifestServer::start() {
     applyReport(entry);
   }
   loaded_ = true;
-  watch_thread_ = std::thread([this] { watchLoop(); });
-  auto subscription = connection_->subscribe(events::kManifestFilter, kManifestQueue, [this](bus::Message message) {
-    if (message.reply().empty()) {
-      return;  // nobody to answer
-    }
-    ManifestReply reply = answer(message.subject(), message.data());
-    auto sent = connection_->publish(message.reply(), reply.body, reply.headers);
-    if (!sent.ok()) {
-      metrics_.counter("manifest_reply_failures_total", "Manifest replies that could not be sent").Increment();
-      log::warn("cannot send a manifest reply", {{"error", sent.error().describe()}});
-    }
-  });
+  // One thread per watch, each waiting on its own: a record reaches the index as soon as it is written.
+  records_thread_ = std::thread([this] { follow(records_watcher_, deployments_, ">", true); });
+  reports_thread_ = std::thread([this] { follow(reports_watcher_, status_, kReportFilter, false); });
+  auto subscription = connection_->subscribe(events::kManifestFilter, kManifestQueue,
+                                             [this](bus::Message message) { handleRequest(message); });
   FLOTILLA_TRY(subscription);
   subscription_ = std::move(subscription).value();
   FLOTILLA_TRY(connection_->flush());
@@ -166,8 +165,10 @@ void ManifestServer::stop() {
   stopping_ = true;
   subscription_.unsubscribe();
   subscribed_ = false;
-  if (watch_thread_.joinable()) {
-    watch_thread_.join();
+  for (std::thread* thread : {&records_thread_, &reports_thread_}) {
+    if (thread->joinable()) {
+      thread->join();
+    }
   }
   records_watcher_.stop();
   reports_watcher_.stop();
@@ -178,15 +179,8 @@ bool ManifestServer::ready(std::string& why) const {
                                   {subscribed_, "manifest server: not subscribed to the manifest subjects"}});
 }
 
-void ManifestServer::watchLoop() {
-  while (!stopping_) {
-    drain(records_watcher_, deployments_, ">", true);
-    drain(reports_watcher_, status_, kReportFilter, false);
-  }
-}
-
-void ManifestServer::drain(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
-                           std::string_view filter, bool records) {
+void ManifestServer::follow(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
+                            std::string_view filter, bool records) {
   while (!stopping_) {
     auto next = watcher.next(kWatchWait);
     if (!next.ok()) {
@@ -201,13 +195,17 @@ void ManifestServer::drain(bus::KvWatcher& watcher, const std::shared_ptr<bus::K
       if (restarted.ok()) {
         watcher = std::move(restarted).value();  // its initial values replay every entry (each apply is idempotent)
       }
-      return;
+      continue;
+    }
+    if (records) {
+      expireParked();
     }
     if (!next->has_value()) {
-      return;  // nothing more for now (or the end of the initial values)
+      continue;  // nothing for now (or the end of the initial values)
     }
     if (records) {
       applyRecord(**next);
+      answerParked((*next)->key);
     } else {
       applyReport(**next);
     }
@@ -258,6 +256,98 @@ uint64_t ManifestServer::chunkSize() const {
     limit = limit > 0 ? std::min(limit, options_.max_chunk) : options_.max_chunk;
   }
   return static_cast<uint64_t>(std::max<int64_t>(limit, 1024));
+}
+
+void ManifestServer::handleRequest(const bus::Message& message) {
+  if (message.reply().empty()) {
+    return;  // nobody to answer
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (parkIfEarly(message.subject(), message.data(), message.reply())) {
+      return;
+    }
+  }
+  send(std::string(message.reply()), answer(message.subject(), message.data()));
+}
+
+void ManifestServer::send(const std::string& reply_subject, const ManifestReply& reply) {
+  auto sent = connection_->publish(reply_subject, reply.body, reply.headers);
+  if (!sent.ok()) {
+    metrics_.counter("manifest_reply_failures_total", "Manifest replies that could not be sent").Increment();
+    log::warn("cannot send a manifest reply", {{"error", sent.error().describe()}});
+  }
+}
+
+bool ManifestServer::parkIfEarly(std::string_view subject, std::string_view data, std::string_view reply) {
+  auto tokens = events::subjectTokens(subject, events::kManifestPrefix);
+  auto request = events::parseManifestRequest(data);
+  if (!loaded_ || !tokens.ok() || tokens->size() != 1 || !request.ok() || request->bundle.empty() ||
+      index_.allows((*tokens)[0], request->manifest_id)) {
+    return false;
+  }
+  const std::string key = events::deploymentKey((*tokens)[0], request->workspace, request->bundle);
+  if (!index_.behind(key, request->generation)) {
+    return false;
+  }
+  if (early_count_ >= kMaxEarly) {
+    metrics_.counter("manifest_early_overflows_total", "Early manifest requests answered at once: too many waiting")
+        .Increment();
+    log::warn("too many manifest requests wait for their deployment record; answering this one at once",
+              {{"cluster", (*tokens)[0]}, {"waiting", static_cast<int64_t>(early_count_)}});
+    return false;
+  }
+  metrics_.counter("manifest_requests_early_total", "Manifest requests that waited for their deployment record")
+      .Increment();
+  const auto deadline = std::chrono::steady_clock::now() + kEarlyWait;
+  early_[key].push_back(EarlyRequest{
+      .subject = std::string(subject), .data = std::string(data), .reply = std::string(reply), .deadline = deadline});
+  early_deadlines_.emplace_back(deadline, key);
+  ++early_count_;
+  return true;
+}
+
+void ManifestServer::answerParked(const std::string& key) {
+  std::vector<EarlyRequest> due;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = early_.find(key);
+    if (found == early_.end()) {
+      return;
+    }
+    due = std::move(found->second);
+    early_.erase(found);
+    early_count_ -= due.size();
+  }
+  for (const auto& request : due) {
+    send(request.reply, answer(request.subject, request.data));
+  }
+}
+
+void ManifestServer::expireParked() {
+  std::vector<EarlyRequest> due;
+  {
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    while (!early_deadlines_.empty() && early_deadlines_.front().first <= now) {
+      auto found = early_.find(early_deadlines_.front().second);
+      early_deadlines_.pop_front();
+      if (found == early_.end()) {
+        continue;  // answered when its record came
+      }
+      auto& waiting = found->second;  // in arrival order: the expired ones come first
+      auto end = std::find_if(waiting.begin(), waiting.end(), [&](const EarlyRequest& r) { return r.deadline > now; });
+      std::move(waiting.begin(), end, std::back_inserter(due));
+      early_count_ -= static_cast<size_t>(end - waiting.begin());
+      waiting.erase(waiting.begin(), end);
+      if (waiting.empty()) {
+        early_.erase(found);
+      }
+    }
+  }
+  for (const auto& request : due) {
+    send(request.reply, answer(request.subject, request.data));  // refused as usual unless allowed meanwhile
+  }
 }
 
 ManifestReply ManifestServer::refuse(std::string_view reason, const std::string& cluster,

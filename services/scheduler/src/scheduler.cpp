@@ -135,7 +135,7 @@ Status Scheduler::setUpConsumers() {
                                                      options_.public_events)) {
           return *forwarded;
         }
-        return handleStatus(message.subject(), message.data(), delivery.delivery_count);
+        return handleStatus(message.subject(), message.data(), delivery.delivery_count, delivery.pending);
       },
       metrics_, reports);
   FLOTILLA_TRY(bundle_consumer_->start());

@@ -9,7 +9,24 @@
 
 namespace flotilla::scheduler {
 
-Outcome Scheduler::handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count) {
+namespace {
+
+//! Sets a flag for one handler's scope (defer_summaries_ while a status message with more behind it is handled).
+class ScopedFlag {
+ public:
+  ScopedFlag(bool& flag, bool value) : flag_(flag) { flag_ = value; }
+  ~ScopedFlag() { flag_ = false; }
+  ScopedFlag(const ScopedFlag&) = delete;
+  ScopedFlag& operator=(const ScopedFlag&) = delete;
+
+ private:
+  bool& flag_;
+};
+
+}  // namespace
+
+Outcome Scheduler::handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count,
+                                uint64_t backlog) {
   auto reject = [&](const std::string& problem, const char* reason) {
     metrics_.counter("invalid_messages_total", "Messages that could not be decoded (term'd)", {{"consumer", "status"}})
         .Increment();
@@ -30,15 +47,15 @@ Outcome Scheduler::handleStatus(std::string_view subject, std::string_view data,
     return reject(kind.error().describe(), "kind");
   }
   if (*kind == events::Heartbeat::kKind) {
-    return handleHeartbeat((*tokens)[0], *json);
+    return handleHeartbeat((*tokens)[0], *json, backlog);
   }
   if (*kind != events::StatusEvent::kKind) {
     return reject("unexpected payload kind " + *kind, "kind");
   }
-  return handleStatusEvent((*tokens)[0], (*tokens)[1], *json, delivery_count);
+  return handleStatusEvent((*tokens)[0], (*tokens)[1], *json, delivery_count, backlog);
 }
 
-Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json) {
+Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json, uint64_t backlog) {
   auto heartbeat = events::decodePayload<events::Heartbeat>(json);
   if (!heartbeat.ok() || heartbeat->cluster != cluster) {
     metrics_.counter("invalid_messages_total", "Messages that could not be decoded (term'd)", {{"consumer", "status"}})
@@ -50,6 +67,7 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json)
     return Outcome::reject("invalid");
   }
   std::lock_guard lock(mutex_);
+  ScopedFlag defer(defer_summaries_, backlog > 0);
   if (!clusters_.contains(cluster)) {
     metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "unregistered"}}).Increment();
     log::info("heartbeat from a cluster that is not registered", {{"cluster", cluster}});
@@ -82,7 +100,7 @@ void Scheduler::countStatus(const char* result) {
 }
 
 Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::string& bundle_name, const Json& json,
-                                     uint64_t delivery_count) {
+                                     uint64_t delivery_count, uint64_t backlog) {
   auto decoded = events::decodePayload<events::StatusEvent>(json);
   if (!decoded.ok()) {
     return rejectStatusEvent(cluster, bundle_name, decoded.error().describe());
@@ -92,6 +110,7 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
     return rejectStatusEvent(cluster, bundle_name, "payload names " + decoded->cluster + "/" + decoded->bundle);
   }
   std::lock_guard lock(mutex_);
+  ScopedFlag defer(defer_summaries_, backlog > 0);
   StatusContext context{.event = *decoded,
                         .cluster = cluster,
                         .bundle = bundle_name,
@@ -247,6 +266,11 @@ Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& r
   bool changed = stored == nullptr || stored->state != next.state || stored->deployment_id != next.deployment_id ||
                  stored->stale != next.stale;
   statuses_[context.key] = next;
+  if (changed) {
+    // The report may make a partition healthy (or over its budget): the bundle's rollout looks again, with the
+    // summaries (writeSummaries), so a burst of reports costs one pass, not one each.
+    deferred_passes_.insert(events::bundleKey(context.workspace, context.bundle));
+  }
   Affected affected;
   affected.clusters.insert(context.cluster);
   affected.bundles.emplace(context.workspace, context.bundle);
@@ -259,10 +283,6 @@ Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& r
     return Outcome::retry(backoff(context.delivery_count), "retry");
   }
   countStatus(context.stale ? "stale-stored" : "stored");
-  if (changed) {
-    // The report may make a partition healthy (or over its budget): the bundle's rollout looks again.
-    enqueueRolloutPass(events::bundleKey(context.workspace, context.bundle));
-  }
   if (changed && !context.stale) {
     events::StatusEvent published = event;
     published.workspace = context.workspace;

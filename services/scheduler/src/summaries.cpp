@@ -4,6 +4,7 @@
 #include <map>
 
 #include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/scheduler/scheduler.h"
 
@@ -21,30 +22,58 @@ std::vector<DeploymentView> Scheduler::deploymentsOfBundle(const std::string& wo
 }
 
 std::vector<DeploymentView> Scheduler::deploymentsOfCluster(const std::string& cluster) const {
+  // Keys are "<cluster>.<ws>.<bundle>" with each part one escaped token (no '.'), so a cluster's deployments are
+  // the keys after "<cluster>.": a heartbeat's summary costs its cluster's deployments, not every cluster's.
+  const std::string prefix = events::escapeToken(cluster) + ".";
   std::vector<DeploymentView> out;
-  for (const auto& [key, record] : deployments_) {
-    if (record.cluster == cluster) {
-      out.push_back(DeploymentView{&record, statusOf(record)});
-    }
+  for (auto it = deployments_.lower_bound(prefix); it != deployments_.end() && startsWith(it->first, prefix); ++it) {
+    out.push_back(DeploymentView{&it->second, statusOf(it->second)});
   }
   return out;
 }
 
 Status Scheduler::writeSummaries(const Affected& affected) {
-  // What an earlier handler could not write goes along: its redelivered message may not find the same work again
-  // (a settled delete finds no record the second time).
+  // What an earlier handler could not write (its redelivered message may not find the same work again: a settled
+  // delete finds no record the second time) or put off goes along.
+  const bool was_empty = unwritten_.empty();
+  unwritten_.merge(affected);
+  if (unwritten_.empty()) {
+    return {};
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (was_empty) {
+    deferred_since_ = now;
+  }
+  if (defer_summaries_ && now - deferred_since_ < options_.summary_delay) {
+    metrics_.counter("summaries_deferred_total", "Summary updates put off while more status messages were queued")
+        .Increment();
+    return {};
+  }
+  for (const auto& key : deferred_passes_) {
+    enqueueRolloutPass(key);
+  }
+  deferred_passes_.clear();
   Affected all = std::move(unwritten_);
   unwritten_ = {};
-  all.bundles.insert(affected.bundles.begin(), affected.bundles.end());
-  all.gitrepos.insert(affected.gitrepos.begin(), affected.gitrepos.end());
-  all.clusters.insert(affected.clusters.begin(), affected.clusters.end());
   Status written = writeAllSummaries(all);
   if (!written.ok()) {
     metrics_.counter("summary_write_failures_total", "Summary writes that failed and were kept for the next one")
         .Increment();
     unwritten_ = std::move(all);
+    deferred_since_ = now;
   }
   return written;
+}
+
+void Scheduler::flushSummaries() {
+  std::lock_guard lock(mutex_);
+  if (unwritten_.empty() || std::chrono::steady_clock::now() - deferred_since_ < options_.summary_delay) {
+    return;
+  }
+  if (auto written = writeSummaries({}); !written.ok()) {
+    log::warn("cannot write summaries yet; trying again with the next message or in a second",
+              {{"error", written.error().describe()}});
+  }
 }
 
 Status Scheduler::writeAllSummaries(const Affected& affected) {

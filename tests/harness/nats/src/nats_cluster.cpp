@@ -51,7 +51,7 @@ Result<std::unique_ptr<NatsCluster>> NatsCluster::start(NatsClusterOptions optio
     std::unique_ptr<NatsCluster> cluster(new NatsCluster());
     Status started;
     for (size_t i = 0; i < route_ports.size() && started.ok(); ++i) {
-      auto node = NatsServer::start({.config = nodeConfig(options, i, route_ports)});
+      auto node = NatsServer::start({.config = nodeConfig(options, i, route_ports), .scheme = options.scheme});
       if (node.ok()) {
         cluster->nodes_.push_back(std::move(node).value());
       } else {

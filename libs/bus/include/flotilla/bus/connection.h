@@ -53,9 +53,13 @@ struct ConnectOptions {
   //! Deliver async subscription callbacks on libnats' shared thread pool instead of one thread per
   //! subscription (G4). Saves threads with many subscriptions; a slow callback then delays the others.
   bool global_message_delivery = false;
-  //! If set, counts nats_disconnects_total, nats_reconnects_total and nats_async_errors_total.
+  //! If set, counts nats_disconnects_total, nats_reconnects_total, nats_async_errors_total and
+  //! nats_connect_retries_total.
   std::shared_ptr<Metrics> metrics;
 };
+
+//! How many times Connection::connect logs in with a .creds file before a refusal is final (see connect()).
+inline constexpr int kCredsLoginAttempts = 4;
 
 //! JetStream delivery metadata of a message (zero for core NATS messages).
 struct MessageMetadata {
@@ -143,7 +147,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   struct Impl;
   //! Connects to the first reachable server. The connection then reconnects by itself (logging each
-  //! disconnect and reconnect). Nothing reachable -> kTransient; bad credentials -> kPermanent.
+  //! disconnect and reconnect). Nothing reachable -> kTransient; bad credentials -> kPermanent. A .creds login the
+  //! server refuses is tried kCredsLoginAttempts times (libnats 3.4.1 signs about one nonce in 256 wrongly; logged
+  //! and counted as nats_connect_retries_total).
   static Result<std::shared_ptr<Connection>> connect(const ConnectOptions& options);
 
   //! Internal: objects are made by the bus library (connect, create, subscribe, ...).
@@ -162,6 +168,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   //! Core NATS publish (no persistence, no ack). With headers when `headers` is not empty.
   Status publish(std::string_view subject, std::string_view data, const Headers& headers = {});
+  //! Core NATS publish with a reply subject, without waiting: the answers arrive on the caller's own subscription
+  //! of `reply` (e.g. a JetStream pull request whose messages come to an inbox, or many requests in flight on one
+  //! connection).
+  Status publishRequest(std::string_view subject, std::string_view reply, std::string_view data,
+                        const Headers& headers = {});
   //! Sends a request and waits for the first reply. No responder or no reply in time -> kTransient.
   Result<Message> request(std::string_view subject, std::string_view data, std::chrono::milliseconds timeout,
                           const Headers& headers = {});

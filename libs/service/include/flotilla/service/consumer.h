@@ -91,6 +91,9 @@ struct Delivery {
   std::string msg_id;        //!< Nats-Msg-Id ("" when none)
   int64_t timestamp_ms = 0;  //!< when the stream stored it
   uint64_t attempt = 1;      //!< handler runs of this delivery (a parked message runs again with attempt + 1)
+  //! Messages the stream still held for this consumer when this one was delivered (JetStream's num_pending):
+  //! more than 0 means more work is on its way, e.g. to write derived records once for a burst.
+  uint64_t pending = 0;
 };
 
 //! The service's handler: one message, one Outcome. May throw (the runtime terminates and reports the message).

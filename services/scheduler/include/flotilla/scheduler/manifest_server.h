@@ -14,6 +14,9 @@
 //   reply     one chunk of the stored object, at most the NATS server's max_payload minus kChunkHeadroom, with the
 //             object's size and digest; the agent asks offset after offset and checks size and digest, so any size
 //             works with the one stored copy
+//   early     a request naming a generation newer than the index holds for its deployment (the scheduler publishes
+//             a DeployEvent before it writes the record, and the watch brings the record a moment later) waits for
+//             the record, up to kEarlyWait, instead of being refused: the agent's first ask usually gets its answer
 //   refusals  NotDeployed (also for a manifest that exists for another cluster: no existence oracle), Superseded
 //             (not allowed, and the request's bundle record of that cluster has a newer generation), NotFound,
 //             BadRequest, Unavailable (records not loaded yet, store unreadable); each logged and counted
@@ -36,6 +39,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "flotilla/bus/connection.h"
 #include "flotilla/bus/kv.h"
@@ -46,6 +50,10 @@
 
 namespace flotilla::scheduler {
 
+//! How long a request ahead of the index waits for its deployment record before it is refused.
+inline constexpr std::chrono::milliseconds kEarlyWait{2000};
+//! At most this many early requests wait at once; more are answered at once (refused unless allowed).
+inline constexpr size_t kMaxEarly = 20000;
 //! Bytes of a reply kept free for its headers below the server's max_payload.
 inline constexpr int64_t kChunkHeadroom = 4096;
 //! The queue group of the manifest subjects (shared by the scheduler's replicas).
@@ -73,6 +81,9 @@ class ManifestIndex {
   //! True when the record under `key` holds a newer generation than `generation` (> 0): a DeployEvent of that
   //! generation was replaced by a newer one, already published (the record is written after the publish).
   [[nodiscard]] bool supersedes(const std::string& key, int64_t generation) const;
+  //! True when the index has no record under `key` yet, or one older than `generation` (> 0): a DeployEvent of
+  //! that generation is out, and its record is still on its way.
+  [[nodiscard]] bool behind(const std::string& key, int64_t generation) const;
   [[nodiscard]] size_t size() const { return entries_.size(); }
 
  private:
@@ -130,10 +141,24 @@ class ManifestServer final : public service::Component {
     bus::ObjectInfo info;
     std::string data;
   };
-  void watchLoop();
-  //! Reads what `watcher` has now (up to `wait`); restarts it after an error.
-  void drain(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket, std::string_view filter,
-             bool records);
+  //! A request that arrived before its deployment record (see "early" above).
+  struct EarlyRequest {
+    std::string subject;
+    std::string data;
+    std::string reply;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  //! Answers a request (or parks it while it is early) and sends the reply.
+  void handleRequest(const bus::Message& message);
+  void send(const std::string& reply_subject, const ManifestReply& reply);
+  //! Parks the request when it names a generation newer than the index's record of it (mutex_ held); true if parked.
+  bool parkIfEarly(std::string_view subject, std::string_view data, std::string_view reply);
+  //! Answers the parked requests for `key` (a record arrived), and those past their deadline (refused as usual).
+  void answerParked(const std::string& key);
+  void expireParked();
+  //! Follows one watch (records or reports) until stop(); restarts it after an error.
+  void follow(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket, std::string_view filter,
+              bool records);
   void applyRecord(const bus::KvEntry& entry);
   void applyReport(const bus::KvEntry& entry);
   ManifestReply refuse(std::string_view reason, const std::string& cluster, const std::string& manifest_id,
@@ -152,8 +177,11 @@ class ManifestServer final : public service::Component {
   Metrics& metrics_;
   ManifestServerOptions options_;
 
-  mutable std::mutex mutex_;  //!< guards index_
+  mutable std::mutex mutex_;  //!< guards index_ and early_
   ManifestIndex index_;
+  std::map<std::string, std::vector<EarlyRequest>> early_;  //!< requests waiting for their record, by key
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> early_deadlines_;  //!< oldest first
+  size_t early_count_ = 0;
   std::mutex cache_mutex_;                                      //!< guards cache_, cache_order_, cache_used_
   std::map<std::string, std::shared_ptr<const Cached>> cache_;  //!< shared: a reply slices it outside the lock
   std::list<std::string> cache_order_;                          //!< most recently used first
@@ -165,7 +193,8 @@ class ManifestServer final : public service::Component {
   bus::KvWatcher records_watcher_;
   bus::KvWatcher reports_watcher_;
   bus::Subscription subscription_;
-  std::thread watch_thread_;
+  std::thread records_thread_;
+  std::thread reports_thread_;
 };
 
 }  // namespace flotilla::scheduler

@@ -104,6 +104,8 @@ struct SchedulerOptions {
   int64_t agent_max_deliveries = service::kDefaultMaxDeliveries;
   //! Manifest delivery to the agents (manifest_server.h), started and stopped with the scheduler.
   ManifestServerOptions manifests;
+  //! How long summaries may wait for the end of a burst of status messages (handleStatus).
+  std::chrono::milliseconds summary_delay{250};
   //! Which of an agent's reported labels count for targeting (--agent-labels; default none: only the labels of
   //! Cluster documents target).
   AgentLabelPolicy agent_labels;
@@ -138,8 +140,12 @@ class Scheduler final : public service::Component {
   //! One BundleEvent payload. `clock_ms` (the message's stream timestamp) makes generations deterministic on
   //! redelivery; 0 means now. `delivery_count` drives the retry backoff.
   Outcome handleBundle(std::string_view data, int64_t clock_ms = 0, uint64_t delivery_count = 1);
-  //! One message of FLOTILLA_STATUS (a StatusEvent or a Heartbeat) on `subject`.
-  Outcome handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count = 1);
+  //! One message of FLOTILLA_STATUS (a StatusEvent or a Heartbeat) on `subject`. `backlog`: the messages behind it
+  //! on the stream (service::Delivery::pending); while there are any, the summaries it changed are written with a
+  //! later message's, at most SchedulerOptions::summary_delay later (a burst of 10,000 reports writes each summary a
+  //! few times, not 10,000 times). Its own record (status/bd.*) is always written at once.
+  Outcome handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count = 1,
+                       uint64_t backlog = 0);
   //! One change of the clusters bucket (groups, registrations, Cluster documents, tombstones, heartbeats).
   void handleClustersEntry(const bus::KvEntry& entry);
   //! Moves every deregistration on (deregistration.cpp): deletes to connected agents, records of disconnected
@@ -176,6 +182,13 @@ class Scheduler final : public service::Component {
     std::set<std::string> clusters;
     bool bundle_event = false;  //!< a BundleEvent is being handled (fault point kFaultBundleDeployed)
     bool deployed = false;      //!< it published its first DeployEvent
+
+    [[nodiscard]] bool empty() const { return bundles.empty() && gitrepos.empty() && clusters.empty(); }
+    void merge(const Affected& other) {
+      bundles.insert(other.bundles.begin(), other.bundles.end());
+      gitrepos.insert(other.gitrepos.begin(), other.gitrepos.end());
+      clusters.insert(other.clusters.begin(), other.clusters.end());
+    }
 
     //! A deployment of `bundle` on `cluster` changed; `gitrepo` = the bundle's GitRepo ("" = none).
     void add(const std::string& workspace, const std::string& bundle, const std::string& gitrepo,
@@ -335,9 +348,9 @@ class Scheduler final : public service::Component {
   Outcome finishBundle(BundleContext& context, const std::string& result);
 
   // status events (status_handler.cpp)
-  Outcome handleHeartbeat(const std::string& cluster, const Json& json);
+  Outcome handleHeartbeat(const std::string& cluster, const Json& json, uint64_t backlog);
   Outcome handleStatusEvent(const std::string& cluster, const std::string& bundle, const Json& json,
-                            uint64_t delivery_count);
+                            uint64_t delivery_count, uint64_t backlog);
   Outcome rejectStatusEvent(const std::string& cluster, const std::string& bundle, const std::string& problem);
   std::string workspaceOfReport(const events::StatusEvent& event, const std::string& cluster,
                                 const std::string& bundle) const;
@@ -349,8 +362,12 @@ class Scheduler final : public service::Component {
   void countStatus(const char* result);
 
   // summaries and public events (summaries.cpp; mutex_ held)
-  //! Writes the summaries `affected` (and any an earlier handler could not write) names.
+  //! Writes the summaries `affected` (and any an earlier handler could not write or put off) names, and queues the
+  //! rollout passes reports asked for; while defer_summaries_ is set (a status message with more behind it), only
+  //! notes them, for at most summary_delay.
   Status writeSummaries(const Affected& affected);
+  //! Writes the summaries put off or not written once summary_delay has passed (the watch loop). Locks.
+  void flushSummaries();
   Status writeAllSummaries(const Affected& affected);
   Status writeBundleSummary(const std::string& workspace, const std::string& bundle);
   Status writeGitRepoSummary(const std::string& workspace, const std::string& gitrepo);
@@ -405,7 +422,13 @@ class Scheduler final : public service::Component {
   };
   std::map<std::string, DeleteRetry> delete_retries_;  //!< by deployments-bucket key
   std::map<std::string, bool> gitrepo_gone_;  //!< gitrepos key -> spec gone; read once per handler, cleared on entry
-  Affected unwritten_;  //!< summaries a handler could not write (its message is redone); written with the next ones
+  //! Summaries not written yet: put off during a burst of status messages, or a write failed (its message is
+  //! redone); written with the next ones, at the latest by flushSummaries.
+  Affected unwritten_;
+  bool defer_summaries_ = false;  //!< a status message with more behind it is handled
+  //! Bundles-bucket keys of rollout passes that status reports asked for: queued when the summaries are written.
+  std::set<std::string> deferred_passes_;
+  std::chrono::steady_clock::time_point deferred_since_;  //!< when unwritten_ gained its first entry
   bool loaded_ = false;
 
   std::atomic<bool> stopping_{false};

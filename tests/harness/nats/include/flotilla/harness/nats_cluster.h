@@ -20,6 +20,8 @@ struct NatsClusterOptions {
   int nodes = 3;
   //! Added to every node's config (e.g. authorization blocks); "$DIR" is each node's temp dir.
   std::string extra_config;
+  //! The nodes' URL scheme: "tls" when extra_config requires TLS of clients (routes stay plain on loopback).
+  std::string scheme = "nats";
   std::chrono::milliseconds start_timeout = std::chrono::seconds(60);
 };
 

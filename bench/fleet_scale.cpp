@@ -1,0 +1,292 @@
+// Benchmark (issue 13): one commit fanned out to many clusters by the real hub services (poller, bundler and
+// scheduler as processes, nats-server with authentication and TLS, as deployed), with simulated agents
+// (bench/sim_agents.h: one NATS connection and identity each, consuming their deploy events as the agent does and
+// reporting Ready; no API server). For each scenario "<clusters>x<bundles>" it prints the time from the commit event
+// to the last Ready recorded by the scheduler, the scheduler's CPU seconds and RSS, nats-server's RSS, messages per
+// second through nats-server, and the agents' applies per deploymentID (none may be applied twice).
+//
+//   build/bench/bench_fleet_scale [--nats-nodes 1|3] [--pull-expires-ms N] [scenario...]
+//   (default scenarios: 50x51 100x100 10000x1)
+//
+// The anchor is Fleet's published scale test (rancher/fleet#4599): 50 clusters x 51 bundles = 2,550
+// BundleDeployments, all Ready about 50 s after the GitRepo was created. Not a timed test: it prints figures and
+// asserts nothing about them; it fails only when the fan-out does not finish or a deployment is applied twice.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include <sys/resource.h>
+
+#include "bench_util.h"
+#include "e2e_util.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/subjects.h"
+#include "sim_agents.h"
+
+using namespace flotilla;
+using namespace flotilla::e2e;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+namespace {
+
+struct Scenario {
+  size_t clusters = 0;
+  size_t bundles = 0;
+};
+
+struct Settings {
+  size_t nats_nodes = 1;
+  milliseconds pull_expires{1000};
+  std::vector<Scenario> scenarios;
+};
+
+double secondsOf(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+//! utime + stime of a process, in seconds (0 when it cannot be read).
+double cpuSeconds(int pid) {
+  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) {
+    return 0;
+  }
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  std::vector<std::string> fields = split(stat->substr(stat->rfind(')') + 2), ' ');
+  if (fields.size() < 13) {
+    return 0;
+  }
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
+}
+
+//! A "VmRSS:"-style line of /proc/<pid>/status, in MiB.
+double statusMiB(int pid, const std::string& field) {
+  auto status = readFile("/proc/" + std::to_string(pid) + "/status");
+  if (!status.ok()) {
+    return 0;
+  }
+  size_t at = status->find(field + ":");
+  if (at == std::string::npos) {
+    return 0;
+  }
+  return std::stod(status->substr(at + field.size() + 1)) / 1024.0;
+}
+
+//! nats-server's /varz (memory, messages in and out), summed over the cluster's nodes.
+struct ServerFigures {
+  double rss_mib = 0;
+  double msgs = 0;
+};
+ServerFigures serverFigures(Hub& hub) {
+  ServerFigures out;
+  const size_t nodes = hub.natsCluster() ? hub.natsCluster()->size() : 1;
+  for (size_t i = 0; i < nodes; ++i) {
+    harness::NatsServer& node = hub.natsCluster() ? hub.natsCluster()->node(i) : hub.nats();
+    auto varz =
+        runCommand({.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(node.monitorPort()) + "/varz"}});
+    if (!varz.ok() || varz->exit_code != 0) {
+      continue;
+    }
+    auto json = Json::parse(varz->out);
+    if (!json.ok()) {
+      continue;
+    }
+    auto number = [&](const char* key) {
+      const Json* v = json->find(key);
+      return v != nullptr && v->isInt() ? static_cast<double>(v->asInt()) : 0.0;
+    };
+    out.rss_mib += number("mem") / (1024.0 * 1024.0);
+    out.msgs += number("in_msgs") + number("out_msgs");
+  }
+  return out;
+}
+
+//! `bundles` bundles under apps/, each a fleet.yaml and one ConfigMap.
+std::map<std::string, std::string> bundleFiles(size_t bundles) {
+  std::map<std::string, std::string> files;
+  for (size_t b = 0; b < bundles; ++b) {
+    const std::string dir = "apps/b" + std::to_string(b) + "/";
+    files[dir + "fleet.yaml"] = "defaultNamespace: bench\n";
+    files[dir + "cm.yaml"] = configMap("cm-" + std::to_string(b), "1");
+  }
+  return files;
+}
+
+struct Figures {
+  double connect_s = 0;
+  double commit_to_first_s = 0;
+  double commit_to_last_s = 0;
+  double scheduler_cpu_s = 0;
+  double scheduler_rss_mib = 0;
+  double scheduler_hwm_mib = 0;
+  double nats_rss_mib = 0;
+  double msgs_per_s = 0;
+  size_t ready = 0;
+  bench::SimulatedCounts counts;
+};
+
+Result<Figures> run(const Scenario& scenario, const Settings& settings) {
+  Figures figures;
+  auto started = Hub::start(
+      {.clusters = 0, .share_clusters = false, .log_level = "warn", .secure = true, .nats_nodes = settings.nats_nodes});
+  FLOTILLA_TRY(started);
+  Hub& hub = **started;
+  std::vector<std::string> names;
+  for (size_t c = 0; c < scenario.clusters; ++c) {
+    names.push_back("s" + std::to_string(c));
+  }
+  std::error_code dir_error;
+  std::filesystem::create_directories(hub.dir() + "/sim", dir_error);
+  if (dir_error) {
+    return fail(ErrorKind::kInternal, hub.dir() + "/sim: " + dir_error.message());
+  }
+  const auto connect_start = Clock::now();
+  auto agents = bench::SimulatedAgents::start(names, {.servers = split(hub.natsUrl(), ','),
+                                                      .auth_dir = hub.authDir(),
+                                                      .ca_file = hub.authDir() + "/tls/ca.pem",
+                                                      .work_dir = hub.dir() + "/sim",
+                                                      .labels = {{"bench", "yes"}},
+                                                      .pull_expires = settings.pull_expires});
+  FLOTILLA_TRY(agents);
+  figures.connect_s = secondsOf(Clock::now() - connect_start);
+
+  const std::string name = "scale";
+  auto repo = hub.git().createRepo(name);
+  FLOTILLA_TRY(repo);
+  auto commit = hub.git().commitFiles(name, "main", bundleFiles(scenario.bundles), "bundles");
+  FLOTILLA_TRY(commit);
+
+  // The commit event's arrival (a core subscription beside the stream) and every Ready the scheduler records.
+  auto js = hub.js();
+  FLOTILLA_TRY(js);
+  std::atomic<int64_t> commit_at_ns{0};
+  auto commits = (*js)->connection()->subscribe(events::kCommitFilter, "", [&](bus::Message) {
+    int64_t expected = 0;
+    commit_at_ns.compare_exchange_strong(expected, Clock::now().time_since_epoch().count());
+  });
+  FLOTILLA_TRY(commits);
+  auto status = hub.kv(std::string(events::kStatusBucket));
+  FLOTILLA_TRY(status);
+  auto watcher = (*status)->watch("bd.>", {.updates_only = true});
+  FLOTILLA_TRY(watcher);
+
+  const int scheduler = hub.pid("scheduler");
+  const double cpu_before = cpuSeconds(scheduler);
+  const ServerFigures server_before = serverFigures(hub);
+  FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
+
+  const size_t wanted = scenario.clusters * scenario.bundles;
+  std::set<std::string> ready;
+  Clock::time_point first{}, last{};
+  const auto deadline = Clock::now() + seconds(900);
+  while (ready.size() < wanted) {
+    if (Clock::now() > deadline) {
+      return fail(ErrorKind::kTransient, std::to_string(ready.size()) + " of " + std::to_string(wanted) +
+                                             " deployments Ready after 900 s\n" + hub.allLogs());
+    }
+    auto entry = watcher->next(seconds(1));
+    FLOTILLA_TRY(entry);
+    if (!*entry || (*entry)->operation != bus::KvOperation::kPut) {
+      continue;
+    }
+    auto record = Json::parse((*entry)->value);
+    const Json* state = record.ok() ? record->find("state") : nullptr;
+    if (state != nullptr && state->isString() && state->asString() == "Ready" && ready.insert((*entry)->key).second) {
+      last = Clock::now();
+      if (ready.size() == 1) {
+        first = last;
+      }
+    }
+  }
+  const ServerFigures server_after = serverFigures(hub);
+  const Clock::time_point commit_at{Clock::duration(commit_at_ns.load())};
+  figures.ready = ready.size();
+  figures.commit_to_first_s = secondsOf(first - commit_at);
+  figures.commit_to_last_s = secondsOf(last - commit_at);
+  figures.scheduler_cpu_s = cpuSeconds(scheduler) - cpu_before;
+  figures.scheduler_rss_mib = statusMiB(scheduler, "VmRSS");
+  figures.scheduler_hwm_mib = statusMiB(scheduler, "VmHWM");
+  figures.nats_rss_mib = server_after.rss_mib;
+  figures.msgs_per_s = (server_after.msgs - server_before.msgs) / std::max(1e-3, secondsOf(last - commit_at));
+  // Redeliveries would show as more applies: wait out one ack-wait's worth of quiet is not needed for the count of
+  // duplicates, which compares deploymentIDs per cluster.
+  figures.counts = (*agents)->counts();
+  return figures;
+}
+
+Settings parseArgs(int argc, char** argv) {
+  Settings settings;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--nats-nodes" && i + 1 < argc) {
+      settings.nats_nodes = std::stoul(argv[++i]);
+    } else if (arg == "--pull-expires-ms" && i + 1 < argc) {
+      settings.pull_expires = milliseconds(std::stol(argv[++i]));
+    } else if (size_t x = arg.find('x'); x != std::string::npos) {
+      settings.scenarios.push_back({std::stoul(arg.substr(0, x)), std::stoul(arg.substr(x + 1))});
+    } else {
+      std::cerr << "usage: bench_fleet_scale [--nats-nodes 1|3] [--pull-expires-ms N] [<clusters>x<bundles>...]\n";
+      std::exit(2);
+    }
+  }
+  if (settings.scenarios.empty()) {
+    settings.scenarios = {{50, 51}, {100, 100}, {10000, 1}};
+  }
+  return settings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Settings settings = parseArgs(argc, argv);
+  // Every simulated agent holds a connection (a socket here and one in nats-server).
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  int failed = 0;
+  for (const Scenario& scenario : settings.scenarios) {
+    auto figures = run(scenario, settings);
+    if (!figures.ok()) {
+      std::cerr << "bench: " << scenario.clusters << "x" << scenario.bundles << ": " << figures.error().describe()
+                << std::endl;
+      ++failed;
+      continue;
+    }
+    const auto& f = *figures;
+    std::printf(
+        "%zu clusters x %zu bundles = %zu deployments, nats-server nodes %zu, auth+TLS, pull expires %lld ms\n"
+        "  agents connected and registered in %.1f s\n"
+        "  commit event -> first Ready recorded %.2f s, -> last Ready recorded %.2f s (%zu)\n"
+        "  scheduler: %.1f CPU s, VmRSS %.0f MiB, VmHWM %.0f MiB; nats-server RSS %.0f MiB (all nodes)\n"
+        "  nats-server messages in+out: %.0f/s over the fan-out\n"
+        "  agents: %llu deploys, %llu applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls "
+        "(%llu expired empty, %llu other answers), %llu heartbeats, %llu failed publishes\n",
+        scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.nats_nodes,
+        static_cast<long long>(settings.pull_expires.count()), f.connect_s, f.commit_to_first_s, f.commit_to_last_s,
+        f.ready, f.scheduler_cpu_s, f.scheduler_rss_mib, f.scheduler_hwm_mib, f.nats_rss_mib, f.msgs_per_s,
+        static_cast<unsigned long long>(f.counts.deploys), static_cast<unsigned long long>(f.counts.applies),
+        static_cast<unsigned long long>(f.counts.duplicate_applies),
+        static_cast<unsigned long long>(f.counts.manifest_requests),
+        static_cast<unsigned long long>(f.counts.manifest_refusals), static_cast<unsigned long long>(f.counts.pulls),
+        static_cast<unsigned long long>(f.counts.pull_timeouts),
+        static_cast<unsigned long long>(f.counts.pull_other_status),
+        static_cast<unsigned long long>(f.counts.heartbeats),
+        static_cast<unsigned long long>(f.counts.publish_failures));
+    std::fflush(stdout);
+    if (f.counts.duplicate_applies != 0) {
+      ++failed;
+    }
+  }
+  std::printf(
+      "anchor: Fleet, 50 clusters x 51 bundles = 2,550 BundleDeployments Ready ~50 s after the GitRepo "
+      "(rancher/fleet#4599); %s\n",
+      bench::machineLoad().c_str());
+  return failed == 0 ? 0 : 1;
+}

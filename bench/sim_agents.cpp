@@ -1,0 +1,369 @@
+#include "sim_agents.h"
+
+#include <algorithm>
+#include <set>
+
+#include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
+#include "flotilla/events/manifest.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/identity/auth_dir.h"
+#include "flotilla/identity/permissions.h"
+#include "flotilla/identity/secret_file.h"
+
+namespace flotilla::bench {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::string_view kAgentVersion = "simulated";
+constexpr milliseconds kRegisterTimeout{60000};
+constexpr milliseconds kPullRetry{1000};  //!< after an answer other than a timeout (e.g. the durable not there yet)
+
+}  // namespace
+
+struct SimulatedAgents::Counters {
+  std::atomic<uint64_t> deploys{0}, applies{0}, duplicate_applies{0}, manifest_requests{0}, manifest_refusals{0},
+      pulls{0}, pull_timeouts{0}, pull_other_status{0}, heartbeats{0}, publish_failures{0};
+};
+
+namespace {
+
+int64_t headerInt(const bus::Message& msg, std::string_view name) {
+  auto value = msg.header(name);
+  if (!value) {
+    return -1;
+  }
+  try {
+    return std::stoll(*value);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+//! One simulated agent: its connection, its pull and the deploys waiting for their manifest.
+struct SimulatedAgents::Agent {
+  struct Pending {
+    std::string ack_subject;  //!< the deploy message's reply ($JS.ACK...)
+    events::DeployEvent event;
+    int64_t received = 0;  //!< manifest bytes so far
+  };
+
+  std::string cluster;
+  std::string creds_file;
+  std::string inbox;            //!< _INBOX.agent-<cluster>
+  std::string pull_subject;     //!< $JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.agent-<cluster>
+  std::string pull_prefix;      //!< <inbox>.pull.
+  std::string manifest_prefix;  //!< <inbox>.m.
+  const SimulatedAgentsOptions* options = nullptr;
+  Counters* counters = nullptr;
+  std::shared_ptr<bus::Connection> connection;
+  bus::Subscription subscription;
+
+  std::mutex mutex;
+  uint64_t pull_id = 0;
+  int pull_left = 0;  //!< messages still due on the outstanding pull; 0: none outstanding
+  Clock::time_point pull_due = Clock::time_point::max();  //!< when the ticker sends the next pull
+  Clock::time_point next_heartbeat;
+  uint64_t next_request = 0;
+  std::map<uint64_t, Pending> pending;
+  std::set<std::string> applied;  //!< "<bundle>\n<deploymentID>"
+  int64_t sequence = 0;
+
+  void publish(std::string_view subject, std::string_view data, const bus::Headers& headers = {}) {
+    if (!connection->publish(subject, data, headers).ok()) {
+      ++counters->publish_failures;
+    }
+  }
+
+  // Requires mutex.
+  void sendPull() {
+    pull_left = options->pull_batch;
+    pull_due = Clock::time_point::max();
+    const auto expires = std::chrono::duration_cast<std::chrono::nanoseconds>(options->pull_expires).count();
+    const std::string body =
+        R"({"batch":)" + std::to_string(options->pull_batch) + R"(,"expires":)" + std::to_string(expires) + "}";
+    ++counters->pulls;
+    if (!connection->publishRequest(pull_subject, pull_prefix + std::to_string(++pull_id), body).ok()) {
+      ++counters->publish_failures;
+      pull_left = 0;
+      pull_due = Clock::now() + kPullRetry;
+    }
+  }
+
+  // Requires mutex. A delivery used up one message of the pull.
+  void deliveredOne() {
+    if (pull_left > 0 && --pull_left == 0) {
+      sendPull();
+    }
+  }
+
+  void onMessage(const bus::Message& msg) {
+    if (startsWith(msg.reply(), "$JS.ACK.")) {
+      onDeploy(msg);
+    } else if (startsWith(msg.subject(), pull_prefix)) {
+      onPullStatus(msg);
+    } else if (startsWith(msg.subject(), manifest_prefix)) {
+      onManifest(msg);
+    }  // else: the answer to the registration request (libnats' own request inbox)
+  }
+
+  void onPullStatus(const bus::Message& msg) {
+    const std::string status = msg.header("Status").value_or("");
+    std::lock_guard lock(mutex);
+    if (msg.subject() != pull_prefix + std::to_string(pull_id) || status == "100") {
+      return;  // an older pull's answer, or an idle heartbeat
+    }
+    pull_left = 0;
+    if (status == "408") {
+      ++counters->pull_timeouts;
+      sendPull();
+      return;
+    }
+    ++counters->pull_other_status;
+    pull_due = Clock::now() + kPullRetry;
+  }
+
+  void onDeploy(const bus::Message& msg) {
+    ++counters->deploys;
+    std::string ack(msg.reply());
+    auto event = events::parsePayload<events::DeployEvent>(msg.data());
+    std::lock_guard lock(mutex);
+    deliveredOne();
+    if (!event.ok() || event->remove) {
+      publish(ack, "+ACK");  // a delete: nothing to apply here (the real agent prunes, then reports)
+      return;
+    }
+    const uint64_t request = ++next_request;
+    pending[request] = Pending{.ack_subject = std::move(ack), .event = std::move(event).value()};
+    askManifest(request, 0);
+  }
+
+  // Requires mutex.
+  void askManifest(uint64_t request, int64_t offset) {
+    const Pending& p = pending.at(request);
+    events::ManifestRequest ask{.id = events::newEventId(),
+                                .time = log::nowRfc3339(),
+                                .manifest_id = p.event.manifest_id,
+                                .offset = offset,
+                                .workspace = p.event.workspace,
+                                .bundle = p.event.bundle,
+                                .generation = p.event.generation};
+    ++counters->manifest_requests;
+    if (!connection
+             ->publishRequest(events::manifestSubject(cluster), manifest_prefix + std::to_string(request),
+                              events::encode(ask).dump())
+             .ok()) {
+      ++counters->publish_failures;
+    }
+  }
+
+  void onManifest(const bus::Message& msg) {
+    const uint64_t request = std::strtoull(msg.subject().substr(manifest_prefix.size()).data(), nullptr, 10);
+    std::lock_guard lock(mutex);
+    auto it = pending.find(request);
+    if (it == pending.end()) {
+      return;
+    }
+    const int64_t size = headerInt(msg, events::kManifestSizeHeader);
+    if (size < 0) {  // refused: the agent naks and retries the deploy later
+      ++counters->manifest_refusals;
+      publish(it->second.ack_subject, R"(-NAK {"delay":1000000000})");
+      pending.erase(it);
+      return;
+    }
+    it->second.received = headerInt(msg, events::kManifestOffsetHeader) + static_cast<int64_t>(msg.data().size());
+    if (it->second.received < size) {
+      askManifest(request, it->second.received);
+      return;
+    }
+    reportApplied(it->second);
+    pending.erase(it);
+  }
+
+  // Requires mutex. The deployment is "applied": Ready is reported with the agent's message id, then the deploy acked.
+  void reportApplied(const Pending& p) {
+    ++counters->applies;
+    if (!applied.insert(p.event.bundle + "\n" + p.event.deployment_id).second) {
+      ++counters->duplicate_applies;
+    }
+    events::StatusEvent status{.time = log::nowRfc3339(),
+                               .cluster = cluster,
+                               .workspace = p.event.workspace,
+                               .bundle = p.event.bundle,
+                               .deployment_id = p.event.deployment_id,
+                               .generation = p.event.generation,
+                               .sequence = ++sequence,
+                               .state = "Ready",
+                               .agent_version = std::string(kAgentVersion)};
+    status.id = events::statusMsgId(cluster, status.bundle, status.deployment_id, status.state, status.sequence);
+    publish(events::statusSubject(cluster, status.bundle), events::encode(status).dump(), {{"Nats-Msg-Id", status.id}});
+    publish(p.ack_subject, "+ACK");
+  }
+
+  // Requires mutex.
+  void heartbeat() {
+    events::Heartbeat beat{.id = events::newEventId(),
+                           .time = log::nowRfc3339(),
+                           .cluster = cluster,
+                           .agent_version = std::string(kAgentVersion)};
+    ++counters->heartbeats;
+    publish(events::statusSubject(cluster, ""), events::encode(beat).dump(),
+            {{"Nats-Msg-Id", "heartbeat/" + events::escapeToken(cluster) + "/" + beat.id}});
+  }
+};
+
+SimulatedAgents::SimulatedAgents(SimulatedAgentsOptions options)
+    : options_(std::move(options)), counters_(std::make_unique<Counters>()) {}
+
+SimulatedAgents::~SimulatedAgents() {
+  stopping_ = true;
+  if (ticker_.joinable()) {
+    ticker_.join();
+  }
+  for (auto& agent : agents_) {
+    agent->subscription.unsubscribe();
+  }
+  agents_.clear();
+}
+
+Result<std::unique_ptr<SimulatedAgents>> SimulatedAgents::start(const std::vector<std::string>& clusters,
+                                                                SimulatedAgentsOptions options) {
+  std::unique_ptr<SimulatedAgents> agents(new SimulatedAgents(std::move(options)));
+  FLOTILLA_TRY(agents->connectAll(clusters));
+  agents->ticker_ = std::thread([raw = agents.get()] { raw->tickLoop(); });
+  return agents;
+}
+
+Status SimulatedAgents::connectAll(const std::vector<std::string>& clusters) {
+  Counters& counters = *counters_;
+  const auto now = Clock::now();
+  for (size_t i = 0; i < clusters.size(); ++i) {
+    auto agent = std::make_unique<Agent>();
+    agent->cluster = clusters[i];
+    agent->options = &options_;
+    agent->counters = &counters;
+    // Heartbeats spread over the interval, as agents started at different times send them.
+    agent->next_heartbeat = now + options_.heartbeat_interval * static_cast<int64_t>(i) /
+                                      static_cast<int64_t>(std::max<size_t>(clusters.size(), 1));
+    agents_.push_back(std::move(agent));
+  }
+  // Credentials are issued up front, one at a time (key generation signs with libnats, which the connections use
+  // from their own threads too).
+  for (auto& agent : agents_) {
+    FLOTILLA_TRY(issueCredentials(*agent));
+  }
+  std::atomic<size_t> next{0};
+  std::mutex error_mutex;
+  Status first_error;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < options_.connect_threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < agents_.size(); i = next++) {
+        if (auto connected = connectOne(*agents_[i]); !connected.ok()) {
+          std::lock_guard lock(error_mutex);
+          if (first_error.ok()) {
+            first_error = connected;
+          }
+          next = agents_.size();
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+  return first_error;
+}
+
+Status SimulatedAgents::issueCredentials(Agent& agent) {
+  auto role = identity::agentRole(agent.cluster);
+  FLOTILLA_TRY(role);
+  auto user = identity::issueFromAuthDir(options_.auth_dir, *role, std::nullopt);
+  FLOTILLA_TRY(user);
+  agent.creds_file = options_.work_dir + "/agent-" + events::escapeToken(agent.cluster) + ".creds";
+  agent.inbox = role->inbox_prefix;
+  return identity::writeSecretFile(agent.creds_file, user->creds);
+}
+
+Status SimulatedAgents::connectOne(Agent& agent) {
+  // One connect at a time: with several at once from one process, libnats 3.4 now and then answers the server's
+  // nonce so that it refuses the connection (Authorization Violation; seen at ~1 in 100 with 8 threads). The
+  // registrations after it still run in parallel.
+  std::unique_lock connecting(connect_mutex_);
+  auto connection = bus::Connection::connect({.servers = options_.servers,
+                                              .name = "simulated-agent-" + agent.cluster,
+                                              .creds_file = agent.creds_file,
+                                              .ca_file = options_.ca_file,
+                                              .inbox_prefix = agent.inbox,
+                                              .global_message_delivery = true});
+  if (!connection.ok()) {
+    return fail(connection.error().kind, "cluster " + agent.cluster + ": " + connection.error().describe());
+  }
+  agent.connection = std::move(connection).value();
+  connecting.unlock();
+  agent.pull_prefix = agent.inbox + ".pull.";
+  agent.manifest_prefix = agent.inbox + ".m.";
+  agent.pull_subject = "$JS.API.CONSUMER.MSG.NEXT." + std::string(events::kDeployStream) + "." +
+                       identity::agentConsumerName(agent.cluster);
+  auto subscription =
+      agent.connection->subscribe(agent.inbox + ".>", "", [&agent](bus::Message msg) { agent.onMessage(msg); });
+  FLOTILLA_TRY(subscription);
+  agent.subscription = std::move(subscription).value();
+  FLOTILLA_TRY(agent.connection->flush());
+  events::RegisterRequest request{.id = events::newEventId(),
+                                  .time = log::nowRfc3339(),
+                                  .cluster = agent.cluster,
+                                  .labels = events::StringMap(options_.labels.begin(), options_.labels.end()),
+                                  .kubernetes_version = "v1.36.3",
+                                  .agent_version = std::string(kAgentVersion)};
+  auto answer = agent.connection->request(identity::agentRegisterSubject(agent.cluster), events::encode(request).dump(),
+                                          kRegisterTimeout);
+  FLOTILLA_TRY(answer);
+  auto reply = events::parsePayload<events::RegisterReply>(answer->data());
+  FLOTILLA_TRY(reply);
+  if (!reply->accepted) {
+    return fail(ErrorKind::kPermanent, "cluster " + agent.cluster + ": registration refused: " + reply->message);
+  }
+  std::lock_guard lock(agent.mutex);
+  agent.sendPull();
+  return {};
+}
+
+void SimulatedAgents::tickLoop() {
+  while (!stopping_) {
+    std::this_thread::sleep_for(milliseconds(100));
+    const auto now = Clock::now();
+    for (auto& agent : agents_) {
+      std::lock_guard lock(agent->mutex);
+      if (agent->pull_left == 0 && now >= agent->pull_due) {
+        agent->sendPull();
+      }
+      if (now >= agent->next_heartbeat) {
+        agent->heartbeat();
+        agent->next_heartbeat += options_.heartbeat_interval;
+      }
+    }
+  }
+}
+
+SimulatedCounts SimulatedAgents::counts() const {
+  const Counters& c = *counters_;
+  return {.deploys = c.deploys,
+          .applies = c.applies,
+          .duplicate_applies = c.duplicate_applies,
+          .manifest_requests = c.manifest_requests,
+          .manifest_refusals = c.manifest_refusals,
+          .pulls = c.pulls,
+          .pull_timeouts = c.pull_timeouts,
+          .pull_other_status = c.pull_other_status,
+          .heartbeats = c.heartbeats,
+          .publish_failures = c.publish_failures};
+}
+
+}  // namespace flotilla::bench
