@@ -55,6 +55,7 @@ struct SimulatedAgents::Agent {
   };
 
   std::string cluster;
+  bool registered = false;  //!< connected and registered: the ticker pulls and sends heartbeats (mutex)
   std::string creds_file;
   std::string inbox;            //!< _INBOX.agent-<cluster>
   std::string pull_subject;     //!< $JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.agent-<cluster>
@@ -235,26 +236,28 @@ SimulatedAgents::~SimulatedAgents() {
 Result<std::unique_ptr<SimulatedAgents>> SimulatedAgents::start(const std::vector<std::string>& clusters,
                                                                 SimulatedAgentsOptions options) {
   std::unique_ptr<SimulatedAgents> agents(new SimulatedAgents(std::move(options)));
-  FLOTILLA_TRY(agents->connectAll(clusters));
+  // Heartbeats start with the first registration: the first clusters must not go offline while the last connect.
   agents->ticker_ = std::thread([raw = agents.get()] { raw->tickLoop(); });
+  FLOTILLA_TRY(agents->connectAll(clusters));
   return agents;
 }
 
 Status SimulatedAgents::connectAll(const std::vector<std::string>& clusters) {
   Counters& counters = *counters_;
   const auto now = Clock::now();
-  for (size_t i = 0; i < clusters.size(); ++i) {
-    auto agent = std::make_unique<Agent>();
-    agent->cluster = clusters[i];
-    agent->options = &options_;
-    agent->counters = &counters;
-    // Heartbeats spread over the interval, as agents started at different times send them.
-    agent->next_heartbeat = now + options_.heartbeat_interval * static_cast<int64_t>(i) /
-                                      static_cast<int64_t>(std::max<size_t>(clusters.size(), 1));
-    agents_.push_back(std::move(agent));
+  {
+    std::lock_guard agents_lock(agents_mutex_);  // the ticker waits until every agent exists
+    for (size_t i = 0; i < clusters.size(); ++i) {
+      auto agent = std::make_unique<Agent>();
+      agent->cluster = clusters[i];
+      agent->options = &options_;
+      agent->counters = &counters;
+      // Heartbeats spread over the interval, as agents started at different times send them.
+      agent->next_heartbeat = now + options_.heartbeat_interval * static_cast<int64_t>(i) /
+                                        static_cast<int64_t>(std::max<size_t>(clusters.size(), 1));
+      agents_.push_back(std::move(agent));
+    }
   }
-  // Credentials are issued up front, one at a time (key generation signs with libnats, which the connections use
-  // from their own threads too).
   for (auto& agent : agents_) {
     FLOTILLA_TRY(issueCredentials(*agent));
   }
@@ -292,10 +295,6 @@ Status SimulatedAgents::issueCredentials(Agent& agent) {
 }
 
 Status SimulatedAgents::connectOne(Agent& agent) {
-  // One connect at a time: with several at once from one process, libnats 3.4 now and then answers the server's
-  // nonce so that it refuses the connection (Authorization Violation; seen at ~1 in 100 with 8 threads). The
-  // registrations after it still run in parallel.
-  std::unique_lock connecting(connect_mutex_);
   auto connection = bus::Connection::connect({.servers = options_.servers,
                                               .name = "simulated-agent-" + agent.cluster,
                                               .creds_file = agent.creds_file,
@@ -305,8 +304,10 @@ Status SimulatedAgents::connectOne(Agent& agent) {
   if (!connection.ok()) {
     return fail(connection.error().kind, "cluster " + agent.cluster + ": " + connection.error().describe());
   }
-  agent.connection = std::move(connection).value();
-  connecting.unlock();
+  {
+    std::lock_guard lock(agent.mutex);  // the ticker reads it
+    agent.connection = std::move(connection).value();
+  }
   agent.pull_prefix = agent.inbox + ".pull.";
   agent.manifest_prefix = agent.inbox + ".m.";
   agent.pull_subject = "$JS.API.CONSUMER.MSG.NEXT." + std::string(events::kDeployStream) + "." +
@@ -331,6 +332,7 @@ Status SimulatedAgents::connectOne(Agent& agent) {
     return fail(ErrorKind::kPermanent, "cluster " + agent.cluster + ": registration refused: " + reply->message);
   }
   std::lock_guard lock(agent.mutex);
+  agent.registered = true;
   agent.sendPull();
   return {};
 }
@@ -339,8 +341,12 @@ void SimulatedAgents::tickLoop() {
   while (!stopping_) {
     std::this_thread::sleep_for(milliseconds(100));
     const auto now = Clock::now();
+    std::lock_guard agents_lock(agents_mutex_);
     for (auto& agent : agents_) {
       std::lock_guard lock(agent->mutex);
+      if (!agent->registered) {
+        continue;
+      }
       if (agent->pull_left == 0 && now >= agent->pull_due) {
         agent->sendPull();
       }

@@ -85,7 +85,7 @@ class SimulatedAgents {
 
   SimulatedAgentsOptions options_;
   std::unique_ptr<Counters> counters_;
-  std::mutex connect_mutex_;
+  std::mutex agents_mutex_;  //!< agents_ is filled before the ticker walks it
   std::vector<std::unique_ptr<Agent>> agents_;
   std::atomic<bool> stopping_{false};
   std::thread ticker_;

@@ -31,6 +31,7 @@ StreamInfo toStreamInfo(const jsStreamInfo& si) {
     out.max_bytes = si.Config->MaxBytes;
     out.discard_new = si.Config->Discard == js_DiscardNew;
     out.replicas = static_cast<int>(si.Config->Replicas);
+    out.max_consumers = si.Config->MaxConsumers;
   }
   if (si.State.Subjects != nullptr) {
     for (int i = 0; i < si.State.Subjects->Count; ++i) {
@@ -175,6 +176,7 @@ Result<StreamInfo> JetStream::ensureStream(const StreamConfig& config) {
   cfg.AllowRollup = config.allow_rollup;
   cfg.AllowDirect = config.allow_direct;
   cfg.Discard = config.discard_new ? js_DiscardNew : js_DiscardOld;
+  cfg.MaxConsumers = config.max_consumers;
 
   jsOptions opts = impl_->options();
   jsStreamInfo* raw = nullptr;

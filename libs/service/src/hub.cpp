@@ -173,6 +173,9 @@ Status ensureTopology(bus::JetStream& js, const StoreLimits& limits) {
     // event stream is a history, and the status stream is mostly heartbeats the scheduler consumed moments after
     // they arrived: there the oldest messages go, so a full stream never stops heartbeats and reports.
     config.discard_new = std::string_view(name) != kEventsStream && std::string_view(name) != kStatusStream;
+    if (std::string_view(name) == kDeployStream) {
+      config.max_consumers = kMaxDeployConsumers;  // one durable per registered cluster
+    }
     auto info = js.ensureStream(config);
     if (!info.ok()) {
       return fail(capNotReserved(info.error()));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/harness/nats_server.h"
+#include "flotilla/service/consumer.h"
 
 namespace flotilla::service {
 namespace {
@@ -32,6 +33,28 @@ TEST(HubTest, ProvisionCreatesTheWholeTopologyIdempotently) {
   auto again = connectHub(optionsFor(**server), HubAccess::kProvision, &metrics);
   ASSERT_TRUE(again.ok()) << again.error().describe();
   EXPECT_TRUE(again->js->publish("flotilla.commit.ws.repo", "{}", "id-1").ok());
+}
+
+// nats-server 2.15 allows 1,000 consumers per stream unless the stream says otherwise; FLOTILLA_DEPLOY holds one
+// durable per registered cluster, so it says kMaxDeployConsumers, also on a stream provisioned before.
+TEST(HubTest, TheDeployStreamTakesADurableForEachOfMoreThanAThousandClusters) {
+  auto server = harness::NatsServer::start();
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  auto hub = connectHub(optionsFor(**server), HubAccess::kProvision, nullptr);
+  ASSERT_TRUE(hub.ok()) << hub.error().describe();
+  auto info = hub->js->streamInfo(kDeployStream);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->max_consumers, kMaxDeployConsumers);
+  for (int i = 0; i < 1005; ++i) {
+    auto created = hub->js->ensureConsumer(kDeployStream, agentDeployConsumer("c" + std::to_string(i)));
+    ASSERT_TRUE(created.ok()) << "cluster " << i << ": " << created.error().describe();
+  }
+  // A stream made without the setting (as before it existed) gets it when a service provisions the hub.
+  bus::StreamConfig old{.name = "FLOTILLA_DEPLOY", .subjects = {"flotilla.deploy.>"}};
+  ASSERT_TRUE(hub->js->deleteStream(kDeployStream).ok());
+  ASSERT_TRUE(hub->js->ensureStream(old).ok());
+  ASSERT_TRUE(connectHub(optionsFor(**server), HubAccess::kProvision, nullptr).ok());
+  EXPECT_EQ(hub->js->streamInfo(kDeployStream)->max_consumers, kMaxDeployConsumers);
 }
 
 TEST(HubTest, AgentAccessOpensNoBucket) {

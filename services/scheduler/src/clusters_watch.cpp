@@ -241,7 +241,9 @@ void Scheduler::handleHeartbeatEntry(const bus::KvEntry& entry) {
   metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
   markAlive(cluster);
   Affected affected;
-  affected.clusters.insert(cluster);
+  if (heartbeatSummaryDue(cluster, parseRfc3339(at).value_or(systemClock().now()))) {
+    affected.clusters.insert(cluster);
+  }
   if (auto written = writeSummaries(affected); !written.ok()) {
     log::warn("cannot write a cluster summary", {{"cluster", cluster}, {"error", written.error().describe()}});
   }

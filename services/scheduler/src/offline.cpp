@@ -41,7 +41,7 @@ void Scheduler::markAlive(const std::string& cluster) {
       .Increment();
   log::info("cluster back online", {{"cluster", cluster}});
   enqueueRolloutPassesOf(cluster);  // its deployments count as available again once they report Ready
-  updateGauges();
+  updateOfflineGauge();
   unwritten_.clusters.insert(cluster);  // its summary is rewritten with the next ones (at the latest by checkOffline)
 }
 
@@ -75,7 +75,7 @@ void Scheduler::checkOffline(SystemTime now) {
   if (changed.clusters.empty() && unwritten_.clusters.empty()) {
     return;
   }
-  updateGauges();
+  updateOfflineGauge();
   if (auto written = writeSummaries(changed); !written.ok()) {
     // writeSummaries keeps what it could not write; the next check (or handler) writes it.
     log::warn("cannot write the summary of a cluster that went offline or came back",

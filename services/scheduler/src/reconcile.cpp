@@ -221,14 +221,14 @@ Status Scheduler::loadVariants(BundleInfo& bundle) {
 
 PlacementInput Scheduler::placementInput(const BundleInfo* bundle, const std::string& workspace,
                                          const std::string& bundle_name, const std::string& cluster_name,
-                                         int64_t clock_ms) const {
+                                         int64_t clock_ms, const std::vector<GroupInfo>* groups) const {
   PlacementInput input{.workspace = workspace, .bundle = bundle_name, .cluster = cluster_name, .clock_ms = clock_ms};
   auto cluster = clusters_.find(cluster_name);
   input.cluster_paused = cluster != clusters_.end() && cluster->second.spec.paused;
   if (bundle != nullptr && bundle->targeting) {
     input.targeting = &*bundle->targeting;
     if (cluster != clusters_.end()) {
-      input.want = place(*bundle->targeting, clusterInfoOf(cluster->second), groupList());
+      input.want = place(*bundle->targeting, clusterInfoOf(cluster->second), groups ? *groups : groupList());
     }
   }
   auto existing = deployments_.find(events::deploymentKey(cluster_name, workspace, bundle_name));

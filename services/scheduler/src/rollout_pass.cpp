@@ -28,10 +28,8 @@ void Scheduler::enqueueRolloutPass(const std::string& key) {
 
 void Scheduler::enqueueRolloutPassesOf(const std::string& cluster) {
   std::set<std::string> keys;
-  for (const auto& [key, record] : deployments_) {
-    if (record.cluster == cluster) {
-      keys.insert(events::bundleKey(record.workspace, record.bundle));
-    }
+  for (const auto& view : deploymentsOfCluster(cluster)) {
+    keys.insert(events::bundleKey(view.record->workspace, view.record->bundle));
   }
   for (const auto& key : keys) {
     enqueueRolloutPass(key);
@@ -112,7 +110,7 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
     if (deregistering(cluster)) {
       continue;  // its deployments are the deregistration's (deregistration.cpp)
     }
-    inputs.push_back(placementInput(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms));
+    inputs.push_back(placementInput(&bundle, bundle.workspace, bundle.bundle, cluster, clock_ms, &groups));
     if (auto target = rolloutTarget(inputs.back(), groups)) {
       targets.push_back(std::move(*target));
     }

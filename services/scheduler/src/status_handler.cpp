@@ -79,15 +79,26 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json,
   if (at > last) {
     last = at;
   }
-  markAlive(cluster);
+  markAlive(cluster);  // a cluster coming back has its summary rewritten with the next ones
   Affected affected;
-  affected.clusters.insert(cluster);
+  if (heartbeatSummaryDue(cluster, parseRfc3339(last).value_or(systemClock().now()))) {
+    affected.clusters.insert(cluster);
+  }
   auto written = writeSummaries(affected);
   if (!written.ok()) {
     return Outcome::retry(options_.retry_base, "retry");
   }
   metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
   return Outcome::ack("heartbeat");
+}
+
+bool Scheduler::heartbeatSummaryDue(const std::string& cluster, SystemTime heartbeat) const {
+  auto cached = summaries_.find(events::clusterSummaryKey(cluster));
+  if (cached == summaries_.end()) {
+    return true;
+  }
+  auto written = parseRfc3339(cached->second.getString("lastHeartbeat"));
+  return !written || heartbeat - *written >= kHeartbeatRefresh;
 }
 
 const BdStatus* Scheduler::statusOf(const DeploymentRecord& record) const {

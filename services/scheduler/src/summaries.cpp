@@ -201,10 +201,14 @@ void Scheduler::publishPublic(const events::CloudEvent& event, std::string_view 
   }
 }
 
-void Scheduler::updateGauges() {
-  metrics_.gauge("clusters", "Registered clusters").Set(static_cast<double>(clusters_.size()));
+void Scheduler::updateOfflineGauge() {
   metrics_.gauge("clusters_offline", "Registered clusters whose agent is silent for --cluster-offline-after")
       .Set(static_cast<double>(offline_.size()));
+}
+
+void Scheduler::updateGauges() {
+  metrics_.gauge("clusters", "Registered clusters").Set(static_cast<double>(clusters_.size()));
+  updateOfflineGauge();
   metrics_.gauge("bundles", "Bundles known").Set(static_cast<double>(bundles_.size()));
   metrics_.gauge("deployments", "BundleDeployment records").Set(static_cast<double>(deployments_.size()));
   const auto deleting =

@@ -36,6 +36,9 @@ struct StreamConfig {
   bool allow_rollup = false;                                             //!< honour the Nats-Rollup header
   bool allow_direct = false;                                             //!< allow direct gets from any replica
   bool discard_new = false;  //!< at a limit, reject new messages instead of dropping old ones
+  //! Consumers the stream allows; -1 = the server's default (nats-server 2.15: 1,000 per stream, unless the account
+  //! sets a limit).
+  int64_t max_consumers = -1;
 };
 
 //! Where a new consumer starts: the first message, only new ones, or the last message of each subject.
@@ -69,9 +72,10 @@ struct StreamInfo {
   uint64_t first_sequence = 0;
   uint64_t last_sequence = 0;
   int64_t consumers = 0;
-  int64_t max_bytes = -1;    //!< the size cap (-1 = none)
-  bool discard_new = false;  //!< at the cap new messages are refused (else the oldest are dropped)
-  int replicas = 1;          //!< copies kept on a JetStream cluster
+  int64_t max_bytes = -1;      //!< the size cap (-1 = none)
+  bool discard_new = false;    //!< at the cap new messages are refused (else the oldest are dropped)
+  int replicas = 1;            //!< copies kept on a JetStream cluster
+  int64_t max_consumers = -1;  //!< as configured (-1 = the server's default)
   //! Messages per subject, filled only when streamInfo() was given a subjects filter.
   std::map<std::string, uint64_t> subjects;
 };

@@ -102,6 +102,10 @@ Result<int64_t> parseByteSize(std::string_view text);
 bus::ConnectOptions connectOptionsFrom(const Config& config, const std::string& client_name);
 
 //! Creates or updates every stream, KV bucket and object store of the topology, with their size caps.
+//! Consumers FLOTILLA_DEPLOY allows: one durable per registered cluster (agent-<cluster>), so the most clusters a
+//! hub can register. nats-server 2.15 caps a stream at 1,000 consumers unless the stream (or account) says otherwise.
+inline constexpr int64_t kMaxDeployConsumers = 100'000;
+
 Status ensureTopology(bus::JetStream& js, const StoreLimits& limits = StoreLimits::fromBudget(kDefaultStoreBudget));
 
 //! Connects and opens the topology. Retries the initial connection with backoff until `deadline` so a service

@@ -146,6 +146,10 @@ class Scheduler final : public service::Component {
   //! few times, not 10,000 times). Its own record (status/bd.*) is always written at once.
   Outcome handleStatus(std::string_view subject, std::string_view data, uint64_t delivery_count = 1,
                        uint64_t backlog = 0);
+  //! How often a heartbeat alone rewrites its cluster's summary (lastHeartbeat): at 10,000 clusters and a 30 s
+  //! interval every heartbeat would be 333 summary writes a second. Offline detection uses the time of each
+  //! heartbeat, kept in memory; a cluster coming back, or any other change, rewrites the summary at once.
+  static constexpr std::chrono::minutes kHeartbeatRefresh{5};
   //! One change of the clusters bucket (groups, registrations, Cluster documents, tombstones, heartbeats).
   void handleClustersEntry(const bus::KvEntry& entry);
   //! Moves every deregistration on (deregistration.cpp): deletes to connected agents, records of disconnected
@@ -304,8 +308,10 @@ class Scheduler final : public service::Component {
   // placement (reconcile.cpp; mutex_ held)
   //! Reads the BundleVariants table a per-cluster bundle names (object store `manifests`) into its targeting.
   Status loadVariants(BundleInfo& bundle);
+  //! `groups`: the pass's groupList() (one copy per pass); null = made here.
   PlacementInput placementInput(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
-                                const std::string& cluster, int64_t clock_ms) const;
+                                const std::string& cluster, int64_t clock_ms,
+                                const std::vector<GroupInfo>* groups = nullptr) const;
   Status reconcilePair(const BundleInfo* bundle, const std::string& workspace, const std::string& bundle_name,
                        const std::string& cluster, int64_t clock_ms, Affected& affected, bool& published);
   Status applyPlacement(const PlacementInput& input, const PlacementDecision& decision, Affected& affected,
@@ -382,6 +388,11 @@ class Scheduler final : public service::Component {
   const BdStatus* statusOf(const DeploymentRecord& record) const;
   std::chrono::milliseconds backoff(uint64_t delivery_count) const;
   void updateGauges();
+  //! Only the offline gauge: what a cluster going offline or coming back changes (updateGauges counts every record).
+  void updateOfflineGauge();
+  //! The cluster summary's lastHeartbeat is older than kHeartbeatRefresh (or there is no summary): a heartbeat
+  //! rewrites it. mutex_ held.
+  [[nodiscard]] bool heartbeatSummaryDue(const std::string& cluster, SystemTime heartbeat) const;
   //! --cluster-offline-after, or three heartbeat intervals.
   [[nodiscard]] std::chrono::milliseconds offlineAfter() const;
   //! The newer of the cluster's last heartbeat and its last registration (nullopt: neither is known).
