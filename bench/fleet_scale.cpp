@@ -213,8 +213,7 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   figures.scheduler_hwm_mib = statusMiB(scheduler, "VmHWM");
   figures.nats_rss_mib = server_after.rss_mib;
   figures.msgs_per_s = (server_after.msgs - server_before.msgs) / std::max(1e-3, secondsOf(last - commit_at));
-  // Redeliveries would show as more applies: wait out one ack-wait's worth of quiet is not needed for the count of
-  // duplicates, which compares deploymentIDs per cluster.
+  // A deploy applied twice shows as a deploymentID a cluster applied before (counted per cluster by the agents).
   figures.counts = (*agents)->counts();
   return figures;
 }

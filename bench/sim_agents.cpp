@@ -1,6 +1,7 @@
 #include "sim_agents.h"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include "flotilla/core/log.h"
@@ -21,7 +22,8 @@ namespace {
 
 constexpr std::string_view kAgentVersion = "simulated";
 constexpr milliseconds kRegisterTimeout{60000};
-constexpr milliseconds kPullRetry{1000};  //!< after an answer other than a timeout (e.g. the durable not there yet)
+constexpr milliseconds kPullRetry{1000};
+constexpr milliseconds kConnectTimeout{10000};  //!< after an answer other than a timeout (e.g. the durable not there yet)
 
 }  // namespace
 
@@ -165,7 +167,9 @@ struct SimulatedAgents::Agent {
   }
 
   void onManifest(const bus::Message& msg) {
-    const uint64_t request = std::strtoull(msg.subject().substr(manifest_prefix.size()).data(), nullptr, 10);
+    const std::string_view number = msg.subject().substr(manifest_prefix.size());
+    uint64_t request = 0;
+    std::from_chars(number.data(), number.data() + number.size(), request);
     std::lock_guard lock(mutex);
     auto it = pending.find(request);
     if (it == pending.end()) {
@@ -295,12 +299,21 @@ Status SimulatedAgents::issueCredentials(Agent& agent) {
 }
 
 Status SimulatedAgents::connectOne(Agent& agent) {
-  auto connection = bus::Connection::connect({.servers = options_.servers,
-                                              .name = "simulated-agent-" + agent.cluster,
-                                              .creds_file = agent.creds_file,
-                                              .ca_file = options_.ca_file,
-                                              .inbox_prefix = agent.inbox,
-                                              .global_message_delivery = true});
+  const bus::ConnectOptions options{.servers = options_.servers,
+                                    .name = "simulated-agent-" + agent.cluster,
+                                    .creds_file = agent.creds_file,
+                                    .ca_file = options_.ca_file,
+                                    .inbox_prefix = agent.inbox,
+                                    .connect_timeout = kConnectTimeout,
+                                    .global_message_delivery = true};
+  // Like an agent, a connect that fails for a passing reason (a TLS handshake that timed out while thousands of
+  // others were made) is tried again.
+  auto connection = bus::Connection::connect(options);
+  for (int attempt = 2; !connection.ok() && connection.error().kind == ErrorKind::kTransient && attempt <= 5;
+       ++attempt) {
+    std::this_thread::sleep_for(milliseconds(500));
+    connection = bus::Connection::connect(options);
+  }
   if (!connection.ok()) {
     return fail(connection.error().kind, "cluster " + agent.cluster + ": " + connection.error().describe());
   }

@@ -283,7 +283,6 @@ Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDec
     fault::point(kFaultBundleDeployed);
   }
   affected.add(input.workspace, input.bundle, input.gitrepo, input.cluster);
-  updateGauges();
   return {};
 }
 
