@@ -22,8 +22,10 @@ namespace {
 
 constexpr std::string_view kAgentVersion = "simulated";
 constexpr milliseconds kRegisterTimeout{60000};
+//! After a pull answer other than a timeout (e.g. the durable not there yet).
 constexpr milliseconds kPullRetry{1000};
-constexpr milliseconds kConnectTimeout{10000};  //!< after an answer other than a timeout (e.g. the durable not there yet)
+//! A TLS login while thousands of others are made takes longer than the default 2 s.
+constexpr milliseconds kConnectTimeout{10000};
 
 }  // namespace
 
