@@ -19,6 +19,7 @@
 #include <thread>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 #include "e2e_util.h"
