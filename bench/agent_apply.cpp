@@ -65,20 +65,6 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-//! A numeric field of /proc/<pid>/status: "VmRSS", "VmHWM" (KiB), "Threads"; -1 when unreadable.
-long procStatusKiB(pid_t pid, const std::string& field) {
-  auto text = readFile("/proc/" + std::to_string(pid) + "/status");
-  if (!text.ok()) {
-    return -1;
-  }
-  for (const auto& line : split(*text, '\n')) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::stol(trim(line.substr(field.size() + 1)));
-    }
-  }
-  return -1;
-}
-
 //! Where the resident set is: Rss of /proc/<pid>/smaps summed per mapped file (its base name; the copied-on-write
 //! pages of a library count with it) and for the anonymous mappings (heap, thread stacks), largest first:
 //! "libcrypto.so.3 4.1, anonymous 3.9, flotilla-agent 2.9, ..." in MiB, the rest summed as "other".
@@ -471,22 +457,22 @@ double median(std::vector<double> values) {
 Status measureAgentCreate(Bench& bench, Figures& figures) {
   std::this_thread::sleep_for(seconds(3));  // registered, bound, heartbeating: idle
   const pid_t pid = bench.agent.pid();
-  figures.idle_rss = procStatusKiB(pid, "VmRSS");
-  figures.idle_anon = procStatusKiB(pid, "RssAnon");
+  figures.idle_rss = flotilla::bench::procStatusKiB(pid, "VmRSS");
+  figures.idle_anon = flotilla::bench::procStatusKiB(pid, "RssAnon");
   auto warm = deployRound(bench, "warm-f", kWarmupBundles, 0);
   FLOTILLA_TRY(warm);
-  figures.peak_before = procStatusKiB(pid, "VmHWM");
+  figures.peak_before = flotilla::bench::procStatusKiB(pid, "VmHWM");
   const auto requests_before = agentRequests(bench.http_port);
   auto created = deployRound(bench, "bench-f", bench.bundles, 1);
   FLOTILLA_TRY(created);
   figures.create_s = *created;
   figures.create_requests = requestsPerBundle(requests_before, agentRequests(bench.http_port), bench.bundles);
-  figures.peak = procStatusKiB(pid, "VmHWM");
+  figures.peak = flotilla::bench::procStatusKiB(pid, "VmHWM");
   std::this_thread::sleep_for(seconds(5));  // settled: idle, watching
-  figures.settled_rss = procStatusKiB(pid, "VmRSS");
-  figures.settled_anon = procStatusKiB(pid, "RssAnon");
+  figures.settled_rss = flotilla::bench::procStatusKiB(pid, "VmRSS");
+  figures.settled_anon = flotilla::bench::procStatusKiB(pid, "RssAnon");
   figures.settled_mappings = residentByMapping(pid);
-  figures.settled_threads = procStatusKiB(pid, "Threads");
+  figures.settled_threads = flotilla::bench::procStatusKiB(pid, "Threads");
   if (const int hold = std::atoi(envOr("FLOTILLA_BENCH_AGENT_HOLD", std::string("0")).c_str()); hold > 0) {
     // Time to look inside the settled agent (gdb, /proc/<pid>/smaps) before the benchmark goes on.
     std::printf("agent pid %d settled at %.1f MiB; holding %d s\n", pid, mib(figures.settled_rss), hold);
@@ -534,10 +520,10 @@ Status measureUpdates(Bench& bench, Figures& figures) {
   figures.kubectl_bundles_update_s = median(per_bundle);
   figures.kubectl_all_update_s = median(all);
   figures.update_requests = requestsPerBundle(requests_before, requests_after, bench.bundles);
-  figures.peak = procStatusKiB(bench.agent.pid(), "VmHWM");
+  figures.peak = flotilla::bench::procStatusKiB(bench.agent.pid(), "VmHWM");
   std::this_thread::sleep_for(seconds(5));
-  figures.updated_rss = procStatusKiB(bench.agent.pid(), "VmRSS");
-  figures.updated_anon = procStatusKiB(bench.agent.pid(), "RssAnon");
+  figures.updated_rss = flotilla::bench::procStatusKiB(bench.agent.pid(), "VmRSS");
+  figures.updated_anon = flotilla::bench::procStatusKiB(bench.agent.pid(), "RssAnon");
   return {};
 }
 

@@ -3,6 +3,10 @@
 
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "flotilla/core/util.h"
 
@@ -15,6 +19,34 @@ inline std::string machineLoad() {
   const std::string load = loadavg.ok() ? loadavg->substr(0, loadavg->find(' ')) : "?";
   return std::to_string(std::thread::hardware_concurrency()) + " cores, 1-minute load average " + load +
          " at the end of the run";
+}
+
+//! A numeric field of /proc/<pid>/status: "VmRSS", "VmHWM" (KiB), "Threads"; -1 when unreadable.
+inline long procStatusKiB(pid_t pid, const std::string& field) {
+  auto text = readFile("/proc/" + std::to_string(pid) + "/status");
+  if (!text.ok()) {
+    return -1;
+  }
+  for (const auto& line : split(*text, '\n')) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::stol(trim(line.substr(field.size() + 1)));
+    }
+  }
+  return -1;
+}
+
+//! utime + stime of a process (fields 14 and 15 of /proc/<pid>/stat), in seconds; 0 when unreadable.
+inline double procCpuSeconds(pid_t pid) {
+  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) {
+    return 0;
+  }
+  // The fields after the command name (which may hold spaces) start after the last ')', with field 3.
+  std::vector<std::string> fields = split(stat->substr(stat->rfind(')') + 2), ' ');
+  if (fields.size() < 13) {
+    return 0;
+  }
+  return (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace flotilla::bench

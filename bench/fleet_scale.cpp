@@ -11,6 +11,7 @@
 // The anchor is Fleet's published scale test (rancher/fleet#4599): 50 clusters x 51 bundles = 2,550
 // BundleDeployments, all Ready about 50 s after the GitRepo was created. Not a timed test: it prints figures and
 // asserts nothing about them; it fails only when the fan-out does not finish or a deployment is applied twice.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -48,34 +49,6 @@ struct Settings {
 
 double secondsOf(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-//! utime + stime of a process, in seconds (0 when it cannot be read).
-double cpuSeconds(int pid) {
-  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) {
-    return 0;
-  }
-  // Fields after the command name (which may hold spaces) start after the last ')'.
-  std::vector<std::string> fields = split(stat->substr(stat->rfind(')') + 2), ' ');
-  if (fields.size() < 13) {
-    return 0;
-  }
-  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
-}
-
-//! A "VmRSS:"-style line of /proc/<pid>/status, in MiB.
-double statusMiB(int pid, const std::string& field) {
-  auto status = readFile("/proc/" + std::to_string(pid) + "/status");
-  if (!status.ok()) {
-    return 0;
-  }
-  size_t at = status->find(field + ":");
-  if (at == std::string::npos) {
-    return 0;
-  }
-  return std::stod(status->substr(at + field.size() + 1)) / 1024.0;
 }
 
 //! nats-server's /varz (memory, messages in and out), summed over the cluster's nodes.
@@ -177,7 +150,7 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   FLOTILLA_TRY(watcher);
 
   const int scheduler = hub.pid("scheduler");
-  const double cpu_before = cpuSeconds(scheduler);
+  const double cpu_before = bench::procCpuSeconds(scheduler);
   const ServerFigures server_before = serverFigures(hub);
   FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
 
@@ -209,9 +182,9 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   figures.ready = ready.size();
   figures.commit_to_first_s = secondsOf(first - commit_at);
   figures.commit_to_last_s = secondsOf(last - commit_at);
-  figures.scheduler_cpu_s = cpuSeconds(scheduler) - cpu_before;
-  figures.scheduler_rss_mib = statusMiB(scheduler, "VmRSS");
-  figures.scheduler_hwm_mib = statusMiB(scheduler, "VmHWM");
+  figures.scheduler_cpu_s = bench::procCpuSeconds(scheduler) - cpu_before;
+  figures.scheduler_rss_mib = std::max(0L, bench::procStatusKiB(scheduler, "VmRSS")) / 1024.0;
+  figures.scheduler_hwm_mib = std::max(0L, bench::procStatusKiB(scheduler, "VmHWM")) / 1024.0;
   figures.nats_rss_mib = server_after.rss_mib;
   figures.msgs_per_s = (server_after.msgs - server_before.msgs) / std::max(1e-3, secondsOf(last - commit_at));
   // A deploy applied twice shows as a deploymentID a cluster applied before (counted per cluster by the agents).

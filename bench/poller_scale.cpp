@@ -70,33 +70,6 @@ int64_t nowMillis() {
       .count();
 }
 
-double cpuSeconds(pid_t pid) {
-  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) {
-    return 0;
-  }
-  std::istringstream fields(stat->substr(stat->rfind(')') + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; fields >> field && i <= 15; ++i) {
-    if (i == 14 || i == 15) {  // utime, stime
-      ticks += std::stod(field);
-    }
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double peakRssMiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (startsWith(line, "VmHWM:")) {
-      return std::stod(line.substr(6)) / 1024.0;
-    }
-  }
-  return 0;
-}
-
 std::string gitRepoJson(const std::string& name, const std::string& url, const std::string& extra) {
   return R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"GitRepo","metadata":{"name":")" + name +
          R"(","namespace":"fleet-default"},"spec":{"repo":")" + url + R"(","paths":["app"])" + extra + "}}";
@@ -283,13 +256,14 @@ Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitSe
   const std::string server_log = git.root() + "/logs/http.log";
   const int64_t from_ms = nowMillis();
   const std::uintmax_t from_offset = logSize(server_log);
-  const double cpu_before = cpuSeconds(poller->pid());
+  const double cpu_before = bench::procCpuSeconds(poller->pid());
   std::this_thread::sleep_for(window);
   const int64_t to_ms = nowMillis();
   const std::uintmax_t to_offset = logSize(server_log);
-  result.cpu_s = cpuSeconds(poller->pid()) - cpu_before;
+  result.cpu_s = bench::procCpuSeconds(poller->pid()) - cpu_before;
   result.window_s = static_cast<double>(to_ms - from_ms) / 1000.0;
-  result.peak_rss_mib = peakRssMiB(poller->pid());  // before the webhook round, so both modes ran the same load
+  result.peak_rss_mib = std::max(0L, bench::procStatusKiB(poller->pid(), "VmHWM")) /
+                        1024.0;  // before the webhook round, so both modes ran the same load
 
   if (!aligned) {
     // Webhook receipt -> commit event, on a webhook-only GitRepo, while the 1,000 others keep polling.
