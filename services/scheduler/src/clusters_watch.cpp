@@ -241,7 +241,7 @@ void Scheduler::handleHeartbeatEntry(const bus::KvEntry& entry) {
   metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
   markAlive(cluster);
   Affected affected;
-  if (heartbeatSummaryDue(cluster, parseRfc3339(at).value_or(systemClock().now()))) {
+  if (heartbeatSummaryDue(cluster, at)) {
     affected.clusters.insert(cluster);
   }
   if (auto written = writeSummaries(affected); !written.ok()) {

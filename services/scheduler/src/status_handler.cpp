@@ -81,7 +81,7 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json,
   }
   markAlive(cluster);  // a cluster coming back has its summary rewritten with the next ones
   Affected affected;
-  if (heartbeatSummaryDue(cluster, parseRfc3339(last).value_or(systemClock().now()))) {
+  if (heartbeatSummaryDue(cluster, last)) {
     affected.clusters.insert(cluster);
   }
   auto written = writeSummaries(affected);
@@ -92,13 +92,14 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json,
   return Outcome::ack("heartbeat");
 }
 
-bool Scheduler::heartbeatSummaryDue(const std::string& cluster, SystemTime heartbeat) const {
+bool Scheduler::heartbeatSummaryDue(const std::string& cluster, std::string_view heartbeat) const {
   auto cached = summaries_.find(events::clusterSummaryKey(cluster));
   if (cached == summaries_.end()) {
     return true;
   }
   auto written = parseRfc3339(cached->second.getString("lastHeartbeat"));
-  return !written || heartbeat - *written >= kHeartbeatRefresh;
+  const SystemTime at = parseRfc3339(heartbeat).value_or(systemClock().now());
+  return !written || at - *written >= kHeartbeatRefresh;
 }
 
 const BdStatus* Scheduler::statusOf(const DeploymentRecord& record) const {

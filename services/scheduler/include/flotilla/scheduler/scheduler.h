@@ -390,9 +390,9 @@ class Scheduler final : public service::Component {
   void updateGauges();
   //! Only the offline gauge: what a cluster going offline or coming back changes (updateGauges counts every record).
   void updateOfflineGauge();
-  //! The cluster summary's lastHeartbeat is older than kHeartbeatRefresh (or there is no summary): a heartbeat
-  //! rewrites it. mutex_ held.
-  [[nodiscard]] bool heartbeatSummaryDue(const std::string& cluster, SystemTime heartbeat) const;
+  //! The cluster summary's lastHeartbeat is older than kHeartbeatRefresh before `heartbeat` (RFC 3339; now when it
+  //! does not parse), or there is none: the heartbeat rewrites it. mutex_ held.
+  [[nodiscard]] bool heartbeatSummaryDue(const std::string& cluster, std::string_view heartbeat) const;
   //! --cluster-offline-after, or three heartbeat intervals.
   [[nodiscard]] std::chrono::milliseconds offlineAfter() const;
   //! The newer of the cluster's last heartbeat and its last registration (nullopt: neither is known).
