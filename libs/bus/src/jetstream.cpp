@@ -1,6 +1,9 @@
 #include "flotilla/bus/jetstream.h"
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "flotilla/core/log.h"
 #include "nats_handles.h"
@@ -318,6 +321,130 @@ Result<PublishAck> JetStream::publish(std::string_view subject, std::string_view
   JsPubAckPtr ack(raw);
   return PublishAck{
       .stream = ack->Stream != nullptr ? ack->Stream : "", .sequence = ack->Sequence, .duplicate = ack->Duplicate};
+}
+
+namespace {
+
+//! The acks of one publishAll call, filled by libnats' ack handler (its own thread).
+struct BatchAcks {
+  std::mutex mutex;
+  std::unordered_map<const natsMsg*, size_t> index;  //!< message in flight -> its place in the batch
+  std::vector<std::optional<Result<PublishAck>>> acks;
+};
+
+void onBatchAck(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+  auto* batch = static_cast<BatchAcks*>(closure);
+  {
+    std::lock_guard lock(batch->mutex);
+    auto it = batch->index.find(msg);
+    if (it != batch->index.end()) {
+      if (pa != nullptr && pae == nullptr) {
+        batch->acks[it->second] = Result<PublishAck>(PublishAck{
+            .stream = pa->Stream != nullptr ? pa->Stream : "", .sequence = pa->Sequence, .duplicate = pa->Duplicate});
+      } else {
+        batch->acks[it->second] =
+            Result<PublishAck>(fail(pae != nullptr ? natsError(pae->Err, "js_PublishMsgAsync", pae->ErrCode,
+                                                               pae->ErrText != nullptr ? pae->ErrText : "")
+                                                   : makeError(ErrorKind::kTransient, "no ack", "js_PublishMsgAsync")));
+      }
+      // Erased before the message is freed: a later message at the same address is a new entry.
+      batch->index.erase(it);
+    }
+  }
+  natsMsg_Destroy(msg);  // the ack handler owns the published message
+}
+
+}  // namespace
+
+Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing>& messages) {
+  std::vector<PublishAck> out;
+  if (messages.empty()) {
+    return out;
+  }
+  // A context of its own per call: its ack handler writes into this call's BatchAcks, and destroying it after
+  // the wait below leaves nothing of the call behind.
+  BatchAcks batch;
+  batch.acks.resize(messages.size());
+  jsOptions opts = impl_->options();
+  opts.PublishAsync.MaxPending = kPublishAllInFlight;
+  opts.PublishAsync.AckHandler = onBatchAck;
+  opts.PublishAsync.AckHandlerClosure = &batch;
+  opts.PublishAsync.StallWait = toMillis(impl_->wait);
+  jsCtx* raw = nullptr;
+  FLOTILLA_TRY(
+      check(natsConnection_JetStream(&raw, connection()->impl().conn.get(), &opts), "natsConnection_JetStream"));
+  JsCtxPtr async_js(raw);
+  std::optional<Error> first_error;
+  size_t sent = 0;
+  for (; sent < messages.size(); ++sent) {
+    const Outgoing& m = messages[sent];
+    Headers headers;
+    if (!m.msg_id.empty()) {
+      headers["Nats-Msg-Id"] = m.msg_id;
+    }
+    auto msg = makeMessage(m.subject, m.data, headers, "js_PublishMsgAsync");
+    if (!msg.ok()) {
+      first_error = msg.error();
+      break;
+    }
+    natsMsg* pointer = msg->get();
+    {
+      std::lock_guard lock(batch.mutex);
+      batch.index[pointer] = sent;
+    }
+    natsMsg* owned = msg->release();
+    natsStatus s = js_PublishMsgAsync(async_js.get(), &owned, nullptr);
+    if (s != NATS_OK) {
+      {
+        std::lock_guard lock(batch.mutex);
+        batch.index.erase(pointer);
+      }
+      natsMsg_Destroy(owned);  // not taken by the library on failure
+      first_error = lastNatsError(s, "js_PublishMsgAsync");
+      first_error->message += " [subject " + m.subject + "]";
+      break;
+    }
+  }
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = toMillis(impl_->wait);
+  if (js_PublishAsyncComplete(async_js.get(), &po) != NATS_OK) {
+    // No ack in time for some: take them back from the library (they are freed here, not by the handler).
+    natsMsgList pending{};
+    if (js_PublishAsyncGetPendingList(&pending, async_js.get()) == NATS_OK) {
+      natsMsgList_Destroy(&pending);
+    }
+  }
+  async_js.reset();
+  out.reserve(sent);
+  for (size_t i = 0; i < sent; ++i) {
+    auto& ack = batch.acks[i];
+    if (!ack) {
+      if (!first_error) {
+        first_error = makeError(
+            ErrorKind::kTransient,
+            "no ack within " + std::to_string(impl_->wait.count()) + " ms [subject " + messages[i].subject + "]",
+            "js_PublishAsyncComplete");
+      }
+      continue;
+    }
+    if (!ack->ok()) {
+      if (!first_error) {
+        Error error = ack->error();
+        error.message += " [subject " + messages[i].subject + "]";
+        if (error.kind == ErrorKind::kStoreFull) {
+          error = storeFullInStream(std::move(error), streamOfSubject(messages[i].subject));
+        }
+        first_error = std::move(error);
+      }
+      continue;
+    }
+    out.push_back(**ack);
+  }
+  if (first_error) {
+    return fail(std::move(*first_error));
+  }
+  return out;
 }
 
 Result<ConsumerInfo> JetStream::ensureConsumer(std::string_view stream, const ConsumerConfig& config) {

@@ -286,6 +286,24 @@ Result<uint64_t> KeyValue::put(std::string_view key, std::string_view value) {
   return revision;
 }
 
+Result<std::vector<uint64_t>> KeyValue::putAll(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::vector<JetStream::Outgoing> messages;
+  messages.reserve(entries.size());
+  for (const auto& [key, value] : entries) {
+    FLOTILLA_TRY(checkKey(key, "kvStore_Put"));
+    // A KV put is a publish to the bucket's stream on $KV.<bucket>.<key> (what kvStore_Put sends).
+    messages.push_back(JetStream::Outgoing{.subject = "$KV." + impl_->bucket + "." + key, .data = value});
+  }
+  auto acks = impl_->js->publishAll(messages);  // a full bucket is named there (storeFullInStream)
+  FLOTILLA_TRY(acks);
+  std::vector<uint64_t> revisions;
+  revisions.reserve(acks->size());
+  for (const auto& ack : *acks) {
+    revisions.push_back(ack.sequence);
+  }
+  return revisions;
+}
+
 Result<uint64_t> KeyValue::create(std::string_view key, std::string_view value) {
   FLOTILLA_TRY(checkKey(key, "kvStore_Create"));
   std::string k(key);

@@ -85,6 +85,61 @@ TEST_F(BusJetStreamTest, PublishDeduplicatesByMsgId) {
   EXPECT_EQ(info->messages, 2u);
 }
 
+// publishAll: every message stored, acks in the batch's order, Nats-Msg-Id deduplication as for one publish, and
+// more messages than it keeps in flight at once.
+TEST_F(BusJetStreamTest, PublishAllStoresEveryMessageAndAcksInOrder) {
+  const size_t count = static_cast<size_t>(JetStream::kPublishAllInFlight) + 904;
+  std::vector<JetStream::Outgoing> batch;
+  for (size_t i = 0; i < count; ++i) {
+    batch.push_back({.subject = subject("d" + std::to_string(i % 7)),
+                     .data = std::to_string(i),
+                     .msg_id = "m-" + std::to_string(i)});
+  }
+  auto acks = js_->publishAll(batch);
+  ASSERT_TRUE(acks.ok()) << acks.error().describe();
+  ASSERT_EQ(acks->size(), count);
+  std::set<uint64_t> sequences;
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_EQ((*acks)[i].stream, stream_);
+    EXPECT_FALSE((*acks)[i].duplicate) << i;
+    sequences.insert((*acks)[i].sequence);
+  }
+  EXPECT_EQ(sequences.size(), count) << "each message its own sequence";
+  auto stored = js_->getMessage(stream_, (*acks)[4321].sequence);
+  ASSERT_TRUE(stored.ok()) << stored.error().describe();
+  EXPECT_EQ(stored->data(), "4321") << "the ack at a place is the message at that place";
+
+  // The redo of a batch (after a failure) stores nothing twice.
+  batch.resize(10);
+  auto again = js_->publishAll(batch);
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  for (size_t i = 0; i < again->size(); ++i) {
+    EXPECT_TRUE((*again)[i].duplicate) << i;
+    EXPECT_EQ((*again)[i].sequence, (*acks)[i].sequence);
+  }
+  auto info = js_->streamInfo(stream_);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->messages, count);
+  auto none = js_->publishAll({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+// A message of a batch that no stream takes fails the batch (kTransient, naming its subject); the others are
+// stored all the same.
+TEST_F(BusJetStreamTest, PublishAllFailsOnAMessageNoStreamTakes) {
+  const std::string nowhere = harness::uniqueName("nostream") + ".x";
+  auto acks = js_->publishAll({{.subject = subject("a"), .data = "1"},
+                               {.subject = nowhere, .data = "2"},
+                               {.subject = subject("b"), .data = "3"}});
+  ASSERT_FALSE(acks.ok());
+  EXPECT_EQ(acks.error().kind, ErrorKind::kTransient) << acks.error().describe();
+  EXPECT_NE(acks.error().message.find(nowhere), std::string::npos) << acks.error().message;
+  auto info = js_->streamInfo(stream_);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->messages, 2u);
+}
+
 TEST_F(BusJetStreamTest, PublishToSubjectWithoutStreamIsTransient) {
   auto ack = js_->publish(harness::uniqueName("nostream") + ".x", "data");
   ASSERT_FALSE(ack.ok());

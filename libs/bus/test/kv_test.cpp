@@ -1,5 +1,6 @@
 #include "flotilla/bus/kv.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -56,6 +57,30 @@ TEST_F(BusKvTest, PutGetAndRevisions) {
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 2u);
   EXPECT_EQ((*history)[0].revision, *r1);
+}
+
+// putAll writes each key as put would (readers and watchers see ordinary values), revisions in the batch's order;
+// a bad key fails the batch before anything is sent.
+TEST_F(BusKvTest, PutAllWritesEveryKeyInOrder) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (int i = 0; i < 500; ++i) {
+    entries.emplace_back("deployments.c" + std::to_string(i), "v" + std::to_string(i));
+  }
+  entries.emplace_back("deployments.c7", "v7-again");
+  auto revisions = kv_->putAll(entries);
+  ASSERT_TRUE(revisions.ok()) << revisions.error().describe();
+  ASSERT_EQ(revisions->size(), entries.size());
+  EXPECT_TRUE(std::is_sorted(revisions->begin(), revisions->end()));
+  auto entry = kv_->get("deployments.c7");
+  ASSERT_TRUE(entry.ok()) << entry.error().describe();
+  EXPECT_EQ(entry->value, "v7-again") << "the later write of a key wins";
+  EXPECT_EQ(entry->revision, revisions->back());
+  EXPECT_EQ(kv_->get("deployments.c499")->value, "v499");
+
+  auto refused = kv_->putAll({{"ok.key", "1"}, {"bad key", "2"}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, ErrorKind::kInvalid) << refused.error().describe();
+  EXPECT_EQ(kv_->get("ok.key").error().kind, ErrorKind::kNotFound) << "nothing of a refused batch is written";
 }
 
 TEST_F(BusKvTest, MissingKeyIsNotFound) {

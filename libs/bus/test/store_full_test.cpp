@@ -45,6 +45,22 @@ TEST_F(BusStoreFullTest, FullStreamRefusesPublishNamingTheStream) {
   EXPECT_TRUE(js_->publish(subject, payload, "after-purge").ok());
 }
 
+// A batch that runs into a full stream fails as one publish would: kStoreFull naming the stream.
+TEST_F(BusStoreFullTest, FullStreamRefusesABatchNamingTheStream) {
+  const std::string name = harness::uniqueName("CAPPEDBATCH");
+  streams_.push_back(name);
+  ASSERT_TRUE(
+      js_->ensureStream({.name = name, .subjects = {name + ".>"}, .max_bytes = 4096, .discard_new = true}).ok());
+  std::vector<JetStream::Outgoing> batch;
+  for (int i = 0; i < 20; ++i) {
+    batch.push_back({.subject = name + ".x", .data = std::string(1000, 'a'), .msg_id = "m" + std::to_string(i)});
+  }
+  auto acks = js_->publishAll(batch);
+  ASSERT_FALSE(acks.ok()) << "a 4 KiB stream took 20 KB";
+  EXPECT_EQ(acks.error().kind, ErrorKind::kStoreFull) << acks.error().describe();
+  EXPECT_EQ(fullStoreName(acks.error()), name);
+}
+
 TEST_F(BusStoreFullTest, FullKvBucketRefusesPutNamingTheBucketAndKeepsItsKeys) {
   const std::string bucket = harness::uniqueName("kvcap");
   streams_.push_back("KV_" + bucket);

@@ -126,10 +126,8 @@ void Scheduler::noteBundleAffected(BundleContext& context) const {
   const events::BundleEvent& event = context.event;
   context.affected.bundles.emplace(event.workspace, event.bundle);
   context.affected.gitrepos.emplace(event.workspace, event.gitrepo);
-  for (const auto& [key, record] : deployments_) {
-    if (record.workspace == event.workspace && record.bundle == event.bundle) {
-      context.affected.clusters.insert(record.cluster);
-    }
+  for (auto& cluster : clustersOfBundle(event.workspace, event.bundle)) {
+    context.affected.clusters.insert(std::move(cluster));
   }
 }
 

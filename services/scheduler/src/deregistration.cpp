@@ -125,10 +125,8 @@ void Scheduler::checkDeregistrations() {
 Status Scheduler::advanceDeregistration(const std::string& cluster) {
   const events::ClusterDeregistration& tombstone = deregistrations_.at(cluster);
   std::vector<std::string> keys;
-  for (const auto& [key, record] : deployments_) {
-    if (record.cluster == cluster) {
-      keys.push_back(key);
-    }
+  for (const auto& view : deploymentsOfCluster(cluster)) {
+    keys.push_back(events::deploymentKey(view.record->cluster, view.record->workspace, view.record->bundle));
   }
   const bool connected = agentConnected(cluster);
   Affected affected;

@@ -53,6 +53,14 @@ void Scheduler::checkOffline(SystemTime now) {
   }
   // A quarter of the threshold, at most a second: an agent is marked within that much of its deadline.
   next_offline_check_ = tick + std::min<std::chrono::milliseconds>(offlineAfter() / 4, std::chrono::seconds(1));
+  const int64_t read_until = status_read_until_ms_.load();
+  if (read_until == kStatusUnread) {
+    return;  // the stream may hold newer heartbeats than the ones loaded from KV
+  }
+  // While the status consumer is behind, a cluster is silent only if nothing it has read came from it in time.
+  const SystemTime read = read_until > 0 ? SystemTime(std::chrono::milliseconds(read_until)) : now;
+  noteStatusLag(read < now ? now - read : SystemTime::duration::zero());
+  now = std::min(now, read);
   Affected changed;
   for (const auto& [name, cluster] : clusters_) {
     auto last = lastSignOfLife(name);
@@ -81,6 +89,34 @@ void Scheduler::checkOffline(SystemTime now) {
     log::warn("cannot write the summary of a cluster that went offline or came back",
               {{"error", written.error().describe()}});
   }
+}
+
+void Scheduler::noteStatusRead(uint64_t pending, int64_t stored_ms) {
+  status_read_until_ms_ = pending > 0 && stored_ms > 0 ? stored_ms : 0;
+}
+
+void Scheduler::noteStatusLag(SystemTime::duration lag) {
+  metrics_.gauge("status_read_lag_seconds", "How far behind the clock the status consumer reads (0: caught up)")
+      .Set(std::chrono::duration<double>(lag).count());
+  if (lag.count() == 0 && status_lag_noted_) {
+    status_lag_noted_ = false;
+    log::info("status consumer caught up; offline detection judges silence against the clock again", {});
+    return;
+  }
+  if (lag <= offlineAfter() || status_lag_noted_) {
+    return;
+  }
+  status_lag_noted_ = true;
+  metrics_
+      .counter("status_lag_episodes_total",
+               "Times the status consumer fell further behind than --cluster-offline-after (silence is then judged "
+               "up to where it has read, not against the clock)")
+      .Increment();
+  log::warn(
+      "status consumer is behind by more than --cluster-offline-after; offline detection judges silence up to "
+      "where it has read",
+      {{"behind_ms", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(lag).count())},
+       {"offline_after_ms", static_cast<int64_t>(offlineAfter().count())}});
 }
 
 void Scheduler::askToRegisterAgain(const std::string& cluster) {

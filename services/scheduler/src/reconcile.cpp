@@ -177,12 +177,7 @@ Status Scheduler::reconcileCluster(const std::string& cluster) {
 
 Status Scheduler::deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                                int64_t clock_ms, Affected& affected) {
-  std::vector<std::string> clusters;
-  for (const auto& [key, record] : deployments_) {
-    if (record.workspace == workspace && record.bundle == bundle_name) {
-      clusters.push_back(record.cluster);
-    }
-  }
+  const std::vector<std::string> clusters = clustersOfBundle(workspace, bundle_name);
   bool published = false;
   for (const auto& cluster : clusters) {
     FLOTILLA_TRY(reconcilePair(nullptr, workspace, bundle_name, cluster, clock_ms, affected, published));
@@ -264,7 +259,7 @@ Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDec
     case Action::kFollowCommit: {
       const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
       FLOTILLA_TRY(hub_.deployments->put(key, events::encode(decision.record).dump()));
-      deployments_[key] = decision.record;
+      storeDeploymentRecord(key, decision.record);
       affected.bundles.emplace(input.workspace, input.bundle);
       affected.gitrepos.emplace(input.workspace, input.gitrepo);
       return {};
@@ -295,8 +290,13 @@ Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDe
   }
   const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
   FLOTILLA_TRY(hub_.deployments->put(key, events::encode(next).dump()));
-  deployments_[key] = next;
-  if (decision.event) {
+  noteDeploymentWritten(input, next, decision.event.has_value());
+  return {};
+}
+
+void Scheduler::noteDeploymentWritten(const PlacementInput& input, const DeploymentRecord& next, bool released) {
+  storeDeploymentRecord(events::deploymentKey(input.cluster, input.workspace, input.bundle), next);
+  if (released) {
     log::info("deployment scheduled", {{"cluster", input.cluster},
                                        {"bundle", input.bundle},
                                        {"gitrepo", input.gitrepo},
@@ -323,6 +323,68 @@ Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDe
       log::info("deployment held: bundle or cluster paused", fields);
     }
   }
+}
+
+Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected& affected, bool& published) {
+  if (batch.empty()) {
+    return {};
+  }
+  std::vector<bus::JetStream::Outgoing> deploys;
+  std::vector<bus::JetStream::Outgoing> public_events;
+  std::vector<std::string> public_types;
+  for (const auto& [input, decision] : batch) {
+    if (!decision.event) {
+      continue;
+    }
+    events::DeployEvent event = *decision.event;
+    addRetiring(event);
+    deploys.push_back(
+        {.subject = events::deploySubject(event.cluster), .data = events::encode(event).dump(), .msg_id = event.id});
+    if (options_.public_events) {
+      events::CloudEvent cloud = events::toCloudEvent(event, kEventSource);
+      public_events.push_back({.subject = events::eventsSubject("bundledeployment", {event.cluster, event.bundle}),
+                               .data = events::encode(cloud).dump(),
+                               .msg_id = "event/" + cloud.type + "/" + cloud.id});
+      public_types.push_back(cloud.type);
+    }
+  }
+  // Publish first, then the records: every DeployEvent of the batch is stored before any record is written.
+  auto acks = hub_.js->publishAll(deploys);
+  FLOTILLA_TRY(acks);
+  published = published || !deploys.empty();
+  auto& sent = metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", "apply"}});
+  for (const auto& ack : *acks) {
+    sent.Increment();
+    if (ack.duplicate) {
+      metrics_.counter("deploys_deduplicated_total", "DeployEvents JetStream had already stored (redo after a crash)")
+          .Increment();
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> records;
+  records.reserve(batch.size());
+  for (const auto& [input, decision] : batch) {
+    records.emplace_back(events::deploymentKey(input->cluster, input->workspace, input->bundle),
+                         events::encode(decision.record).dump());
+  }
+  FLOTILLA_TRY(hub_.deployments->putAll(records));
+  metrics_.counter("placement_batches_total", "Rollout passes whose releases and stagings were written as one batch")
+      .Increment();
+  for (const auto& [input, decision] : batch) {
+    noteDeploymentWritten(*input, decision.record, decision.event.has_value());
+    affected.add(input->workspace, input->bundle, input->gitrepo, input->cluster);
+  }
+  // Informational: a failure is logged and counted but never holds up the pipeline (publishPublic).
+  if (auto stored = hub_.js->publishAll(public_events); stored.ok()) {
+    for (const auto& type : public_types) {
+      metrics_.counter("public_events_total", "CloudEvents published on flotilla.events.>", {{"type", type}})
+          .Increment();
+    }
+  } else {
+    metrics_.counter("public_event_failures_total", "CloudEvents that could not be published")
+        .Increment(static_cast<double>(public_events.size()));
+    log::warn("cannot publish the public events of a rollout pass",
+              {{"events", static_cast<int64_t>(public_events.size())}, {"error", stored.error().describe()}});
+  }
   return {};
 }
 
@@ -346,7 +408,7 @@ Status Scheduler::removeDeployment(const PlacementInput& input, const PlacementD
   published = true;
   const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
   FLOTILLA_TRY(hub_.deployments->put(key, events::encode(decision.record).dump()));
-  deployments_[key] = decision.record;
+  storeDeploymentRecord(key, decision.record);
   metrics_.counter("deletes_sent_total", "Delete DeployEvents sent (the record waits for the agent's report)")
       .Increment();
   log::info("deployment delete sent", {{"cluster", input.cluster},
@@ -371,7 +433,7 @@ Status Scheduler::forgetDeployment(const std::string& cluster, const std::string
     }
     statuses_.erase(key);
   }
-  deployments_.erase(key);
+  eraseDeploymentRecord(key);
   return {};
 }
 

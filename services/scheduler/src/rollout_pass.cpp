@@ -98,10 +98,8 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
   for (const auto& [name, cluster] : clusters_) {
     clusters.insert(name);
   }
-  for (const auto& [key, record] : deployments_) {
-    if (record.workspace == bundle.workspace && record.bundle == bundle.bundle) {
-      clusters.insert(record.cluster);
-    }
+  for (auto& cluster : clustersOfBundle(bundle.workspace, bundle.bundle)) {
+    clusters.insert(std::move(cluster));
   }
   std::vector<PlacementInput> inputs;
   std::vector<RolloutTarget> targets;
@@ -117,13 +115,24 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
   }
   const bool has_targets = !targets.empty();
   const RolloutPlan plan = planRollout(bundle.targeting ? bundle.targeting->rollout : std::nullopt, std::move(targets));
+  std::vector<BatchedPlacement> batch;
   for (auto& input : inputs) {
     if (only != nullptr && !only->contains(input.cluster)) {
       continue;
     }
     input.rollout_held = input.want && !input.want->hold && !plan.release.contains(input.cluster);
-    FLOTILLA_TRY(applyPlacement(input, decidePlacement(input), affected, published));
+    PlacementDecision decision = decidePlacement(input);
+    const bool batchable =
+        decision.action == PlacementDecision::Action::kDeploy || decision.action == PlacementDecision::Action::kStage;
+    // The first release of a bundle event goes alone: the crash tests' fault point sits right after it.
+    const bool first_of_event = affected.bundle_event && !affected.deployed && decision.event;
+    if (batchable && !first_of_event) {
+      batch.push_back(BatchedPlacement{.input = &input, .decision = std::move(decision)});
+      continue;
+    }
+    FLOTILLA_TRY(applyPlacement(input, decision, affected, published));
   }
+  FLOTILLA_TRY(applyPlacements(batch, affected, published));
   if (has_targets) {
     noteRollout(bundle, plan);
   } else {

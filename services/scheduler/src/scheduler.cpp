@@ -128,14 +128,26 @@ Status Scheduler::setUpConsumers() {
         return handleBundle(message.data(), delivery.timestamp_ms, delivery.delivery_count);
       },
       metrics_, reports);
+  // Until the status consumer has read what the stream holds, the heartbeats loaded from KV may be older than
+  // ones still to be read: no cluster is judged silent (noteStatusRead).
+  status_read_until_ms_ = kStatusUnread;
+  service::ConsumerOptions statuses =
+      consumerOptions(service::kStatusStream, kStatusConsumer, events::kStatusFilter, "status");
+  statuses.on_idle = [this] { noteStatusRead(0, 0); };
+  // Acks of status messages are not waited for: a lost one redelivers a report or heartbeat after ack_wait, and
+  // handling one again stores what is already stored. Waiting would cost a round trip per report (10,000 at once
+  // after a commit to 10,000 clusters).
+  statuses.ack_sync = false;
   status_consumer_ = std::make_unique<service::Consumer>(
-      hub_.js, consumerOptions(service::kStatusStream, kStatusConsumer, events::kStatusFilter, "status"),
+      hub_.js, std::move(statuses),
       [this](const bus::Message& message, const service::Delivery& delivery) {
         if (auto forwarded = forwardAgentTermination(message.subject(), message.data(), *hub_.status, *hub_.js,
                                                      options_.public_events)) {
           return *forwarded;
         }
-        return handleStatus(message.subject(), message.data(), delivery.delivery_count, delivery.pending);
+        Outcome outcome = handleStatus(message.subject(), message.data(), delivery.delivery_count, delivery.pending);
+        noteStatusRead(delivery.pending, delivery.timestamp_ms);
+        return outcome;
       },
       metrics_, reports);
   FLOTILLA_TRY(bundle_consumer_->start());

@@ -116,7 +116,7 @@ void Scheduler::loadBundles(const std::vector<bus::KvEntry>& entries) {
 
 void Scheduler::loadDeployments(const std::vector<bus::KvEntry>& entries) {
   forEachRecord<DeploymentRecord>(
-      entries, [&](const std::string& key, DeploymentRecord record) { deployments_[key] = std::move(record); },
+      entries, [&](const std::string& key, DeploymentRecord record) { storeDeploymentRecord(key, std::move(record)); },
       [&](const std::string& key, const Error& error) { countInvalidRecord(hub_.deployments->bucket(), key, error); });
 }
 

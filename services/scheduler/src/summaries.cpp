@@ -10,17 +10,6 @@
 
 namespace flotilla::scheduler {
 
-std::vector<DeploymentView> Scheduler::deploymentsOfBundle(const std::string& workspace,
-                                                           const std::string& bundle) const {
-  std::vector<DeploymentView> out;
-  for (const auto& [key, record] : deployments_) {
-    if (record.workspace == workspace && record.bundle == bundle) {
-      out.push_back(DeploymentView{&record, statusOf(record)});
-    }
-  }
-  return out;
-}
-
 std::vector<DeploymentView> Scheduler::deploymentsOfCluster(const std::string& cluster) const {
   // Keys are "<cluster>.<ws>.<bundle>" with each part one escaped token (no '.'), so a cluster's deployments are
   // the keys after "<cluster>.": a heartbeat's summary costs its cluster's deployments, not every cluster's.
@@ -113,8 +102,10 @@ Status Scheduler::writeGitRepoSummary(const std::string& workspace, const std::s
       members[bundle.bundle].bundle = &bundle;
     }
   }
-  for (const auto& [key, record] : deployments_) {
-    if (record.workspace == workspace && record.gitrepo == gitrepo) {
+  if (auto keys = deployments_by_gitrepo_.find(events::gitRepoKey(workspace, gitrepo));
+      keys != deployments_by_gitrepo_.end()) {
+    for (const auto& deployment : keys->second) {
+      const DeploymentRecord& record = deployments_.at(deployment);
       members[record.bundle].deployments.push_back(DeploymentView{&record, statusOf(record)});
     }
   }

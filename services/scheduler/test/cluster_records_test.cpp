@@ -278,6 +278,50 @@ TEST_F(ClusterRecordsTest, ASilentClusterGoesOfflineAndItsNextHeartbeatBringsItB
   EXPECT_EQ(metric("cluster_offline_transitions_total", {{"to", "online"}}), 1);
 }
 
+// A scheduler that comes back to a backlog of heartbeats (10,000 agents beat while it was away) judges silence
+// only up to where its status consumer has read: while it works through heartbeats stored before any cluster was
+// silent for long, no cluster goes Offline, though by the clock they have all been silent for longer than that.
+TEST_F(ClusterRecordsTest, ABacklogOfHeartbeatsMakesNoClusterOffline) {
+  stopScheduler();
+  startScheduler(500ms);  // offline after 1.5 s
+  ASSERT_TRUE(registerCluster("early-1", {}).accepted);
+  ASSERT_TRUE(registerCluster("late-1", {}).accepted);
+  stopScheduler();
+  // The backlog, stored well within 1.5 s of the registrations (plain publishes the stream captures): early-1's
+  // heartbeats first, late-1's one heartbeat at the very end.
+  auto beat = [&](const std::string& cluster) {
+    events::Heartbeat heartbeat{.id = events::newEventId(), .time = log::nowRfc3339(), .cluster = cluster};
+    ASSERT_TRUE(hub_.connection->publish(events::statusSubject(cluster, ""), events::encode(heartbeat).dump()).ok());
+  };
+  constexpr int kBacklog = 10000;
+  for (int i = 0; i < kBacklog; ++i) {
+    beat("early-1");
+  }
+  beat("late-1");
+  ASSERT_TRUE(hub_.connection->flush().ok());
+  std::this_thread::sleep_for(2s);  // by the clock, both have now been silent for longer than 1.5 s
+  // Live heartbeats go on behind the backlog, as the agents' would.
+  std::atomic<bool> beating{true};
+  std::thread agents([&] {
+    while (beating) {
+      beat("early-1");
+      beat("late-1");
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  startScheduler(500ms);
+  EXPECT_TRUE(waitFor([&] { return metric("heartbeats_total", {{"result", "recorded"}}) >= kBacklog + 3; }, 60s));
+  std::this_thread::sleep_for(1500ms);  // more offline checks, now against the clock
+  beating = false;
+  agents.join();
+  EXPECT_EQ(metric("cluster_offline_transitions_total", {{"to", "offline"}}), 0)
+      << "a heartbeat still unread is not silence";
+  EXPECT_FALSE(scheduler_->offline("early-1"));
+  EXPECT_FALSE(scheduler_->offline("late-1"));
+  EXPECT_EQ(metric("status_read_lag_seconds"), 0) << "caught up";
+  EXPECT_GE(metric("status_lag_episodes_total"), 1) << "it read heartbeats stored more than 1.5 s before";
+}
+
 // A status report from an agent whose cluster record is gone (not deregistered) asks that agent to register again,
 // like its heartbeat does (at most every 10 s per cluster).
 TEST_F(ClusterRecordsTest, AReportFromAnUnregisteredClusterAsksItsAgentToRegisterAgain) {

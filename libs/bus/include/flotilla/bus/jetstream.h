@@ -157,6 +157,21 @@ class JetStream : public std::enable_shared_from_this<JetStream> {
   Result<PublishAck> publish(std::string_view subject, std::string_view data, std::string_view msg_id = {},
                              const Headers& headers = {});
 
+  //! One message of publishAll.
+  struct Outgoing {
+    std::string subject;
+    std::string data;
+    std::string msg_id;  //!< Nats-Msg-Id ("" = none)
+  };
+  //! Publishes every message without waiting for each one's ack, then waits for all the acks (apiTimeout() after
+  //! the last message is sent): a batch costs about one round trip, not one per message. The acks are returned in
+  //! the order of `messages`. A message not stored (refused, or no ack in time: kTransient) fails the call with the
+  //! first such error, after every ack was waited for; others of the batch may be stored, so a caller redoes the
+  //! whole batch (with Nats-Msg-Ids, or idempotent writes such as KV puts, a redo is harmless). At most
+  //! kPublishAllInFlight messages are unacknowledged at a time.
+  Result<std::vector<PublishAck>> publishAll(const std::vector<Outgoing>& messages);
+  static constexpr int kPublishAllInFlight = 4096;
+
   //! Creates the durable consumer, or updates the settings the server allows to change (idempotent).
   //! Changing what the server cannot change (deliver policy, ack policy) is kConflict.
   Result<ConsumerInfo> ensureConsumer(std::string_view stream, const ConsumerConfig& config);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flotilla/bus/jetstream.h"
@@ -104,6 +105,10 @@ class KeyValue {
   Result<KvEntry> getRevision(std::string_view key, uint64_t revision);
   //! Writes unconditionally; returns the new revision.
   Result<uint64_t> put(std::string_view key, std::string_view value);
+  //! Writes every (key, value) unconditionally, in order, waiting for the acks of all at once
+  //! (JetStream::publishAll): one round trip, not one per key. Returns the new revisions in the same order; on a
+  //! failure some of the writes may have been stored (puts are idempotent: write the batch again).
+  Result<std::vector<uint64_t>> putAll(const std::vector<std::pair<std::string, std::string>>& entries);
   //! Writes only if the key does not exist (or was deleted); exists -> kConflict.
   Result<uint64_t> create(std::string_view key, std::string_view value);
   //! Writes only if the key's latest revision is `expected_revision`; otherwise kConflict.

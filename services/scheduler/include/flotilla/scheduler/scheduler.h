@@ -177,6 +177,10 @@ class Scheduler final : public service::Component {
   //! Marks clusters Offline whose agent has been silent for offlineAfter(), and back when it is not; writes their
   //! summaries. The watch loop runs it about once a second (at most every quarter of the threshold); tests may too.
   void checkOffline(SystemTime now);
+  //! The status consumer handled a message the stream stored at `stored_ms` with `pending` more behind it (0 with
+  //! nothing behind, or an empty fetch: caught up). Silence is judged only up to where the consumer has read: a
+  //! backlog of heartbeats (10,000 agents reconnecting at once) never makes their clusters Offline. Thread-safe.
+  void noteStatusRead(uint64_t pending, int64_t stored_ms);
 
  private:
   //! What a handler touched: the summaries to recompute.
@@ -317,6 +321,19 @@ class Scheduler final : public service::Component {
   Status applyPlacement(const PlacementInput& input, const PlacementDecision& decision, Affected& affected,
                         bool& published);
   Status writeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
+  //! A release or a staging decided by a rollout pass, carried out with the pass's others (applyPlacements).
+  struct BatchedPlacement {
+    const PlacementInput* input = nullptr;
+    PlacementDecision decision;
+  };
+  //! Carries out a pass's releases and stagings together: every DeployEvent published (one wait for all the
+  //! acks), then every record written (one wait), then the public events. Publish-then-record holds for the batch
+  //! as a whole, so a crash between the two leaves the old records and the redo finds the difference
+  //! (scheduler.h's file comment); 10,000 clusters cost a few round trips, not 30,000.
+  Status applyPlacements(std::vector<BatchedPlacement>& batch, Affected& affected, bool& published);
+  //! The record of a release or staging was written: memory, log line and metrics (writeDeployment and
+  //! applyPlacements).
+  void noteDeploymentWritten(const PlacementInput& input, const DeploymentRecord& next, bool released);
   Status removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
   //! Drops a deployment record and its bd status (KV and memory).
   Status forgetDeployment(const std::string& cluster, const std::string& workspace, const std::string& bundle);
@@ -367,6 +384,11 @@ class Scheduler final : public service::Component {
   Outcome settleDelete(StatusContext& context, const DeploymentRecord& record);
   void countStatus(const char* result);
 
+  // the deployment records and their indexes (deployment_index.cpp; mutex_ held)
+  //! Sets deployments_[key] and keeps deployments_by_bundle_ and deployments_by_gitrepo_ in step.
+  void storeDeploymentRecord(const std::string& key, DeploymentRecord record);
+  void eraseDeploymentRecord(const std::string& key);
+
   // summaries and public events (summaries.cpp; mutex_ held)
   //! Writes the summaries `affected` (and any an earlier handler could not write or put off) names, and queues the
   //! rollout passes reports asked for; while defer_summaries_ is set (a status message with more behind it), only
@@ -384,6 +406,9 @@ class Scheduler final : public service::Component {
                      std::initializer_list<std::string_view> parts);
   void noteBundleState(const events::BundleSummary& summary);
   std::vector<DeploymentView> deploymentsOfBundle(const std::string& workspace, const std::string& bundle) const;
+  //! The clusters with a deployment record of the bundle (deployments_by_bundle_).
+  [[nodiscard]] std::vector<std::string> clustersOfBundle(const std::string& workspace,
+                                                          const std::string& bundle) const;
   std::vector<DeploymentView> deploymentsOfCluster(const std::string& cluster) const;
   const BdStatus* statusOf(const DeploymentRecord& record) const;
   std::chrono::milliseconds backoff(uint64_t delivery_count) const;
@@ -403,6 +428,8 @@ class Scheduler final : public service::Component {
   //! credentials it holds (identity::agentReregisterSubject), at most every kReregisterAskEvery per cluster; not a
   //! deregistered one. mutex_ held.
   void askToRegisterAgain(const std::string& cluster);
+  //! The status consumer reads `lag` behind the clock: gauged; logged and counted once it exceeds offlineAfter().
+  void noteStatusLag(SystemTime::duration lag);
 
   service::Hub hub_;
   Metrics& metrics_;
@@ -421,8 +448,19 @@ class Scheduler final : public service::Component {
   std::set<std::string> offline_;                      //!< clusters silent for offlineAfter()
   std::map<std::string, std::chrono::steady_clock::time_point> reregister_asked_;  //!< cluster -> last ask
   std::chrono::steady_clock::time_point next_offline_check_;
-  std::map<std::string, BundleInfo> bundles_;              //!< by bundles-bucket key "<ws>.<bundle>"
-  std::map<std::string, DeploymentRecord> deployments_;    //!< by deployments-bucket key
+  //! Where the status consumer has read (noteStatusRead): kStatusUnread from start() until its first message or
+  //! empty fetch, 0 caught up, else the stored time (ms) of the last message it handled with more behind it.
+  static constexpr int64_t kStatusUnread = -1;
+  std::atomic<int64_t> status_read_until_ms_{0};
+  bool status_lag_noted_ = false;              //!< the lag beyond offlineAfter() was logged (once per episode)
+  std::map<std::string, BundleInfo> bundles_;  //!< by bundles-bucket key "<ws>.<bundle>"
+  //! By deployments-bucket key; written only through storeDeploymentRecord / eraseDeploymentRecord.
+  std::map<std::string, DeploymentRecord> deployments_;
+  //! Deployments-bucket keys by bundles-bucket key "<ws>.<bundle>", and by gitrepo key "<ws>.<gitrepo>": a bundle's
+  //! rollout pass or summary visits its own deployments, not all of them (100 bundles on 100 clusters: every pass
+  //! used to scan 10,000 records).
+  std::map<std::string, std::set<std::string>> deployments_by_bundle_;
+  std::map<std::string, std::set<std::string>> deployments_by_gitrepo_;
   std::map<std::string, BdStatus> statuses_;               //!< by deployments-bucket key (same triple)
   std::map<std::string, Json> summaries_;                  //!< last written (without `updated`), by status-bucket key
   std::map<std::string, events::RolloutStatus> rollouts_;  //!< by bundles-bucket key: the last pass's status
