@@ -2,6 +2,8 @@
 // another replica or by hand), tombstones (deregistration.cpp) and agent heartbeats. The cluster placement sees is
 // the registration overlaid by its document (model::effectiveCluster); a change that moves targeting or pausing
 // queues a re-target.
+#include <algorithm>
+
 #include "flotilla/core/log.h"
 #include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
@@ -35,10 +37,16 @@ bool placementDiffers(const model::Cluster& a, const model::Cluster& b) {
 
 }  // namespace
 
+namespace {
+constexpr std::chrono::milliseconds kMinWatchWait{50};
+}  // namespace
+
 void Scheduler::watchLoop() {
   std::chrono::milliseconds delay = options_.retry_base;
   while (!stopping_) {
-    auto entry = clusters_watcher_.next(options_.fetch_timeout);
+    // Woken at least every summary_delay, so summaries put off (writeSummaries) are written about on time.
+    auto entry = clusters_watcher_.next(
+        std::max<std::chrono::milliseconds>(std::min(options_.fetch_timeout, options_.summary_delay), kMinWatchWait));
     if (!entry.ok()) {
       metrics_.counter("watch_errors_total", "Failures of the clusters bucket watcher").Increment();
       log::warn("clusters watcher failed, re-opening",

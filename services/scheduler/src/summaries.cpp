@@ -38,6 +38,15 @@ Status Scheduler::writeSummaries(const Affected& affected) {
         .Increment();
     return {};
   }
+  if (now - last_flush_ < options_.summary_delay && summaryVisits(unwritten_) > options_.summary_visits_at_once) {
+    // Written by a later handler or by flushSummaries, at most summary_delay after the last write.
+    metrics_
+        .counter("summaries_coalesced_total",
+                 "Summary updates of large bundles or GitRepos put off until summary_delay after the last write")
+        .Increment();
+    return {};
+  }
+  last_flush_ = now;
   for (const auto& key : deferred_passes_) {
     enqueueRolloutPass(key);
   }
@@ -59,7 +68,9 @@ Status Scheduler::writeSummaries(const Affected& affected) {
 
 void Scheduler::flushSummaries() {
   std::lock_guard lock(mutex_);
-  if (unwritten_.empty() || std::chrono::steady_clock::now() - deferred_since_ < options_.summary_delay) {
+  const auto now = std::chrono::steady_clock::now();
+  if (unwritten_.empty() ||
+      (now - deferred_since_ < options_.summary_delay && now - last_flush_ < options_.summary_delay)) {
     return;
   }
   if (auto written = writeSummaries({}); !written.ok()) {
@@ -205,10 +216,8 @@ void Scheduler::updateGauges() {
   updateOfflineGauge();
   metrics_.gauge("bundles", "Bundles known").Set(static_cast<double>(bundles_.size()));
   metrics_.gauge("deployments", "BundleDeployment records").Set(static_cast<double>(deployments_.size()));
-  const auto deleting =
-      std::count_if(deployments_.begin(), deployments_.end(), [](const auto& item) { return item.second.deleting; });
   metrics_.gauge("deployments_deleting", "BundleDeployments whose delete waits for the agent's report")
-      .Set(static_cast<double>(deleting));
+      .Set(static_cast<double>(deleting_records_));
 }
 
 }  // namespace flotilla::scheduler

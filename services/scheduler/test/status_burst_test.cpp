@@ -27,9 +27,10 @@ class StatusBurstTest : public SchedulerFixture {
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(startHub("status-burst-test")); }
 
   //! Starts the scheduler with `delay`, registers c-1 and c-2 and deploys repo-app to both; their DeployEvents.
-  std::vector<events::DeployEvent> deployedWith(std::chrono::milliseconds delay) {
+  std::vector<events::DeployEvent> deployedWith(std::chrono::milliseconds delay, size_t visits_at_once = 2000) {
     auto options = testOptions();
     options.summary_delay = delay;
+    options.summary_visits_at_once = visits_at_once;
     startSchedulerWith(options);
     std::vector<events::DeployEvent> out;
     for (const std::string cluster : {"c-1", "c-2"}) {
@@ -115,6 +116,19 @@ TEST_F(StatusBurstTest, SummariesPutOffAreWrittenWithoutAnotherReport) {
   EXPECT_TRUE(statusWhen(summaryKey(), [](const Json& s) { return s.getString("readyClusters") == "2/2"; }));
   EXPECT_TRUE(
       statusWhen(events::clusterSummaryKey("c-2"), [](const Json& s) { return s.getString("readyBundles") == "1/1"; }));
+}
+
+// Summaries of large bundles and GitRepos (here: anything above one record visit) are written at most once per
+// summary_delay, even when each report has nothing behind it; the watch loop writes what was put off.
+TEST_F(StatusBurstTest, LargeSummariesAreWrittenAtMostOncePerDelay) {
+  auto sent = deployedWith(2s, /*visits_at_once=*/1);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(reportReady(sent[0], /*backlog=*/0).action, Outcome::Action::kAck);
+  EXPECT_EQ(reportReady(sent[1], /*backlog=*/0).action, Outcome::Action::kAck);
+  EXPECT_GE(metrics_->value("summaries_coalesced_total"), 1) << "within 2 s of the deploys' summaries";
+  EXPECT_TRUE(statusWhen(summaryKey(), [](const Json& s) { return s.getString("readyClusters") == "2/2"; }));
+  EXPECT_TRUE(
+      statusWhen(events::clusterSummaryKey("c-1"), [](const Json& s) { return s.getString("readyBundles") == "1/1"; }));
 }
 
 }  // namespace

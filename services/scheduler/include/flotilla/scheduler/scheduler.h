@@ -106,6 +106,11 @@ struct SchedulerOptions {
   ManifestServerOptions manifests;
   //! How long summaries may wait for the end of a burst of status messages (handleStatus).
   std::chrono::milliseconds summary_delay{250};
+  //! Summaries that would visit more deployment records than this are written at most once per summary_delay
+  //! (writeSummaries), with the rollout passes the reports asked for: a bundle or GitRepo on 10,000 clusters is
+  //! summarized a few times a second while reports stream in, not once per report (10,000 x 10,000 record visits).
+  //! Smaller ones are written at once.
+  size_t summary_visits_at_once = 2000;
   //! Which of an agent's reported labels count for targeting (--agent-labels; default none: only the labels of
   //! Cluster documents target).
   AgentLabelPolicy agent_labels;
@@ -388,6 +393,8 @@ class Scheduler final : public service::Component {
   //! Sets deployments_[key] and keeps deployments_by_bundle_ and deployments_by_gitrepo_ in step.
   void storeDeploymentRecord(const std::string& key, DeploymentRecord record);
   void eraseDeploymentRecord(const std::string& key);
+  //! About how many deployment records writing the summaries `affected` names visits (writeSummaries).
+  [[nodiscard]] size_t summaryVisits(const Affected& affected) const;
 
   // summaries and public events (summaries.cpp; mutex_ held)
   //! Writes the summaries `affected` (and any an earlier handler could not write or put off) names, and queues the
@@ -461,6 +468,7 @@ class Scheduler final : public service::Component {
   //! used to scan 10,000 records).
   std::map<std::string, std::set<std::string>> deployments_by_bundle_;
   std::map<std::string, std::set<std::string>> deployments_by_gitrepo_;
+  int64_t deleting_records_ = 0;  //!< records with `deleting` set (the deployments_deleting gauge)
   std::map<std::string, BdStatus> statuses_;               //!< by deployments-bucket key (same triple)
   std::map<std::string, Json> summaries_;                  //!< last written (without `updated`), by status-bucket key
   std::map<std::string, events::RolloutStatus> rollouts_;  //!< by bundles-bucket key: the last pass's status
@@ -478,6 +486,7 @@ class Scheduler final : public service::Component {
   //! Bundles-bucket keys of rollout passes that status reports asked for: queued when the summaries are written.
   std::set<std::string> deferred_passes_;
   std::chrono::steady_clock::time_point deferred_since_;  //!< when unwritten_ gained its first entry
+  std::chrono::steady_clock::time_point last_flush_;      //!< when writeSummaries last wrote
   bool loaded_ = false;
 
   std::atomic<bool> stopping_{false};
