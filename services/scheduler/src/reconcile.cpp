@@ -330,8 +330,7 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     return {};
   }
   std::vector<bus::JetStream::Outgoing> deploys;
-  std::vector<bus::JetStream::Outgoing> public_events;
-  std::vector<std::string> public_types;
+  std::vector<events::DeployEvent> sent_events;
   for (const auto& [input, decision] : batch) {
     if (!decision.event) {
       continue;
@@ -340,13 +339,7 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     addRetiring(event);
     deploys.push_back(
         {.subject = events::deploySubject(event.cluster), .data = events::encode(event).dump(), .msg_id = event.id});
-    if (options_.public_events) {
-      events::CloudEvent cloud = events::toCloudEvent(event, kEventSource);
-      public_events.push_back({.subject = events::eventsSubject("bundledeployment", {event.cluster, event.bundle}),
-                               .data = events::encode(cloud).dump(),
-                               .msg_id = "event/" + cloud.type + "/" + cloud.id});
-      public_types.push_back(cloud.type);
-    }
+    sent_events.push_back(std::move(event));
   }
   // Publish first, then the records: every DeployEvent of the batch is stored before any record is written.
   auto acks = hub_.js->publishAll(deploys);
@@ -373,17 +366,8 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     noteDeploymentWritten(*input, decision.record, decision.event.has_value());
     affected.add(input->workspace, input->bundle, input->gitrepo, input->cluster);
   }
-  // Informational: a failure is logged and counted but never holds up the pipeline (publishPublic).
-  if (auto stored = hub_.js->publishAll(public_events); stored.ok()) {
-    for (const auto& type : public_types) {
-      metrics_.counter("public_events_total", "CloudEvents published on flotilla.events.>", {{"type", type}})
-          .Increment();
-    }
-  } else {
-    metrics_.counter("public_event_failures_total", "CloudEvents that could not be published")
-        .Increment(static_cast<double>(public_events.size()));
-    log::warn("cannot publish the public events of a rollout pass",
-              {{"events", static_cast<int64_t>(public_events.size())}, {"error", stored.error().describe()}});
+  for (const auto& event : sent_events) {
+    publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
   }
   return {};
 }

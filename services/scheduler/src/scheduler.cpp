@@ -75,6 +75,8 @@ void Scheduler::stop() {
     }
   }
   clusters_watcher_.stop();
+  std::lock_guard lock(mutex_);
+  flushPublicEvents();  // what the handlers queued last
 }
 
 bool Scheduler::ready(std::string& why) const {

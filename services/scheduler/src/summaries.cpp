@@ -57,6 +57,7 @@ Status Scheduler::writeSummaries(const Affected& affected) {
   Affected all = std::move(unwritten_);
   unwritten_ = {};
   Status written = writeAllSummaries(all);
+  flushPublicEvents();
   if (!written.ok()) {
     metrics_.counter("summary_write_failures_total", "Summary writes that failed and were kept for the next one")
         .Increment();
@@ -68,6 +69,7 @@ Status Scheduler::writeSummaries(const Affected& affected) {
 
 void Scheduler::flushSummaries() {
   std::lock_guard lock(mutex_);
+  flushPublicEvents();
   const auto now = std::chrono::steady_clock::now();
   if (unwritten_.empty() ||
       (now - deferred_since_ < options_.summary_delay && now - last_flush_ < options_.summary_delay)) {
@@ -80,16 +82,36 @@ void Scheduler::flushSummaries() {
 }
 
 Status Scheduler::writeAllSummaries(const Affected& affected) {
-  for (const auto& [workspace, bundle] : affected.bundles) {
-    FLOTILLA_TRY(writeBundleSummary(workspace, bundle));
+  // Each summary that changed is staged (writeSummary), then all are written with one wait (KeyValue::putAll).
+  summary_outbox_.clear();
+  Status staged = [&]() -> Status {
+    for (const auto& [workspace, bundle] : affected.bundles) {
+      FLOTILLA_TRY(writeBundleSummary(workspace, bundle));
+    }
+    for (const auto& [workspace, gitrepo] : affected.gitrepos) {
+      FLOTILLA_TRY(writeGitRepoSummary(workspace, gitrepo));
+    }
+    for (const auto& cluster : affected.clusters) {
+      FLOTILLA_TRY(writeClusterSummary(cluster));
+    }
+    return {};
+  }();
+  std::vector<std::pair<std::string, std::string>> entries;
+  entries.reserve(summary_outbox_.size());
+  for (const auto& summary : summary_outbox_) {
+    entries.emplace_back(summary.key, summary.stored);
   }
-  for (const auto& [workspace, gitrepo] : affected.gitrepos) {
-    FLOTILLA_TRY(writeGitRepoSummary(workspace, gitrepo));
+  auto written = hub_.status->putAll(entries);
+  if (!written.ok()) {
+    summary_outbox_.clear();
+    return fail(written.error());
   }
-  for (const auto& cluster : affected.clusters) {
-    FLOTILLA_TRY(writeClusterSummary(cluster));
+  for (auto& summary : summary_outbox_) {
+    metrics_.counter("summaries_written_total", "Summary records written", {{"kind", summary.kind}}).Increment();
+    summaries_[summary.key] = std::move(summary.record);
   }
-  return {};
+  summary_outbox_.clear();
+  return staged;
 }
 
 Status Scheduler::writeBundleSummary(const std::string& workspace, const std::string& bundle) {
@@ -155,9 +177,8 @@ Status Scheduler::writeSummary(const std::string& key, Json record, std::string_
   }
   Json stored = record;
   stored["updated"] = log::nowRfc3339();
-  FLOTILLA_TRY(hub_.status->put(key, stored.dump()));
-  summaries_[key] = std::move(record);
-  metrics_.counter("summaries_written_total", "Summary records written", {{"kind", std::string(kind)}}).Increment();
+  summary_outbox_.push_back(
+      StagedSummary{.key = key, .record = std::move(record), .stored = stored.dump(), .kind = std::string(kind)});
   return {};
 }
 
@@ -194,15 +215,32 @@ void Scheduler::publishPublic(const events::CloudEvent& event, std::string_view 
   if (!options_.public_events) {
     return;
   }
-  // Informational: a failure is logged and counted but never holds up the pipeline.
-  auto ack = hub_.js->publish(events::eventsSubject(kind, parts), events::encode(event).dump(),
-                              "event/" + event.type + "/" + event.id);
-  if (ack.ok()) {
-    metrics_.counter("public_events_total", "CloudEvents published on flotilla.events.>", {{"type", event.type}})
-        .Increment();
+  // Informational: sent with the next summaries or by the watch loop (flushPublicEvents), a batch at a time.
+  public_outbox_.push_back({.subject = events::eventsSubject(kind, parts),
+                            .data = events::encode(event).dump(),
+                            .msg_id = "event/" + event.type + "/" + event.id});
+  public_outbox_types_.push_back(event.type);
+}
+
+void Scheduler::flushPublicEvents() {
+  if (public_outbox_.empty()) {
+    return;
+  }
+  std::vector<bus::JetStream::Outgoing> events;
+  std::vector<std::string> types;
+  events.swap(public_outbox_);
+  types.swap(public_outbox_types_);
+  // A failure is logged and counted but never holds up the pipeline; the events of a failed batch are dropped.
+  if (auto stored = hub_.js->publishAll(events); stored.ok()) {
+    for (const auto& type : types) {
+      metrics_.counter("public_events_total", "CloudEvents published on flotilla.events.>", {{"type", type}})
+          .Increment();
+    }
   } else {
-    metrics_.counter("public_event_failures_total", "CloudEvents that could not be published").Increment();
-    log::warn("cannot publish a public event", {{"type", event.type}, {"error", ack.error().describe()}});
+    metrics_.counter("public_event_failures_total", "CloudEvents that could not be published")
+        .Increment(static_cast<double>(events.size()));
+    log::warn("cannot publish public events; they are dropped",
+              {{"events", static_cast<int64_t>(events.size())}, {"error", stored.error().describe()}});
   }
 }
 

@@ -1,6 +1,7 @@
 // Integration tests of the scheduler against a real nats-server -js: registrations over request/reply, BundleEvents
 // and StatusEvents through the real streams, DeployEvents read by agent-style durables, KV records and summaries.
 // The last test runs the flotilla-scheduler binary itself.
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <set>
@@ -262,6 +263,26 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
   EXPECT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("prod-1", kWs, "repo-app"), [&](const Json& r) {
                 return r.getString("manifestID") == kManifestB;
               }).has_value());
+}
+
+// Public CloudEvents go out in batches, with the summaries or from the watch loop; a batch no stream takes is
+// dropped, counted and logged, and the pipeline carries on without waiting for it.
+TEST_F(SchedulerTest, PublicEventsGoOutInBatchesAndAFailedBatchHoldsUpNothing) {
+  std::atomic<int> public_events{0};
+  auto subscription =
+      hub_.connection->subscribe("flotilla.events.>", "", [&](const bus::Message&) { ++public_events; });
+  ASSERT_TRUE(subscription.ok()) << subscription.error().describe();
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  auto prod = agentConsumer("prod-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  ASSERT_EQ(deploys(prod, 1).size(), 1u);
+  EXPECT_TRUE(waitFor([&] { return public_events.load() >= 2; })) << "registration and deployment at least";
+  EXPECT_EQ(metric("public_event_failures_total"), 0);
+
+  ASSERT_TRUE(hub_.js->deleteStream(events::kEventsStream).ok());
+  publishBundle(bundleEvent("repo-app", kManifestB, prodOnly(), kCommit2));
+  ASSERT_EQ(deploys(prod, 1).size(), 1u) << "the deploy does not wait for its public event";
+  EXPECT_TRUE(waitFor([&] { return metric("public_event_failures_total") >= 1; }));
 }
 
 // A cluster that registers after the bundle gets every bundle that targets it; a label change that takes it out

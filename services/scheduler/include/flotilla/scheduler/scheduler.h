@@ -409,8 +409,11 @@ class Scheduler final : public service::Component {
   Status writeClusterSummary(const std::string& cluster);
   Status writeSummary(const std::string& key, Json record, std::string_view kind);
   Status removeSummary(const std::string& key);
+  //! Queues a CloudEvent for flotilla.events.>; flushPublicEvents sends the queue as one batch (with the next
+  //! summaries, or from the watch loop within summary_delay).
   void publishPublic(const events::CloudEvent& event, std::string_view kind,
                      std::initializer_list<std::string_view> parts);
+  void flushPublicEvents();
   void noteBundleState(const events::BundleSummary& summary);
   std::vector<DeploymentView> deploymentsOfBundle(const std::string& workspace, const std::string& bundle) const;
   //! The clusters with a deployment record of the bundle (deployments_by_bundle_).
@@ -468,9 +471,9 @@ class Scheduler final : public service::Component {
   //! used to scan 10,000 records).
   std::map<std::string, std::set<std::string>> deployments_by_bundle_;
   std::map<std::string, std::set<std::string>> deployments_by_gitrepo_;
-  int64_t deleting_records_ = 0;  //!< records with `deleting` set (the deployments_deleting gauge)
-  std::map<std::string, BdStatus> statuses_;               //!< by deployments-bucket key (same triple)
-  std::map<std::string, Json> summaries_;                  //!< last written (without `updated`), by status-bucket key
+  int64_t deleting_records_ = 0;              //!< records with `deleting` set (the deployments_deleting gauge)
+  std::map<std::string, BdStatus> statuses_;  //!< by deployments-bucket key (same triple)
+  std::map<std::string, Json> summaries_;     //!< last written (without `updated`), by status-bucket key
   std::map<std::string, events::RolloutStatus> rollouts_;  //!< by bundles-bucket key: the last pass's status
   //! A delete an agent reported as failed, sent again at `due` (max: sent, waiting for the agent's report).
   struct DeleteRetry {
@@ -482,7 +485,17 @@ class Scheduler final : public service::Component {
   //! Summaries not written yet: put off during a burst of status messages, or a write failed (its message is
   //! redone); written with the next ones, at the latest by flushSummaries.
   Affected unwritten_;
-  bool defer_summaries_ = false;  //!< a status message with more behind it is handled
+  //! A summary that changed, staged by writeSummary and written by writeAllSummaries with the others.
+  struct StagedSummary {
+    std::string key;
+    Json record;  //!< without `updated`: what the cache keeps
+    std::string stored;
+    std::string kind;
+  };
+  std::vector<StagedSummary> summary_outbox_;
+  std::vector<bus::JetStream::Outgoing> public_outbox_;  //!< CloudEvents not sent yet (publishPublic)
+  std::vector<std::string> public_outbox_types_;         //!< their types, for public_events_total
+  bool defer_summaries_ = false;                         //!< a status message with more behind it is handled
   //! Bundles-bucket keys of rollout passes that status reports asked for: queued when the summaries are written.
   std::set<std::string> deferred_passes_;
   std::chrono::steady_clock::time_point deferred_since_;  //!< when unwritten_ gained its first entry
