@@ -55,12 +55,14 @@ double secondsOf(Clock::duration d) {
 struct ServerFigures {
   double rss_mib = 0;
   double msgs = 0;
+  double cpu_s = 0;  //!< CPU seconds of every node
 };
 ServerFigures serverFigures(Hub& hub) {
   ServerFigures out;
   const size_t nodes = hub.natsCluster() ? hub.natsCluster()->size() : 1;
   for (size_t i = 0; i < nodes; ++i) {
     harness::NatsServer& node = hub.natsCluster() ? hub.natsCluster()->node(i) : hub.nats();
+    out.cpu_s += bench::procCpuSeconds(node.pid());
     auto varz =
         runCommand({.argv = {"curl", "-sf", "http://127.0.0.1:" + std::to_string(node.monitorPort()) + "/varz"}});
     if (!varz.ok() || varz->exit_code != 0) {
@@ -96,6 +98,9 @@ struct Figures {
   double commit_to_first_s = 0;
   double commit_to_last_s = 0;
   double scheduler_cpu_s = 0;
+  double bundler_cpu_s = 0;
+  double nats_cpu_s = 0;
+  double bench_cpu_s = 0;  //!< this process: the simulated agents and the watcher
   double scheduler_rss_mib = 0;
   double scheduler_hwm_mib = 0;
   double nats_rss_mib = 0;
@@ -150,7 +155,10 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   FLOTILLA_TRY(watcher);
 
   const int scheduler = hub.pid("scheduler");
+  const int bundler = hub.pid("bundler");
   const double cpu_before = bench::procCpuSeconds(scheduler);
+  const double bundler_before = bench::procCpuSeconds(bundler);
+  const double bench_before = bench::procCpuSeconds(getpid());
   const ServerFigures server_before = serverFigures(hub);
   FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
 
@@ -183,6 +191,9 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   figures.commit_to_first_s = secondsOf(first - commit_at);
   figures.commit_to_last_s = secondsOf(last - commit_at);
   figures.scheduler_cpu_s = bench::procCpuSeconds(scheduler) - cpu_before;
+  figures.bundler_cpu_s = bench::procCpuSeconds(bundler) - bundler_before;
+  figures.nats_cpu_s = server_after.cpu_s - server_before.cpu_s;
+  figures.bench_cpu_s = bench::procCpuSeconds(getpid()) - bench_before;
   figures.scheduler_rss_mib = std::max(0L, bench::procStatusKiB(scheduler, "VmRSS")) / 1024.0;
   figures.scheduler_hwm_mib = std::max(0L, bench::procStatusKiB(scheduler, "VmHWM")) / 1024.0;
   figures.nats_rss_mib = server_after.rss_mib;
@@ -239,11 +250,13 @@ int main(int argc, char** argv) {
         "  commit event -> first Ready recorded %.2f s, -> last Ready recorded %.2f s (%zu)\n"
         "  scheduler: %.1f CPU s, VmRSS %.0f MiB, VmHWM %.0f MiB; nats-server RSS %.0f MiB (all nodes)\n"
         "  nats-server messages in+out: %.0f/s over the fan-out\n"
+        "  CPU s over the fan-out: scheduler %.1f, nats-server %.1f, bundler %.1f, simulated agents %.1f\n"
         "  agents: %llu deploys, %llu applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls "
         "(%llu expired empty, %llu other answers), %llu heartbeats, %llu failed publishes\n",
         scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.nats_nodes,
         static_cast<long long>(settings.pull_expires.count()), f.connect_s, f.commit_to_first_s, f.commit_to_last_s,
         f.ready, f.scheduler_cpu_s, f.scheduler_rss_mib, f.scheduler_hwm_mib, f.nats_rss_mib, f.msgs_per_s,
+        f.scheduler_cpu_s, f.nats_cpu_s, f.bundler_cpu_s, f.bench_cpu_s,
         static_cast<unsigned long long>(f.counts.deploys), static_cast<unsigned long long>(f.counts.applies),
         static_cast<unsigned long long>(f.counts.duplicate_applies),
         static_cast<unsigned long long>(f.counts.manifest_requests),

@@ -47,6 +47,8 @@ class NatsServer : public ServerBase {
   [[nodiscard]] std::string url() const;
   [[nodiscard]] int port() const { return port_; }
   [[nodiscard]] int monitorPort() const { return monitor_port_; }
+  //! The nats-server process (benchmarks read its CPU time from /proc).
+  [[nodiscard]] pid_t pid() const { return process_.pid(); }
   //! The JetStream store dir (-sd), in dir() (the server's temp dir, where tests may put cert files too).
   [[nodiscard]] std::string storeDir() const { return dir() + "/store"; }
   [[nodiscard]] bool running();
