@@ -356,8 +356,8 @@ void onBatchAck(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, voi
 
 }  // namespace
 
-Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing>& messages) {
-  std::vector<PublishAck> out;
+std::vector<Result<PublishAck>> JetStream::publishEach(const std::vector<Outgoing>& messages) {
+  std::vector<Result<PublishAck>> out;
   if (messages.empty()) {
     return out;
   }
@@ -371,10 +371,14 @@ Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing
   opts.PublishAsync.AckHandlerClosure = &batch;
   opts.PublishAsync.StallWait = toMillis(impl_->wait);
   jsCtx* raw = nullptr;
-  FLOTILLA_TRY(
-      check(natsConnection_JetStream(&raw, connection()->impl().conn.get(), &opts), "natsConnection_JetStream"));
+  if (Status made =
+          check(natsConnection_JetStream(&raw, connection()->impl().conn.get(), &opts), "natsConnection_JetStream");
+      !made.ok()) {
+    out.assign(messages.size(), Result<PublishAck>(fail(made.error())));
+    return out;
+  }
   JsCtxPtr async_js(raw);
-  std::optional<Error> first_error;
+  std::optional<Error> send_error;  // the message where sending stopped, and why
   size_t sent = 0;
   for (; sent < messages.size(); ++sent) {
     const Outgoing& m = messages[sent];
@@ -384,7 +388,7 @@ Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing
     }
     auto msg = makeMessage(m.subject, m.data, headers, "js_PublishMsgAsync");
     if (!msg.ok()) {
-      first_error = msg.error();
+      send_error = msg.error();
       break;
     }
     natsMsg* pointer = msg->get();
@@ -400,8 +404,8 @@ Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing
         batch.index.erase(pointer);
       }
       natsMsg_Destroy(owned);  // not taken by the library on failure
-      first_error = lastNatsError(s, "js_PublishMsgAsync");
-      first_error->message += " [subject " + m.subject + "]";
+      send_error = lastNatsError(s, "js_PublishMsgAsync");
+      send_error->message += " [subject " + m.subject + "]";
       break;
     }
   }
@@ -416,33 +420,42 @@ Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing
     }
   }
   async_js.reset();
-  out.reserve(sent);
-  for (size_t i = 0; i < sent; ++i) {
+  out.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i >= sent) {
+      // Not sent: where sending stopped, and everything after it.
+      Error error = send_error ? *send_error : makeError(ErrorKind::kInternal, "not sent", "js_PublishMsgAsync");
+      out.emplace_back(fail(std::move(error)));
+      continue;
+    }
     auto& ack = batch.acks[i];
     if (!ack) {
-      if (!first_error) {
-        first_error = makeError(
-            ErrorKind::kTransient,
-            "no ack within " + std::to_string(impl_->wait.count()) + " ms [subject " + messages[i].subject + "]",
-            "js_PublishAsyncComplete");
-      }
+      out.emplace_back(fail(makeError(
+          ErrorKind::kTransient,
+          "no ack within " + std::to_string(impl_->wait.count()) + " ms [subject " + messages[i].subject + "]",
+          "js_PublishAsyncComplete")));
       continue;
     }
     if (!ack->ok()) {
-      if (!first_error) {
-        Error error = ack->error();
-        error.message += " [subject " + messages[i].subject + "]";
-        if (error.kind == ErrorKind::kStoreFull) {
-          error = storeFullInStream(std::move(error), streamOfSubject(messages[i].subject));
-        }
-        first_error = std::move(error);
+      Error error = ack->error();
+      error.message += " [subject " + messages[i].subject + "]";
+      if (error.kind == ErrorKind::kStoreFull) {
+        error = storeFullInStream(std::move(error), streamOfSubject(messages[i].subject));
       }
+      out.emplace_back(fail(std::move(error)));
       continue;
     }
-    out.push_back(**ack);
+    out.push_back(std::move(*ack));
   }
-  if (first_error) {
-    return fail(std::move(*first_error));
+  return out;
+}
+
+Result<std::vector<PublishAck>> JetStream::publishAll(const std::vector<Outgoing>& messages) {
+  std::vector<PublishAck> out;
+  out.reserve(messages.size());
+  for (auto& result : publishEach(messages)) {
+    FLOTILLA_TRY(result);
+    out.push_back(*result);
   }
   return out;
 }

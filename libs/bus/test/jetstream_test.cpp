@@ -138,6 +138,17 @@ TEST_F(BusJetStreamTest, PublishAllFailsOnAMessageNoStreamTakes) {
   auto info = js_->streamInfo(stream_);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->messages, 2u);
+
+  // publishEach says which: the caller records what was stored and redoes only the rest.
+  auto each = js_->publishEach({{.subject = subject("c"), .data = "4", .msg_id = "c-4"},
+                                {.subject = nowhere, .data = "5"},
+                                {.subject = subject("d"), .data = "6", .msg_id = "d-6"}});
+  ASSERT_EQ(each.size(), 3u);
+  EXPECT_TRUE(each[0].ok());
+  ASSERT_FALSE(each[1].ok());
+  EXPECT_EQ(each[1].error().kind, ErrorKind::kTransient) << each[1].error().describe();
+  ASSERT_TRUE(each[2].ok()) << each[2].error().describe();
+  EXPECT_EQ(each[2]->stream, stream_);
 }
 
 TEST_F(BusJetStreamTest, PublishToSubjectWithoutStreamIsTransient) {

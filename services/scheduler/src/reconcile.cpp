@@ -330,7 +330,7 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     return {};
   }
   std::vector<bus::JetStream::Outgoing> deploys;
-  std::vector<events::DeployEvent> sent_events;
+  std::vector<events::DeployEvent> sent_events;  // as published (with `retiring`), for the public events
   for (const auto& [input, decision] : batch) {
     if (!decision.event) {
       continue;
@@ -341,33 +341,58 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
         {.subject = events::deploySubject(event.cluster), .data = events::encode(event).dump(), .msg_id = event.id});
     sent_events.push_back(std::move(event));
   }
-  // Publish first, then the records: every DeployEvent of the batch is stored before any record is written.
-  auto acks = hub_.js->publishAll(deploys);
-  FLOTILLA_TRY(acks);
-  published = published || !deploys.empty();
+  // Publish first, then the records: the records of the DeployEvents stored are written (a message that failed
+  // is redone by the pass's retry alone, not the whole batch again under new generations).
+  const std::vector<Result<bus::PublishAck>> acks = hub_.js->publishEach(deploys);
+  std::optional<Error> failed;
+  std::vector<bool> keep(batch.size(), true);
   auto& sent = metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", "apply"}});
-  for (const auto& ack : *acks) {
+  for (size_t item = 0, next_event = 0; item < batch.size(); ++item) {
+    if (!batch[item].decision.event) {
+      continue;
+    }
+    const Result<bus::PublishAck>& ack = acks[next_event++];
+    if (!ack.ok()) {
+      keep[item] = false;
+      failed = failed ? failed : std::optional<Error>(ack.error());
+      continue;
+    }
+    published = true;
     sent.Increment();
-    if (ack.duplicate) {
+    if (ack->duplicate) {
       metrics_.counter("deploys_deduplicated_total", "DeployEvents JetStream had already stored (redo after a crash)")
           .Increment();
     }
   }
   std::vector<std::pair<std::string, std::string>> records;
   records.reserve(batch.size());
-  for (const auto& [input, decision] : batch) {
-    records.emplace_back(events::deploymentKey(input->cluster, input->workspace, input->bundle),
-                         events::encode(decision.record).dump());
+  for (size_t item = 0; item < batch.size(); ++item) {
+    const auto& [input, decision] = batch[item];
+    if (keep[item]) {
+      records.emplace_back(events::deploymentKey(input->cluster, input->workspace, input->bundle),
+                           events::encode(decision.record).dump());
+    }
   }
   FLOTILLA_TRY(hub_.deployments->putAll(records));
   metrics_.counter("placement_batches_total", "Rollout passes whose releases and stagings were written as one batch")
       .Increment();
-  for (const auto& [input, decision] : batch) {
-    noteDeploymentWritten(*input, decision.record, decision.event.has_value());
-    affected.add(input->workspace, input->bundle, input->gitrepo, input->cluster);
+  for (size_t item = 0; item < batch.size(); ++item) {
+    const auto& [input, decision] = batch[item];
+    if (keep[item]) {
+      noteDeploymentWritten(*input, decision.record, decision.event.has_value());
+      affected.add(input->workspace, input->bundle, input->gitrepo, input->cluster);
+    }
   }
-  for (const auto& event : sent_events) {
-    publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
+  for (size_t i = 0; i < sent_events.size(); ++i) {
+    if (acks[i].ok()) {
+      const events::DeployEvent& event = sent_events[i];
+      publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
+    }
+  }
+  if (failed) {
+    log::warn("some DeployEvents of a rollout pass were not stored; the pass is done again for them",
+              {{"published", static_cast<int64_t>(sent_events.size())}, {"error", failed->describe()}});
+    return fail(std::move(*failed));
   }
   return {};
 }

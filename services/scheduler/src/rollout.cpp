@@ -142,6 +142,23 @@ class Pass {
     }
   }
 
+  //! Walks the passes: each round releases the next maxNew batch, while one asks for another and rounds are left.
+  void walkRounds(size_t max_rounds) {
+    for (size_t round = 0; round < std::max<size_t>(1, max_rounds); ++round) {
+      plan_.rounds.emplace_back();
+      plan_.another_pass = false;
+      plan_.status.unavailable_partitions = 0;
+      released_new_ = 0;
+      held_back_ = false;
+      reached_ = 0;
+      stopped_at_.reset();
+      walk();
+      if (!plan_.another_pass) {
+        return;
+      }
+    }
+  }
+
   //! Walks the partitions in order until more are unavailable than maxUnavailablePartitions allows.
   void walk() {
     events::RolloutStatus& status = plan_.status;
@@ -223,6 +240,7 @@ class Pass {
         ++group_unavailable;
       }
       plan_.release.insert(t->cluster);
+      plan_.rounds.back().push_back(t->cluster);
       t->released = t->wanted;
       t->available = false;
     }
@@ -268,14 +286,15 @@ class Pass {
 
 }  // namespace
 
-RolloutPlan planRollout(const std::optional<model::RolloutStrategy>& strategy, std::vector<RolloutTarget> targets) {
+RolloutPlan planRollout(const std::optional<model::RolloutStrategy>& strategy, std::vector<RolloutTarget> targets,
+                        size_t max_rounds) {
   const model::RolloutStrategy rollout = strategy.value_or(model::RolloutStrategy{});
   std::sort(targets.begin(), targets.end(), [](const auto& a, const auto& b) { return a.cluster < b.cluster; });
   std::vector<std::string> outside;
   std::vector<Group> groups =
       rollout.partitions.empty() ? autoPartitions(rollout, targets) : manualPartitions(rollout, targets, outside);
   Pass pass(rollout, targets, groups);
-  pass.walk();
+  pass.walkRounds(max_rounds);
   return pass.finish(outside);
 }
 

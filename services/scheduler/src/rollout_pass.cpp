@@ -1,6 +1,7 @@
 // Rollout passes (rollout.h): a bundle's placement decided over all its clusters at once, what triggers a pass
 // (status reports, offline changes, maxNew batches) and the rollout's status, log lines and metrics.
 #include <algorithm>
+#include <map>
 
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
@@ -114,8 +115,16 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
     }
   }
   const bool has_targets = !targets.empty();
-  const RolloutPlan plan = planRollout(bundle.targeting ? bundle.targeting->rollout : std::nullopt, std::move(targets));
-  std::vector<BatchedPlacement> batch;
+  const RolloutPlan plan = planRollout(bundle.targeting ? bundle.targeting->rollout : std::nullopt, std::move(targets),
+                                       kRolloutRoundsPerPass);
+  // A maxNew batch per round, sent one after another; the first batch also carries the stagings.
+  std::map<std::string, size_t> round_of;
+  for (size_t round = 0; round < plan.rounds.size(); ++round) {
+    for (const auto& cluster : plan.rounds[round]) {
+      round_of.emplace(cluster, round);
+    }
+  }
+  std::vector<std::vector<BatchedPlacement>> batches(std::max<size_t>(1, plan.rounds.size()));
   for (auto& input : inputs) {
     if (only != nullptr && !only->contains(input.cluster)) {
       continue;
@@ -127,12 +136,20 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
     // The first release of a bundle event goes alone: the crash tests' fault point sits right after it.
     const bool first_of_event = affected.bundle_event && !affected.deployed && decision.event;
     if (batchable && !first_of_event) {
-      batch.push_back(BatchedPlacement{.input = &input, .decision = std::move(decision)});
+      auto round = round_of.find(input.cluster);
+      const size_t at = decision.event && round != round_of.end() ? round->second : 0;
+      batches[at].push_back(BatchedPlacement{.input = &input, .decision = std::move(decision)});
       continue;
     }
     FLOTILLA_TRY(applyPlacement(input, decision, affected, published));
   }
-  FLOTILLA_TRY(applyPlacements(batch, affected, published));
+  for (size_t round = 0; round < batches.size(); ++round) {
+    if (round > 0 && !batches[round].empty()) {
+      metrics_.counter("rollout_batches_total", "Rollout passes that released a maxNew batch and asked for the next")
+          .Increment();
+    }
+    FLOTILLA_TRY(applyPlacements(batches[round], affected, published));
+  }
   if (has_targets) {
     noteRollout(bundle, plan);
   } else {

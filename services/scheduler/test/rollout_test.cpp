@@ -210,6 +210,36 @@ TEST(RolloutTest, MaxNewReleasesNewClustersInBatches) {
   EXPECT_FALSE(none.another_pass);
 }
 
+// Rounds: one call walks the passes maxNew asks for, each releasing the next batch, up to max_rounds; what the
+// rounds release together is what that many passes would.
+TEST(RolloutTest, RoundsReleaseMaxNewBatchesOneAfterAnother) {
+  model::RolloutStrategy rollout;
+  rollout.max_new = 2;
+  std::vector<RolloutTarget> targets = {target("a", "v1", ""), target("b", "v1", ""), target("c", "v1", ""),
+                                        target("d", "v1", "v0"), target("e", "v1", "")};
+  auto all = planRollout(rollout, targets, 10);
+  ASSERT_EQ(all.rounds.size(), 2u);
+  EXPECT_EQ(all.rounds[0], (std::vector<std::string>{"a", "b", "d"}));  // d is an update, not new
+  EXPECT_EQ(all.rounds[1], (std::vector<std::string>{"c", "e"}));
+  EXPECT_EQ(released(all), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_FALSE(all.another_pass);
+  EXPECT_EQ(all.status.held, 0);
+
+  auto two = planRollout(rollout, targets, 1);
+  EXPECT_EQ(two.rounds.size(), 1u);
+  EXPECT_TRUE(two.another_pass) << "one round: the next batch is another pass's";
+  EXPECT_EQ(two.status.held, 2);
+
+  // Partitions still gate: with no partition allowed to be unavailable, the rounds stop where a pass would.
+  rollout.max_new = 1;
+  rollout.auto_partition_threshold = 2;
+  rollout.auto_partition_size = model::IntOrPercent{.value = 2};
+  rollout.max_unavailable = model::IntOrPercent{.value = 0};
+  auto gated = planRollout(rollout, targets, 10);
+  EXPECT_FALSE(gated.another_pass);
+  EXPECT_FALSE(gated.release.contains("c")) << "partition c-d waits for a-b to be Ready";
+}
+
 // Above autoPartitionThreshold clusters are cut into autoPartitionSize partitions, by name.
 TEST(RolloutTest, AutoPartitionsAboveTheThreshold) {
   model::RolloutStrategy rollout;

@@ -170,6 +170,9 @@ class JetStream : public std::enable_shared_from_this<JetStream> {
   //! whole batch (with Nats-Msg-Ids, or idempotent writes such as KV puts, a redo is harmless). At most
   //! kPublishAllInFlight messages are unacknowledged at a time.
   Result<std::vector<PublishAck>> publishAll(const std::vector<Outgoing>& messages);
+  //! publishAll with one result per message, in the batch's order: which messages were stored and which not, so a
+  //! caller records what was stored and redoes only the rest.
+  std::vector<Result<PublishAck>> publishEach(const std::vector<Outgoing>& messages);
   static constexpr int kPublishAllInFlight = 4096;
 
   //! Creates the durable consumer, or updates the settings the server allows to change (idempotent).

@@ -27,7 +27,10 @@
 //   its clusters that are not up to date; over its budget it is an unavailable partition, and once more partitions
 //   are unavailable than `maxUnavailablePartitions` allows the pass stops: later partitions wait.
 // - A pass that left new clusters out only because of `maxNew` asks for another pass at once (Fleet's next
-//   reconcile), which checks the budgets again before the next batch.
+//   reconcile), which checks the budgets again before the next batch. planRollout may walk such passes itself, up
+//   to `max_rounds` times, each round releasing the next batch as the next pass would (nothing is reported between
+//   them, and a new cluster consults no budget): the scheduler then sends the batches one after another without
+//   building the bundle's placement again for each (10,000 new clusters, maxNew 50: 200 batches).
 // - State: Released when every targeted cluster has been sent the wanted deployment (how it runs there is the
 //   bundle's state); Halted when the pass holds deployments back and a
 //   cluster it reached is failing (a report on its released deployment that is ErrApplied, NotReady or Modified,
@@ -68,6 +71,9 @@ struct RolloutPlan {
   std::set<std::string> release;
   events::RolloutStatus status;
   bool another_pass = false;  //!< maxNew left new clusters out of a partition the pass reached
+  //! The clusters each round released (a maxNew batch each after the first), in order; clusters that run the
+  //! wanted deployment already are in `release` only.
+  std::vector<std::vector<std::string>> rounds;
 };
 
 //! Fleet's `limit`: the budget `value` (else `fallback`, else `def`) gives for `count` items.
@@ -75,6 +81,8 @@ int64_t rolloutLimit(int64_t count, const std::optional<model::IntOrPercent>& va
                      const std::optional<model::IntOrPercent>& fallback, model::IntOrPercent def);
 
 //! One pass over the bundle's targeted clusters (any order; sorted by name inside).
-RolloutPlan planRollout(const std::optional<model::RolloutStrategy>& strategy, std::vector<RolloutTarget> targets);
+//! `max_rounds`: how many maxNew batches one call may release (the passes it walks; at least 1).
+RolloutPlan planRollout(const std::optional<model::RolloutStrategy>& strategy, std::vector<RolloutTarget> targets,
+                        size_t max_rounds = 1);
 
 }  // namespace flotilla::scheduler

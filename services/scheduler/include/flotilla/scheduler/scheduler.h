@@ -274,6 +274,8 @@ class Scheduler final : public service::Component {
   Status reconcileQueued(const std::deque<std::string>& work, const std::set<std::string>& rollouts);
   //! More queued clusters than kClustersPerPass are decided by one rollout pass per bundle (reconcileClusters).
   static constexpr size_t kClustersPerPass = 8;
+  //! maxNew batches one rollout pass sends one after another (rollout.h) before it asks for another pass.
+  static constexpr size_t kRolloutRoundsPerPass = 1000;
   Status reconcileClusters(const std::deque<std::string>& work);
   void enqueueReconcile(const std::string& cluster);
   //! Queues a rollout pass of the bundle with bundles-bucket `key` (coalesced with any already queued).
