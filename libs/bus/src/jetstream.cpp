@@ -411,7 +411,8 @@ std::vector<Result<PublishAck>> JetStream::publishEach(const std::vector<Outgoin
   }
   jsPubOptions po;
   jsPubOptions_Init(&po);
-  po.MaxWait = toMillis(impl_->wait);
+  // The API wait, and a millisecond more per message: 10,000 acks from a busy server take a while.
+  po.MaxWait = toMillis(impl_->wait) + static_cast<int64_t>(sent);
   if (js_PublishAsyncComplete(async_js.get(), &po) != NATS_OK) {
     // No ack in time for some: take them back from the library (they are freed here, not by the handler).
     natsMsgList pending{};

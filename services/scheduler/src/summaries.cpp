@@ -216,6 +216,8 @@ void Scheduler::publishPublic(const events::CloudEvent& event, std::string_view 
     return;
   }
   // Informational: sent with the next summaries or by the watch loop (flushPublicEvents), a batch at a time.
+  // Callers hold mutex_ or not (registrations announce without it): the queue has its own lock.
+  std::lock_guard lock(public_outbox_mutex_);
   public_outbox_.push_back({.subject = events::eventsSubject(kind, parts),
                             .data = events::encode(event).dump(),
                             .msg_id = "event/" + event.type + "/" + event.id});
@@ -223,13 +225,16 @@ void Scheduler::publishPublic(const events::CloudEvent& event, std::string_view 
 }
 
 void Scheduler::flushPublicEvents() {
-  if (public_outbox_.empty()) {
-    return;
-  }
   std::vector<bus::JetStream::Outgoing> events;
   std::vector<std::string> types;
-  events.swap(public_outbox_);
-  types.swap(public_outbox_types_);
+  {
+    std::lock_guard lock(public_outbox_mutex_);
+    events.swap(public_outbox_);
+    types.swap(public_outbox_types_);
+  }
+  if (events.empty()) {
+    return;
+  }
   // A failure is logged and counted but never holds up the pipeline; the events of a failed batch are dropped.
   if (auto stored = hub_.js->publishAll(events); stored.ok()) {
     for (const auto& type : types) {

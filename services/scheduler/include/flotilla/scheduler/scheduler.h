@@ -495,6 +495,7 @@ class Scheduler final : public service::Component {
     std::string kind;
   };
   std::vector<StagedSummary> summary_outbox_;
+  std::mutex public_outbox_mutex_;                       //!< guards the two below (not mutex_: see publishPublic)
   std::vector<bus::JetStream::Outgoing> public_outbox_;  //!< CloudEvents not sent yet (publishPublic)
   std::vector<std::string> public_outbox_types_;         //!< their types, for public_events_total
   bool defer_summaries_ = false;                         //!< a status message with more behind it is handled
