@@ -54,6 +54,7 @@ void Scheduler::eraseDeploymentRecord(const std::string& key) {
   unindex(deployments_by_bundle_, events::bundleKey(old.workspace, old.bundle), key);
   unindex(deployments_by_gitrepo_, events::gitRepoKey(old.workspace, old.gitrepo), key);
   deployments_.erase(existing);
+  unacked_deploys_.erase(key);
 }
 
 std::vector<DeploymentView> Scheduler::deploymentsOfBundle(const std::string& workspace,

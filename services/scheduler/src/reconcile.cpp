@@ -325,6 +325,31 @@ void Scheduler::noteDeploymentWritten(const PlacementInput& input, const Deploym
   }
 }
 
+void Scheduler::reuseUnackedGeneration(const PlacementInput& input, PlacementDecision& decision) {
+  if (!decision.event || decision.event->remove) {
+    return;
+  }
+  auto unacked = unacked_deploys_.find(events::deploymentKey(input.cluster, input.workspace, input.bundle));
+  if (unacked == unacked_deploys_.end()) {
+    return;
+  }
+  const int64_t previous = input.record != nullptr ? input.record->generation : 0;
+  if (unacked->second.deployment_id != decision.event->deployment_id || unacked->second.generation <= previous) {
+    unacked_deploys_.erase(unacked);  // something else was released since
+    return;
+  }
+  decision.event->generation = unacked->second.generation;
+  decision.event->id =
+      deployMsgId(input.cluster, input.bundle, decision.event->deployment_id, decision.event->generation);
+  decision.record.generation = unacked->second.generation;
+  metrics_
+      .counter("deploys_redone_total",
+               "DeployEvents sent again under the generation of an earlier copy whose ack did not come")
+      .Increment();
+  log::info("sending a DeployEvent again under its unacknowledged generation",
+            {{"cluster", input.cluster}, {"bundle", input.bundle}, {"generation", decision.event->generation}});
+}
+
 Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected& affected, bool& published) {
   if (batch.empty()) {
     return {};
@@ -352,11 +377,17 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
       continue;
     }
     const Result<bus::PublishAck>& ack = acks[next_event++];
+    const PlacementInput& input = *batch[item].input;
+    const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
     if (!ack.ok()) {
       keep[item] = false;
       failed = failed ? failed : std::optional<Error>(ack.error());
+      // Maybe stored (no ack in time): the redo sends it under the same generation and message id.
+      unacked_deploys_[key] = UnackedDeploy{.deployment_id = batch[item].decision.event->deployment_id,
+                                            .generation = batch[item].decision.event->generation};
       continue;
     }
+    unacked_deploys_.erase(key);
     published = true;
     sent.Increment();
     if (ack->duplicate) {

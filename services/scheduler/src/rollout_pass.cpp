@@ -131,6 +131,7 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
     }
     input.rollout_held = input.want && !input.want->hold && !plan.release.contains(input.cluster);
     PlacementDecision decision = decidePlacement(input);
+    reuseUnackedGeneration(input, decision);
     const bool batchable =
         decision.action == PlacementDecision::Action::kDeploy || decision.action == PlacementDecision::Action::kStage;
     // The first release of a bundle event goes alone: the crash tests' fault point sits right after it.

@@ -177,6 +177,35 @@ TEST_F(RolloutPassTest, MaxNewReleasesNewClustersInBatches) {
   EXPECT_EQ(metric("rollout_batches_total"), 2) << "three new clusters, one per pass";
 }
 
+// A release the deploy stream did not take (here: full) is sent again under the same generation and message id
+// when the pass is redone: had the first copy been stored with its ack lost, JetStream would drop the second.
+TEST_F(RolloutPassTest, AReleaseRedoneAfterAFailedBatchKeepsItsGeneration) {
+  ASSERT_NO_FATAL_FAILURE(registerAll({{"a-1", "prod"}, {"a-2", "prod"}}));
+  auto event = bundleEvent("repo-app", kManifestA, Json::array(), kCommit1);
+  event.rollout_strategy =
+      Json::parse(R"({"autoPartitionThreshold":1,"autoPartitionSize":1,"maxUnavailable":0})").value();
+  publishBundle(event);
+  auto first = deploys(agents_.at("a-1"), 1);
+  ASSERT_EQ(first.size(), 1u);
+  // The stream refuses what comes next; a-1's Ready report asks for the pass that releases a-2.
+  auto info = hub_.js->streamInfo(service::kDeployStream);
+  ASSERT_TRUE(info.ok()) << info.error().describe();
+  ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, static_cast<int64_t>(info->bytes), true).ok());
+  publishStatus("a-1", first[0].bundle, first[0].deployment_id, first[0].generation, "Ready", "");
+  ASSERT_TRUE(waitFor([&] { return metric("reconcile_failures_total") >= 1; })) << "the batch was refused";
+  // Generations come from the clock of the pass: a redo under a new one would be at least this.
+  const int64_t restored_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, -1, false).ok());
+  auto second = deploys(agents_.at("a-2"), 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_GE(metric("deploys_redone_total"), 1);
+  EXPECT_LT(second[0].generation, restored_ms) << "the generation of the refused attempt, not of the redo";
+  EXPECT_TRUE(noMoreDeploys(agents_.at("a-2"), 300ms)) << "one copy";
+  ASSERT_TRUE(summaryWhen([](const auto& s) { return rolloutIs(s, "Released"); }));
+}
+
 // Above autoPartitionThreshold the clusters are cut into partitions of autoPartitionSize; with a budget of 0 a first
 // deployment goes one partition at a time, each released by the previous one's Ready report.
 TEST_F(RolloutPassTest, AutoPartitionsAboveTheThresholdGoOneAfterAnother) {

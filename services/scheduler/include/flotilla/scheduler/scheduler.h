@@ -338,6 +338,9 @@ class Scheduler final : public service::Component {
   //! as a whole, so a crash between the two leaves the old records and the redo finds the difference
   //! (scheduler.h's file comment); 10,000 clusters cost a few round trips, not 30,000.
   Status applyPlacements(std::vector<BatchedPlacement>& batch, Affected& affected, bool& published);
+  //! A release whose earlier DeployEvent of the same deploymentID went unacknowledged (unacked_deploys_) takes
+  //! that event's generation and message id instead of a new one.
+  void reuseUnackedGeneration(const PlacementInput& input, PlacementDecision& decision);
   //! The record of a release or staging was written: memory, log line and metrics (writeDeployment and
   //! applyPlacements).
   void noteDeploymentWritten(const PlacementInput& input, const DeploymentRecord& next, bool released);
@@ -483,6 +486,13 @@ class Scheduler final : public service::Component {
     std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();
   };
   std::map<std::string, DeleteRetry> delete_retries_;  //!< by deployments-bucket key
+  //! A DeployEvent of a batch whose ack did not come (it may be stored): its redo reuses the generation, so the
+  //! same Nats-Msg-Id lets JetStream drop the copy (applyPlacements, reuseUnackedGeneration).
+  struct UnackedDeploy {
+    std::string deployment_id;
+    int64_t generation = 0;
+  };
+  std::map<std::string, UnackedDeploy> unacked_deploys_;  //!< by deployments-bucket key
   std::map<std::string, bool> gitrepo_gone_;  //!< gitrepos key -> spec gone; read once per handler, cleared on entry
   //! Summaries not written yet: put off during a burst of status messages, or a write failed (its message is
   //! redone); written with the next ones, at the latest by flushSummaries.
