@@ -354,6 +354,43 @@ void onBatchAck(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, voi
   natsMsg_Destroy(msg);  // the ack handler owns the published message
 }
 
+//! Sends `messages` on the async context, each registered in `batch` for its ack; stops at the first one that
+//! cannot be sent (`send_error`). Returns how many were sent.
+size_t sendBatch(jsCtx* async_js, BatchAcks& batch, const std::vector<JetStream::Outgoing>& messages,
+                 std::optional<Error>& send_error) {
+  size_t sent = 0;
+  for (; sent < messages.size(); ++sent) {
+    const JetStream::Outgoing& m = messages[sent];
+    Headers headers;
+    if (!m.msg_id.empty()) {
+      headers["Nats-Msg-Id"] = m.msg_id;
+    }
+    auto msg = makeMessage(m.subject, m.data, headers, "js_PublishMsgAsync");
+    if (!msg.ok()) {
+      send_error = msg.error();
+      break;
+    }
+    natsMsg* pointer = msg->get();
+    {
+      std::lock_guard lock(batch.mutex);
+      batch.index[pointer] = sent;
+    }
+    natsMsg* owned = msg->release();
+    natsStatus s = js_PublishMsgAsync(async_js, &owned, nullptr);
+    if (s != NATS_OK) {
+      {
+        std::lock_guard lock(batch.mutex);
+        batch.index.erase(pointer);
+      }
+      natsMsg_Destroy(owned);  // not taken by the library on failure
+      send_error = lastNatsError(s, "js_PublishMsgAsync");
+      send_error->message += " [subject " + m.subject + "]";
+      break;
+    }
+  }
+  return sent;
+}
+
 }  // namespace
 
 std::vector<Result<PublishAck>> JetStream::publishEach(const std::vector<Outgoing>& messages) {
@@ -379,36 +416,7 @@ std::vector<Result<PublishAck>> JetStream::publishEach(const std::vector<Outgoin
   }
   JsCtxPtr async_js(raw);
   std::optional<Error> send_error;  // the message where sending stopped, and why
-  size_t sent = 0;
-  for (; sent < messages.size(); ++sent) {
-    const Outgoing& m = messages[sent];
-    Headers headers;
-    if (!m.msg_id.empty()) {
-      headers["Nats-Msg-Id"] = m.msg_id;
-    }
-    auto msg = makeMessage(m.subject, m.data, headers, "js_PublishMsgAsync");
-    if (!msg.ok()) {
-      send_error = msg.error();
-      break;
-    }
-    natsMsg* pointer = msg->get();
-    {
-      std::lock_guard lock(batch.mutex);
-      batch.index[pointer] = sent;
-    }
-    natsMsg* owned = msg->release();
-    natsStatus s = js_PublishMsgAsync(async_js.get(), &owned, nullptr);
-    if (s != NATS_OK) {
-      {
-        std::lock_guard lock(batch.mutex);
-        batch.index.erase(pointer);
-      }
-      natsMsg_Destroy(owned);  // not taken by the library on failure
-      send_error = lastNatsError(s, "js_PublishMsgAsync");
-      send_error->message += " [subject " + m.subject + "]";
-      break;
-    }
-  }
+  const size_t sent = sendBatch(async_js.get(), batch, messages, send_error);
   jsPubOptions po;
   jsPubOptions_Init(&po);
   // The API wait, and a millisecond more per message: 10,000 acks from a busy server take a while.
