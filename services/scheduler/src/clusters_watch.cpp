@@ -35,10 +35,8 @@ bool placementDiffers(const model::Cluster& a, const model::Cluster& b) {
   return !(clusterInfoOf(a) == clusterInfoOf(b)) || a.spec.paused != b.spec.paused;
 }
 
-}  // namespace
+constexpr std::chrono::milliseconds kMinWatchWait{50};  //!< the watch loop's shortest wait
 
-namespace {
-constexpr std::chrono::milliseconds kMinWatchWait{50};
 }  // namespace
 
 void Scheduler::watchLoop() {

@@ -355,7 +355,7 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     return {};
   }
   std::vector<bus::JetStream::Outgoing> deploys;
-  std::vector<events::DeployEvent> sent_events;  // as published (with `retiring`), for the public events
+  std::vector<events::DeployEvent> sent_events;  // as published (with `retiring`), in the order of `deploys`
   for (const auto& [input, decision] : batch) {
     if (!decision.event) {
       continue;
@@ -371,29 +371,26 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
   const std::vector<Result<bus::PublishAck>> acks = hub_.js->publishEach(deploys);
   std::optional<Error> failed;
   std::vector<bool> keep(batch.size(), true);
-  auto& sent = metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", "apply"}});
   for (size_t item = 0, next_event = 0; item < batch.size(); ++item) {
     if (!batch[item].decision.event) {
       continue;
     }
+    const events::DeployEvent& event = sent_events[next_event];
     const Result<bus::PublishAck>& ack = acks[next_event++];
     const PlacementInput& input = *batch[item].input;
     const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
     if (!ack.ok()) {
       keep[item] = false;
-      failed = failed ? failed : std::optional<Error>(ack.error());
+      if (!failed) {
+        failed = ack.error();
+      }
       // Maybe stored (no ack in time): the redo sends it under the same generation and message id.
-      unacked_deploys_[key] = UnackedDeploy{.deployment_id = batch[item].decision.event->deployment_id,
-                                            .generation = batch[item].decision.event->generation};
+      unacked_deploys_[key] = UnackedDeploy{.deployment_id = event.deployment_id, .generation = event.generation};
       continue;
     }
     unacked_deploys_.erase(key);
     published = true;
-    sent.Increment();
-    if (ack->duplicate) {
-      metrics_.counter("deploys_deduplicated_total", "DeployEvents JetStream had already stored (redo after a crash)")
-          .Increment();
-    }
+    noteDeployStored(event, *ack);
   }
   std::vector<std::pair<std::string, std::string>> records;
   records.reserve(batch.size());
@@ -412,12 +409,6 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     if (keep[item]) {
       noteDeploymentWritten(*input, decision.record, decision.event.has_value());
       affected.add(input->workspace, input->bundle, input->gitrepo, input->cluster);
-    }
-  }
-  for (size_t i = 0; i < sent_events.size(); ++i) {
-    if (acks[i].ok()) {
-      const events::DeployEvent& event = sent_events[i];
-      publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
     }
   }
   if (failed) {
@@ -482,15 +473,19 @@ Status Scheduler::publishDeploy(const events::DeployEvent& sent) {
   addRetiring(event);
   auto ack = hub_.js->publish(events::deploySubject(event.cluster), events::encode(event).dump(), event.id);
   FLOTILLA_TRY(ack);
+  noteDeployStored(event, *ack);
+  return {};
+}
+
+void Scheduler::noteDeployStored(const events::DeployEvent& event, const bus::PublishAck& ack) {
   metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", event.remove ? "delete" : "apply"}})
       .Increment();
-  if (ack->duplicate) {
-    // The redo of a deploy published before a crash: JetStream kept the first copy.
+  if (ack.duplicate) {
+    // The redo of a deploy published before a crash (or whose ack was lost): JetStream kept the first copy.
     metrics_.counter("deploys_deduplicated_total", "DeployEvents JetStream had already stored (redo after a crash)")
         .Increment();
   }
   publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
-  return {};
 }
 
 }  // namespace flotilla::scheduler

@@ -146,8 +146,7 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
   }
   for (size_t round = 0; round < batches.size(); ++round) {
     if (round > 0 && !batches[round].empty()) {
-      metrics_.counter("rollout_batches_total", "Rollout passes that released a maxNew batch and asked for the next")
-          .Increment();
+      countRolloutBatch();
     }
     FLOTILLA_TRY(applyPlacements(batches[round], affected, published));
   }
@@ -159,11 +158,15 @@ Status Scheduler::reconcileBundle(const BundleInfo& bundle, int64_t clock_ms, Af
   affected.bundles.emplace(bundle.workspace, bundle.bundle);
   if (plan.another_pass) {
     // Fleet's next reconcile: the next maxNew batch, after the budgets are checked again.
-    metrics_.counter("rollout_batches_total", "Rollout passes that released a maxNew batch and asked for the next")
-        .Increment();
+    countRolloutBatch();
     enqueueRolloutPass(events::bundleKey(bundle.workspace, bundle.bundle));
   }
   return {};
+}
+
+void Scheduler::countRolloutBatch() {
+  metrics_.counter("rollout_batches_total", "Rollout passes that released a maxNew batch and asked for the next")
+      .Increment();
 }
 
 void Scheduler::noteRollout(const BundleInfo& bundle, const RolloutPlan& plan) {

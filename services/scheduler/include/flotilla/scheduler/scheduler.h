@@ -364,6 +364,10 @@ class Scheduler final : public service::Component {
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
   Status publishDeploy(const events::DeployEvent& event);
+  //! A DeployEvent the stream stored (publishDeploy, applyPlacements): counted, and announced on flotilla.events.>.
+  void noteDeployStored(const events::DeployEvent& event, const bus::PublishAck& ack);
+  //! A maxNew batch went out and the rollout asked for the next one (rollout_batches_total).
+  void countRolloutBatch();
   //! Fills `event.retiring` (an apply only): the workspace's bundles on the event's cluster being deleted
   //! (retiring.cpp).
   void addRetiring(events::DeployEvent& event);
