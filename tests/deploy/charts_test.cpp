@@ -268,6 +268,15 @@ TEST(HubChart, MoreThanOneSchedulerIsRefused) {
   EXPECT_TRUE(renderHub({"--set", "scheduler.replicas=0"}).ok());
 }
 
+// Poller replicas each keep their own mirrors: more than one with a persistent volume is refused, with emptyDir fine.
+TEST(HubChart, PollerReplicasWithAVolumeAreRefused) {
+  auto objects = renderHub({"--set", "poller.replicas=2", "--set", "poller.persistence.enabled=true"});
+  ASSERT_FALSE(objects.ok());
+  EXPECT_THAT(objects.error().message, HasSubstr("poller.replicas=2 with poller.persistence.enabled"));
+  EXPECT_TRUE(renderHub({"--set", "poller.replicas=2"}).ok());
+  EXPECT_TRUE(renderHub({"--set", "poller.persistence.enabled=true"}).ok());
+}
+
 // The flat list of earlier versions is refused, not ignored: credentials are per workspace.
 TEST(HubChart, FlatGitCredentialsListIsRefused) {
   auto objects = renderHub({"--set", "poller.gitCredentials.secretNames={github-token}"});

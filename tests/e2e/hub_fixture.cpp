@@ -186,14 +186,24 @@ Hub::~Hub() {
   }
 }
 
+std::string Hub::serviceKind(const std::string& name) {
+  for (const char* kind : {"poller", "bundler", "scheduler"}) {
+    if (name == kind || startsWith(name, std::string(kind) + "-")) {
+      return kind;
+    }
+  }
+  return name;
+}
+
 std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
   std::vector<std::string> common = {"--nats-url",  natsUrl(),     "--http-addr",
                                      "127.0.0.1:0", "--log-level", options_.log_level};
   if (nats_cluster_ && !startsWith(name, "agent-")) {
     common.insert(common.end(), {"--store-replicas", std::to_string(options_.nats_nodes)});
   }
+  const std::string kind = serviceKind(name);
   const std::string identity =
-      startsWith(name, "agent-") ? "agent-" + cluster_names_.at(std::stoul(name.substr(6))) : name;
+      startsWith(name, "agent-") ? "agent-" + cluster_names_.at(std::stoul(name.substr(6))) : kind;
   const bool enrolled_agent = startsWith(name, "agent-") && enrolled(std::stoul(name.substr(6)));
   if (enrolled_agent) {  // the CA (and certificate) only: the credentials are the ones the registrar gives
     common.insert(common.end(), {"--nats-ca", auth_dir_ + "/tls/ca.pem"});
@@ -206,14 +216,14 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
     }
   }
   std::vector<std::string> args;
-  if (name == "poller") {
-    args = {binaries_.poller, "--data-dir", dir_ + "/poller"};
-  } else if (name == "bundler") {
+  if (kind == "poller") {
+    args = {binaries_.poller, "--data-dir", dir_ + "/" + name};
+  } else if (kind == "bundler") {
     std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
     std::string helm = options_.helm_binary.empty() ? tools + "/helm" : options_.helm_binary;
-    args = {binaries_.bundler,    "--work-dir",        dir_ + "/bundler", "--helm-binary", helm,
+    args = {binaries_.bundler,    "--work-dir",        dir_ + "/" + name, "--helm-binary", helm,
             "--kustomize-binary", tools + "/kustomize"};
-  } else if (name == "scheduler") {
+  } else if (kind == "scheduler") {
     // The admin allows the label keys this hub's agents report (--agent-labels allows none by default).
     std::set<std::string> keys{"env"};
     for (const auto& labels : options_.cluster_labels) {
@@ -263,6 +273,10 @@ ServiceSettings Hub::settingsOf(const std::string& name) const {
   };
   if (startsWith(name, "agent-")) {
     add("agent");
+  }
+  const std::string kind = serviceKind(name);
+  if (kind != name) {  // a second replica: the service's settings, then its own
+    add(kind);
   }
   add(name);
   return out;

@@ -94,7 +94,9 @@ class Hub {
   //! nothing otherwise (--nats-url not included).
   [[nodiscard]] std::vector<std::string> natsFlags(const std::string& identity) const;
 
-  //! Service control. `name` is "poller", "bundler", "scheduler" or "agent-<i>".
+  //! Service control. `name` is "poller", "bundler", "scheduler" or "agent-<i>"; "poller-<x>", "bundler-<x>" and
+  //! "scheduler-<x>" are more replicas of that service (its identity and settings, their own data dir and log, the
+  //! settings of their own name added last).
   Status startService(const std::string& name);
   void kill9(const std::string& name);
   Status stopService(const std::string& name);
@@ -131,6 +133,8 @@ class Hub {
  private:
   Hub() = default;
   std::vector<std::string> serviceArgs(const std::string& name) const;
+  //! "poller" for "poller" and "poller-<x>" (likewise bundler and scheduler); any other name is its own kind.
+  static std::string serviceKind(const std::string& name);
   //! The "agent" entry and then the "agent-<i>" entry for agents; the service's own entry otherwise.
   ServiceSettings settingsOf(const std::string& name) const;
 

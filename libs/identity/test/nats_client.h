@@ -43,6 +43,7 @@ class NatsClient {
 
  private:
   NatsClient() = default;
+  static Result<std::unique_ptr<NatsClient>> connectOnce(const ClientOptions& options);
   static void onError(natsConnection* nc, natsSubscription* sub, natsStatus status, void* closure);
 
   natsConnection* connection_ = nullptr;

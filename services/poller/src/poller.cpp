@@ -53,7 +53,11 @@ Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const serv
   core->gc = std::make_unique<service::ObjectGc>(
       hub.sources, [hub] { return service::sourceReferences(hub); }, metrics,
       service::GcOptions{.grace = opts.gc_grace, .interval = opts.gc_interval, .clock = opts.gc_clock});
-  core->bus = SyncBus{hub.js, hub.sources, core->gc.get(), core->store_full.get()};
+  core->bus = SyncBus{.js = hub.js,
+                      .sources = hub.sources,
+                      .status = hub.status,
+                      .gc = core->gc.get(),
+                      .store_full = core->store_full.get()};
   removeAll(core->settings.scratch_dir);  // leftovers of a crash
   std::error_code ec;
   std::filesystem::create_directories(core->mirrors_dir, ec);

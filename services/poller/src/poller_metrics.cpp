@@ -49,6 +49,13 @@ void PollerMetrics::published(bool duplicate) {
   }
 }
 
+void PollerMetrics::publishedByPeer() {
+  metrics_
+      .counter("commits_published_by_peer_total",
+               "Commits not published because another poller replica's status record says it published them")
+      .Increment();
+}
+
 void PollerMetrics::deletionPublished(bool duplicate) {
   metrics_
       .counter("gitrepo_deletions_total", "CommitEvents of deleted GitRepos acked by JetStream",

@@ -13,6 +13,7 @@
 #include "flotilla/git/url.h"
 #include "flotilla/poller/credentials_store.h"
 #include "flotilla/poller/gitrepo.h"
+#include "flotilla/poller/poll_status.h"
 #include "flotilla/poller/source_builder.h"
 
 namespace flotilla::poller {
@@ -188,6 +189,40 @@ void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
   item.result.force_sync_generation = event.force_sync_generation;
   item.result.spec_hash = w.spec_hash;
   item.active = false;
+}
+
+//! True when another replica of the poller published this very event already: its status record, written after
+//! JetStream's ack, names the commit, forceSyncGeneration and spec hash. The result then records that publish as
+//! this replica's last one, and nothing is sent. A replica that saw the commit seconds later would be harmless
+//! (the same Nats-Msg-Id, dropped as a duplicate), but one that lagged behind longer than the commit stream's
+//! 10-minute dedup window would send the commit again. A record that cannot be read is no answer: publish.
+bool publishedByPeer(SyncContext& ctx, Item& item) {
+  if (!ctx.bus.status) {
+    return false;
+  }
+  const RepoWork& w = *item.work;
+  const auto& meta = w.gitrepo.metadata;
+  auto entry = ctx.bus.status->get(events::gitRepoStatusKey(meta.ns, meta.name));
+  if (!entry.ok()) {
+    return false;
+  }
+  auto record = decodePollStatus(entry->value);
+  if (!record.ok() || record->commit != item.commit ||
+      record->force_sync_generation != w.gitrepo.spec.force_sync_generation || record->spec_hash != w.spec_hash) {
+    return false;
+  }
+  ctx.metrics.publishedByPeer();
+  log::info("commit event was already published by another poller",
+            {{"gitrepo", meta.ns + "/" + meta.name}, {"commit", item.commit}});
+  item.result.published = true;
+  item.result.duplicate = true;
+  item.result.commit = item.commit;
+  item.result.source_object = record->source_object;
+  item.result.changed = record->changed;
+  item.result.force_sync_generation = record->force_sync_generation;
+  item.result.spec_hash = record->spec_hash;
+  item.active = false;
+  return true;
 }
 
 // ---- the steps of a sync, in order ----
@@ -372,7 +407,9 @@ Next publishAll(SyncContext& ctx) {
         continue;
       }
     }
-    publishItem(ctx, item, *ctx.slot.mirror);
+    if (!publishedByPeer(ctx, item)) {
+      publishItem(ctx, item, *ctx.slot.mirror);
+    }
   }
   return Next::kContinue;
 }

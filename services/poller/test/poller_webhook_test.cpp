@@ -461,5 +461,31 @@ TEST_F(PollerWebhookTest, ForceSyncCommandRepublishesTheCurrentCommit) {
   EXPECT_EQ(code, 2);
 }
 
+// Two replicas of the poller, each with its own mirrors (issue 13, "Replicas"): a push announced to one is
+// published by it; the same push announced to the other finds the commit in the first one's status record and
+// sends nothing. JetStream would drop a copy within its 10-minute dedup window; this check also holds after it.
+TEST_F(PollerWebhookTest, AReplicaDoesNotPublishACommitAnotherReplicaPublished) {
+  ASSERT_NO_FATAL_FAILURE(followHookedApp());
+  const uint16_t first_port = port_;
+  PollerOptions options = webhookOptions();
+  options.data_dir = data_dir_ + "-replica";
+  const uint16_t second_port = startPoller(options).webhookPort();
+  ASSERT_GT(second_port, 0);
+  auto head = git_->commitFiles("app", "main", {{"simple/a.yaml", "v: 1\n"}}, "one");
+  ASSERT_TRUE(head.ok());
+  const Hook hook = makeHook("github", git_->httpUrl("app"), "refs/heads/main", *head);
+
+  port_ = first_port;
+  EXPECT_EQ(post(hook).status, 202);
+  ASSERT_TRUE(waitFor([&] { return commitCount() == 2 && status("app") && status("app")->commit == *head; }));
+  port_ = second_port;
+  EXPECT_EQ(post(hook).status, 202);
+  ASSERT_TRUE(waitFor([&] { return metric("commits_published_by_peer_total") == 1; }));
+  EXPECT_EQ(commitCount(), 2U);
+  EXPECT_EQ(metric("publish_duplicates_total"), 0) << "the second replica sent nothing";
+  pollers_.clear();
+  removeAll(options.data_dir);
+}
+
 }  // namespace
 }  // namespace flotilla::poller

@@ -28,6 +28,8 @@ class PollerMetrics {
   void error(std::string_view stage, ErrorKind kind);
   //! commits_published_total, and publish_duplicates_total when JetStream dropped it as a duplicate.
   void published(bool duplicate);
+  //! commits_published_by_peer_total: a commit another replica had published (its status record), not sent again.
+  void publishedByPeer();
   //! sources_stored_total{result}: "stored" or "existing".
   void source(bool stored);
   //! git_operations_abandoned_total: a git call ran past its deadline and was left behind.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "flotilla/bus/jetstream.h"
+#include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/result.h"
 #include "flotilla/git/mirror.h"
@@ -49,6 +50,8 @@ struct SyncSettings {
 struct SyncBus {
   std::shared_ptr<bus::JetStream> js;
   std::shared_ptr<bus::ObjectStore> sources;
+  //! KV `status`: read before a publish, to skip a commit another replica published (may be null: no check).
+  std::shared_ptr<bus::KeyValue> status;
   service::ObjectGc* gc = nullptr;                   //!< touched for every source stored or reused; may be null
   service::StoreFullReporter* store_full = nullptr;  //!< counts and logs writes refused by a full store; may be null
 };
