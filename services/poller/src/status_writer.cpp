@@ -1,6 +1,7 @@
 // The status writer thread: poll status records into KV `status`, coalesced per key (only the newest record of a
 // GitRepo is written) and retried until written, or for at most 5 s once the poller stops.
 #include "flotilla/core/log.h"
+#include "flotilla/poller/poll_status.h"
 #include "poller_core.h"
 
 namespace flotilla::poller {
@@ -21,11 +22,47 @@ void Poller::Core::enqueueStatusRemoval(const std::string& status_key) {
   status_cv.notify_one();
 }
 
+namespace {
+
+//! `ours` with the publish of `stored` when that one is later (lastPublishTime): another replica published a commit
+//! this one has not, and a replica must not write its older commit over it (README.md "Replicas"). A stored record
+//! that does not decode is overwritten.
+std::string withNewerPublish(const std::string& ours, const std::string& stored) {
+  auto mine = decodePollStatus(ours);
+  auto theirs = decodePollStatus(stored);
+  if (!mine.ok() || !theirs.ok() || theirs->last_publish_time <= mine->last_publish_time) {
+    return ours;
+  }
+  mine->commit = theirs->commit;
+  mine->source_object = theirs->source_object;
+  mine->changed = theirs->changed;
+  mine->force_sync_generation = theirs->force_sync_generation;
+  mine->spec_hash = theirs->spec_hash;
+  mine->last_publish_time = theirs->last_publish_time;
+  return encode(*mine).dump();
+}
+
+constexpr int kStatusWriteAttempts = 3;  //!< writes that lose a race with another replica, before giving up for now
+
+}  // namespace
+
 Status Poller::Core::writeStatusRecord(const service::Hub& hub, const std::string& key,
                                        const std::optional<std::string>& record) {
-  if (record) {
-    auto put = hub.status->put(key, *record);
-    return put.ok() ? Status() : Status(fail(put.error()));
+  // Read, keep a newer publish of another replica, write if nobody wrote meanwhile (else read again).
+  for (int attempt = 1; record; ++attempt) {
+    auto current = hub.status->find(key);
+    if (!current.ok()) {
+      return fail(current.error());
+    }
+    auto written = *current
+                       ? hub.status->update(key, withNewerPublish(*record, (*current)->value), (*current)->revision)
+                       : hub.status->create(key, *record);
+    if (written.ok()) {
+      return {};
+    }
+    if (written.error().kind != ErrorKind::kConflict || attempt == kStatusWriteAttempts) {
+      return fail(written.error());
+    }
   }
   Status removed = hub.status->remove(key);
   if (!removed.ok() && removed.error().kind == ErrorKind::kNotFound) {

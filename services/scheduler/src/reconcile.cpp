@@ -240,7 +240,9 @@ Status Scheduler::reconcilePair(const BundleInfo* bundle, const std::string& wor
     return {};  // its deployments are the deregistration's (deregistration.cpp)
   }
   PlacementInput input = placementInput(bundle, workspace, bundle_name, cluster, clock_ms);
-  return applyPlacement(input, decidePlacement(input), affected, published);
+  PlacementDecision decision = decidePlacement(input);
+  reuseUnackedGeneration(input, decision);
+  return applyPlacement(input, decision, affected, published);
 }
 
 Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDecision& decision, Affected& affected,
@@ -283,12 +285,19 @@ Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDec
 
 Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published) {
   const events::DeploymentRecord& next = decision.record;
+  const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
   if (decision.event) {
     // Publish first, then the record (see the file comment of scheduler.h).
-    FLOTILLA_TRY(publishDeploy(*decision.event));
+    Status sent = publishDeploy(*decision.event);
+    if (!sent.ok()) {
+      // Maybe stored (no ack in time): the redo sends it under the same generation and message id.
+      unacked_deploys_[key] =
+          UnackedDeploy{.deployment_id = decision.event->deployment_id, .generation = decision.event->generation};
+      return sent;
+    }
+    unacked_deploys_.erase(key);
     published = true;
   }
-  const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
   FLOTILLA_TRY(hub_.deployments->put(key, events::encode(next).dump()));
   noteDeploymentWritten(input, next, decision.event.has_value());
   return {};

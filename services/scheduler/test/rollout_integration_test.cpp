@@ -206,6 +206,29 @@ TEST_F(RolloutPassTest, AReleaseRedoneAfterAFailedBatchKeepsItsGeneration) {
   ASSERT_TRUE(summaryWhen([](const auto& s) { return rolloutIs(s, "Released"); }));
 }
 
+// The same for the first release of a bundle event, which is published alone: refused by a full deploy stream, it is
+// sent again under the same generation once there is room.
+TEST_F(RolloutPassTest, AFirstReleaseRedoneAfterARefusedPublishKeepsItsGeneration) {
+  ASSERT_NO_FATAL_FAILURE(registerAll({{"a-1", "prod"}}));
+  auto info = hub_.js->streamInfo(service::kDeployStream);
+  ASSERT_TRUE(info.ok()) << info.error().describe();
+  ASSERT_TRUE(
+      hub_.js->applyLimits(service::kDeployStream, std::max<int64_t>(1, static_cast<int64_t>(info->bytes)), true)
+          .ok());
+  publishBundle(bundleEvent("repo-app", kManifestA, Json::array(), kCommit1));
+  ASSERT_TRUE(waitFor([&] { return metric("store_full_total", {{"store", "FLOTILLA_DEPLOY"}}) >= 1; }))
+      << "the release was refused";
+  const int64_t restored_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, -1, false).ok());
+  auto first = deploys(agents_.at("a-1"), 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_GE(metric("deploys_redone_total"), 1);
+  EXPECT_LT(first[0].generation, restored_ms) << "the generation of the refused attempt, not of the redo";
+  EXPECT_TRUE(noMoreDeploys(agents_.at("a-1"), 300ms)) << "one copy";
+}
+
 // Above autoPartitionThreshold the clusters are cut into partitions of autoPartitionSize; with a budget of 0 a first
 // deployment goes one partition at a time, each released by the previous one's Ready report.
 TEST_F(RolloutPassTest, AutoPartitionsAboveTheThresholdGoOneAfterAnother) {

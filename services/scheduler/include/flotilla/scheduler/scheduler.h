@@ -490,8 +490,9 @@ class Scheduler final : public service::Component {
     std::chrono::steady_clock::time_point due = std::chrono::steady_clock::time_point::max();
   };
   std::map<std::string, DeleteRetry> delete_retries_;  //!< by deployments-bucket key
-  //! A DeployEvent of a batch whose ack did not come (it may be stored): its redo reuses the generation, so the
-  //! same Nats-Msg-Id lets JetStream drop the copy (applyPlacements, reuseUnackedGeneration).
+  //! A release's DeployEvent whose ack did not come (it may be stored), in a batch or alone: its redo reuses the
+  //! generation, so the same Nats-Msg-Id lets JetStream drop the copy (applyPlacements, writeDeployment,
+  //! reuseUnackedGeneration).
   struct UnackedDeploy {
     std::string deployment_id;
     int64_t generation = 0;
