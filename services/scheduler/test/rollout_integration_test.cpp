@@ -213,11 +213,11 @@ TEST_F(RolloutPassTest, AFirstReleaseRedoneAfterARefusedPublishKeepsItsGeneratio
   auto info = hub_.js->streamInfo(service::kDeployStream);
   ASSERT_TRUE(info.ok()) << info.error().describe();
   ASSERT_TRUE(
-      hub_.js->applyLimits(service::kDeployStream, std::max<int64_t>(1, static_cast<int64_t>(info->bytes)), true)
-          .ok());
+      hub_.js->applyLimits(service::kDeployStream, std::max<int64_t>(1, static_cast<int64_t>(info->bytes)), true).ok());
   publishBundle(bundleEvent("repo-app", kManifestA, Json::array(), kCommit1));
-  ASSERT_TRUE(waitFor([&] { return metric("store_full_total", {{"store", "FLOTILLA_DEPLOY"}}) >= 1; }))
-      << "the release was refused";
+  ASSERT_TRUE(waitFor([&] {
+    return metric("store_full_total", {{"store", "FLOTILLA_DEPLOY"}}) >= 1;
+  })) << "the release was refused";
   const int64_t restored_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
