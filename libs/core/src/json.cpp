@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include <simdjson.h>
@@ -17,7 +18,20 @@ bool Json::asBool() const {
 }
 int64_t Json::asInt() const {
   if (type() == Type::kDouble) {
-    return static_cast<int64_t>(std::get<double>(value_));
+    // Clamped: a double outside int64's range, or NaN, has no integer value, and casting it is undefined (the
+    // template fuzzer found `printf "%d"` with a 28-digit number).
+    const double value = std::get<double>(value_);
+    constexpr double kTwoTo63 = 9223372036854775808.0;
+    if (std::isnan(value)) {
+      return 0;
+    }
+    if (value >= kTwoTo63) {
+      return std::numeric_limits<int64_t>::max();
+    }
+    if (value < -kTwoTo63) {
+      return std::numeric_limits<int64_t>::min();
+    }
+    return static_cast<int64_t>(value);
   }
   assert(isInt());
   return std::get<int64_t>(value_);

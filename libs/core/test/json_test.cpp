@@ -1,5 +1,7 @@
 #include "flotilla/core/json.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "flotilla/core/util.h"
@@ -18,6 +20,17 @@ TEST(JsonTest, RoundTripsEscapesAndLargeIntegers) {
   auto back = Json::parse(value.dump());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, value);
+}
+
+// A double read as an integer: truncated in range, clamped outside it, 0 for NaN (never the undefined cast).
+TEST(JsonTest, ADoubleOutsideInt64IsClampedWhenReadAsAnInteger) {
+  EXPECT_EQ(Json(42.9).asInt(), 42);
+  EXPECT_EQ(Json(-42.9).asInt(), -42);
+  EXPECT_EQ(Json(5.5e27).asInt(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Json(-5.5e27).asInt(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(Json(9223372036854775808.0).asInt(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Json(std::numeric_limits<double>::quiet_NaN()).asInt(), 0);
+  EXPECT_EQ(Json(std::numeric_limits<double>::infinity()).asInt(), std::numeric_limits<int64_t>::max());
 }
 
 TEST(JsonTest, InvalidJsonIsAnInvalidError) {

@@ -73,7 +73,10 @@ std::map<std::string, bool> crdExpectations(const Json& crd, bool deleted) {
 
 std::map<std::string, bool> apiServiceExpectations(const Json& apiservice, bool deleted) {
   const Json* spec = apiservice.find("spec");
-  const std::string version = spec != nullptr ? spec->getString("version") : std::string();
+  if (spec == nullptr) {
+    return {};
+  }
+  const std::string version = spec->getString("version");
   if (version.empty()) {
     return {};
   }
