@@ -233,8 +233,8 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
   void enqueueStatus(const RepoEntry& e);
   void enqueueStatusRemoval(const std::string& status_key);
   void writeLoop();
-  static Status writeStatusRecord(const service::Hub& hub, const std::string& key,
-                                  const std::optional<std::string>& record);
+  //! Writes (or removes) one record; a write that lost a race with another replica is read and merged again.
+  Status writeStatusRecord(const std::string& key, const std::optional<std::string>& record);
 };
 
 }  // namespace flotilla::poller

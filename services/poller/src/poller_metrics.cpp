@@ -82,6 +82,13 @@ void PollerMetrics::statusWrite(bool ok) {
       .Increment();
 }
 
+void PollerMetrics::statusWriteConflict() {
+  metrics_
+      .counter("status_write_conflicts_total",
+               "Poll status writes another poller replica's write beat (read, merged and written again)")
+      .Increment();
+}
+
 void PollerMetrics::watchRestart() {
   metrics_.counter("kv_watch_restarts_total", "Restarts of the gitrepos KV watch after an error").Increment();
 }

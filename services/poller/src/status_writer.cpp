@@ -46,8 +46,7 @@ constexpr int kStatusWriteAttempts = 3;  //!< writes that lose a race with anoth
 
 }  // namespace
 
-Status Poller::Core::writeStatusRecord(const service::Hub& hub, const std::string& key,
-                                       const std::optional<std::string>& record) {
+Status Poller::Core::writeStatusRecord(const std::string& key, const std::optional<std::string>& record) {
   // Read, keep a newer publish of another replica, write if nobody wrote meanwhile (else read again).
   for (int attempt = 1; record; ++attempt) {
     auto current = hub.status->find(key);
@@ -63,6 +62,9 @@ Status Poller::Core::writeStatusRecord(const service::Hub& hub, const std::strin
     if (written.error().kind != ErrorKind::kConflict || attempt == kStatusWriteAttempts) {
       return fail(written.error());
     }
+    metrics.statusWriteConflict();
+    log::debug("another poller wrote the GitRepo's status meanwhile; reading it again",
+               {{"key", key}, {"attempt", attempt}});
   }
   Status removed = hub.status->remove(key);
   if (!removed.ok() && removed.error().kind == ErrorKind::kNotFound) {
@@ -84,7 +86,7 @@ void Poller::Core::writeLoop() {
     }
     auto node = status_pending.extract(status_pending.begin());
     lock.unlock();
-    const Status written = writeStatusRecord(hub, node.key(), node.mapped());
+    const Status written = writeStatusRecord(node.key(), node.mapped());
     metrics.statusWrite(written.ok());
     lock.lock();
     if (written.ok()) {

@@ -41,6 +41,8 @@ class PollerMetrics {
   void mirrorRemoved();
   //! status_writes_total{result}: "ok" or "error".
   void statusWrite(bool ok);
+  //! status_write_conflicts_total: a status write another replica's write beat (read, merged and written again).
+  void statusWriteConflict();
   //! kv_watch_restarts_total.
   void watchRestart();
 
