@@ -77,10 +77,15 @@ std::string credentialIdentity(const model::GitRepoSpec& spec) {
   return spec.client_secret_name + '\n' + spec.ca_bundle + '\n' + (spec.insecure_skip_tls_verify ? "1" : "0");
 }
 
+//! True when `published` records the event this GitRepo would publish for `commit`: the same commit,
+//! forceSyncGeneration and spec hash.
+bool recordsPublishOf(const PollStatus& published, const RepoWork& w, std::string_view commit) {
+  return commit == published.commit && w.gitrepo.spec.force_sync_generation == published.force_sync_generation &&
+         w.spec_hash == published.spec_hash;
+}
+
 bool needsPublish(const Item& item, std::string_view commit) {
-  const RepoWork& w = *item.work;
-  return commit != w.last.commit || w.gitrepo.spec.force_sync_generation != w.last.force_sync_generation ||
-         w.spec_hash != w.last.spec_hash;
+  return !recordsPublishOf(item.work->last, *item.work, commit);
 }
 
 bool mirrorHas(const git::Mirror& mirror, const std::string& commit) {
@@ -148,6 +153,20 @@ events::CommitEvent commitEventFor(const Item& item, const std::string& display_
   return event;
 }
 
+//! The GitRepo's event for `item.commit` is in the stream (published now, or found there): its result says what
+//! the status records as the last publish, and the GitRepo is done.
+void notePublished(Item& item, bool duplicate, std::string source_object, bool changed) {
+  const RepoWork& w = *item.work;
+  item.result.published = true;
+  item.result.duplicate = duplicate;
+  item.result.commit = item.commit;
+  item.result.source_object = std::move(source_object);
+  item.result.changed = changed;
+  item.result.force_sync_generation = w.gitrepo.spec.force_sync_generation;
+  item.result.spec_hash = w.spec_hash;
+  item.active = false;
+}
+
 //! Builds, stores and publishes the CommitEvent for one GitRepo whose commit is in the mirror.
 void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
   const RepoWork& w = *item.work;
@@ -181,14 +200,7 @@ void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
              {"source_object", built->object_name},
              {"files", static_cast<int64_t>(built->files)},
              {"sequence", static_cast<int64_t>(ack->sequence)}});
-  item.result.published = true;
-  item.result.duplicate = ack->duplicate;
-  item.result.commit = item.commit;
-  item.result.source_object = built->object_name;
-  item.result.changed = is_changed;
-  item.result.force_sync_generation = event.force_sync_generation;
-  item.result.spec_hash = w.spec_hash;
-  item.active = false;
+  notePublished(item, ack->duplicate, built->object_name, is_changed);
 }
 
 //! True when another replica of the poller published this very event already: its status record, written after
@@ -202,26 +214,18 @@ bool publishedByPeer(SyncContext& ctx, Item& item) {
   }
   const RepoWork& w = *item.work;
   const auto& meta = w.gitrepo.metadata;
-  auto entry = ctx.bus.status->get(events::gitRepoStatusKey(meta.ns, meta.name));
+  auto entry = ctx.bus.status->get(pollStatusKey(meta.ns, meta.name));
   if (!entry.ok()) {
     return false;
   }
   auto record = decodePollStatus(entry->value);
-  if (!record.ok() || record->commit != item.commit ||
-      record->force_sync_generation != w.gitrepo.spec.force_sync_generation || record->spec_hash != w.spec_hash) {
+  if (!record.ok() || !recordsPublishOf(*record, w, item.commit)) {
     return false;
   }
   ctx.metrics.publishedByPeer();
   log::info("commit event was already published by another poller",
             {{"gitrepo", meta.ns + "/" + meta.name}, {"commit", item.commit}});
-  item.result.published = true;
-  item.result.duplicate = true;
-  item.result.commit = item.commit;
-  item.result.source_object = record->source_object;
-  item.result.changed = record->changed;
-  item.result.force_sync_generation = record->force_sync_generation;
-  item.result.spec_hash = record->spec_hash;
-  item.active = false;
+  notePublished(item, true, record->source_object, record->changed);
   return true;
 }
 

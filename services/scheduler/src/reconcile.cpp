@@ -285,19 +285,12 @@ Status Scheduler::applyPlacement(const PlacementInput& input, const PlacementDec
 
 Status Scheduler::writeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published) {
   const events::DeploymentRecord& next = decision.record;
-  const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
   if (decision.event) {
     // Publish first, then the record (see the file comment of scheduler.h).
-    Status sent = publishDeploy(*decision.event);
-    if (!sent.ok()) {
-      // Maybe stored (no ack in time): the redo sends it under the same generation and message id.
-      unacked_deploys_[key] =
-          UnackedDeploy{.deployment_id = decision.event->deployment_id, .generation = decision.event->generation};
-      return sent;
-    }
-    unacked_deploys_.erase(key);
+    FLOTILLA_TRY(publishDeploy(*decision.event));
     published = true;
   }
+  const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
   FLOTILLA_TRY(hub_.deployments->put(key, events::encode(next).dump()));
   noteDeploymentWritten(input, next, decision.event.has_value());
   return {};
@@ -386,18 +379,14 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
     }
     const events::DeployEvent& event = sent_events[next_event];
     const Result<bus::PublishAck>& ack = acks[next_event++];
-    const PlacementInput& input = *batch[item].input;
-    const std::string key = events::deploymentKey(input.cluster, input.workspace, input.bundle);
     if (!ack.ok()) {
       keep[item] = false;
       if (!failed) {
         failed = ack.error();
       }
-      // Maybe stored (no ack in time): the redo sends it under the same generation and message id.
-      unacked_deploys_[key] = UnackedDeploy{.deployment_id = event.deployment_id, .generation = event.generation};
+      noteDeployUnacked(event);
       continue;
     }
-    unacked_deploys_.erase(key);
     published = true;
     noteDeployStored(event, *ack);
   }
@@ -481,12 +470,25 @@ Status Scheduler::publishDeploy(const events::DeployEvent& sent) {
   events::DeployEvent event = sent;
   addRetiring(event);
   auto ack = hub_.js->publish(events::deploySubject(event.cluster), events::encode(event).dump(), event.id);
-  FLOTILLA_TRY(ack);
+  if (!ack.ok()) {
+    noteDeployUnacked(event);
+    return fail(ack.error());
+  }
   noteDeployStored(event, *ack);
   return {};
 }
 
+void Scheduler::noteDeployUnacked(const events::DeployEvent& event) {
+  if (event.remove) {
+    return;  // a delete's redo takes a new generation (reuseUnackedGeneration redoes releases only)
+  }
+  // Maybe stored (no ack in time): the redo sends it under the same generation and message id.
+  unacked_deploys_[events::deploymentKey(event.cluster, event.workspace, event.bundle)] =
+      UnackedDeploy{.deployment_id = event.deployment_id, .generation = event.generation};
+}
+
 void Scheduler::noteDeployStored(const events::DeployEvent& event, const bus::PublishAck& ack) {
+  unacked_deploys_.erase(events::deploymentKey(event.cluster, event.workspace, event.bundle));
   metrics_.counter("deploys_published_total", "DeployEvents published", {{"action", event.remove ? "delete" : "apply"}})
       .Increment();
   if (ack.duplicate) {

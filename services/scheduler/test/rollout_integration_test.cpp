@@ -44,6 +44,21 @@ class RolloutPassTest : public SchedulerFixture {
     }
   }
 
+  //! Caps FLOTILLA_DEPLOY at what it holds now (at least a byte), refusing new messages: the next release fails.
+  void fillDeployStream() {
+    auto info = hub_.js->streamInfo(service::kDeployStream);
+    ASSERT_TRUE(info.ok()) << info.error().describe();
+    ASSERT_TRUE(
+        hub_.js->applyLimits(service::kDeployStream, std::max<int64_t>(1, static_cast<int64_t>(info->bytes)), true)
+            .ok());
+  }
+  void freeDeployStream() { ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, -1, false).ok()); }
+  //! Now, in the milliseconds a pass's generations are taken from.
+  static int64_t wallClockMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
   //! Reads the one DeployEvent `cluster` gets next and answers it with `state`.
   events::DeployEvent deployAndAnswer(const std::string& cluster, const std::string& state = "Ready") {
     auto sent = deploys(agents_.at(cluster), 1);
@@ -188,16 +203,12 @@ TEST_F(RolloutPassTest, AReleaseRedoneAfterAFailedBatchKeepsItsGeneration) {
   auto first = deploys(agents_.at("a-1"), 1);
   ASSERT_EQ(first.size(), 1u);
   // The stream refuses what comes next; a-1's Ready report asks for the pass that releases a-2.
-  auto info = hub_.js->streamInfo(service::kDeployStream);
-  ASSERT_TRUE(info.ok()) << info.error().describe();
-  ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, static_cast<int64_t>(info->bytes), true).ok());
+  ASSERT_NO_FATAL_FAILURE(fillDeployStream());
   publishStatus("a-1", first[0].bundle, first[0].deployment_id, first[0].generation, "Ready", "");
   ASSERT_TRUE(waitFor([&] { return metric("reconcile_failures_total") >= 1; })) << "the batch was refused";
   // Generations come from the clock of the pass: a redo under a new one would be at least this.
-  const int64_t restored_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, -1, false).ok());
+  const int64_t restored_ms = wallClockMs();
+  ASSERT_NO_FATAL_FAILURE(freeDeployStream());
   auto second = deploys(agents_.at("a-2"), 1);
   ASSERT_EQ(second.size(), 1u);
   EXPECT_GE(metric("deploys_redone_total"), 1);
@@ -210,18 +221,13 @@ TEST_F(RolloutPassTest, AReleaseRedoneAfterAFailedBatchKeepsItsGeneration) {
 // sent again under the same generation once there is room.
 TEST_F(RolloutPassTest, AFirstReleaseRedoneAfterARefusedPublishKeepsItsGeneration) {
   ASSERT_NO_FATAL_FAILURE(registerAll({{"a-1", "prod"}}));
-  auto info = hub_.js->streamInfo(service::kDeployStream);
-  ASSERT_TRUE(info.ok()) << info.error().describe();
-  ASSERT_TRUE(
-      hub_.js->applyLimits(service::kDeployStream, std::max<int64_t>(1, static_cast<int64_t>(info->bytes)), true).ok());
+  ASSERT_NO_FATAL_FAILURE(fillDeployStream());
   publishBundle(bundleEvent("repo-app", kManifestA, Json::array(), kCommit1));
   ASSERT_TRUE(waitFor([&] {
     return metric("store_full_total", {{"store", "FLOTILLA_DEPLOY"}}) >= 1;
   })) << "the release was refused";
-  const int64_t restored_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  ASSERT_TRUE(hub_.js->applyLimits(service::kDeployStream, -1, false).ok());
+  const int64_t restored_ms = wallClockMs();
+  ASSERT_NO_FATAL_FAILURE(freeDeployStream());
   auto first = deploys(agents_.at("a-1"), 1);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_GE(metric("deploys_redone_total"), 1);

@@ -364,8 +364,11 @@ class Scheduler final : public service::Component {
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
   Status publishDeploy(const events::DeployEvent& event);
-  //! A DeployEvent the stream stored (publishDeploy, applyPlacements): counted, and announced on flotilla.events.>.
+  //! A DeployEvent the stream stored (publishDeploy, applyPlacements): counted, announced on flotilla.events.>, and
+  //! no longer unacknowledged.
   void noteDeployStored(const events::DeployEvent& event, const bus::PublishAck& ack);
+  //! A release's DeployEvent without an ack (publishDeploy, applyPlacements): remembered in unacked_deploys_.
+  void noteDeployUnacked(const events::DeployEvent& event);
   //! A maxNew batch went out and the rollout asked for the next one (rollout_batches_total).
   void countRolloutBatch();
   //! Fills `event.retiring` (an apply only): the workspace's bundles on the event's cluster being deleted
@@ -491,8 +494,7 @@ class Scheduler final : public service::Component {
   };
   std::map<std::string, DeleteRetry> delete_retries_;  //!< by deployments-bucket key
   //! A release's DeployEvent whose ack did not come (it may be stored), in a batch or alone: its redo reuses the
-  //! generation, so the same Nats-Msg-Id lets JetStream drop the copy (applyPlacements, writeDeployment,
-  //! reuseUnackedGeneration).
+  //! generation, so the same Nats-Msg-Id lets JetStream drop the copy (noteDeployUnacked, reuseUnackedGeneration).
   struct UnackedDeploy {
     std::string deployment_id;
     int64_t generation = 0;
