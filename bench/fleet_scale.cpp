@@ -43,7 +43,7 @@ struct Scenario {
 
 struct Settings {
   size_t nats_nodes = 1;
-  milliseconds pull_expires{1000};
+  milliseconds pull_expires{30000};  // the agent's fetch timeout (AgentOptions::fetch_timeout)
   std::vector<Scenario> scenarios;
 };
 

@@ -4,8 +4,8 @@
 //
 //   register   RegisterRequest on flotilla.register.<cluster> (request/reply), as the agent does at start
 //   pull       JetStream pull requests on its durable agent-<cluster> (the one the scheduler created when it
-//              registered), each waiting `pull_expires` like the agent's --fetch-timeout, sent again when the server
-//              answers 408 (expired) or the batch is used up
+//              registered), each waiting `pull_expires` like the agent's fetch timeout (30 s), sent again when the
+//              server answers 408 (expired) or the batch is used up
 //   deploy     for each DeployEvent: the manifest asked of the hub on flotilla.manifest.<cluster> (every chunk), then
 //              a StatusEvent Ready for its deploymentID on flotilla.status.<cluster>.<bundle> (with the agent's
 //              Nats-Msg-Id), then the ack
@@ -40,8 +40,8 @@ struct SimulatedAgentsOptions {
   std::string ca_file;                        //!< the server's CA (TLS)
   std::string work_dir;                       //!< where the agents' .creds files are written
   std::map<std::string, std::string> labels;  //!< every agent's cluster labels
-  std::chrono::milliseconds pull_expires{1000};  //!< the agent's default --fetch-timeout
-  int pull_batch = 4;                            //!< messages per pull (the agent: its free slots)
+  std::chrono::milliseconds pull_expires{30000};  //!< the agent's fetch timeout (AgentOptions::fetch_timeout)
+  int pull_batch = 4;                             //!< messages per pull (the agent: its free slots)
   std::chrono::milliseconds heartbeat_interval{30000};
   int connect_threads = 8;  //!< connections and registrations made in parallel at start
 };

@@ -11,6 +11,7 @@
 #include "flotilla/scheduler/flags.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "flotilla/service/hub.h"
+#include "flotilla/service/lease.h"
 
 using namespace flotilla;
 
@@ -21,7 +22,57 @@ struct ReadinessSlot {
   std::mutex mutex;
   std::shared_ptr<scheduler::Scheduler> scheduler;
   std::shared_ptr<scheduler::Registrar> registrar;  //!< with --registration-signing-key
+  std::shared_ptr<service::Lease> lease;            //!< with --lease-ttl (replicas)
 };
+
+//! Ready as the holder (everything started) or, while another replica holds the lease, as a standby that serves
+//! manifest requests.
+bool slotReady(ReadinessSlot& slot, std::string& why) {
+  if (!slot.scheduler) {
+    why = "starting: connecting to the hub";
+    return false;
+  }
+  const bool standby = slot.lease && !slot.lease->held();
+  const bool scheduler = standby ? slot.scheduler->readyAsStandby(why) : slot.scheduler->ready(why);
+  return scheduler && (!slot.registrar || slot.registrar->ready(why));
+}
+
+//! One of several replicas (--lease-ttl): serves manifest requests (and registration tokens) at once, and starts
+//! the rest (placement, publishing, status roll-up, registrations) when it holds the lease. A replica that loses
+//! the lease shuts down, so it comes back as a standby with state read afresh from KV.
+service::StopService startReplica(service::Runtime& runtime, const std::shared_ptr<scheduler::Scheduler>& scheduler,
+                                  const std::shared_ptr<scheduler::Registrar>& registrar,
+                                  const std::shared_ptr<service::Lease>& lease) {
+  if (auto serving = scheduler->serveManifests(); !serving.ok()) {
+    return service::startupFailed("cannot serve manifests", serving.error());
+  }
+  if (registrar) {
+    if (auto subscribed = registrar->start(); !subscribed.ok()) {
+      return service::startupFailed("cannot start the registrar", subscribed.error());
+    }
+  }
+  lease->start(
+      [scheduler, &runtime] {
+        log::info("scheduler lease held: starting placement and publishing", {});
+        if (auto started = scheduler->start(); !started.ok()) {
+          log::error("cannot start the scheduler", {{"error", started.error().describe()}});
+          runtime.requestShutdown();
+        }
+      },
+      [&runtime] { runtime.requestShutdown(); });
+  log::info("scheduler running as a replica: standby until it holds the lease",
+            {{"http_port", static_cast<int64_t>(runtime.httpPort())}});
+  return [scheduler, registrar, lease] {
+    log::info("shutting down", {});
+    lease->stop();
+    if (registrar) {
+      registrar->stop();
+    }
+    scheduler->stop();
+    lease->release();  // after the last publish: the standby takes over at once
+    log::info("scheduler stopped", {});
+  };
+}
 
 service::StopService startScheduler(const service::Config& config, service::Runtime& runtime) {
   auto options = scheduler::schedulerOptionsFrom(config);
@@ -35,17 +86,24 @@ service::StopService startScheduler(const service::Config& config, service::Runt
   // Registered before anything else: /readyz must say "not ready" while the hub is being reached (a runtime with
   // no checks reports ready). Shared with the HTTP server, which may still call it while main unwinds.
   auto slot = std::make_shared<ReadinessSlot>();
+  auto replica = scheduler::replicaOptionsFrom(config);
+  if (!replica.ok()) {
+    return service::startupFailed("invalid flags", replica.error());
+  }
   runtime.addReadinessCheck("scheduler", [slot](std::string& why) {
     std::lock_guard lock(slot->mutex);
-    if (!slot->scheduler) {
-      why = "starting: connecting to the hub";
-      return false;
-    }
-    return slot->scheduler->ready(why) && (!slot->registrar || slot->registrar->ready(why));
+    return slotReady(*slot, why);
   });
   auto hub = service::connectProvisioningHub(config, runtime, "flotilla-scheduler");
   if (!hub) {
     return {};
+  }
+  std::shared_ptr<service::Lease> lease;
+  if (replica->lease_ttl.count() > 0) {
+    lease = std::make_shared<service::Lease>(
+        hub->clusters, runtime.metrics(),
+        service::LeaseOptions{.key = scheduler::kLeaseKey, .holder = replica->id, .ttl = replica->lease_ttl});
+    options->may_publish = [lease] { return lease->held(); };
   }
   auto created = scheduler::Scheduler::create(*hub, runtime.metrics(), *options);
   if (!created.ok()) {
@@ -55,6 +113,7 @@ service::StopService startScheduler(const service::Config& config, service::Runt
   {
     std::lock_guard lock(slot->mutex);
     slot->scheduler = scheduler;
+    slot->lease = lease;
   }
   // The registrar (registration tokens), when configured: known to /readyz (not ready until subscribed) before the
   // scheduler starts, started after it.
@@ -64,6 +123,9 @@ service::StopService startScheduler(const service::Config& config, service::Runt
         std::make_shared<scheduler::Registrar>(hub->connection, hub->clusters, runtime.metrics(), **registrar_options);
     std::lock_guard lock(slot->mutex);
     slot->registrar = registrar;
+  }
+  if (lease) {
+    return startReplica(runtime, scheduler, registrar, lease);
   }
   auto started = scheduler->start();
   if (!started.ok()) {

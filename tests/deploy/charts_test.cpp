@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The values the agent chart cannot render without: its cluster, the hub's URL, its creds and the CA.
 std::vector<std::string> agentRequired() {
@@ -260,11 +261,18 @@ TEST(HubChart, StoreReplicasNeedANatsCluster) {
   EXPECT_FALSE(renderHub({"--set", "store.replicas=2"}).ok()) << "1, 3 or 5";
 }
 
-// The scheduler keeps placement state in memory: a second replica is refused rather than run beside the first.
-TEST(HubChart, MoreThanOneSchedulerIsRefused) {
-  auto objects = renderHub({"--set", "scheduler.replicas=2"});
-  ASSERT_FALSE(objects.ok());
-  EXPECT_THAT(objects.error().message, HasSubstr("scheduler.replicas=2: run one scheduler"));
+// Scheduler replicas share a lease: the chart passes its ttl (also to a single replica, for rolling updates) and
+// refuses more than one replica without it.
+TEST(HubChart, SchedulerReplicasShareALease) {
+  auto two = renderHub({"--set", "scheduler.replicas=2"});
+  ASSERT_TRUE(two.ok()) << two.error().describe();
+  EXPECT_THAT(hubServiceArgs(*two, "scheduler"), Contains("--lease-ttl=10"));
+  auto unleased = renderHub({"--set", "scheduler.leaseTTL=0"});
+  ASSERT_TRUE(unleased.ok()) << unleased.error().describe();
+  EXPECT_THAT(hubServiceArgs(*unleased, "scheduler"), Not(Contains(HasSubstr("--lease-ttl"))));
+  auto refused = renderHub({"--set", "scheduler.replicas=2", "--set", "scheduler.leaseTTL=0"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, HasSubstr("scheduler.replicas=2 with scheduler.leaseTTL=0"));
   EXPECT_TRUE(renderHub({"--set", "scheduler.replicas=0"}).ok());
 }
 

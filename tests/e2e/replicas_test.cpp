@@ -2,6 +2,12 @@
 // poller has its own mirrors and polls every GitRepo; a commit both see is stored once (the same Nats-Msg-Id,
 // JetStream drops the copy). The bundlers share one durable consumer, so each commit event is rendered by one of
 // them. kill -9 of one replica of each loses nothing: the next commit lands on every cluster through the others.
+// Two schedulers share the scheduler lease: a SIGTERM'd holder hands it over at once; a holder killed in the
+// middle of a commit's fan-out (after the first cluster's deploy) is replaced by the standby after the ttl, which
+// deploys the rest from the records, and no cluster applies the commit twice.
+#include <csignal>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "e2e_util.h"
@@ -23,6 +29,83 @@ uint64_t storedOn(Hub& hub, std::string_view stream, const std::string& subject)
   }
   auto it = info->subjects.find(subject);
   return it == info->subjects.end() ? 0 : it->second;
+}
+
+//! The holder id in the scheduler lease ("" when free or unreadable).
+std::string leaseHolder(Hub& hub) {
+  auto clusters = hub.kv("clusters");
+  if (!clusters.ok()) {
+    return "";
+  }
+  auto entry = (*clusters)->get("lease.scheduler");
+  if (!entry.ok()) {
+    return "";
+  }
+  auto value = Json::parse(entry->value);
+  return value.ok() ? value->getString("holder") : "";
+}
+
+//! Lines of `service`'s log that report `bundle` applied at `commit`.
+size_t appliedLines(Hub& hub, const std::string& service, const std::string& bundle, const std::string& commit) {
+  size_t count = 0;
+  std::istringstream log(hub.logTail(service, 20000));
+  for (std::string line; std::getline(log, line);) {
+    if (line.find(R"("msg":"bundle applied")") != std::string::npos &&
+        line.find(R"("bundle":")" + bundle + '"') != std::string::npos &&
+        line.find(R"("commit":")" + commit + '"') != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+TEST(PipelineReplicasTest, TwoSchedulersShareALeaseAndAHolderKilledMidFanOutLosesNothing) {
+  const ServiceSettings a{.flags = {"--lease-ttl", "2", "--replica-id", "a", "--ack-wait", "10"}};
+  auto started = Hub::start({.services = {{"scheduler", a}}, .secure = true});
+  ASSERT_TRUE(started.ok()) << started.error().describe();
+  Hub& hub = **started;
+  ASSERT_TRUE(Hub::waitFor([&] { return leaseHolder(hub) == "a"; }, std::chrono::seconds(20))) << hub.allLogs();
+  hub.configure("scheduler-2", ServiceSettings{.flags = {"--replica-id", "b"}});
+  ASSERT_TRUE(hub.startService("scheduler-2").ok()) << hub.logTail("scheduler-2");
+  const std::vector<std::string> clusters = clusterNames(hub);
+  const std::string name = "sched-" + randomHex(3);
+  const std::string ns = "ns-" + name;
+  const std::string bundle = name + "-app";
+
+  auto first = applyConfigMapRepo(hub, name);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *first, clusters); }, kLands)) << hub.allLogs();
+  EXPECT_EQ(leaseHolder(hub), "a");
+  EXPECT_NE(hub.logTail("scheduler-2", 400).find("standby until it holds the lease"), std::string::npos)
+      << hub.logTail("scheduler-2");
+
+  // The standby is armed to die after the first cluster's deploy of its next bundle event; then the holder is
+  // stopped: it releases the lease, the armed replica takes it at once, and the holder started again is the
+  // standby.
+  hub.configure("scheduler-2", ServiceSettings{.flags = {"--replica-id", "b"},
+                                               .env = {{"FLOTILLA_FAULT_POINTS", "scheduler.bundle.deployed"}}});
+  ASSERT_TRUE(hub.restartService("scheduler-2").ok()) << hub.logTail("scheduler-2");
+  ASSERT_TRUE(hub.stopService("scheduler").ok()) << hub.logTail("scheduler");
+  ASSERT_TRUE(Hub::waitFor([&] { return leaseHolder(hub) == "b"; }, std::chrono::seconds(20)))
+      << hub.logTail("scheduler") << hub.logTail("scheduler-2");
+  ASSERT_TRUE(hub.startService("scheduler").ok()) << hub.logTail("scheduler");
+  EXPECT_NE(hub.logTail("scheduler-2", 400).find(R"("how":"released")"), std::string::npos)
+      << hub.logTail("scheduler-2");
+
+  auto second = hub.git().commitFiles(name, "main", {{"app/cm.yaml", configMap("c", "v2")}}, "second");
+  ASSERT_TRUE(second.ok());
+  auto code = hub.waitExit("scheduler-2", kLands);
+  ASSERT_TRUE(code.has_value()) << "the holder did not reach its fault point\n" << hub.logTail("scheduler-2", 80);
+  EXPECT_EQ(*code, 128 + SIGKILL);
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub, name, *second, clusters); }, kLands)) << hub.allLogs();
+  EXPECT_EQ(leaseHolder(hub), "a");
+  EXPECT_NE(hub.logTail("scheduler", 400).find(R"("how":"expired")"), std::string::npos) << hub.logTail("scheduler");
+  for (size_t i = 0; i < hub.clusterCount(); ++i) {
+    EXPECT_EQ(configMapValue(hub, i, ns, "c", "value"), "v2") << clusters[i];
+    EXPECT_EQ(appliedLines(hub, "agent-" + std::to_string(i), bundle, *second), 1U)
+        << clusters[i] << " applied the commit more or less than once\n"
+        << hub.logTail("agent-" + std::to_string(i), 60);
+  }
 }
 
 TEST(PipelineReplicasTest, TwoPollersAndTwoBundlersPublishEachCommitOnceAndSurviveKillingOneOfEach) {

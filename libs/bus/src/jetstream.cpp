@@ -81,21 +81,44 @@ jsDeliverPolicy toDeliverPolicy(DeliverPolicy policy) {
 
 template class detail::OwnedImpl<PullConsumer::Impl, std::shared_ptr<PullConsumer::Impl>>;
 
+namespace {
+
+//! One pull request that the server answers at once with what the durable has (up to `batch`) or, when it has
+//! nothing, with the first messages to arrive within `wait` (no_wait with expires). natsSubscription_Fetch with a
+//! batch above one instead holds a message that arrives during its wait until the batch is full or the wait is
+//! over, so a deploy would wait out the whole fetch timeout.
+natsStatus pullOnce(natsMsgList& list, natsSubscription* sub, int batch, std::chrono::milliseconds wait) {
+  jsFetchRequest request;
+  jsFetchRequest_Init(&request);
+  request.Batch = batch;
+  request.NoWait = true;
+  request.Expires = std::max<int64_t>(1, wait.count()) * 1'000'000;  // nanoseconds on the wire
+  return natsSubscription_FetchRequest(&list, sub, &request);
+}
+
+}  // namespace
+
 Result<std::vector<Message>> PullConsumer::fetch(int batch, std::chrono::milliseconds timeout) {
   if (!impl_) {
-    return fail(ErrorKind::kInvalid, "fetch on an unbound consumer", "natsSubscription_Fetch");
+    return fail(ErrorKind::kInvalid, "fetch on an unbound consumer", "natsSubscription_FetchRequest");
   }
   if (batch <= 0 || timeout.count() <= 0) {
-    return fail(ErrorKind::kInvalid, "batch and timeout must be positive", "natsSubscription_Fetch");
+    return fail(ErrorKind::kInvalid, "batch and timeout must be positive", "natsSubscription_FetchRequest");
   }
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<Message> out;
   while (true) {
     NatsMsgList list;
-    jsErrCode jerr = kNoJsError;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    natsStatus s =
-        natsSubscription_Fetch(&list.list, impl_->sub.get(), batch, std::max<int64_t>(1, toMillis(left)), &jerr);
+    const auto wait = std::max(left, std::chrono::milliseconds(1));
+    const auto sent = std::chrono::steady_clock::now();
+    natsStatus s = pullOnce(list.list, impl_->sub.get(), batch, wait);
+    if (s == NATS_NOT_FOUND && list.list.Count == 0 && wait >= kMinFetchWait * 5 &&
+        std::chrono::steady_clock::now() - sent < kMinFetchWait) {
+      // "No messages" at once although the request asked to wait: a server that does not wait on no_wait with
+      // expires. Wait for one message with a plain pull request instead.
+      s = natsSubscription_Fetch(&list.list, impl_->sub.get(), 1, toMillis(wait), nullptr);
+    }
     out.reserve(static_cast<size_t>(list.list.Count));
     for (int i = 0; i < list.list.Count; ++i) {
       // Take ownership; natsMsgList_Destroy skips the NULLs left behind.
@@ -105,17 +128,32 @@ Result<std::vector<Message>> PullConsumer::fetch(int batch, std::chrono::millise
     if (!out.empty() || s == NATS_OK) {
       return out;
     }
-    if (s != NATS_TIMEOUT) {
-      Error error = lastNatsError(s, "natsSubscription_Fetch", jerr);
+    if (impl_->interrupted.load()) {
+      return fail(ErrorKind::kTransient, "fetch interrupted: the consumer is stopping",
+                  "natsSubscription_FetchRequest");
+    }
+    // NATS_NOT_FOUND: the server's "no messages" for a request that found the durable empty when it had to answer
+    // (e.g. the end of its wait); NATS_TIMEOUT: no answer before our deadline. Either way nothing came: pull again
+    // until the deadline. libnats 3.4 can also end a fetch early on the server's late notice for the previous pull.
+    if (s != NATS_TIMEOUT && s != NATS_NOT_FOUND) {
+      Error error = lastNatsError(s, "natsSubscription_FetchRequest");
       error.message += " [consumer " + impl_->stream + "/" + impl_->durable + "]";
       return fail(std::move(error));
     }
-    // libnats 3.4 can end a fetch early on the server's late timeout notice for the previous pull request;
-    // keep pulling until our own deadline.
     if (deadline - std::chrono::steady_clock::now() < kMinFetchWait) {
       return out;
     }
   }
+}
+
+void PullConsumer::interrupt() {
+  if (!impl_ || impl_->interrupted.exchange(true)) {
+    return;
+  }
+  // Closing the subscription wakes a fetch waiting in libnats (it returns NATS_INVALID_SUBSCRIPTION). The durable
+  // stays (it is bound, not created, by this subscription). A message the server sends to the closed inbox before
+  // the pull request expires is redelivered after the durable's ack wait.
+  natsSubscription_Unsubscribe(impl_->sub.get());
 }
 
 Result<ConsumerInfo> PullConsumer::info() {

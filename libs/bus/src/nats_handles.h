@@ -118,6 +118,7 @@ struct detail::PullConsumerImpl {
   NatsSubscriptionPtr sub;
   std::string stream;
   std::string durable;
+  std::atomic<bool> interrupted{false};  //!< PullConsumer::interrupt() closed the subscription
 };
 
 }  // namespace flotilla::bus

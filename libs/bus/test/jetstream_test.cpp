@@ -230,6 +230,61 @@ TEST_F(BusJetStreamTest, FetchWithNothingPendingIsEmptyNotAnError) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
 }
 
+// A fetch of a batch returns with the first message that arrives during its wait, not when the batch is full or
+// the wait is over (libnats' own batch fetch holds it): a long wait costs the agents no latency.
+TEST_F(BusJetStreamTest, AFetchReturnsWithTheFirstMessageThatArrivesDuringItsWait) {
+  ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "waiting", .filter_subject = subject("w")}).ok());
+  auto consumer = js_->bindPull(stream_, "waiting");
+  ASSERT_TRUE(consumer.ok());
+  Result<std::vector<Message>> batch = std::vector<Message>{};
+  auto start = std::chrono::steady_clock::now();
+  std::thread fetcher([&] { batch = consumer->fetch(16, 30s); });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(js_->publish(subject("w"), "one").ok());
+  fetcher.join();
+  ASSERT_TRUE(batch.ok()) << batch.error().describe();
+  ASSERT_EQ(batch->size(), 1u);
+  EXPECT_EQ((*batch)[0].data(), "one");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "the fetch waited out its 30 s";
+  ASSERT_TRUE((*batch)[0].ack().ok());
+
+  // Messages already there come at once, up to the batch.
+  for (const char* data : {"a", "b", "c"}) {
+    ASSERT_TRUE(js_->publish(subject("w"), data).ok());
+  }
+  auto ready = consumer->fetch(2, 30s);
+  ASSERT_TRUE(ready.ok()) << ready.error().describe();
+  EXPECT_EQ(ready->size(), 2u);
+  auto rest = consumer->fetch(16, 30s);
+  ASSERT_TRUE(rest.ok()) << rest.error().describe();
+  EXPECT_EQ(rest->size(), 1u);
+}
+
+// interrupt() wakes a fetch waiting on another thread; the durable stays and a new binding reads it.
+TEST_F(BusJetStreamTest, InterruptWakesAWaitingFetchAndKeepsTheDurable) {
+  ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "stopping", .filter_subject = subject("s")}).ok());
+  auto consumer = js_->bindPull(stream_, "stopping");
+  ASSERT_TRUE(consumer.ok());
+  Result<std::vector<Message>> batch = std::vector<Message>{};
+  auto start = std::chrono::steady_clock::now();
+  std::thread fetcher([&] { batch = consumer->fetch(16, 30s); });
+  std::this_thread::sleep_for(300ms);
+  consumer->interrupt();
+  fetcher.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "the fetch waited out its 30 s";
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.error().kind, ErrorKind::kTransient) << batch.error().describe();
+  EXPECT_FALSE(consumer->fetch(1, 100ms).ok()) << "an interrupted consumer fetches nothing more";
+
+  ASSERT_TRUE(js_->publish(subject("s"), "kept").ok());
+  auto again = js_->bindPull(stream_, "stopping");
+  ASSERT_TRUE(again.ok()) << again.error().describe();
+  auto fetched = again->fetch(1, 5s);
+  ASSERT_TRUE(fetched.ok()) << fetched.error().describe();
+  ASSERT_EQ(fetched->size(), 1u);
+  EXPECT_EQ((*fetched)[0].data(), "kept");
+}
+
 TEST_F(BusJetStreamTest, NakWithDelayRedeliversAfterTheDelay) {
   PullConsumer consumer;
   std::vector<Message> first;

@@ -169,7 +169,8 @@ Role schedulerRole() {
   p.publish_allow.insert(
       p.publish_allow.end(),
       {std::string(events::kDeployFilter), clusters + ".cluster.>", clusters + ".heartbeat.>",
-       clusters + ".enrollment.>",  // the registrar's records (registration tokens)
+       clusters + ".enrollment.>",     // the registrar's records (registration tokens)
+       clusters + ".lease.scheduler",  // the lease its replicas share (--lease-ttl)
        // a finished deregistration's tombstone gets the keys of the credentials the registrar gave the cluster
        clusters + ".deregistered.>", cat("$KV.", events::kDeploymentsBucket) + ".>", status + ".bd.>",
        status + ".summary.>",

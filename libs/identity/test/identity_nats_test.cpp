@@ -149,6 +149,11 @@ TEST_F(IdentityNatsTest, EachHubServiceProvisionsTheTopologyAndWritesOnlyItsOwnK
   EXPECT_TRUE(poller.status->put("gitrepo.ws.repo", "{}").ok());
   auto foreign = poller.bundles->put("ws.bundle", "{}");
   EXPECT_FALSE(foreign.ok());
+  EXPECT_FALSE(poller.clusters->put("lease.scheduler", R"({"holder":"poller"})").ok()) << "the scheduler's lease";
+  auto scheduler = service::connectHub(hubOptions(*world_, "scheduler"), service::HubAccess::kProvision, nullptr,
+                                       std::chrono::seconds(10))
+                       .value();
+  EXPECT_TRUE(scheduler.clusters->put("lease.scheduler", R"({"holder":"a"})").ok()) << world_->server->logTail();
   EXPECT_FALSE(world_->admin.bundles->get("ws.bundle").ok());
   EXPECT_NE(world_->server->logText().find("Publish Violation"), std::string::npos);
 }

@@ -104,7 +104,9 @@ TEST(RolePermissionsTest, HubServicesWriteOnlyTheirOwnKeys) {
   EXPECT_TRUE(has(scheduler.permissions.subscribe_allow, "flotilla.register.>"));
   EXPECT_FALSE(has(scheduler.permissions.subscribe_allow, "flotilla.register")) << "the shared subject is gone";
   EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$JS.API.CONSUMER.CREATE.FLOTILLA_DEPLOY.>"));
+  EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$KV.clusters.lease.scheduler")) << "its replicas' lease";
   EXPECT_FALSE(mentions(scheduler.permissions.publish_allow, "$KV.gitrepos"));
+  EXPECT_FALSE(mentions(poller.permissions.publish_allow, "lease")) << "only the scheduler takes the lease";
   for (const Role& role : {poller, bundler, scheduler}) {
     EXPECT_TRUE(has(role.permissions.publish_deny, "$JS.API.STREAM.DELETE.>")) << role.name;
     EXPECT_FALSE(mentions(role.permissions.publish_allow, "$KV.gitrepos.")) << role.name;  // the CLI writes specs

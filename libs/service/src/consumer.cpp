@@ -38,6 +38,7 @@ Status bindDurable(Consumer::State& state) {
   }
   auto bound = state.js->bindPull(state.options.stream, config.durable);
   FLOTILLA_TRY(bound);
+  std::lock_guard lock(state.slots_mutex);  // stop() interrupts state.consumer under it
   state.consumer = std::move(bound).value();
   state.bound = true;
   return {};
@@ -119,6 +120,14 @@ void fetchLoop(Consumer::State& state) {
       free_slots = capacity - state.outstanding;
     }
     auto batch = state.consumer.fetch(free_slots, state.options.fetch_timeout);
+    if (state.stopping) {
+      if (batch.ok()) {
+        for (auto& message : *batch) {
+          (void)message.nak();  // fetched while stopping: redelivered at once, here or to another replica
+        }
+      }
+      return;
+    }
     if (!batch.ok()) {
       recoverFetch(state, batch.error(), failures);
       continue;
@@ -451,6 +460,8 @@ void Consumer::stop() {
   {
     std::lock_guard lock(state.slots_mutex);
     state.stopping = true;
+    // A fetch may wait long (fetch_timeout): wake it rather than wait it out.
+    state.consumer.interrupt();
   }
   state.slots_cv.notify_all();
   if (state.fetcher.joinable()) {

@@ -1,7 +1,10 @@
 #include "flotilla/scheduler/flags.h"
 
+#include <array>
 #include <charconv>
 #include <chrono>
+
+#include <unistd.h>
 
 namespace flotilla::scheduler {
 
@@ -27,12 +30,27 @@ std::map<std::string, std::string> schedulerFlags() {
        "seconds without a heartbeat or registration after which a cluster is Offline (its summary, get clusters, "
        "the clusters_offline gauge); default three --agent-heartbeat-interval"},
       {"fetch-batch", "messages fetched per pull from each durable consumer (default 16)"},
+      {"lease-ttl",
+       "seconds; run several replicas: they share a lease (KV clusters/lease.scheduler), the holder places and "
+       "publishes, the others serve manifest requests and take over when the holder has not renewed for this long "
+       "(default: no lease; run one replica)"},
+      {"replica-id",
+       "this replica's id in the lease, unique among the replicas (default the host name, a pod's name); a replica "
+       "restarted under the same id takes its lease back at once"},
       {"max-deliveries", "deliveries of a failing message before it is terminated and reported (default 10)"},
       {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
   };
 }
 
 namespace {
+
+std::string hostName() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) {
+    return "scheduler";
+  }
+  return name.data();
+}
 
 Result<int64_t> positive(const service::Config& config, const std::string& name, int64_t fallback) {
   std::string text = config.get(name);
@@ -81,6 +99,22 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
   }
   options.public_events = events == "true";
   return options;
+}
+
+Result<ReplicaOptions> replicaOptionsFrom(const service::Config& config) {
+  ReplicaOptions replica;
+  if (!config.get("lease-ttl").empty()) {
+    auto ttl = positive(config, "lease-ttl", 0);
+    FLOTILLA_TRY(ttl);
+    replica.lease_ttl = std::chrono::seconds(*ttl);
+  }
+  replica.id = config.get("replica-id");
+  if (replica.id.empty()) {
+    replica.id = hostName();
+  } else if (replica.lease_ttl.count() == 0) {
+    return fail(ErrorKind::kInvalid, "--replica-id: names this replica in the lease, and needs --lease-ttl");
+  }
+  return replica;
 }
 
 }  // namespace flotilla::scheduler

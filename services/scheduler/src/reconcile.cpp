@@ -368,6 +368,7 @@ Status Scheduler::applyPlacements(std::vector<BatchedPlacement>& batch, Affected
         {.subject = events::deploySubject(event.cluster), .data = events::encode(event).dump(), .msg_id = event.id});
     sent_events.push_back(std::move(event));
   }
+  FLOTILLA_TRY(checkMayPublish(deploys.size()));
   // Publish first, then the records: the records of the DeployEvents stored are written (a message that failed
   // is redone by the pass's retry alone, not the whole batch again under new generations).
   const std::vector<Result<bus::PublishAck>> acks = hub_.js->publishEach(deploys);
@@ -466,7 +467,21 @@ Status Scheduler::forgetDeployment(const std::string& cluster, const std::string
   return {};
 }
 
+Status Scheduler::checkMayPublish(size_t deploys) const {
+  if (deploys == 0 || !options_.may_publish || options_.may_publish()) {
+    return {};
+  }
+  // The lease went to another replica (or could not be renewed) while this one was handling: the work is handed
+  // back (nak) and the holder does it from the records.
+  metrics_.counter("deploys_fenced_total", "DeployEvents not published because this replica no longer holds the lease")
+      .Increment(static_cast<double>(deploys));
+  log::warn("deploy not published: this replica does not hold the scheduler lease",
+            {{"deploys", static_cast<int64_t>(deploys)}});
+  return fail(ErrorKind::kTransient, "this replica does not hold the scheduler lease");
+}
+
 Status Scheduler::publishDeploy(const events::DeployEvent& sent) {
+  FLOTILLA_TRY(checkMayPublish(1));
   events::DeployEvent event = sent;
   addRetiring(event);
   auto ack = hub_.js->publish(events::deploySubject(event.cluster), events::encode(event).dump(), event.id);

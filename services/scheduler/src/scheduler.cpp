@@ -44,7 +44,7 @@ Status Scheduler::start() {
   }
   FLOTILLA_TRY(loadState());
   FLOTILLA_TRY(subscribeRegistrations());
-  FLOTILLA_TRY(manifest_server_->start());
+  FLOTILLA_TRY(serveManifests());
   FLOTILLA_TRY(setUpConsumers());
   enqueueReconcile("");
   watch_thread_ = std::thread([this] { watchLoop(); });
@@ -54,6 +54,20 @@ Status Scheduler::start() {
                                   {"bundles", static_cast<int64_t>(bundles_.size())},
                                   {"deployments", static_cast<int64_t>(deployments_.size())}});
   return {};
+}
+
+Status Scheduler::serveManifests() {
+  if (serving_manifests_.exchange(true)) {
+    return {};
+  }
+  return manifest_server_->start();
+}
+
+bool Scheduler::readyAsStandby(std::string& why) const {
+  std::string manifests_why;
+  const bool manifests = manifest_server_->ready(manifests_why);
+  return service::readyWhen(
+      why, {{hub_.connection->connected(), "not connected to NATS"}, {manifests, "not serving manifests yet"}});
 }
 
 void Scheduler::stop() {

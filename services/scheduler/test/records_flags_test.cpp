@@ -77,6 +77,30 @@ TEST(FlagsTest, OptionsFromFlags) {
   }
 }
 
+// --lease-ttl and --replica-id: no lease by default; an id only with a ttl; a ttl a positive number of seconds.
+TEST(FlagsTest, ReplicaOptionsFromFlags) {
+  const char* none[] = {"flotilla-scheduler"};
+  auto defaults = replicaOptionsFrom(service::Config::parse(1, none, schedulerFlags()).value());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->lease_ttl.count(), 0);
+  EXPECT_FALSE(defaults->id.empty()) << "the host name";
+
+  const char* leased[] = {"flotilla-scheduler", "--lease-ttl", "4", "--replica-id", "b"};
+  auto parsed = replicaOptionsFrom(service::Config::parse(5, leased, schedulerFlags()).value());
+  ASSERT_TRUE(parsed.ok()) << parsed.error().describe();
+  EXPECT_EQ(parsed->lease_ttl, std::chrono::seconds(4));
+  EXPECT_EQ(parsed->id, "b");
+
+  const char* zero[] = {"flotilla-scheduler", "--lease-ttl", "0"};
+  auto refused = replicaOptionsFrom(service::Config::parse(3, zero, schedulerFlags()).value());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--lease-ttl"), std::string::npos) << refused.error().message;
+  const char* lonely[] = {"flotilla-scheduler", "--replica-id", "b"};
+  auto unleased = replicaOptionsFrom(service::Config::parse(3, lonely, schedulerFlags()).value());
+  ASSERT_FALSE(unleased.ok());
+  EXPECT_NE(unleased.error().message.find("--replica-id"), std::string::npos) << unleased.error().message;
+}
+
 // --agent-labels: none by default; exact keys, `prefix*` and `*`; a bad entry is an error naming the flag and entry.
 TEST(FlagsTest, AgentLabelPolicy) {
   const char* none[] = {"flotilla-scheduler"};

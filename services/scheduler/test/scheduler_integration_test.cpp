@@ -265,6 +265,33 @@ TEST_F(SchedulerTest, DeploysToSelectedClusterOnceAndAgainOnNewManifest) {
               }).has_value());
 }
 
+// A replica that lost the scheduler lease (may_publish false) publishes no DeployEvent and writes no record: the
+// bundle event is handed back (counted, logged) and deployed once the lease is held again.
+TEST_F(SchedulerTest, AReplicaWithoutTheLeasePublishesNothingAndTheWorkWaits) {
+  auto holding = std::make_shared<std::atomic<bool>>(true);
+  SchedulerOptions options = testOptions();
+  options.may_publish = [holding] { return holding->load(); };
+  stopScheduler();
+  ASSERT_NO_FATAL_FAILURE(startSchedulerWith(options));
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  auto prod = agentConsumer("prod-1");
+
+  holding->store(false);
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  ASSERT_TRUE(waitFor([&] { return metric("deploys_fenced_total") >= 1; })) << "the bundle event was not refused";
+  EXPECT_TRUE(noMoreDeploys(prod, 300ms));
+  EXPECT_FALSE(kv(*hub_.deployments, events::deploymentKey("prod-1", kWs, "repo-app")).has_value());
+
+  holding->store(true);
+  auto sent = deploys(prod, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].manifest_id, kManifestA);
+  EXPECT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("prod-1", kWs, "repo-app"), [](const Json&) {
+                return true;
+              }).has_value());
+  EXPECT_TRUE(noMoreDeploys(prod));
+}
+
 // Public CloudEvents go out in batches, with the summaries or from the watch loop; a batch no stream takes is
 // dropped, counted and logged, and the pipeline carries on without waiting for it.
 TEST_F(SchedulerTest, PublicEventsGoOutInBatchesAndAFailedBatchHoldsUpNothing) {

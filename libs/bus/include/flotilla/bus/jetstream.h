@@ -107,9 +107,13 @@ class PullConsumer : public detail::OwnedImpl<detail::PullConsumerImpl, std::sha
   using Impl = detail::PullConsumerImpl;
   using OwnedImpl::OwnedImpl;
 
-  //! Up to `batch` messages, waiting at most `timeout` for the first. No messages in time is an empty vector,
+  //! Up to `batch` messages, waiting at most `timeout` for the first: returns as soon as the durable has any (what
+  //! it holds then, up to `batch`), so a long timeout costs no latency. No messages in time is an empty vector,
   //! not an error. Each message must be acked, nak'd or term'd (or it is redelivered after ack_wait).
   Result<std::vector<Message>> fetch(int batch, std::chrono::milliseconds timeout);
+  //! Wakes a fetch() waiting on another thread (it fails with kTransient) and makes every later fetch fail: for
+  //! stopping a consumer that waits long. Idempotent; the durable is kept.
+  void interrupt();
   //! The consumer's counters as the server sees them.
   Result<ConsumerInfo> info();
 };

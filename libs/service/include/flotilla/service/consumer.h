@@ -109,9 +109,12 @@ struct ConsumerOptions {
   //! The durable (name, filter, ack_wait, description, ...); max_deliver is set from max_deliveries.
   bus::ConsumerConfig config;
   int64_t max_deliveries = kDefaultMaxDeliveries;
-  int workers = 1;                                //!< keys handled in parallel
-  int queue = 2;                                  //!< messages fetched ahead per worker
-  std::chrono::milliseconds fetch_timeout{1000};  //!< one fetch's wait; bounds shutdown latency
+  int workers = 1;  //!< keys handled in parallel
+  int queue = 2;    //!< messages fetched ahead per worker
+  //! One fetch's wait for the first message. A fetch returns as soon as a message is there and stop() wakes a
+  //! waiting one, so this costs neither latency nor shutdown time; it bounds how often an idle consumer pulls and,
+  //! with on_idle, how soon an empty durable is noticed.
+  std::chrono::milliseconds fetch_timeout{1000};
   Backoff fetch_backoff{std::chrono::milliseconds(500), std::chrono::milliseconds(10000)};
   //! Time a handler may run without calling progress(); 0 = no budget.
   std::chrono::milliseconds budget{std::chrono::minutes(10)};

@@ -5,6 +5,7 @@
 // be tested.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -14,9 +15,17 @@
 
 namespace flotilla::scheduler {
 
+//! How this process shares the work with other scheduler replicas (--lease-ttl, --replica-id).
+struct ReplicaOptions {
+  std::chrono::milliseconds lease_ttl{0};  //!< 0: no lease, the only replica
+  std::string id;                          //!< the lease's holder id
+};
+
 //! Flag name -> help text, for service::Config::parse.
 std::map<std::string, std::string> schedulerFlags();
 //! SchedulerOptions from parsed flags; a malformed value is kInvalid naming the flag.
 Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config);
+//! ReplicaOptions from parsed flags: --lease-ttl a positive number of seconds; --replica-id only with it.
+Result<ReplicaOptions> replicaOptionsFrom(const service::Config& config);
 
 }  // namespace flotilla::scheduler

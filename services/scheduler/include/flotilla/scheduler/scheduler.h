@@ -114,7 +114,14 @@ struct SchedulerOptions {
   //! Which of an agent's reported labels count for targeting (--agent-labels; default none: only the labels of
   //! Cluster documents target).
   AgentLabelPolicy agent_labels;
+  //! With replicas (--lease-ttl): true while this replica holds the scheduler lease (service::Lease::held). Checked
+  //! before every DeployEvent is published, so a replica that lost the lease in the middle of a handler publishes
+  //! nothing more (the message is handed back and the new holder handles it). Empty: always allowed.
+  std::function<bool()> may_publish;
 };
+
+//! The KV key (bucket `clusters`) of the lease the scheduler's replicas share (--lease-ttl).
+inline constexpr const char* kLeaseKey = "lease.scheduler";
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
 using Outcome = service::Outcome;
@@ -133,6 +140,11 @@ class Scheduler final : public service::Component {
   void stop() override;
   //! Connected, state loaded, consumers bound, subscribed to registrations.
   bool ready(std::string& why) const override;
+  //! Starts serving manifest requests only: what a standby replica does while another holds the lease (start()
+  //! later does the rest). Idempotent.
+  Status serveManifests();
+  //! A standby's readiness: connected and serving manifests.
+  bool readyAsStandby(std::string& why) const;
 
   // ---- the handlers, one message each (the loops call these; tests may too) ----
 
@@ -363,6 +375,8 @@ class Scheduler final : public service::Component {
   void noteRollout(const BundleInfo& bundle, const RolloutPlan& plan);
   Status deleteBundle(const std::string& workspace, const std::string& bundle_name, const std::string& gitrepo,
                       int64_t clock_ms, Affected& affected);
+  //! kTransient (counted, logged) when options_.may_publish says this replica lost the lease.
+  Status checkMayPublish(size_t deploys) const;
   Status publishDeploy(const events::DeployEvent& event);
   //! A DeployEvent the stream stored (publishDeploy, applyPlacements): counted, announced on flotilla.events.>, and
   //! no longer unacknowledged.
@@ -536,6 +550,7 @@ class Scheduler final : public service::Component {
   bus::KvWatcher clusters_watcher_;
   bus::Subscription register_subscription_;
   std::unique_ptr<ManifestServer> manifest_server_;  //!< flotilla.manifest.* (manifest_server.h)
+  std::atomic<bool> serving_manifests_{false};
   std::thread watch_thread_;
   std::thread reconcile_thread_;
 };
