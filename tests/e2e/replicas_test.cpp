@@ -4,7 +4,7 @@
 // them. kill -9 of one replica of each loses nothing: the next commit lands on every cluster through the others.
 // Two schedulers share the scheduler lease: a SIGTERM'd holder hands it over at once; a holder killed in the
 // middle of a commit's fan-out (after the first cluster's deploy) is replaced by the standby after the ttl, which
-// deploys the rest from the records, and no cluster applies the commit twice.
+// deploys the rest from the records, and no cluster applies the commit twice; a holder whose lease was taken stops.
 #include <csignal>
 #include <sstream>
 
@@ -106,6 +106,15 @@ TEST(PipelineReplicasTest, TwoSchedulersShareALeaseAndAHolderKilledMidFanOutLose
         << clusters[i] << " applied the commit more or less than once\n"
         << hub.logTail("agent-" + std::to_string(i), 60);
   }
+
+  // A holder that finds its lease written over (here by hand, as a replica back from a long pause would find it)
+  // stops: it shuts down rather than publish beside another holder.
+  auto clusters_kv = hub.kv("clusters");
+  ASSERT_TRUE(clusters_kv.ok());
+  ASSERT_TRUE((*clusters_kv)->put("lease.scheduler", R"({"holder":"someone-else","ttlMs":60000})").ok());
+  auto stopped = hub.waitExit("scheduler", std::chrono::seconds(30));
+  ASSERT_TRUE(stopped.has_value()) << "the holder kept running without its lease\n" << hub.logTail("scheduler");
+  EXPECT_NE(hub.logTail("scheduler", 100).find(R"("reason":"taken")"), std::string::npos) << hub.logTail("scheduler");
 }
 
 TEST(PipelineReplicasTest, TwoPollersAndTwoBundlersPublishEachCommitOnceAndSurviveKillingOneOfEach) {

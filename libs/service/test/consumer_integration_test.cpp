@@ -126,6 +126,38 @@ TEST_F(ConsumerTest, ThrowingAndAlwaysFailingMessagesAreTerminatedAndReportedWhi
   EXPECT_EQ(info->num_ack_pending, 0);
 }
 
+// A long fetch costs neither latency nor shutdown time: a message published while the consumer waits is handled
+// at once, and stop() wakes the waiting fetch instead of waiting out its 60 s; the next consumer on the durable
+// gets what was published after the stop.
+TEST_F(ConsumerTest, ALongFetchHandsOverAtOnceAndStopWakesIt) {
+  ConsumerOptions opts = options();
+  opts.fetch_timeout = 60s;
+  std::atomic<int> handled{0};
+  auto consumer = reportingConsumer(opts, [&](const bus::Message&, const Delivery&) {
+    ++handled;
+    return Outcome::ack("ok");
+  });
+  ASSERT_TRUE(consumer->start().ok());
+  std::this_thread::sleep_for(300ms);  // the fetch is waiting
+  auto published = std::chrono::steady_clock::now();
+  ASSERT_NO_FATAL_FAILURE(publish("a", "1"));
+  ASSERT_TRUE(eventually([&] { return handled.load() == 1; }, 30s));
+  EXPECT_LT(std::chrono::steady_clock::now() - published, 30s) << "the message waited for the fetch to end";
+  auto stopping = std::chrono::steady_clock::now();
+  consumer->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, 30s) << "stop() waited out the fetch";
+  EXPECT_EQ(metrics_.value("fetch_errors_total", {{"consumer", "commits"}}), 0) << "a woken fetch is not an error";
+
+  ASSERT_NO_FATAL_FAILURE(publish("b", "2"));
+  auto next = reportingConsumer(opts, [&](const bus::Message&, const Delivery&) {
+    ++handled;
+    return Outcome::ack("ok");
+  });
+  ASSERT_TRUE(next->start().ok());
+  EXPECT_TRUE(eventually([&] { return handled.load() == 2; }, 30s));
+  next->stop();
+}
+
 TEST_F(ConsumerTest, WaitingUsesNoDeliveriesAndDoesNotBlockOtherKeys) {
   std::atomic<int> others{0};
   std::atomic<uint64_t> last_count{0};
