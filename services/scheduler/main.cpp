@@ -37,6 +37,26 @@ bool slotReady(ReadinessSlot& slot, std::string& why) {
   return scheduler && (!slot.registrar || slot.registrar->ready(why));
 }
 
+//! How the scheduler stops: the lease's renewals first (with replicas), the registrar, the scheduler (its last
+//! publish), then the lease released so that a standby takes over at once.
+service::StopService stopping(std::shared_ptr<scheduler::Scheduler> scheduler,
+                              std::shared_ptr<scheduler::Registrar> registrar, std::shared_ptr<service::Lease> lease) {
+  return [scheduler = std::move(scheduler), registrar = std::move(registrar), lease = std::move(lease)] {
+    log::info("shutting down", {});
+    if (lease) {
+      lease->stop();
+    }
+    if (registrar) {
+      registrar->stop();
+    }
+    scheduler->stop();
+    if (lease) {
+      lease->release();
+    }
+    log::info("scheduler stopped", {});
+  };
+}
+
 //! One of several replicas (--lease-ttl): serves manifest requests (and registration tokens) at once, and starts
 //! the rest (placement, publishing, status roll-up, registrations) when it holds the lease. A replica that loses
 //! the lease shuts down, so it comes back as a standby with state read afresh from KV.
@@ -62,16 +82,7 @@ service::StopService startReplica(service::Runtime& runtime, const std::shared_p
       [&runtime] { runtime.requestShutdown(); });
   log::info("scheduler running as a replica: standby until it holds the lease",
             {{"http_port", static_cast<int64_t>(runtime.httpPort())}});
-  return [scheduler, registrar, lease] {
-    log::info("shutting down", {});
-    lease->stop();
-    if (registrar) {
-      registrar->stop();
-    }
-    scheduler->stop();
-    lease->release();  // after the last publish: the standby takes over at once
-    log::info("scheduler stopped", {});
-  };
+  return stopping(scheduler, registrar, lease);
 }
 
 service::StopService startScheduler(const service::Config& config, service::Runtime& runtime) {
@@ -138,14 +149,7 @@ service::StopService startScheduler(const service::Config& config, service::Runt
     }
   }
   log::info("scheduler running", {{"http_port", static_cast<int64_t>(runtime.httpPort())}});
-  return [scheduler, registrar] {
-    log::info("shutting down", {});
-    if (registrar) {
-      registrar->stop();
-    }
-    scheduler->stop();
-    log::info("scheduler stopped", {});
-  };
+  return stopping(scheduler, registrar, nullptr);
 }
 
 }  // namespace

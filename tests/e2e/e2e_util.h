@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "flotilla/core/util.h"
 #include "hub_fixture.h"
 
 namespace flotilla::e2e {
@@ -156,6 +157,22 @@ inline std::string namespaceYaml(const std::string& name) {
 
 //! Repository `name` with one bundle app/ (namespace ns-<name>, ConfigMap c with value v1) and its GitRepo applied
 //! to the hub: the first commit. Later commits change app/cm.yaml.
+//! How many times agent `i` logged "bundle applied" for `commit` (an agent applies each commit of a bundle once,
+//! unless a deploy reaches it twice).
+inline size_t appliesOf(Hub& hub, size_t i, const std::string& commit) {
+  auto text = readFile(hub.dir() + "/agent-" + std::to_string(i) + ".log");
+  if (!text.ok()) {
+    return 0;
+  }
+  size_t count = 0;
+  for (const auto& line : split(*text, '\n')) {
+    if (line.find("bundle applied") != std::string::npos && line.find(commit) != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
 inline Result<std::string> applyConfigMapRepo(Hub& hub, const std::string& name) {
   auto repo = hub.git().createRepo(name);
   FLOTILLA_TRY(repo);

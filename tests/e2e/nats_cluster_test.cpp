@@ -12,21 +12,6 @@
 namespace flotilla::e2e {
 namespace {
 
-//! How many times agent `i` logged "bundle applied" for `commit`.
-size_t appliesOf(Hub& hub, size_t i, const std::string& commit) {
-  auto text = readFile(hub.dir() + "/agent-" + std::to_string(i) + ".log");
-  if (!text.ok()) {
-    return 0;
-  }
-  size_t count = 0;
-  for (const auto& line : split(*text, '\n')) {
-    if (line.find("bundle applied") != std::string::npos && line.find(commit) != std::string::npos) {
-      ++count;
-    }
-  }
-  return count;
-}
-
 TEST(NatsClusterPipelineTest, AKilledNatsNodeMidRolloutLosesNothingAndAppliesNothingTwice) {
   auto started = Hub::start({.secure = true, .nats_nodes = 3});
   ASSERT_TRUE(started.ok()) << started.error().describe();

@@ -1,3 +1,4 @@
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -36,6 +37,20 @@ class BusJetStreamTest : public testing::BusTest {
     ASSERT_TRUE(fetched.ok());
     ASSERT_EQ(fetched->size(), 1u);
     first = std::move(*fetched);
+  }
+
+  //! What `consumer.fetch(16, 30s)` returns when `meanwhile` runs 300 ms into its wait, and in `took` how long the
+  //! fetch took.
+  static Result<std::vector<Message>> fetchWhile(PullConsumer& consumer, const std::function<void()>& meanwhile,
+                                                 std::chrono::steady_clock::duration& took) {
+    Result<std::vector<Message>> batch = std::vector<Message>{};
+    auto start = std::chrono::steady_clock::now();
+    std::thread fetcher([&] { batch = consumer.fetch(16, 30s); });
+    std::this_thread::sleep_for(300ms);
+    meanwhile();
+    fetcher.join();
+    took = std::chrono::steady_clock::now() - start;
+    return batch;
   }
 
   std::string stream_;
@@ -236,16 +251,13 @@ TEST_F(BusJetStreamTest, AFetchReturnsWithTheFirstMessageThatArrivesDuringItsWai
   ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "waiting", .filter_subject = subject("w")}).ok());
   auto consumer = js_->bindPull(stream_, "waiting");
   ASSERT_TRUE(consumer.ok());
-  Result<std::vector<Message>> batch = std::vector<Message>{};
-  auto start = std::chrono::steady_clock::now();
-  std::thread fetcher([&] { batch = consumer->fetch(16, 30s); });
-  std::this_thread::sleep_for(300ms);
-  ASSERT_TRUE(js_->publish(subject("w"), "one").ok());
-  fetcher.join();
+  std::chrono::steady_clock::duration took{};
+  auto batch = fetchWhile(
+      *consumer, [&] { EXPECT_TRUE(js_->publish(subject("w"), "one").ok()); }, took);
   ASSERT_TRUE(batch.ok()) << batch.error().describe();
   ASSERT_EQ(batch->size(), 1u);
   EXPECT_EQ((*batch)[0].data(), "one");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "the fetch waited out its 30 s";
+  EXPECT_LT(took, 15s) << "the fetch waited out its 30 s";
   ASSERT_TRUE((*batch)[0].ack().ok());
 
   // Messages already there come at once, up to the batch.
@@ -265,13 +277,10 @@ TEST_F(BusJetStreamTest, InterruptWakesAWaitingFetchAndKeepsTheDurable) {
   ASSERT_TRUE(js_->ensureConsumer(stream_, {.durable = "stopping", .filter_subject = subject("s")}).ok());
   auto consumer = js_->bindPull(stream_, "stopping");
   ASSERT_TRUE(consumer.ok());
-  Result<std::vector<Message>> batch = std::vector<Message>{};
-  auto start = std::chrono::steady_clock::now();
-  std::thread fetcher([&] { batch = consumer->fetch(16, 30s); });
-  std::this_thread::sleep_for(300ms);
-  consumer->interrupt();
-  fetcher.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "the fetch waited out its 30 s";
+  std::chrono::steady_clock::duration took{};
+  auto batch = fetchWhile(
+      *consumer, [&] { consumer->interrupt(); }, took);
+  EXPECT_LT(took, 15s) << "the fetch waited out its 30 s";
   ASSERT_FALSE(batch.ok());
   EXPECT_EQ(batch.error().kind, ErrorKind::kTransient) << batch.error().describe();
   EXPECT_FALSE(consumer->fetch(1, 100ms).ok()) << "an interrupted consumer fetches nothing more";

@@ -120,15 +120,10 @@ void fetchLoop(Consumer::State& state) {
       free_slots = capacity - state.outstanding;
     }
     auto batch = state.consumer.fetch(free_slots, state.options.fetch_timeout);
-    if (state.stopping) {
-      if (batch.ok()) {
-        for (auto& message : *batch) {
-          (void)message.nak();  // fetched while stopping: redelivered at once, here or to another replica
-        }
-      }
-      return;
-    }
     if (!batch.ok()) {
+      if (state.stopping) {
+        return;  // stop() woke the fetch (PullConsumer::interrupt): not a failure
+      }
       recoverFetch(state, batch.error(), failures);
       continue;
     }

@@ -74,9 +74,7 @@ void Lease::release() {
     revision = revision_;
   }
   metrics_.gauge("lease_held", kHeldHelp).Set(0);
-  Json released =
-      Json::obj({{"holder", ""}, {"ttlMs", options_.ttl.count()}, {"renewed", formatRfc3339(systemClock().now())}});
-  if (auto written = bucket_->update(options_.key, released.dump(), revision); !written.ok()) {
+  if (auto written = bucket_->update(options_.key, valueHeldBy(""), revision); !written.ok()) {
     log::warn("lease not released: a standby takes it over after the ttl",
               {{"key", options_.key}, {"holder", options_.holder}, {"error", written.error().describe()}});
     return;
@@ -94,10 +92,9 @@ std::string Lease::holder() const {
   return seen_holder_;
 }
 
-std::string Lease::value() const {
-  return Json::obj({{"holder", options_.holder},
-                    {"ttlMs", options_.ttl.count()},
-                    {"renewed", formatRfc3339(systemClock().now())}})
+std::string Lease::valueHeldBy(const std::string& holder) const {
+  return Json::obj(
+             {{"holder", holder}, {"ttlMs", options_.ttl.count()}, {"renewed", formatRfc3339(systemClock().now())}})
       .dump();
 }
 
@@ -165,8 +162,8 @@ LeaseRound Lease::tryAcquire(steady_clock::time_point now) {
 }
 
 LeaseRound Lease::takeOver(uint64_t expected_revision, bool exists, steady_clock::time_point now, const char* how) {
-  auto written =
-      exists ? bucket_->update(options_.key, value(), expected_revision) : bucket_->create(options_.key, value());
+  auto written = exists ? bucket_->update(options_.key, valueHeldBy(options_.holder), expected_revision)
+                        : bucket_->create(options_.key, valueHeldBy(options_.holder));
   if (!written.ok()) {
     if (written.error().kind == ErrorKind::kConflict) {
       log::debug("lease taken by another replica first", {{"key", options_.key}, {"holder", options_.holder}});
@@ -203,7 +200,7 @@ LeaseRound Lease::renew(steady_clock::time_point now) {
     revision = revision_;
     renewed_at = renewed_at_;
   }
-  auto written = bucket_->update(options_.key, value(), revision);
+  auto written = bucket_->update(options_.key, valueHeldBy(options_.holder), revision);
   if (written.ok()) {
     std::lock_guard lock(mutex_);
     revision_ = *written;

@@ -77,7 +77,8 @@ class Lease {
 
  private:
   void loop();
-  [[nodiscard]] std::string value() const;
+  //! The key's value naming `holder` ("" for a released lease), with this replica's ttl and the time.
+  [[nodiscard]] std::string valueHeldBy(const std::string& holder) const;
   LeaseRound takeOver(uint64_t expected_revision, bool exists, std::chrono::steady_clock::time_point now,
                       const char* how);
   LeaseRound lose(const char* reason, const std::string& detail);
