@@ -5,7 +5,7 @@
 // to the last Ready recorded by the scheduler, the scheduler's CPU seconds and RSS, nats-server's RSS, messages per
 // second through nats-server, and the agents' applies per deploymentID (none may be applied twice).
 //
-//   build/bench/bench_fleet_scale [--nats-nodes 1|3] [--pull-expires-ms N] [scenario...]
+//   build/bench/bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--pull-expires-ms N] [scenario...]
 //   (default scenarios: 50x51 100x100 10000x1)
 //
 // The anchor is Fleet's published scale test (rancher/fleet#4599): 50 clusters x 51 bundles = 2,550
@@ -43,6 +43,7 @@ struct Scenario {
 
 struct Settings {
   size_t nats_nodes = 1;
+  int event_loops = 1;               //!< the simulated agents' epoll threads (0: libnats' own two threads per agent)
   milliseconds pull_expires{30000};  // the agent's fetch timeout (AgentOptions::fetch_timeout)
   std::vector<Scenario> scenarios;
 };
@@ -106,6 +107,7 @@ struct Figures {
   double nats_rss_mib = 0;
   double msgs_per_s = 0;
   size_t ready = 0;
+  uint64_t deploy_messages = 0;  //!< DeployEvents the deploy stream stored over the fan-out (one per deployment)
   bench::SimulatedCounts counts;
 };
 
@@ -130,7 +132,8 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
                                                       .ca_file = hub.authDir() + "/tls/ca.pem",
                                                       .work_dir = hub.dir() + "/sim",
                                                       .labels = {{"bench", "yes"}},
-                                                      .pull_expires = settings.pull_expires});
+                                                      .pull_expires = settings.pull_expires,
+                                                      .event_loops = settings.event_loops});
   FLOTILLA_TRY(agents);
   figures.connect_s = secondsOf(Clock::now() - connect_start);
 
@@ -160,6 +163,8 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   const double bundler_before = bench::procCpuSeconds(bundler);
   const double bench_before = bench::procCpuSeconds(getpid());
   const ServerFigures server_before = serverFigures(hub);
+  auto deploys_before = (*js)->streamInfo(std::string(events::kDeployStream));
+  FLOTILLA_TRY(deploys_before);
   FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
 
   const size_t wanted = scenario.clusters * scenario.bundles;
@@ -186,6 +191,9 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
     }
   }
   const ServerFigures server_after = serverFigures(hub);
+  auto deploys_after = (*js)->streamInfo(std::string(events::kDeployStream));
+  FLOTILLA_TRY(deploys_after);
+  figures.deploy_messages = deploys_after->last_sequence - deploys_before->last_sequence;
   const Clock::time_point commit_at{Clock::duration(commit_at_ns.load())};
   figures.ready = ready.size();
   figures.commit_to_first_s = secondsOf(first - commit_at);
@@ -209,12 +217,15 @@ Settings parseArgs(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--nats-nodes" && i + 1 < argc) {
       settings.nats_nodes = std::stoul(argv[++i]);
+    } else if (arg == "--event-loops" && i + 1 < argc) {
+      settings.event_loops = std::stoi(argv[++i]);
     } else if (arg == "--pull-expires-ms" && i + 1 < argc) {
       settings.pull_expires = milliseconds(std::stol(argv[++i]));
     } else if (size_t x = arg.find('x'); x != std::string::npos) {
       settings.scenarios.push_back({std::stoul(arg.substr(0, x)), std::stoul(arg.substr(x + 1))});
     } else {
-      std::cerr << "usage: bench_fleet_scale [--nats-nodes 1|3] [--pull-expires-ms N] [<clusters>x<bundles>...]\n";
+      std::cerr << "usage: bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--pull-expires-ms N] "
+                   "[<clusters>x<bundles>...]\n";
       std::exit(2);
     }
   }
@@ -251,20 +262,24 @@ int main(int argc, char** argv) {
         "  scheduler: %.1f CPU s, VmRSS %.0f MiB, VmHWM %.0f MiB; nats-server RSS %.0f MiB (all nodes)\n"
         "  nats-server messages in+out: %.0f/s over the fan-out\n"
         "  CPU s over the fan-out: scheduler %.1f, nats-server %.1f, bundler %.1f, simulated agents %.1f\n"
-        "  agents: %llu deploys, %llu applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls "
-        "(%llu expired empty, %llu other answers), %llu heartbeats, %llu failed publishes\n",
+        "  deploy stream: %llu DeployEvents stored over the fan-out\n"
+        "  agents: %llu deploys received (%llu redelivered, %llu a deploymentID's second stream message), %llu "
+        "applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls (%llu expired empty, %llu "
+        "other "
+        "answers), %llu heartbeats, %llu failed publishes; %d event loop threads\n",
         scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.nats_nodes,
         static_cast<long long>(settings.pull_expires.count()), f.connect_s, f.commit_to_first_s, f.commit_to_last_s,
         f.ready, f.scheduler_cpu_s, f.scheduler_rss_mib, f.scheduler_hwm_mib, f.nats_rss_mib, f.msgs_per_s,
         f.scheduler_cpu_s, f.nats_cpu_s, f.bundler_cpu_s, f.bench_cpu_s,
-        static_cast<unsigned long long>(f.counts.deploys), static_cast<unsigned long long>(f.counts.applies),
-        static_cast<unsigned long long>(f.counts.duplicate_applies),
+        static_cast<unsigned long long>(f.deploy_messages), static_cast<unsigned long long>(f.counts.deploys),
+        static_cast<unsigned long long>(f.counts.redeliveries), static_cast<unsigned long long>(f.counts.republished),
+        static_cast<unsigned long long>(f.counts.applies), static_cast<unsigned long long>(f.counts.duplicate_applies),
         static_cast<unsigned long long>(f.counts.manifest_requests),
         static_cast<unsigned long long>(f.counts.manifest_refusals), static_cast<unsigned long long>(f.counts.pulls),
         static_cast<unsigned long long>(f.counts.pull_timeouts),
         static_cast<unsigned long long>(f.counts.pull_other_status),
         static_cast<unsigned long long>(f.counts.heartbeats),
-        static_cast<unsigned long long>(f.counts.publish_failures));
+        static_cast<unsigned long long>(f.counts.publish_failures), settings.event_loops);
     std::fflush(stdout);
     if (f.counts.duplicate_applies != 0) {
       ++failed;

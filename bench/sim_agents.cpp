@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <optional>
 #include <set>
 
 #include "flotilla/core/log.h"
@@ -30,8 +32,9 @@ constexpr milliseconds kConnectTimeout{10000};
 }  // namespace
 
 struct SimulatedAgents::Counters {
-  std::atomic<uint64_t> deploys{0}, applies{0}, duplicate_applies{0}, manifest_requests{0}, manifest_refusals{0},
-      pulls{0}, pull_timeouts{0}, pull_other_status{0}, heartbeats{0}, publish_failures{0};
+  std::atomic<uint64_t> deploys{0}, redeliveries{0}, republished{0}, applies{0}, duplicate_applies{0},
+      manifest_requests{0}, manifest_refusals{0}, pulls{0}, pull_timeouts{0}, pull_other_status{0}, heartbeats{0},
+      publish_failures{0};
 };
 
 namespace {
@@ -65,6 +68,11 @@ struct SimulatedAgents::Agent {
   std::string pull_subject;     //!< $JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.agent-<cluster>
   std::string pull_prefix;      //!< <inbox>.pull.
   std::string manifest_prefix;  //!< <inbox>.m.
+  //! <inbox>.register: the registration's answer comes to the agent's own subscription, not to a request of
+  //! libnats (whose reply subscription would start a delivery thread per connection, 10,000 threads in all).
+  std::string registration_inbox;
+  std::optional<std::string> registration_reply;  //!< mutex
+  std::condition_variable registration_answered;
   const SimulatedAgentsOptions* options = nullptr;
   Counters* counters = nullptr;
   std::shared_ptr<bus::Connection> connection;
@@ -78,6 +86,8 @@ struct SimulatedAgents::Agent {
   uint64_t next_request = 0;
   std::map<uint64_t, Pending> pending;
   std::set<std::string> applied;  //!< "<bundle>\n<deploymentID>"
+  //! "<bundle>\n<deploymentID>" -> the stream sequence it first came in: another sequence is a second publish
+  std::map<std::string, uint64_t> first_sequence;
   int64_t sequence = 0;
 
   void publish(std::string_view subject, std::string_view data, const bus::Headers& headers = {}) {
@@ -115,7 +125,11 @@ struct SimulatedAgents::Agent {
       onPullStatus(msg);
     } else if (startsWith(msg.subject(), manifest_prefix)) {
       onManifest(msg);
-    }  // else: the answer to the registration request (libnats' own request inbox)
+    } else if (msg.subject() == registration_inbox) {
+      std::lock_guard lock(mutex);
+      registration_reply = std::string(msg.data());
+      registration_answered.notify_all();
+    }
   }
 
   void onPullStatus(const bus::Message& msg) {
@@ -138,8 +152,20 @@ struct SimulatedAgents::Agent {
     ++counters->deploys;
     std::string ack(msg.reply());
     auto event = events::parsePayload<events::DeployEvent>(msg.data());
+    auto metadata = msg.metadata();
     std::lock_guard lock(mutex);
     deliveredOne();
+    if (metadata.ok() && metadata->num_delivered > 1) {
+      ++counters->redeliveries;
+    } else if (metadata.ok() && event.ok()) {
+      // A first delivery: the scheduler published this deploymentID to this cluster before if another stream message
+      // carried it (redeliveries of one message are counted above, not here).
+      auto [it, inserted] =
+          first_sequence.emplace(event->bundle + "\n" + event->deployment_id, metadata->stream_sequence);
+      if (!inserted && it->second != metadata->stream_sequence) {
+        ++counters->republished;
+      }
+    }
     if (!event.ok() || event->remove) {
       publish(ack, "+ACK");  // a delete: nothing to apply here (the real agent prunes, then reports)
       return;
@@ -242,6 +268,11 @@ SimulatedAgents::~SimulatedAgents() {
 Result<std::unique_ptr<SimulatedAgents>> SimulatedAgents::start(const std::vector<std::string>& clusters,
                                                                 SimulatedAgentsOptions options) {
   std::unique_ptr<SimulatedAgents> agents(new SimulatedAgents(std::move(options)));
+  for (int i = 0; i < agents->options_.event_loops; ++i) {
+    auto loop = bus::EventLoop::start();
+    FLOTILLA_TRY(loop);
+    agents->loops_.push_back(std::move(loop).value());
+  }
   // Heartbeats start with the first registration: the first clusters must not go offline while the last connect.
   agents->ticker_ = std::thread([raw = agents.get()] { raw->tickLoop(); });
   FLOTILLA_TRY(agents->connectAll(clusters));
@@ -301,13 +332,15 @@ Status SimulatedAgents::issueCredentials(Agent& agent) {
 }
 
 Status SimulatedAgents::connectOne(Agent& agent) {
+  const size_t index = next_loop_++;
   const bus::ConnectOptions options{.servers = options_.servers,
                                     .name = "simulated-agent-" + agent.cluster,
                                     .creds_file = agent.creds_file,
                                     .ca_file = options_.ca_file,
                                     .inbox_prefix = agent.inbox,
                                     .connect_timeout = kConnectTimeout,
-                                    .global_message_delivery = true};
+                                    .global_message_delivery = true,
+                                    .event_loop = loops_.empty() ? nullptr : loops_[index % loops_.size()]};
   // Like an agent, a connect that fails for a passing reason (a TLS handshake that timed out while thousands of
   // others were made) is tried again.
   auto connection = bus::Connection::connect(options);
@@ -325,6 +358,7 @@ Status SimulatedAgents::connectOne(Agent& agent) {
   }
   agent.pull_prefix = agent.inbox + ".pull.";
   agent.manifest_prefix = agent.inbox + ".m.";
+  agent.registration_inbox = agent.inbox + ".register";
   agent.pull_subject = "$JS.API.CONSUMER.MSG.NEXT." + std::string(events::kDeployStream) + "." +
                        identity::agentConsumerName(agent.cluster);
   auto subscription =
@@ -338,10 +372,19 @@ Status SimulatedAgents::connectOne(Agent& agent) {
                                   .labels = events::StringMap(options_.labels.begin(), options_.labels.end()),
                                   .kubernetes_version = "v1.36.3",
                                   .agent_version = std::string(kAgentVersion)};
-  auto answer = agent.connection->request(identity::agentRegisterSubject(agent.cluster), events::encode(request).dump(),
-                                          kRegisterTimeout);
-  FLOTILLA_TRY(answer);
-  auto reply = events::parsePayload<events::RegisterReply>(answer->data());
+  FLOTILLA_TRY(agent.connection->publishRequest(identity::agentRegisterSubject(agent.cluster), agent.registration_inbox,
+                                                events::encode(request).dump()));
+  std::string answer;
+  {
+    std::unique_lock lock(agent.mutex);
+    if (!agent.registration_answered.wait_for(lock, kRegisterTimeout,
+                                              [&] { return agent.registration_reply.has_value(); })) {
+      return fail(ErrorKind::kTransient, "cluster " + agent.cluster + ": no answer to the registration in " +
+                                             std::to_string(kRegisterTimeout.count()) + " ms");
+    }
+    answer = *agent.registration_reply;
+  }
+  auto reply = events::parsePayload<events::RegisterReply>(answer);
   FLOTILLA_TRY(reply);
   if (!reply->accepted) {
     return fail(ErrorKind::kPermanent, "cluster " + agent.cluster + ": registration refused: " + reply->message);
@@ -376,6 +419,8 @@ void SimulatedAgents::tickLoop() {
 SimulatedCounts SimulatedAgents::counts() const {
   const Counters& c = *counters_;
   return {.deploys = c.deploys,
+          .redeliveries = c.redeliveries,
+          .republished = c.republished,
           .applies = c.applies,
           .duplicate_applies = c.duplicate_applies,
           .manifest_requests = c.manifest_requests,

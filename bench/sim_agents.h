@@ -11,9 +11,11 @@
 //              Nats-Msg-Id), then the ack
 //   heartbeat  a Heartbeat on flotilla.status.<cluster>. every `heartbeat_interval`, spread over the interval
 //
-// One connection per simulated agent; callbacks on libnats' shared delivery thread (global message delivery), so
-// 10,000 agents need two libnats threads each (reader and flusher), not three. Everything after registration is
-// asynchronous: a pull or manifest request is published with a reply subject under the agent's own inbox
+// One connection per simulated agent; their sockets are read and written on `event_loops` epoll threads
+// (bus::EventLoop) and callbacks run on libnats' shared delivery thread (global message delivery), so 10,000 agents
+// need no thread each (with libnats' own threads: two each, 20,000 threads contending on libnats' locks). Everything
+// after registration is asynchronous: a pull or manifest request is published with a reply subject under the agent's
+// own inbox
 // (_INBOX.agent-<cluster>.…, the only subjects its identity may subscribe to) and answered on one subscription.
 // Differences from the real agent, stated in bench/README.md: status is published without waiting for the stream's
 // ack, and a delete is acked without reporting.
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "flotilla/bus/connection.h"
+#include "flotilla/bus/event_loop.h"
 #include "flotilla/core/result.h"
 
 namespace flotilla::bench {
@@ -44,11 +47,16 @@ struct SimulatedAgentsOptions {
   int pull_batch = 4;                             //!< messages per pull (the agent: its free slots)
   std::chrono::milliseconds heartbeat_interval{30000};
   int connect_threads = 8;  //!< connections and registrations made in parallel at start
+  //! Epoll threads that read and write every agent's socket (bus::EventLoop); 0 = libnats' own reader and flusher
+  //! threads per connection (two threads per agent: 20,000 at 10,000 agents).
+  int event_loops = 1;
 };
 
 //! What the agents did, summed over all of them.
 struct SimulatedCounts {
   uint64_t deploys = 0;            //!< DeployEvents received (redeliveries included)
+  uint64_t redeliveries = 0;       //!< of those, deliveries of a stream message delivered before (ack wait, nak)
+  uint64_t republished = 0;        //!< first deliveries of a deploymentID this cluster got from another stream message
   uint64_t applies = 0;            //!< deployments "applied": manifest read in full and Ready reported
   uint64_t duplicate_applies = 0;  //!< applies of a deploymentID this cluster had applied already
   uint64_t manifest_requests = 0;
@@ -85,9 +93,11 @@ class SimulatedAgents {
 
   SimulatedAgentsOptions options_;
   std::unique_ptr<Counters> counters_;
+  std::vector<std::shared_ptr<bus::EventLoop>> loops_;
   std::mutex agents_mutex_;  //!< agents_ is filled before the ticker walks it
   std::vector<std::unique_ptr<Agent>> agents_;
   std::atomic<bool> stopping_{false};
+  std::atomic<size_t> next_loop_{0};  //!< connections spread over loops_ in turn
   std::thread ticker_;
 };
 

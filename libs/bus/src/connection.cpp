@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "event_loop_options.h"
 #include "flotilla/core/log.h"
 #include "nats_handles.h"
 
@@ -371,6 +372,9 @@ Result<NatsOptionsPtr> buildOptions(const ConnectOptions& options, void* closure
   FLOTILLA_TRY(check(natsOptions_SetFailRequestsOnDisconnect(raw, true), "natsOptions_SetFailRequestsOnDisconnect"));
   FLOTILLA_TRY(check(natsOptions_UseGlobalMessageDelivery(raw, options.global_message_delivery),
                      "natsOptions_UseGlobalMessageDelivery"));
+  if (options.event_loop) {
+    FLOTILLA_TRY(useEventLoop(raw, *options.event_loop));
+  }
   FLOTILLA_TRY(check(natsOptions_SetDisconnectedCB(raw, onDisconnected, closure), "natsOptions_SetDisconnectedCB"));
   FLOTILLA_TRY(check(natsOptions_SetReconnectedCB(raw, onReconnected, closure), "natsOptions_SetReconnectedCB"));
   FLOTILLA_TRY(check(natsOptions_SetClosedCB(raw, onClosed, closure), "natsOptions_SetClosedCB"));
@@ -419,6 +423,7 @@ Result<std::shared_ptr<Connection>> connectOnce(const ConnectOptions& options) {
   }
   auto impl = std::make_unique<Connection::Impl>();
   impl->callbacks = std::move(callbacks);
+  impl->event_loop = options.event_loop;
   impl->conn.reset(raw);
   log::info("nats connected", {{"client", options.name}, {"url", currentUrl(raw)}});
   return std::make_shared<Connection>(std::move(impl));

@@ -112,8 +112,14 @@ ErrorKind classifyNatsError(int status, int js_code, std::string_view text) {
     case NATS_NOT_PERMITTED:
     case NATS_SECURE_CONNECTION_WANTED:
     case NATS_SECURE_CONNECTION_REQUIRED:
-    case NATS_SSL_ERROR:
     case NATS_NO_SERVER_SUPPORT:
+      return ErrorKind::kPermanent;
+    case NATS_SSL_ERROR:
+      // A handshake the server closed half-way (its TLS timeout passed while thousands of clients connected at once)
+      // succeeds when tried again; a certificate that does not verify does not.
+      if (contains(text, "unexpected eof") || contains(text, "Connection reset")) {
+        return ErrorKind::kTransient;
+      }
       return ErrorKind::kPermanent;
     case NATS_ERR:
       if (contains(text, "timeout") || contains(text, "timed out")) {

@@ -81,6 +81,7 @@ struct ConnectionCallbacks {
 
 struct Connection::Impl {
   std::shared_ptr<ConnectionCallbacks> callbacks;
+  std::shared_ptr<EventLoop> event_loop;  //!< declared before conn: the loop outlives the connection's close
   NatsConnectionPtr conn;
 };
 

@@ -49,6 +49,14 @@ TEST(BusNatsErrorTest, AuthAndTlsArePermanent) {
   EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "Permissions Violation for Publish to \"x\""), ErrorKind::kPermanent);
 }
 
+// Seen with 10,000 TLS clients connecting at once (bench_fleet_scale 10000x1): the server gave up on a slow handshake.
+TEST(BusNatsErrorTest, AHandshakeTheServerClosedIsTransientAndABadCertificateIsNot) {
+  EXPECT_EQ(classifyNatsError(NATS_SSL_ERROR, 0, "SSL handshake error: unexpected eof while reading"),
+            ErrorKind::kTransient);
+  EXPECT_EQ(classifyNatsError(NATS_SSL_ERROR, 0, "SSL handshake error: certificate verify failed"),
+            ErrorKind::kPermanent);
+}
+
 TEST(BusNatsErrorTest, UnknownFailuresAreInternal) {
   EXPECT_EQ(classifyNatsError(NATS_ERR, 0, "something odd"), ErrorKind::kInternal);
   EXPECT_EQ(classifyNatsError(NATS_NO_MEMORY, 0, ""), ErrorKind::kInternal);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "flotilla/bus/connection.h"
+#include "flotilla/bus/event_loop.h"
 #include "flotilla/bus/jetstream.h"
 #include "flotilla/bus/kv.h"
 #include "flotilla/core/metrics.h"
@@ -432,6 +433,36 @@ TEST(IdentityTlsTest, MutualTlsRefusesAClientWithoutACertificate) {
   auto refused = NatsClient::connect(without_cert);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE((*server)->logText().find("TLS handshake error"), std::string::npos) << (*server)->logTail();
+}
+
+// The scale benchmark's simulated agents: a .creds login over TLS on a connection whose socket an event loop reads and
+// writes (bus::EventLoop). A 256 KiB message each way crosses many TLS records and socket events.
+TEST(IdentityTlsTest, AConnectionOnAnEventLoopLogsInOverTlsAndCarriesLargeMessages) {
+  flotilla::testing::TempDir dir("flotilla-auth-loop");
+  auto init = initAuthDir({.dir = dir.path(), .tls = true});
+  ASSERT_TRUE(init.ok()) << init.error().describe();
+  auto config = readFile(dir.path() + "/nats-auth.conf");
+  ASSERT_TRUE(config.ok());
+  auto server = harness::NatsServer::start({.config = *config, .scheme = "tls"});
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  auto loop = bus::EventLoop::start();
+  ASSERT_TRUE(loop.ok()) << loop.error().describe();
+  auto conn = bus::Connection::connect({.servers = {(*server)->url()},
+                                        .name = "loop-tls",
+                                        .creds_file = dir.path() + "/creds/admin.creds",
+                                        .ca_file = dir.path() + "/tls/ca.pem",
+                                        .global_message_delivery = true,
+                                        .event_loop = *loop});
+  ASSERT_TRUE(conn.ok()) << conn.error().describe() << "\n" << (*server)->logTail();
+  EXPECT_EQ((*loop)->attached(), 1u);
+  const std::string big(256 * 1024, 'x');
+  auto echo = (*conn)->subscribe("flotilla.test.loop", "", [&](bus::Message msg) {
+    EXPECT_TRUE((*conn)->publish(msg.reply(), std::string(msg.data()) + "!").ok());
+  });
+  ASSERT_TRUE(echo.ok()) << echo.error().describe();
+  auto answer = (*conn)->request("flotilla.test.loop", big, std::chrono::seconds(10));
+  ASSERT_TRUE(answer.ok()) << answer.error().describe();
+  EXPECT_EQ(answer->data(), big + "!");
 }
 
 }  // namespace

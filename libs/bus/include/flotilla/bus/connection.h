@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flotilla/bus/event_loop.h"
 #include "flotilla/bus/owned_impl.h"
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
@@ -53,6 +54,9 @@ struct ConnectOptions {
   //! Deliver async subscription callbacks on libnats' shared thread pool instead of one thread per
   //! subscription (G4). Saves threads with many subscriptions; a slow callback then delays the others.
   bool global_message_delivery = false;
+  //! If set, the connection's socket is read and written on this loop's thread (event_loop.h): no reader or flusher
+  //! thread of its own, and every publish is sent at once. For processes that hold thousands of connections.
+  std::shared_ptr<EventLoop> event_loop;
   //! If set, counts nats_disconnects_total, nats_reconnects_total, nats_async_errors_total and
   //! nats_connect_retries_total.
   std::shared_ptr<Metrics> metrics;
