@@ -84,5 +84,47 @@ TEST(ClusterDirectory, DocumentsOverlayRegistrationsAndTombstonesRemoveClusters)
   EXPECT_TRUE(facts[0].template_values.asObject().empty());
 }
 
+std::string registration(const std::string& name, const std::string& env) {
+  return R"({"apiVersion":"flotilla.io/v1alpha1","kind":"Cluster","metadata":{"name":")" + name +
+         R"(","namespace":"ws","labels":{"env":")" + env + R"("}}})";
+}
+
+std::string group(const std::string& env) {
+  return R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup","metadata":{"name":"g","namespace":"ws"},
+    "spec":{"selector":{"matchLabels":{"env":")" +
+         env + R"("}}}})";
+}
+
+// A registration changes its own cluster's facts only, with the groups resolved for it; a group changes everyone's.
+TEST(ClusterDirectory, ARegistrationChangesOnlyItsClusterAndAGroupChangesAll) {
+  ClusterDirectory directory;
+  ASSERT_FALSE(directory.apply(put("group.ws.g", group("prod"))).invalid);
+  for (int i = 0; i < 100; ++i) {
+    const std::string name = "c" + std::to_string(i);
+    auto change = directory.apply(put("cluster." + name, registration(name, "prod")));
+    ASSERT_FALSE(change.invalid) << change.problem;
+    EXPECT_EQ(change.clusters, std::set<std::string>{name});
+  }
+  auto facts = directory.snapshot("ws");
+  ASSERT_EQ(facts.size(), 100u);
+  for (const auto& cluster : facts) {
+    ASSERT_EQ(cluster.groups.size(), 1u) << cluster.name;
+    EXPECT_EQ(cluster.groups[0].name, "g");
+  }
+  auto change = directory.apply(put("cluster.c5", registration("c5", "dev")));
+  EXPECT_EQ(change.clusters, std::set<std::string>{"c5"});
+  EXPECT_TRUE(directory.apply(put("cluster.c5", registration("c5", "dev"))).clusters.empty()) << "unchanged facts";
+  facts = directory.snapshot("ws");
+  for (const auto& cluster : facts) {
+    EXPECT_EQ(cluster.groups.size(), cluster.name == "c5" ? 0u : 1u) << cluster.name;
+  }
+  change = directory.apply(put("group.ws.g", group("dev")));
+  EXPECT_EQ(change.clusters.size(), 100u);
+  facts = directory.snapshot("ws");
+  for (const auto& cluster : facts) {
+    EXPECT_EQ(cluster.groups.size(), cluster.name == "c5" ? 1u : 0u) << cluster.name;
+  }
+}
+
 }  // namespace
 }  // namespace flotilla::bundler

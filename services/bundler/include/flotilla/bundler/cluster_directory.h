@@ -12,6 +12,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -48,8 +49,16 @@ class ClusterDirectory {
   Change applyGroup(const bus::KvEntry& entry);
   Change applyCluster(const bus::KvEntry& entry);
   Change applyTombstone(const bus::KvEntry& entry);
-  //! Recomputes every cluster's facts; returns what changed.
+  //! Recomputes every cluster's facts (a group changed); returns what changed.
   Change recompute();
+  //! Recomputes one cluster's facts (its registration, document or tombstone changed); returns what changed.
+  Change recomputeCluster(const std::string& name);
+  [[nodiscard]] std::vector<model::GroupInfo> groupInfos() const;
+  //! The facts of a registered, not deregistered cluster (nullopt otherwise).
+  [[nodiscard]] std::optional<ClusterFacts> factsOf(const std::string& name,
+                                                    const std::vector<model::GroupInfo>& groups) const;
+  //! Keeps `facts` as the cluster's (nullopt: removes it) and notes in `change` what that changed.
+  void store(const std::string& name, std::optional<ClusterFacts> facts, Change& change);
 
   mutable std::mutex mutex_;
   std::map<std::string, model::Cluster> registrations_;  //!< by cluster name: clusters/cluster.*
