@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -111,6 +112,38 @@ struct Figures {
   bench::SimulatedCounts counts;
 };
 
+//! When the scheduler recorded the first and the last of `wanted` deployments Ready (status/bd.* puts).
+struct ReadyTimes {
+  size_t count = 0;
+  std::pair<Clock::time_point, Clock::time_point> first_and_last;
+};
+Result<ReadyTimes> waitForReady(Hub& hub, bus::KvWatcher& watcher, size_t wanted) {
+  std::set<std::string> ready;
+  ReadyTimes out;
+  const auto deadline = Clock::now() + seconds(900);
+  while (ready.size() < wanted) {
+    if (Clock::now() > deadline) {
+      return fail(ErrorKind::kTransient, std::to_string(ready.size()) + " of " + std::to_string(wanted) +
+                                             " deployments Ready after 900 s\n" + hub.allLogs());
+    }
+    auto entry = watcher.next(seconds(1));
+    FLOTILLA_TRY(entry);
+    if (!*entry || (*entry)->operation != bus::KvOperation::kPut) {
+      continue;
+    }
+    auto record = Json::parse((*entry)->value);
+    const Json* state = record.ok() ? record->find("state") : nullptr;
+    if (state != nullptr && state->isString() && state->asString() == "Ready" && ready.insert((*entry)->key).second) {
+      out.first_and_last.second = Clock::now();
+      if (ready.size() == 1) {
+        out.first_and_last.first = out.first_and_last.second;
+      }
+    }
+  }
+  out.count = ready.size();
+  return out;
+}
+
 Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   Figures figures;
   auto started = Hub::start(
@@ -167,43 +200,23 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   FLOTILLA_TRY(deploys_before);
   FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
 
-  const size_t wanted = scenario.clusters * scenario.bundles;
-  std::set<std::string> ready;
-  Clock::time_point first{}, last{};
-  const auto deadline = Clock::now() + seconds(900);
-  while (ready.size() < wanted) {
-    if (Clock::now() > deadline) {
-      return fail(ErrorKind::kTransient, std::to_string(ready.size()) + " of " + std::to_string(wanted) +
-                                             " deployments Ready after 900 s\n" + hub.allLogs());
-    }
-    auto entry = watcher->next(seconds(1));
-    FLOTILLA_TRY(entry);
-    if (!*entry || (*entry)->operation != bus::KvOperation::kPut) {
-      continue;
-    }
-    auto record = Json::parse((*entry)->value);
-    const Json* state = record.ok() ? record->find("state") : nullptr;
-    if (state != nullptr && state->isString() && state->asString() == "Ready" && ready.insert((*entry)->key).second) {
-      last = Clock::now();
-      if (ready.size() == 1) {
-        first = last;
-      }
-    }
-  }
+  auto ready = waitForReady(hub, *watcher, scenario.clusters * scenario.bundles);
+  FLOTILLA_TRY(ready);
+  const auto [first, last] = ready->first_and_last;
   const ServerFigures server_after = serverFigures(hub);
   auto deploys_after = (*js)->streamInfo(std::string(events::kDeployStream));
   FLOTILLA_TRY(deploys_after);
   figures.deploy_messages = deploys_after->last_sequence - deploys_before->last_sequence;
   const Clock::time_point commit_at{Clock::duration(commit_at_ns.load())};
-  figures.ready = ready.size();
+  figures.ready = ready->count;
   figures.commit_to_first_s = secondsOf(first - commit_at);
   figures.commit_to_last_s = secondsOf(last - commit_at);
   figures.scheduler_cpu_s = bench::procCpuSeconds(scheduler) - cpu_before;
   figures.bundler_cpu_s = bench::procCpuSeconds(bundler) - bundler_before;
   figures.nats_cpu_s = server_after.cpu_s - server_before.cpu_s;
   figures.bench_cpu_s = bench::procCpuSeconds(getpid()) - bench_before;
-  figures.scheduler_rss_mib = std::max(0L, bench::procStatusKiB(scheduler, "VmRSS")) / 1024.0;
-  figures.scheduler_hwm_mib = std::max(0L, bench::procStatusKiB(scheduler, "VmHWM")) / 1024.0;
+  figures.scheduler_rss_mib = static_cast<double>(std::max(0L, bench::procStatusKiB(scheduler, "VmRSS"))) / 1024.0;
+  figures.scheduler_hwm_mib = static_cast<double>(std::max(0L, bench::procStatusKiB(scheduler, "VmHWM"))) / 1024.0;
   figures.nats_rss_mib = server_after.rss_mib;
   figures.msgs_per_s = (server_after.msgs - server_before.msgs) / std::max(1e-3, secondsOf(last - commit_at));
   // A deploy applied twice shows as a deploymentID a cluster applied before (counted per cluster by the agents).
@@ -211,7 +224,7 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   return figures;
 }
 
-Settings parseArgs(int argc, char** argv) {
+std::optional<Settings> parseArgs(int argc, char** argv) {
   Settings settings;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -226,7 +239,7 @@ Settings parseArgs(int argc, char** argv) {
     } else {
       std::cerr << "usage: bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--pull-expires-ms N] "
                    "[<clusters>x<bundles>...]\n";
-      std::exit(2);
+      return std::nullopt;
     }
   }
   if (settings.scenarios.empty()) {
@@ -238,7 +251,11 @@ Settings parseArgs(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Settings settings = parseArgs(argc, argv);
+  const std::optional<Settings> parsed = parseArgs(argc, argv);
+  if (!parsed) {
+    return 2;
+  }
+  const Settings& settings = *parsed;
   // Every simulated agent holds a connection (a socket here and one in nats-server).
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {

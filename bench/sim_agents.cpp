@@ -302,6 +302,7 @@ Status SimulatedAgents::connectAll(const std::vector<std::string>& clusters) {
   std::mutex error_mutex;
   Status first_error;
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(std::max(options_.connect_threads, 0)));
   for (int t = 0; t < options_.connect_threads; ++t) {
     workers.emplace_back([&] {
       for (size_t i = next++; i < agents_.size(); i = next++) {

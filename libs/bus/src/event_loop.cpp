@@ -10,7 +10,6 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "event_loop_options.h"
+#include "flotilla/core/errno_text.h"
 #include "flotilla/core/log.h"
 
 namespace flotilla::bus {
@@ -71,7 +71,7 @@ struct EventLoop::Impl {
         if (errno == EINTR) {
           continue;
         }
-        log::error("event loop: epoll_wait failed; its connections no longer read", {{"error", std::strerror(errno)}});
+        log::error("event loop: epoll_wait failed; its connections no longer read", {{"error", errnoText(errno)}});
         return;
       }
       std::lock_guard lock(processing);
@@ -175,17 +175,17 @@ Result<std::shared_ptr<EventLoop>> EventLoop::start() {
   auto impl = std::make_unique<Impl>();
   impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (impl->epoll_fd < 0) {
-    return fail(ErrorKind::kInternal, std::string("event loop: epoll_create1: ") + std::strerror(errno));
+    return fail(ErrorKind::kInternal, std::string("event loop: epoll_create1: ") + errnoText(errno));
   }
   impl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->wake_fd < 0) {
-    return fail(ErrorKind::kInternal, std::string("event loop: eventfd: ") + std::strerror(errno));
+    return fail(ErrorKind::kInternal, std::string("event loop: eventfd: ") + errnoText(errno));
   }
   epoll_event wake{};
   wake.events = EPOLLIN;
   wake.data.ptr = nullptr;
   if (epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->wake_fd, &wake) != 0) {
-    return fail(ErrorKind::kInternal, std::string("event loop: epoll_ctl: ") + std::strerror(errno));
+    return fail(ErrorKind::kInternal, std::string("event loop: epoll_ctl: ") + errnoText(errno));
   }
   impl->thread = std::thread([raw = impl.get()] { raw->run(); });
   return std::make_shared<EventLoop>(std::move(impl));
@@ -197,7 +197,7 @@ EventLoop::~EventLoop() {
   impl_->stopping = true;
   const uint64_t one = 1;
   if (::write(impl_->wake_fd, &one, sizeof(one)) < 0) {
-    log::warn("event loop: could not wake its thread", {{"error", std::strerror(errno)}});
+    log::warn("event loop: could not wake its thread", {{"error", errnoText(errno)}});
   }
   if (impl_->thread.joinable()) {
     impl_->thread.join();

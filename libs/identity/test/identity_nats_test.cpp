@@ -455,7 +455,7 @@ TEST(IdentityTlsTest, AConnectionOnAnEventLoopLogsInOverTlsAndCarriesLargeMessag
                                         .event_loop = *loop});
   ASSERT_TRUE(conn.ok()) << conn.error().describe() << "\n" << (*server)->logTail();
   EXPECT_EQ((*loop)->attached(), 1u);
-  const std::string big(256 * 1024, 'x');
+  const std::string big(static_cast<size_t>(256) * 1024, 'x');
   auto echo = (*conn)->subscribe("flotilla.test.loop", "", [&](bus::Message msg) {
     EXPECT_TRUE((*conn)->publish(msg.reply(), std::string(msg.data()) + "!").ok());
   });
