@@ -5,7 +5,8 @@
 // to the last Ready recorded by the scheduler, the scheduler's CPU seconds and RSS, nats-server's RSS, messages per
 // second through nats-server, and the agents' applies per deploymentID (none may be applied twice).
 //
-//   build/bench/bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--pull-expires-ms N] [scenario...]
+//   build/bench/bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--agent-ping-s N] [--pull-expires-ms N]
+//                                 [scenario...]
 //   (default scenarios: 50x51 100x100 10000x1)
 //
 // The anchor is Fleet's published scale test (rancher/fleet#4599): 50 clusters x 51 bundles = 2,550
@@ -44,8 +45,9 @@ struct Scenario {
 
 struct Settings {
   size_t nats_nodes = 1;
-  int event_loops = 1;               //!< the simulated agents' epoll threads (0: libnats' own two threads per agent)
-  milliseconds pull_expires{30000};  // the agent's fetch timeout (AgentOptions::fetch_timeout)
+  int event_loops = 1;                  //!< the simulated agents' epoll threads (0: libnats' own two threads per agent)
+  std::chrono::seconds agent_ping{30};  //!< the simulated agents' own PING interval (the agent's: 30 s)
+  milliseconds pull_expires{30000};     // the agent's fetch timeout (AgentOptions::fetch_timeout)
   std::vector<Scenario> scenarios;
 };
 
@@ -166,7 +168,8 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
                                                       .work_dir = hub.dir() + "/sim",
                                                       .labels = {{"bench", "yes"}},
                                                       .pull_expires = settings.pull_expires,
-                                                      .event_loops = settings.event_loops});
+                                                      .event_loops = settings.event_loops,
+                                                      .ping_interval = settings.agent_ping});
   FLOTILLA_TRY(agents);
   figures.connect_s = secondsOf(Clock::now() - connect_start);
 
@@ -230,6 +233,8 @@ std::optional<Settings> parseArgs(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--nats-nodes" && i + 1 < argc) {
       settings.nats_nodes = std::stoul(argv[++i]);
+    } else if (arg == "--agent-ping-s" && i + 1 < argc) {
+      settings.agent_ping = seconds(std::stol(argv[++i]));
     } else if (arg == "--event-loops" && i + 1 < argc) {
       settings.event_loops = std::stoi(argv[++i]);
     } else if (arg == "--pull-expires-ms" && i + 1 < argc) {
@@ -237,8 +242,9 @@ std::optional<Settings> parseArgs(int argc, char** argv) {
     } else if (size_t x = arg.find('x'); x != std::string::npos) {
       settings.scenarios.push_back({std::stoul(arg.substr(0, x)), std::stoul(arg.substr(x + 1))});
     } else {
-      std::cerr << "usage: bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--pull-expires-ms N] "
-                   "[<clusters>x<bundles>...]\n";
+      std::cerr
+          << "usage: bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--agent-ping-s N] [--pull-expires-ms N] "
+             "[<clusters>x<bundles>...]\n";
       return std::nullopt;
     }
   }
@@ -283,7 +289,7 @@ int main(int argc, char** argv) {
         "  agents: %llu deploys received (%llu redelivered, %llu a deploymentID's second stream message), %llu "
         "applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls (%llu expired empty, %llu "
         "other "
-        "answers), %llu heartbeats, %llu failed publishes; %d event loop threads\n",
+        "answers), %llu heartbeats, %llu failed publishes; %d event loop threads, agents ping every %lld s\n",
         scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.nats_nodes,
         static_cast<long long>(settings.pull_expires.count()), f.connect_s, f.commit_to_first_s, f.commit_to_last_s,
         f.ready, f.scheduler_cpu_s, f.scheduler_rss_mib, f.scheduler_hwm_mib, f.nats_rss_mib, f.msgs_per_s,
@@ -296,7 +302,8 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(f.counts.pull_timeouts),
         static_cast<unsigned long long>(f.counts.pull_other_status),
         static_cast<unsigned long long>(f.counts.heartbeats),
-        static_cast<unsigned long long>(f.counts.publish_failures), settings.event_loops);
+        static_cast<unsigned long long>(f.counts.publish_failures), settings.event_loops,
+        static_cast<long long>(settings.agent_ping.count()));
     std::fflush(stdout);
     if (f.counts.duplicate_applies != 0) {
       ++failed;

@@ -340,6 +340,7 @@ Status SimulatedAgents::connectOne(Agent& agent) {
                                     .ca_file = options_.ca_file,
                                     .inbox_prefix = agent.inbox,
                                     .connect_timeout = kConnectTimeout,
+                                    .ping_interval = options_.ping_interval,
                                     .global_message_delivery = true,
                                     .event_loop = loops_.empty() ? nullptr : loops_[index % loops_.size()]};
   // Like an agent, a connect that fails for a passing reason (a TLS handshake that timed out while thousands of

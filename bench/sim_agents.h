@@ -50,6 +50,10 @@ struct SimulatedAgentsOptions {
   //! Epoll threads that read and write every agent's socket (bus::EventLoop); 0 = libnats' own reader and flusher
   //! threads per connection (two threads per agent: 20,000 at 10,000 agents).
   int event_loops = 1;
+  //! Each connection's own PING to the server (bus::ConnectOptions::ping_interval; the agent's is 30 s). libnats keeps
+  //! every connection's ping timer in one sorted list walked on each reset: at 10,000 connections that walk was 42 % of
+  //! the load generator's CPU (session 17's profile), a cost of 10,000 connections in one process, not of an agent.
+  std::chrono::milliseconds ping_interval{30000};
 };
 
 //! What the agents did, summed over all of them.
