@@ -287,9 +287,9 @@ int main(int argc, char** argv) {
         "  CPU s over the fan-out: scheduler %.1f, nats-server %.1f, bundler %.1f, simulated agents %.1f\n"
         "  deploy stream: %llu DeployEvents stored over the fan-out\n"
         "  agents: %llu deploys received (%llu redelivered, %llu a deploymentID's second stream message), %llu "
-        "applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls (%llu expired empty, %llu "
-        "other "
-        "answers), %llu heartbeats, %llu failed publishes; %d event loop threads, agents ping every %lld s\n",
+        "applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls (%llu expired empty, "
+        "%llu other answers), %llu heartbeats, %llu failed publishes; %d event loop threads, agents ping every "
+        "%lld s\n",
         scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.nats_nodes,
         static_cast<long long>(settings.pull_expires.count()), f.connect_s, f.commit_to_first_s, f.commit_to_last_s,
         f.ready, f.scheduler_cpu_s, f.scheduler_rss_mib, f.scheduler_hwm_mib, f.nats_rss_mib, f.msgs_per_s,

@@ -13,10 +13,10 @@
 //
 // One connection per simulated agent; their sockets are read and written on `event_loops` epoll threads
 // (bus::EventLoop) and callbacks run on libnats' shared delivery thread (global message delivery), so 10,000 agents
-// need no thread each (with libnats' own threads: two each, 20,000 threads contending on libnats' locks). Everything
-// after registration is asynchronous: a pull or manifest request is published with a reply subject under the agent's
-// own inbox
-// (_INBOX.agent-<cluster>.…, the only subjects its identity may subscribe to) and answered on one subscription.
+// need no thread each (with libnats' own threads: two each, 20,000 threads contending on libnats' locks). A request
+// (the registration, a pull, a manifest) is published with a reply subject under the agent's own inbox
+// (_INBOX.agent-<cluster>.…, the only subjects its identity may subscribe to) and answered on one subscription; only
+// the registration is waited for.
 // Differences from the real agent, stated in bench/README.md: status is published without waiting for the stream's
 // ack, and a delete is acked without reporting.
 #pragma once

@@ -9,6 +9,7 @@
 
 #include "bus_test_util.h"
 #include "flotilla/core/log.h"
+#include "flotilla/harness/poll.h"
 
 namespace flotilla::bus {
 namespace {
@@ -246,12 +247,11 @@ TEST(BusReconnectTest, ReconnectsAfterServerRestartAndJetStreamStateSurvives) {
   }
 
   ASSERT_TRUE((*server)->restart().ok()) << (*server)->logTail();
-  bool reconnected = false;
-  for (int i = 0; i < 200 && !reconnected; ++i) {
-    std::this_thread::sleep_for(50ms);
-    reconnected = (*conn)->connected() && metrics->value("nats_reconnects_total", {{"client", "reconnect-test"}}) >= 1;
-  }
-  ASSERT_TRUE(reconnected);
+  ASSERT_TRUE(harness::waitUntil(
+      [&] {
+        return (*conn)->connected() && metrics->value("nats_reconnects_total", {{"client", "reconnect-test"}}) >= 1;
+      },
+      10s));
 
   // JetStream needs a moment after the restart to load the stream from the store dir.
   Result<StreamInfo> info = fail(ErrorKind::kInternal, "not asked");

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <future>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "bus_test_util.h"
+#include "flotilla/harness/poll.h"
 
 namespace flotilla::bus {
 namespace {
@@ -84,9 +84,7 @@ TEST_F(BusEventLoopTest, ManyConnectionsShareOneThreadAndWorkAsUsual) {
     EXPECT_EQ(answer->data(), "echo:sync-" + std::to_string(i));
     ASSERT_TRUE(clients[i]->publishRequest("bus.loop.echo", "bus.loop.inbox." + std::to_string(i), "async").ok());
   }
-  for (int i = 0; i < 250 && answered < kConnections; ++i) {
-    std::this_thread::sleep_for(20ms);
-  }
+  harness::waitUntil([&] { return answered == kConnections; }, 5s, 20ms);
   EXPECT_EQ(answered.load(), kConnections);
 
   inboxes.clear();
@@ -134,12 +132,11 @@ TEST(BusEventLoopReconnectTest, AConnectionOnTheLoopReconnectsAfterAServerRestar
   ASSERT_TRUE(responder.ok());
 
   ASSERT_TRUE((*server)->restart().ok()) << (*server)->logTail();
-  bool reconnected = false;
-  for (int i = 0; i < 200 && !reconnected; ++i) {
-    std::this_thread::sleep_for(50ms);
-    reconnected = (*conn)->connected() && metrics->value("nats_reconnects_total", {{"client", "loop-reconnect"}}) >= 1;
-  }
-  ASSERT_TRUE(reconnected);
+  ASSERT_TRUE(harness::waitUntil(
+      [&] {
+        return (*conn)->connected() && metrics->value("nats_reconnects_total", {{"client", "loop-reconnect"}}) >= 1;
+      },
+      10s));
   auto answer = (*conn)->request("bus.loop.again", "?", 5s);
   ASSERT_TRUE(answer.ok()) << answer.error().describe();
   EXPECT_EQ(answer->data(), "here");

@@ -42,11 +42,17 @@ bus::ConnectOptions hubOptions(const World& world, const std::string& role) {
                              .max_reconnect = 0};
 }
 
-Status setUp(World& world) {
-  FLOTILLA_TRY(initAuthDir({.dir = world.dir.path()}));
-  auto config = readFile(world.dir.path() + "/nats-auth.conf");
+//! A new auth directory (`options.dir`) and a nats-server running its config (operator mode; TLS with options.tls or
+//! mutual_tls, the URL's scheme then "tls").
+Result<std::unique_ptr<harness::NatsServer>> startAuthServer(const AuthInitOptions& options) {
+  FLOTILLA_TRY(initAuthDir(options));
+  auto config = readFile(options.dir + "/nats-auth.conf");
   FLOTILLA_TRY(config);
-  auto server = harness::NatsServer::start({.config = *config});
+  return harness::NatsServer::start({.config = *config, .scheme = options.tls || options.mutual_tls ? "tls" : "nats"});
+}
+
+Status setUp(World& world) {
+  auto server = startAuthServer({.dir = world.dir.path()});
   FLOTILLA_TRY(server);
   world.server = std::move(server).value();
   auto hub = service::connectHub(hubOptions(world, "admin"), service::HubAccess::kProvision, nullptr,
@@ -413,11 +419,7 @@ TEST_F(IdentityNatsTest, ARegistrationTokenMayOnlyAskForCredentials) {
 // Mutual TLS on top of operator mode: the server config asks for client certificates from the generated CA.
 TEST(IdentityTlsTest, MutualTlsRefusesAClientWithoutACertificate) {
   flotilla::testing::TempDir dir("flotilla-auth-tls");
-  auto init = initAuthDir({.dir = dir.path(), .mutual_tls = true});
-  ASSERT_TRUE(init.ok()) << init.error().describe();
-  auto config = readFile(dir.path() + "/nats-auth.conf");
-  ASSERT_TRUE(config.ok());
-  auto server = harness::NatsServer::start({.config = *config, .scheme = "tls"});
+  auto server = startAuthServer({.dir = dir.path(), .mutual_tls = true});
   ASSERT_TRUE(server.ok()) << server.error().describe();
   std::string tls = dir.path() + "/tls/";
   ClientOptions with_cert{.url = (*server)->url(),
@@ -439,11 +441,7 @@ TEST(IdentityTlsTest, MutualTlsRefusesAClientWithoutACertificate) {
 // writes (bus::EventLoop). A 256 KiB message each way crosses many TLS records and socket events.
 TEST(IdentityTlsTest, AConnectionOnAnEventLoopLogsInOverTlsAndCarriesLargeMessages) {
   flotilla::testing::TempDir dir("flotilla-auth-loop");
-  auto init = initAuthDir({.dir = dir.path(), .tls = true});
-  ASSERT_TRUE(init.ok()) << init.error().describe();
-  auto config = readFile(dir.path() + "/nats-auth.conf");
-  ASSERT_TRUE(config.ok());
-  auto server = harness::NatsServer::start({.config = *config, .scheme = "tls"});
+  auto server = startAuthServer({.dir = dir.path(), .tls = true});
   ASSERT_TRUE(server.ok()) << server.error().describe();
   auto loop = bus::EventLoop::start();
   ASSERT_TRUE(loop.ok()) << loop.error().describe();
