@@ -40,6 +40,7 @@
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/poller/webhook.h"
 #include "flotilla/service/hub.h"
+#include "webhook_post.h"
 
 using namespace flotilla;
 using Clock = std::chrono::steady_clock;
@@ -73,26 +74,6 @@ int64_t nowMillis() {
 std::string gitRepoJson(const std::string& name, const std::string& url, const std::string& extra) {
   return R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"GitRepo","metadata":{"name":")" + name +
          R"(","namespace":"fleet-default"},"spec":{"repo":")" + url + R"(","paths":["app"])" + extra + "}}";
-}
-
-//! POSTs a body to 127.0.0.1:port/webhook over a fresh connection; returns the HTTP status (0 on failure).
-int postWebhook(int port, const std::string& body, const std::string& signature) {
-  const int fd = harness::connectLocal(port);
-  if (fd < 0) {
-    return 0;
-  }
-  const std::string request =
-      "POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-      "X-Flotilla-Signature: sha256=" +
-      signature + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  char buffer[512];
-  const ssize_t n = ::recv(fd, buffer, sizeof(buffer) - 1, 0);
-  ::close(fd);
-  if (n < 12) {
-    return 0;
-  }
-  return std::atoi(std::string(buffer + 9, 3).c_str());
 }
 
 struct ModeResult {
@@ -287,10 +268,8 @@ Result<ModeResult> runMode(const std::string& name, bool aligned, harness::GitSe
       if (!head.ok()) {
         return fail(head.error());
       }
-      const std::string body =
-          Json::obj({{"repo", git.httpUrl("hooked")}, {"ref", "refs/heads/main"}, {"commit", *head}}).dump();
       const auto sent = Clock::now();
-      const int status = postWebhook(*webhook_port, body, poller::hmacSha256Hex(kHookSecret, body));
+      const int status = bench::postWebhook(*webhook_port, bench::pushBody(git.httpUrl("hooked"), *head), kHookSecret);
       if (status != 202) {
         return fail(ErrorKind::kInternal, "webhook answered " + std::to_string(status));
       }

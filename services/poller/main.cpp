@@ -30,7 +30,8 @@ std::map<std::string, std::string> pollerFlags() {
       {"webhook-rate", "webhook requests per second per source address; over it 429 (default 10, 0 = no limit)"},
       {"webhook-burst",
        "webhook requests a source address may send at once before --webhook-rate applies (default 20)"},
-      {"webhook-coalesce", "delay after a push before polling, so a burst is one sync, Go duration (default 100ms)"},
+      {"webhook-coalesce",
+       "delay after a push before polling, so a burst is one sync, Go duration (default 0: at once)"},
       {"gc-grace",
        "keep an unreferenced source archive this long after its last write or reuse, Go duration (default 1h; "
        "docs/pipeline.md \"Garbage collection\")"},

@@ -49,6 +49,7 @@ void recordFields(auto& v, detail::FieldsOf<BundleRecord> auto& r) {
   v.value("commitSequence", r.commit_sequence, detail::kUint64);
   v.optStr("sourceObject", r.source_object);
   v.optStr("releaseName", r.release_name);
+  v.optStr("renderKey", r.render_key);  // absent in records written before the render cache
   // Derived from lastGood (read and dropped); written for readers that only want the manifest.
   std::string manifest_id = r.last_good ? r.last_good->manifest_id : std::string();
   v.str("manifestID", manifest_id);

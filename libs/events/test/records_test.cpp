@@ -66,7 +66,8 @@ BundleRecord sampleBundleRecord() {
                       .last_good = test::sampleBundleEvent(),
                       .error = RenderError{.file = "fleet.yaml", .line = 4, .message = "bad"},
                       .source_object = std::string(64, 's'),
-                      .release_name = "repo-app"};
+                      .release_name = "repo-app",
+                      .render_key = std::string(64, 'k')};
 }
 
 RenderStatus sampleRenderStatus() {
@@ -236,6 +237,13 @@ TEST(RecordsTest, BundleRecord) {
   auto round = decodeRecord<BundleRecord>(encode(never_good));
   ASSERT_TRUE(round.ok()) << round.error().describe();
   EXPECT_EQ(*round, never_good);
+  // A record written before the render cache has no renderKey: it decodes with an empty key (a cache miss).
+  Json before_cache = encode(sampleBundleRecord());
+  ASSERT_NE(before_cache.find("renderKey"), nullptr);
+  before_cache.erase("renderKey");
+  auto old_record = decodeRecord<BundleRecord>(before_cache);
+  ASSERT_TRUE(old_record.ok()) << old_record.error().describe();
+  EXPECT_TRUE(old_record->render_key.empty());
   Json bad_event = encode(sampleBundleRecord());
   (*bad_event.find("lastGood"))["workspace"] = 1;
   test::expectProblem(decodeRecord<BundleRecord>(bad_event), "BundleRecord.lastGood");

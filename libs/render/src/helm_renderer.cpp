@@ -88,6 +88,14 @@ bool isRemoteChart(const model::HelmOptions& helm) {
   return !helm.repo.empty() || helm.chart.find("://") != std::string::npos || startsWith(helm.chart, "oci:");
 }
 
+std::vector<std::string> HelmRenderer::executables() const {
+  std::vector<std::string> out = {binary_};
+  if (!options_.kustomize_binary.empty()) {
+    out.push_back(options_.kustomize_binary);
+  }
+  return out;
+}
+
 HelmRepoAccess helmRepoAccessOf(const model::GitRepo& gitrepo) {
   return HelmRepoAccess{gitrepo.spec.helm_secret_name, gitrepo.spec.helm_repo_url_regex,
                         gitrepo.spec.insecure_skip_tls_verify, gitrepo.metadata.ns, gitrepo.spec.insecure_allow_http};

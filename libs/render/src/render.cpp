@@ -276,6 +276,17 @@ Result<std::vector<RenderedObject>> RawRenderer::render(const RenderRequest& req
 
 RendererSet::RendererSet() : raw_(std::make_shared<RawRenderer>()) {}
 
+std::vector<std::string> RendererSet::executables() const {
+  std::vector<std::string> out;
+  for (const auto& renderer : {raw_, helm_, kustomize_}) {
+    if (renderer) {
+      auto own = renderer->executables();
+      out.insert(out.end(), own.begin(), own.end());
+    }
+  }
+  return out;
+}
+
 Result<const Renderer*> RendererSet::choose(const std::string& root, std::string_view bundle_path,
                                             const model::BundleDeploymentOptions& options) const {
   const std::string bundle(bundle_path.empty() ? "." : bundle_path);

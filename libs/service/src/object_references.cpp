@@ -88,6 +88,12 @@ Result<std::set<std::string>> manifestReferences(const Hub& hub) {
     if (const Json* last_good = record.find("lastGood"); last_good != nullptr && last_good->isObject()) {
       addField(names, *last_good, "manifestID");
       addField(variants, *last_good, "variantsObject");
+      // Each targetCustomization's own manifest: a cluster that matches it later is deployed from it.
+      if (const Json* customized = last_good->find("customizations"); customized != nullptr && customized->isArray()) {
+        for (const Json& customization : customized->asArray()) {
+          addField(names, customization, "manifestID");
+        }
+      }
     }
     return {};
   }));

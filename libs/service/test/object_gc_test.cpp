@@ -69,7 +69,8 @@ TEST_F(ObjectGcTest, OldUnreferencedSourceIsDeletedReferencedAndYoungAreKept) {
 
 TEST_F(ObjectGcTest, ManifestsNamedByRecordsDeploymentsAndVariantTablesAreKept) {
   bus::ObjectStore& manifests = *hub_.manifests;
-  for (const char* name : {"m-record", "m-last-good", "m-variant", "m-deployed", "m-staged", "m-unreferenced"}) {
+  for (const char* name :
+       {"m-record", "m-last-good", "m-customized", "m-variant", "m-deployed", "m-staged", "m-unreferenced"}) {
     ASSERT_NO_FATAL_FAILURE(putOld(manifests, name));
   }
   ASSERT_TRUE(manifests
@@ -79,7 +80,8 @@ TEST_F(ObjectGcTest, ManifestsNamedByRecordsDeploymentsAndVariantTablesAreKept) 
                        R"("customizations":[]}],"clusters":{"one":0}})")
                   .ok());
   putRecord(*hub_.bundles, "ws.b",
-            R"({"manifestID":"m-record","lastGood":{"manifestID":"m-last-good","variantsObject":"variants-t"}})");
+            R"({"manifestID":"m-record","lastGood":{"manifestID":"m-last-good","variantsObject":"variants-t",)"
+            R"("customizations":[{"name":"prod","manifestID":"m-customized"},{"name":"skip","manifestID":""}]}})");
   putRecord(
       *hub_.deployments, "one.ws.b",
       R"({"cluster":"one","manifestID":"","deploymentID":"m-deployed:0123","stagedDeploymentID":"m-staged:4567"})");
@@ -90,7 +92,9 @@ TEST_F(ObjectGcTest, ManifestsNamedByRecordsDeploymentsAndVariantTablesAreKept) 
   ASSERT_TRUE(pass.ok()) << pass.error().describe();
   EXPECT_EQ(pass->deleted, 1u);
   EXPECT_TRUE(absent(manifests, "m-unreferenced"));
-  for (const char* kept : {"m-record", "m-last-good", "m-variant", "m-deployed", "m-staged", "variants-t"}) {
+  // A customization's manifest counts too, though no cluster runs it now: a cluster matching it later needs it.
+  for (const char* kept :
+       {"m-record", "m-last-good", "m-customized", "m-variant", "m-deployed", "m-staged", "variants-t"}) {
     EXPECT_TRUE(exists(manifests, kept)) << kept;
   }
 }

@@ -51,6 +51,7 @@ DeployHandler::DeployHandler(std::string cluster, Applier& applier, InventorySto
       publisher_(publisher),
       metrics_(metrics),
       options_(std::move(options)),
+      stages_(metrics),
       released_(inventories.client(), inventories.ns(), metrics),
       ownership_(inventories, released_, metrics) {}
 
@@ -104,6 +105,11 @@ Status DeployHandler::report(const events::DeployEvent& event, const BundleRepor
   FLOTILLA_TRY(publisher_.publish(std::move(status)));
   std::lock_guard lock(tracked_mutex_);
   std::string key = ownerOf(event.workspace, event.bundle);
+  if (auto it = tracked_.find(key);
+      !event.remove && (it == tracked_.end() || it->second.generation != event.generation ||
+                        it->second.deployment_id != deployment_id)) {
+    stages_.observe(service::Stage::kDeployToApplied, event.time);  // the first report on this deploy
+  }
   if (forget) {
     tracked_.erase(key);
     if (options_.drift != nullptr) {

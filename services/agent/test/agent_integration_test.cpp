@@ -100,6 +100,8 @@ TEST_F(AgentTest, AppliesBundleWritesInventoryAndReportsReady) {
   EXPECT_EQ(metric("objects_applied_total", {{"result", "ok"}}), 3);
   EXPECT_EQ(metric("deploys_total", {{"outcome", "applied"}}), 1);
   EXPECT_EQ(metric("settled_total", {{"consumer", "deploy"}, {"action", "ack"}}), 1);
+  // The deploy's time -> this first report (docs/pipeline.md "Stage latency").
+  EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "deploy_to_applied"}}), 1);
 }
 
 // The same deploymentID again: nothing is applied (resourceVersions unchanged), the status is re-reported.

@@ -226,6 +226,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   copyBundleSource(record, event);
   record.commit_sequence = sequence;
   record.source_object = rendered.source_object;
+  record.render_key = rendered.error ? std::string() : rendered.render_key;
   RenderStatus status;
   copyBundleSource(status, event);
   status.time = log::nowRfc3339();
@@ -281,6 +282,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
                {"commit", event.commit},
                {"path", event.path},
                {"renderer", rendered.renderer},
+               {"cached", rendered.from_cache},
                {"chart", rendered.notes.chart},
                {"chart_version", rendered.notes.chart_version},
                {"manifest", event.manifest_id},

@@ -36,6 +36,7 @@ CommitHandler::CommitHandler(HandlerBus bus, std::shared_ptr<const render::Rende
       renderers_(std::move(renderers)),
       metrics_(metrics),
       options_(std::move(options)),
+      renderer_identity_(rendererIdentity(renderers_->executables(), options_.limits)),
       store_full_(metrics.raw()) {}
 
 std::chrono::milliseconds CommitHandler::backoff(uint64_t delivery_count) const {
@@ -83,9 +84,11 @@ struct CommitHandler::CommitRun {
   std::vector<BundleRecord> records;                //!< this GitRepo's, before the commit
   std::map<std::string, std::string> previous_ids;  //!< bundle ID by path
   std::map<std::string, const BundleRecord*> by_bundle;
+  source::Archive archive;  //!< the commit's files, until the render keys are computed from them
   Checkout checkout;
   std::string root;  //!< the checkout's files
   std::vector<BundleDir> dirs;
+  std::vector<RenderKey> keys;    //!< the render cache's key of each of `dirs`
   std::set<std::string> present;  //!< bundles this commit has
   std::set<std::string> claimed;  //!< bundles it has whose name another GitRepo holds (claims recorded)
   //! New Helm bundles whose release name follows the bundle name: bundle -> release name.
@@ -120,6 +123,7 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
   CommitRun run{.event = event, .delivery = delivery};
   run.started = clock().steadyNow();
   Outcome outcome = runSteps(run);
+  retire(std::move(run.checkout));
   if (outcome.action != Outcome::Action::kAck || (!run.freed && delivery.delivery_count <= 1)) {
     return outcome;
   }
@@ -129,6 +133,27 @@ Outcome CommitHandler::handleEvent(const events::CommitEvent& event, const Deliv
     return transient(event, delivery, "claims", rendered.error());
   }
   return outcome;
+}
+
+void CommitHandler::retire(render::Checkout checkout) {
+  if (checkout.root().empty()) {
+    return;
+  }
+  {
+    std::lock_guard lock(retired_mutex_);
+    retired_.push_back(std::move(checkout));
+  }
+  remover_.start([this] {
+    while (remover_.sleepFor(std::chrono::seconds(1))) {
+      std::vector<render::Checkout> done;
+      {
+        std::lock_guard lock(retired_mutex_);
+        done.swap(retired_);
+      }
+      done.clear();  // each Checkout removes its directory
+    }
+  });
+  remover_.wake();
 }
 
 Outcome CommitHandler::runSteps(CommitRun& run) {
@@ -224,6 +249,7 @@ std::optional<Outcome> CommitHandler::checkoutStep(CommitRun& run) {
   }
   run.checkout = std::move(checkout).value();
   run.root = run.checkout.root() + "/src";
+  run.archive = std::move(archive).value();
   return std::nullopt;
 }
 
@@ -246,7 +272,16 @@ std::optional<Outcome> CommitHandler::discoverStep(CommitRun& run) {
 }
 
 std::optional<Outcome> CommitHandler::renderStep(CommitRun& run) {
-  // Render with bounded parallelism, then store, record and publish bundle by bundle in discovery order.
+  // The render cache's keys come from the archive, before anything renders (render_key.h); then it can go.
+  run.keys = renderKeys(run.archive, run.dirs, commitRenderInputs(renderer_identity_, run.event, run.gitrepo));
+  run.archive = {};
+  auto previousAt = [&run](const std::string& path) -> const BundleRecord* {
+    auto id = run.previous_ids.find(path);
+    auto record = id == run.previous_ids.end() ? run.by_bundle.end() : run.by_bundle.find(id->second);
+    return record == run.by_bundle.end() ? nullptr : record->second;
+  };
+  // Render with bounded parallelism (unless the cache has the bundle), then store, record and publish bundle by
+  // bundle in discovery order.
   RenderContext context{run.root, run.event, run.gitrepo, *renderers_, options_.limits, run.previous_ids};
   const std::vector<ClusterFacts> workspace_clusters =
       clusters_ ? clusters_->snapshot(run.event.workspace) : std::vector<ClusterFacts>{};
@@ -255,10 +290,16 @@ std::optional<Outcome> CommitHandler::renderStep(CommitRun& run) {
   auto rendered_all = render::renderInOrder(
       run.dirs.size(), render::RenderPoolOptions{.parallelism = options_.render_parallelism},
       [&](size_t index) -> Result<RenderedBundle> {
-        FLOTILLA_TRY(withinBudget(run, run.dirs[index]));
-        return render::renderBundle(context, run.dirs[index]);
+        const BundleDir& dir = run.dirs[index];
+        FLOTILLA_TRY(withinBudget(run, dir));
+        if (auto cached = cachedRender(run.event, run.root, dir, run.keys[index], previousAt(dir.path))) {
+          return std::move(cached).value();
+        }
+        return render::renderBundle(context, dir);
       },
-      [&](size_t index, Result<RenderedBundle>& rendered) { return storeRendered(run, run.dirs[index], rendered); },
+      [&](size_t index, Result<RenderedBundle>& rendered) {
+        return storeRendered(run, run.dirs[index], run.keys[index], rendered);
+      },
       [&] { run.delivery.progress(); });
   if (!rendered_all.ok()) {
     return run.failed ? *run.failed : transient(run.event, run.delivery, "render", rendered_all.error());
@@ -266,7 +307,8 @@ std::optional<Outcome> CommitHandler::renderStep(CommitRun& run) {
   return std::nullopt;
 }
 
-Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result<RenderedBundle>& rendered) {
+Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, const RenderKey& key,
+                                    Result<RenderedBundle>& rendered) {
   const auto& event = run.event;
   auto failWith = [&](std::string_view step, const Error& error) -> Status {
     run.failed = transient(event, run.delivery, step, error);
@@ -286,7 +328,10 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
     return failWith("render", rendered.error());
   }
   ++run.stored;
-  metrics_.renderDuration(rendered->renderer, rendered->seconds);
+  noteRenderCache(key, *rendered);
+  if (!rendered->from_cache) {
+    metrics_.renderDuration(rendered->renderer, rendered->seconds);
+  }
   metrics_.variants(rendered->variant_renders, rendered->variant_cache_hits);
   if (!rendered->notes.chart_source.empty()) {
     metrics_.remoteChart(rendered->notes.chart_source);
@@ -314,6 +359,7 @@ Status CommitHandler::storeRendered(CommitRun& run, const BundleDir& dir, Result
     noteStoreFull(*rendered, committed.error());
     return failWith("publish", committed.error());
   }
+  metrics_.bundleStored(event.time);
   if (const HelmRelease release = helmReleaseOf(rendered->event, rendered->renderer);
       !previous && !rendered->error && !release.name.empty() && !release.pinned) {
     run.new_helm[rendered->bundle] = release.name;

@@ -86,6 +86,19 @@ void BundlerMetrics::clusterRecord(std::string_view result) {
           "result", result);
 }
 
+void BundlerMetrics::renderCache(std::string_view result, std::string_view reason) {
+  prometheus::Labels labels = {{"result", std::string(result)}};
+  if (!reason.empty()) {
+    labels["reason"] = std::string(reason);
+  }
+  metrics_
+      .counter("render_cache_total",
+               "Bundles of commits by render cache result: hit (the last good render reused, nothing rendered), miss, "
+               "uncacheable (by reason)",
+               labels)
+      .Increment();
+}
+
 void BundlerMetrics::claim(std::string_view result) {
   countBy(metrics_, "claims_total",
           "Bundle names another GitRepo holds: claims recorded, rendered once freed, dropped, unreadable", "result",

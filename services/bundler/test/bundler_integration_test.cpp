@@ -69,6 +69,8 @@ TEST_F(BundlerIntegrationTest, RendersEveryBundleStoresManifestsAndRecords) {
   EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 1; }));
   EXPECT_EQ(metrics_.value("bundles_rendered_total", {{"outcome", "ok"}}), 3);
   EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "stored"}}), 3);
+  // The commit's time -> each of its three BundleEvents stored (docs/pipeline.md "Stage latency").
+  EXPECT_EQ(metrics_.value("stage_latency_seconds", {{"stage", "commit_to_bundle"}}), 3);
   expectNoMoreEvents();
 }
 
@@ -96,7 +98,9 @@ TEST_F(BundlerIntegrationTest, UnchangedBundlesKeepTheirManifestAndRemovedOnesAr
   EXPECT_TRUE(eventually([&] { return !record("repo-apps-db") && !renderStatus("repo-apps-db"); }));
   EXPECT_EQ(record("repo-apps-api")->commit, kCommit2);
   EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 2; }));
-  EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "existing"}}), 1);  // api's manifest was shared
+  // api's inputs did not change: its last render was reused (the render cache), nothing was put.
+  EXPECT_EQ(metrics_.value("render_cache_total", {{"result", "hit"}}), 1);
+  EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "existing"}}), 0);
   EXPECT_EQ(metrics_.value("bundles_rendered_total", {{"outcome", "deleted"}}), 1);
   expectNoMoreEvents();
 }
@@ -199,7 +203,8 @@ TEST_F(BundlerIntegrationTest, RedeliveryAfterACrashPublishesNoDuplicates) {
   startBundler();
   EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 1; }, 30s));
   EXPECT_EQ(metrics_.value("events_published_total", {{"result", "duplicate"}}), 3);
-  EXPECT_EQ(metrics_.value("manifest_puts_total", {{"result", "existing"}}), 3);
+  // The records the crashed handler wrote carry the render keys: nothing is rendered again, the events are equal.
+  EXPECT_EQ(metrics_.value("render_cache_total", {{"result", "hit"}}), 3);
   EXPECT_EQ(bundleMessages(), 3u);
   expectNoMoreEvents();
   auto info = hub_.js->consumerInfo(service::kCommitsStream, std::string(kConsumerName));

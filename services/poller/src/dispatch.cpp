@@ -2,6 +2,7 @@
 // at most --workers at once and --max-per-host per git host), removal of unused mirrors, and the gauges.
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 
 #include "flotilla/core/ascii.h"
@@ -173,9 +174,19 @@ bool Poller::Core::dispatchMirror(MirrorState& mirror, std::vector<RepoEntry*>& 
   job->stopping = &stopping;
   job->grace = options.watchdog_grace;
   for (RepoEntry* entry : list) {
-    job->work.push_back(RepoWork{entry->key, entry->epoch, *entry->gitrepo, entry->spec_hash, entry->status});
+    const bool by_webhook = entry->webhook_due && entry->webhook_received_ms != 0;
+    job->work.push_back(RepoWork{.key = entry->key,
+                                 .epoch = entry->epoch,
+                                 .gitrepo = *entry->gitrepo,
+                                 .spec_hash = entry->spec_hash,
+                                 .last = entry->status,
+                                 .by_webhook = by_webhook,
+                                 .triggered = by_webhook
+                                                  ? SystemTime(std::chrono::milliseconds(entry->webhook_received_ms))
+                                                  : std::chrono::system_clock::now()});
     entry->running_job = job->id;
     entry->webhook_due = false;
+    entry->webhook_received_ms = 0;  // a push during this sync is the next one's
   }
   mirror.busy = true;
   log::debug("sync started", {{"url", git::redactUrl(job->url)},

@@ -44,9 +44,10 @@ struct RepoEntry {
   uint64_t epoch = 0;     //!< changes with every new spec; results of older syncs trigger a re-poll
   PollStatus status;      //!< the record in KV `status`
   int64_t due_ms = kNever;
-  uint64_t running_job = 0;      //!< id of the sync holding this GitRepo, 0 when none
-  bool webhook_pending = false;  //!< a push arrived while its sync ran: poll again right after it
-  bool webhook_due = false;      //!< due because of a push: dispatched before timed polls
+  uint64_t running_job = 0;         //!< id of the sync holding this GitRepo, 0 when none
+  bool webhook_pending = false;     //!< a push arrived while its sync ran: poll again right after it
+  bool webhook_due = false;         //!< due because of a push: dispatched before timed polls
+  int64_t webhook_received_ms = 0;  //!< the first push since its last sync started (0: none), stage latency
 };
 
 //! One mirror directory and who holds it.

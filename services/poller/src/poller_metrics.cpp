@@ -4,7 +4,7 @@
 
 namespace flotilla::poller {
 
-PollerMetrics::PollerMetrics(Metrics& metrics) : metrics_(metrics) {
+PollerMetrics::PollerMetrics(Metrics& metrics) : metrics_(metrics), stages_(metrics) {
   // Register the families up front so /metrics shows them (at zero) before the first poll.
   setGauges(0, 0, 0, 0, 0, 0);
   setNetworkGauges(0, 0, 0);
@@ -121,6 +121,10 @@ void PollerMetrics::setGauges(double in_flight, double stuck, double queue_depth
   metrics_.gauge("gitrepos", "GitRepos watched", {{"valid", "true"}}).Set(gitrepos);
   metrics_.gauge("gitrepos", "GitRepos watched", {{"valid", "false"}}).Set(invalid);
   metrics_.gauge("mirrors", "Mirrors in use").Set(mirrors);
+}
+
+void PollerMetrics::commitStage(bool by_webhook, SystemTime triggered) {
+  stages_.observe(by_webhook ? service::Stage::kWebhookToCommit : service::Stage::kPollToCommit, triggered);
 }
 
 }  // namespace flotilla::poller

@@ -191,6 +191,9 @@ void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
     return failItem(item, "publish", ack.error());
   }
   ctx.metrics.published(ack->duplicate);
+  if (!ack->duplicate) {
+    ctx.metrics.commitStage(w.by_webhook, w.triggered);
+  }
   log::info(ack->duplicate ? "commit event was already published (duplicate dropped)" : "commit event published",
             {{"gitrepo", event.workspace + "/" + event.gitrepo},
              {"commit", item.commit},

@@ -199,6 +199,9 @@ std::vector<std::string> Poller::Core::triggerFromWebhook(
       e.status.webhook_commit = commit;
     }
     e.status.last_webhook_time = formatEpochMillis(now);
+    if (e.webhook_received_ms == 0) {
+      e.webhook_received_ms = now;  // the push the next sync answers, for its stage latency
+    }
     if (e.running_job != 0) {
       e.webhook_pending = true;
     } else {

@@ -53,6 +53,8 @@ TEST_F(PollerIntegrationTest, PublishesCommitEventWithSourceArchive) {
   std::string why;
   EXPECT_TRUE(poller.ready(why)) << why;
   EXPECT_EQ(metric("commits_published_total"), 1);
+  EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "poll_to_commit"}}), 1);
+  EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "webhook_to_commit"}}), 0);
 }
 
 // No new commit -> no event however often it polls; a new commit -> a new event that names the previous one.

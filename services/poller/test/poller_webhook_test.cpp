@@ -215,6 +215,12 @@ TEST_F(PollerWebhookTest, EachProvidersPushTriggersAnImmediatePoll) {
     ASSERT_TRUE(waitFor([&] { return status("app") && status("app")->webhook_commit == *head; }));
     EXPECT_FALSE(status("app")->last_webhook_time.empty());
   }
+  // Each push's commit is measured from the push's receipt, the first commit from its poll (docs/pipeline.md
+  // "Stage latency").
+  EXPECT_TRUE(waitFor([&] {
+    return metric("stage_latency_seconds", {{"stage", "webhook_to_commit"}}) == double(expected - 1);
+  })) << metric("stage_latency_seconds", {{"stage", "webhook_to_commit"}});
+  EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "poll_to_commit"}}), 1);
   // A push to another branch is genuine but concerns no GitRepo: the same 202, nothing polled.
   ASSERT_TRUE(git_->commitFiles("app", "dev", {{"simple/a.yaml", "dev\n"}}, "dev").ok());
   const double polls =

@@ -43,6 +43,11 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
   if (event->deleted) {
     return removeBundle(context);
   }
+  // The DeployEvents this handling stores measure bundle_to_deploy from the event's time (noteDeployStored).
+  struct HandlingTime {
+    std::string& slot;
+    ~HandlingTime() { slot.clear(); }
+  } handling{handling_bundle_time_ = event->time};
   return scheduleBundle(context);
 }
 

@@ -510,6 +510,8 @@ void Scheduler::noteDeployStored(const events::DeployEvent& event, const bus::Pu
     // The redo of a deploy published before a crash (or whose ack was lost): JetStream kept the first copy.
     metrics_.counter("deploys_deduplicated_total", "DeployEvents JetStream had already stored (redo after a crash)")
         .Increment();
+  } else if (!event.remove && !handling_bundle_time_.empty()) {
+    stages_.observe(service::Stage::kBundleToDeploy, handling_bundle_time_);
   }
   publishPublic(events::toCloudEvent(event, kEventSource), "bundledeployment", {event.cluster, event.bundle});
 }

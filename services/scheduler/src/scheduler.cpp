@@ -31,6 +31,7 @@ Scheduler::Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions option
     : hub_(std::move(hub)),
       metrics_(metrics),
       options_(std::move(options)),
+      stages_(metrics_),
       manifest_server_(std::make_unique<ManifestServer>(hub_.connection, hub_.deployments, hub_.status, hub_.manifests,
                                                         metrics_, options_.manifests)) {}
 

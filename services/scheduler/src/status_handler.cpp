@@ -275,6 +275,7 @@ Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& r
               {{"cluster", context.cluster}, {"bundle", context.bundle}, {"error", put.error().describe()}});
     return Outcome::retry(backoff(context.delivery_count), "retry");
   }
+  stages_.observe(service::Stage::kStatusToRecorded, event.time);
   bool changed = stored == nullptr || stored->state != next.state || stored->deployment_id != next.deployment_id ||
                  stored->stale != next.stale;
   statuses_[context.key] = next;

@@ -397,6 +397,8 @@ TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
                         [](const Json& s) { return s.find("summary")->getInt("waitApplied") == 2; });
   ASSERT_TRUE(waiting.has_value());
   EXPECT_EQ(waiting->getString("state"), "WaitApplied");
+  // The bundle event's time -> each of its two DeployEvents stored (docs/pipeline.md "Stage latency").
+  EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "bundle_to_deploy"}}), 2);
 
   publishStatus("c-1", "repo-app", d1[0].deployment_id, d1[0].generation, "Ready");
   publishStatus("c-2", "repo-app", d2[0].deployment_id, d2[0].generation, "NotReady", "1 of 3 replicas available");
@@ -406,6 +408,8 @@ TEST_F(SchedulerTest, StatusRollsUpIntoSummaries) {
   ASSERT_TRUE(bd.has_value());
   EXPECT_EQ(bd->getString("deploymentID"), d2[0].deployment_id);
   EXPECT_FALSE(bd->getBool("stale"));
+  // Each report's time -> its bd record written.
+  EXPECT_TRUE(waitFor([&] { return metric("stage_latency_seconds", {{"stage", "status_to_recorded"}}) == 2; }));
 
   auto bundle = kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"), [](const Json& s) {
     return s.find("summary")->getInt("ready") == 1 && s.find("summary")->getInt("notReady") == 1;

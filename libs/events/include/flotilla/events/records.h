@@ -120,6 +120,9 @@ struct BundleRecord {
   std::string source_object;
   //! The Helm release name of the last good render ("" for bundles that are not Helm charts).
   std::string release_name;
+  //! The bundler's render cache (services/bundler render_key.h): the key of the inputs `last_good` was rendered
+  //! from; "" when that render is not cacheable (remote chart, per-cluster, failed) or the record predates it.
+  std::string render_key;
 
   bool operator==(const BundleRecord&) const = default;
 };

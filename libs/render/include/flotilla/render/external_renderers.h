@@ -54,6 +54,8 @@ class HelmRenderer : public Renderer {
       : binary_(std::move(binary)), options_(std::move(options)) {}
   [[nodiscard]] std::string_view name() const override { return "helm"; }
   [[nodiscard]] Result<std::vector<RenderedObject>> render(const RenderRequest& request) const override;
+  //! helm, and kustomize when it post-renders.
+  [[nodiscard]] std::vector<std::string> executables() const override;
 
  private:
   std::string binary_;
@@ -71,6 +73,7 @@ class KustomizeRenderer : public Renderer {
   explicit KustomizeRenderer(std::string binary) : binary_(std::move(binary)) {}
   [[nodiscard]] std::string_view name() const override { return "kustomize"; }
   [[nodiscard]] Result<std::vector<RenderedObject>> render(const RenderRequest& request) const override;
+  [[nodiscard]] std::vector<std::string> executables() const override { return {binary_}; }
 
  private:
   std::string binary_;

@@ -88,6 +88,9 @@ class Renderer {
   [[nodiscard]] virtual std::string_view name() const = 0;
   //! The objects of the bundle, in no particular order (canonicalisation sorts them).
   [[nodiscard]] virtual Result<std::vector<RenderedObject>> render(const RenderRequest& request) const = 0;
+  //! The executables it runs (none for raw YAML): another binary may render the same files differently, so the
+  //! bundler's render cache keys on them.
+  [[nodiscard]] virtual std::vector<std::string> executables() const { return {}; }
 };
 
 //! Raw YAML/JSON: every manifest file of the bundle (see discovery.h), every document a Kubernetes object.
@@ -123,6 +126,8 @@ class RendererSet {
   //! that renderer is not available, or when helm.chart names a local chart that is not there.
   [[nodiscard]] Result<const Renderer*> choose(const std::string& root, std::string_view bundle_path,
                                                const model::BundleDeploymentOptions& options) const;
+  //! Every executable of its renderers (Renderer::executables), in a fixed order.
+  [[nodiscard]] std::vector<std::string> executables() const;
 
  private:
   std::shared_ptr<const Renderer> raw_;

@@ -69,6 +69,11 @@ struct RenderedBundle {
   std::vector<std::pair<std::string, std::string>> cache_entries;
   size_t variant_renders = 0;     //!< renderer runs for variants (cache misses)
   size_t variant_cache_hits = 0;  //!< variants whose manifest came from the cache
+  //! The bundler's render cache (services/bundler render_key.h): the key its BundleRecord keeps ("" = not
+  //! cacheable), and whether this result was taken from that record instead of being rendered (`manifests` is
+  //! then empty: the manifests it names are stored already).
+  std::string render_key;
+  bool from_cache = false;
 };
 
 //! Everything renderBundle needs besides the directory.

@@ -74,6 +74,7 @@
 #include "flotilla/model/options.h"
 #include "flotilla/model/state.h"
 #include "flotilla/service/consumer.h"
+#include "flotilla/service/stage_latency.h"
 
 namespace flotilla::agent {
 
@@ -337,6 +338,8 @@ class DeployHandler {
   StatusPublisher& publisher_;
   Metrics& metrics_;
   DeployHandlerOptions options_;
+  //! stage_latency_seconds{stage="deploy_to_applied"}: a DeployEvent's time -> the first report on it.
+  service::StageLatency stages_;
 
   ReleasedStore released_;
   Ownership ownership_;

@@ -56,8 +56,10 @@ struct PollerOptions {
   //! Per source address: requests per second and burst (token bucket); over it 429. 0 = no limit.
   double webhook_rate = 10;
   double webhook_burst = 20;
-  //! A push makes its GitRepos due this much later (unless due sooner), so a burst of pushes is one sync.
-  Millis webhook_coalesce{100};
+  //! A push makes its GitRepos due this much later (unless due sooner), so a burst of pushes is one sync. 0 (the
+  //! default): at once — a commit lands without a fixed delay, and a burst is still at most two syncs, because
+  //! pushes that arrive while a GitRepo's sync runs make it due once more after it.
+  Millis webhook_coalesce{0};
   //! Test and benchmark only: every GitRepo is due on the same grid (phase 0, no jitter), as equal intervals
   //! behave without a phase spread.
   bool align_phases = false;

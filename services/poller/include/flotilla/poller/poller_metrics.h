@@ -8,6 +8,8 @@
 
 #include "flotilla/core/metrics.h"
 #include "flotilla/core/result.h"
+#include "flotilla/core/time.h"
+#include "flotilla/service/stage_latency.h"
 
 namespace flotilla::poller {
 
@@ -28,6 +30,9 @@ class PollerMetrics {
   void error(std::string_view stage, ErrorKind kind);
   //! commits_published_total, and publish_duplicates_total when JetStream dropped it as a duplicate.
   void published(bool duplicate);
+  //! stage_latency_seconds{stage="webhook_to_commit"|"poll_to_commit"} (libs/service stage_latency.h): from the
+  //! push's receipt (webhook) or the poll's start to the CommitEvent stored.
+  void commitStage(bool by_webhook, SystemTime triggered);
   //! commits_published_by_peer_total: a commit another replica had published (its status record), not sent again.
   void publishedByPeer();
   //! sources_stored_total{result}: "stored" or "existing".
@@ -64,6 +69,7 @@ class PollerMetrics {
 
  private:
   Metrics& metrics_;
+  service::StageLatency stages_;
 };
 
 }  // namespace flotilla::poller

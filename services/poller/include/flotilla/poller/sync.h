@@ -27,6 +27,7 @@
 #include "flotilla/bus/kv.h"
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/result.h"
+#include "flotilla/core/time.h"
 #include "flotilla/git/mirror.h"
 #include "flotilla/model/resources.h"
 #include "flotilla/poller/poll_status.h"
@@ -81,6 +82,9 @@ struct RepoWork {
   model::GitRepo gitrepo;
   std::string spec_hash;  //!< sourceSpecHash(gitrepo)
   PollStatus last;        //!< commit / forceSyncGeneration / specHash last published
+  //! What started this sync, for the stage latency of its CommitEvent: a push (its receipt) or a poll (now).
+  bool by_webhook = false;
+  SystemTime triggered{};
 };
 
 //! What happened to one GitRepo.

@@ -67,6 +67,7 @@
 #include "flotilla/service/component.h"
 #include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
+#include "flotilla/service/stage_latency.h"
 
 namespace flotilla::scheduler {
 
@@ -470,6 +471,8 @@ class Scheduler final : public service::Component {
   service::Hub hub_;
   Metrics& metrics_;
   SchedulerOptions options_;
+  //! stage_latency_seconds{stage="bundle_to_deploy"|"status_to_recorded"} (libs/service stage_latency.h).
+  service::StageLatency stages_;
 
   mutable std::mutex mutex_;                        //!< guards everything below and serializes the handlers' effects
   std::map<std::string, model::Cluster> clusters_;  //!< by cluster name: registration overlaid by the document
@@ -514,6 +517,8 @@ class Scheduler final : public service::Component {
     int64_t generation = 0;
   };
   std::map<std::string, UnackedDeploy> unacked_deploys_;  //!< by deployments-bucket key
+  //! The time of the BundleEvent being handled ("" outside handleBundle): its DeployEvents' stage latency.
+  std::string handling_bundle_time_;
   std::map<std::string, bool> gitrepo_gone_;  //!< gitrepos key -> spec gone; read once per handler, cleared on entry
   //! Summaries not written yet: put off during a burst of status messages, or a write failed (its message is
   //! redone); written with the next ones, at the latest by flushSummaries.
