@@ -27,9 +27,6 @@
 #include <sstream>
 #include <thread>
 
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "bench_util.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/process.h"
@@ -38,7 +35,6 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/git_server.h"
 #include "flotilla/harness/nats_server.h"
-#include "flotilla/poller/webhook.h"
 #include "flotilla/service/hub.h"
 #include "webhook_post.h"
 

@@ -347,10 +347,9 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
   if (plan.wait_health) {
     appendMessage(bundle_report, "waiting for health until " + plan.current.wait_until + " (helm.timeoutSeconds)");
   }
-  auto published = report(event, bundle_report, event.deployment_id, plan.current.objects);
-  if (!published.ok()) {
-    return transientFailure(event, plan.delivery, "report", published.error());
-  }
+  // Counted and logged before the report: the objects are applied now, also when the report fails (a hub node
+  // lost, say) and the redelivered deploy only re-reports ("deployment already applied"), so every apply has
+  // exactly one line.
   metrics_
       .counter("deploy_states_total", "Bundles applied, by resulting state",
                {{"state", std::string(model::stateName(bundle_report.state))}})
@@ -363,6 +362,10 @@ Outcome DeployHandler::reportApplied(ApplyPlan& plan) {
                                {"applied", static_cast<int64_t>(plan.applied.applied)},
                                {"failed", static_cast<int64_t>(plan.applied.failed)},
                                {"pruned", static_cast<int64_t>(plan.leaving.size())}});
+  auto published = report(event, bundle_report, event.deployment_id, plan.current.objects);
+  if (!published.ok()) {
+    return transientFailure(event, plan.delivery, "report", published.error());
+  }
   if (plan.wait_health) {
     return Outcome::wait(healthPoll(plan.current.wait_until, clock()), "health");
   }
