@@ -82,10 +82,13 @@ void CommitHandler::noteRenderCache(const RenderKey& key, RenderedBundle& render
     return;
   }
   // Per-cluster renders depend on cluster facts (they have the VariantCache); failed ones are tried again.
-  const std::string_view reason = !key.reason.empty()                                            ? key.reason
-                                  : rendered.error                                               ? "error"
-                                  : rendered.variants || !rendered.event.variants_object.empty() ? "per_cluster"
-                                                                                                 : "";
+  // Every branch a view (key.reason's own, or a literal): a std::string branch would make the whole expression a
+  // temporary string the view outlives.
+  const std::string_view reason = !key.reason.empty() ? std::string_view(key.reason)
+                                  : rendered.error    ? std::string_view("error")
+                                  : rendered.variants || !rendered.event.variants_object.empty()
+                                      ? std::string_view("per_cluster")
+                                      : std::string_view();
   if (reason.empty()) {
     rendered.render_key = key.key;
     metrics_.renderCache("miss");
