@@ -173,6 +173,23 @@ inline size_t appliesOf(Hub& hub, size_t i, const std::string& commit) {
   return count;
 }
 
+//! Agent `i`'s log lines that name `commit`, and the scheduler's: what a failed applies check prints.
+inline std::string linesNaming(Hub& hub, size_t i, const std::string& commit) {
+  std::string out;
+  for (const std::string& log : {"agent-" + std::to_string(i) + ".log", std::string("scheduler.log")}) {
+    auto text = readFile(hub.dir() + "/" + log);
+    if (!text.ok()) {
+      continue;
+    }
+    for (const auto& line : split(*text, '\n')) {
+      if (line.find(commit) != std::string::npos) {
+        out += log + ": " + line + "\n";
+      }
+    }
+  }
+  return out;
+}
+
 inline Result<std::string> applyConfigMapRepo(Hub& hub, const std::string& name) {
   auto repo = hub.git().createRepo(name);
   FLOTILLA_TRY(repo);

@@ -65,7 +65,8 @@ TEST(NatsClusterPipelineTest, AKilledNatsNodeMidRolloutLosesNothingAndAppliesNot
   for (size_t i = 0; i < 2; ++i) {
     for (const auto* commit : {&*second, &*third, &*fourth}) {
       EXPECT_TRUE(Hub::waitFor([&] { return appliesOf(hub, i, *commit) >= 1; }, std::chrono::seconds(10)))
-          << "agent-" << i << " commit " << *commit;
+          << "agent-" << i << " commit " << *commit << "\n"
+          << linesNaming(hub, i, *commit);
       EXPECT_EQ(appliesOf(hub, i, *commit), 1u) << "agent-" << i << " commit " << *commit;
     }
   }
