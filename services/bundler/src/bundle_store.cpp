@@ -226,7 +226,7 @@ Status CommitHandler::commitBundle(RenderedBundle& rendered, const std::optional
   copyBundleSource(record, event);
   record.commit_sequence = sequence;
   record.source_object = rendered.source_object;
-  record.render_key = rendered.error ? std::string() : rendered.render_key;
+  record.render_key = rendered.render_key;  // set only for a cacheable render (noteRenderCache, cachedRender)
   RenderStatus status;
   copyBundleSource(status, event);
   status.time = log::nowRfc3339();
