@@ -209,6 +209,25 @@ std::optional<std::string> postRenderDir(const RenderRequest& request) {
 
 }  // namespace
 
+Result<std::string> HelmRenderer::resolveRemoteInputs(const RenderRequest& request) const {
+  // The same choice as prepareChart's, resolving instead of fetching.
+  const std::string fleet_yaml = joinRelative(request.bundle_path, "fleet.yaml");
+  auto scratch = Scratch::create(request.root, "helm-resolve");
+  FLOTILLA_TRY(scratch);
+  const auto& helm = request.options.helm;
+  if (helm && isRemoteChart(*helm)) {
+    return !helm->repo.empty()
+               ? detail::resolveRepoChartIdentity(binary_, options_, request, scratch->dir(), fleet_yaml)
+               : detail::resolveChartReferenceIdentity(binary_, options_, request, scratch->dir(), fleet_yaml);
+  }
+  const std::string chart_dir = joinRelative(request.bundle_path, helm && !helm->chart.empty() ? helm->chart : ".");
+  auto chart_path = source::resolveInside(request.root, chart_dir);
+  if (!chart_path.ok() || !isDirectory(*chart_path)) {
+    return std::string();  // the render reports it
+  }
+  return detail::resolveDependencyIdentity(binary_, options_, request, scratch->dir(), chart_dir, *chart_path);
+}
+
 Result<std::vector<RenderedObject>> HelmRenderer::render(const RenderRequest& request) const {
   const std::string fleet_yaml = joinRelative(request.bundle_path, "fleet.yaml");
   auto scratch = Scratch::create(request.root, "helm");

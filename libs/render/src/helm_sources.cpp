@@ -1,6 +1,8 @@
 // Helm chart sources: repository charts (resolved, digest-checked, cached), chart URLs and oci:// references, and
 // local charts whose dependencies need `helm dependency build`. Fetch steps may use the network; rendering never.
 #include <filesystem>
+#include <initializer_list>
+#include <map>
 #include <set>
 
 #include "flotilla/core/ascii.h"
@@ -232,41 +234,47 @@ Status addRepository(const std::string& binary, const std::string& name, const s
   return {};
 }
 
-//! The newest version of fleet-chart/<chart> matching helm.version, from `helm search repo`; helm's search is a
-//! substring match (fleet-chart/demo also finds fleet-chart/demo-extra), so the exact name is picked from it.
-Result<std::string> resolveChartVersion(const std::string& binary, const RenderRequest& request,
-                                        const std::string& scratch, const std::string& fleet_yaml) {
-  const auto& helm = *request.options.helm;
-  std::vector<std::string> search = {"search", "repo", "fleet-chart/" + helm.chart, "-o", "json"};
-  if (!helm.version.empty()) {
-    search.insert(search.end(), {"--version", helm.version});
+//! The newest version of <repo_name>/<chart> matching `version` (a constraint; "" = the newest), from `helm search
+//! repo`; helm's search is a substring match (fleet-chart/demo also finds fleet-chart/demo-extra), so the exact name
+//! is picked from it. The error names `field` (helm.chart, dependencies[].name) and the repository `repo_url`.
+Result<std::string> resolveChartVersion(const std::string& binary, const std::string& repo_name,
+                                        const std::string& chart, const std::string& version,
+                                        const std::string& repo_url, const std::string& scratch,
+                                        const RenderLimits& limits, const std::string& where, std::string_view field) {
+  const std::string qualified = repo_name + "/" + chart;
+  std::vector<std::string> search = {"search", "repo", qualified, "-o", "json"};
+  if (!version.empty()) {
+    search.insert(search.end(), {"--version", version});
   }
-  auto found = run(binary, std::move(search), scratch, request.limits, "helm search repo");
+  auto found = run(binary, std::move(search), scratch, limits, "helm search repo");
   FLOTILLA_TRY(found);
   auto listed = Json::parse(found->exit_code == 0 ? trim(found->out) : std::string("[]"));
   if (listed.ok() && listed->isArray()) {
     for (const auto& entry : listed->asArray()) {
-      if (entry.isObject() && entry.getString("name") == "fleet-chart/" + helm.chart) {
+      if (entry.isObject() && entry.getString("name") == qualified) {
         return entry.getString("version");
       }
     }
   }
-  return fail(ErrorKind::kInvalid,
-              fleet_yaml + ": helm.chart \"" + helm.chart + "\"" +
-                  (helm.version.empty() ? std::string() : " version \"" + helm.version + "\"") +
-                  " not found in the repository " + helm.repo,
-              fleet_yaml);
+  std::string message = where;
+  message.append(": ").append(field).append(" \"").append(chart).append("\"");
+  if (!version.empty()) {
+    message += " version \"" + version + "\"";
+  }
+  message += " not found in the repository " + repo_url;
+  return fail(ErrorKind::kInvalid, std::move(message), where);
 }
 
-//! The digest the repository index names for the chart's version ("" when it names none): together with the
-//! version it identifies the chart for the cache.
-std::string indexDigest(const std::string& scratch, const RenderRequest& request, const std::string& version) {
-  auto index_text = readFile(scratch + "/helm/cache/repository/fleet-chart-index.yaml");
+//! The digest the cached index of repository `repo_name` names for `chart` at `version` ("" when it names none):
+//! together with the version it identifies the chart (the chart cache's and the render cache's key).
+std::string indexDigest(const std::string& scratch, const std::string& repo_name, const std::string& chart,
+                        const std::string& version, const RenderLimits& limits) {
+  auto index_text = readFile(scratch + "/helm/cache/repository/" + repo_name + "-index.yaml");
   if (!index_text.ok()) {
     return {};
   }
-  auto index = parseYaml(*index_text, "index.yaml", YamlLimits{.max_input_bytes = request.limits.max_output_bytes});
-  const Json* entries = index.ok() ? index->at({"entries", request.options.helm->chart}) : nullptr;
+  auto index = parseYaml(*index_text, "index.yaml", YamlLimits{.max_input_bytes = limits.max_output_bytes});
+  const Json* entries = index.ok() ? index->at({"entries", chart}) : nullptr;
   std::string digest;
   if (entries != nullptr && entries->isArray()) {
     for (const auto& entry : entries->asArray()) {
@@ -340,6 +348,106 @@ Status registerChartUrl(const std::string& url, const RepoAuth& auth, const std:
   return {};
 }
 
+//! The version of helm.repo/helm.chart that helm.version selects and the digest the repository's index names for
+//! it, with the repository added to the scratch dir's helm config (its credentials in the entry) for a pull.
+struct RepoChartVersion {
+  std::string version;
+  std::string digest;  //!< "" when the index names none
+  RepoAuth auth;
+};
+
+Result<RepoChartVersion> resolveRepoChart(const std::string& binary, const HelmRendererOptions& options,
+                                          const RenderRequest& request, const std::string& scratch,
+                                          const std::string& fleet_yaml) {
+  const auto& helm = *request.options.helm;
+  FLOTILLA_TRY(checkRepoChart(helm, fleet_yaml));
+  auto auth = authFor(helm.repo, "helm.repo", request.helm_access, options.credentials_dir, scratch, fleet_yaml);
+  FLOTILLA_TRY(auth);
+  FLOTILLA_TRY(addRepository(binary, "fleet-chart", helm.repo, *auth, scratch, request.limits, fleet_yaml));
+  auto version = resolveChartVersion(binary, "fleet-chart", helm.chart, helm.version, helm.repo, scratch,
+                                     request.limits, fleet_yaml, "helm.chart");
+  FLOTILLA_TRY(version);
+  RepoChartVersion out{.version = *version, .auth = std::move(auth).value()};
+  out.digest = indexDigest(scratch, "fleet-chart", helm.chart, out.version, request.limits);
+  return out;
+}
+
+//! A dependency of a local chart that `helm dependency build` would fetch.
+struct ChartDependency {
+  std::string name;
+  std::string version;     //!< the constraint Chart.yaml gives
+  std::string repository;  //!< its URL as written
+};
+
+//! The dependencies a local chart's Chart.yaml declares, whether any is missing from charts/ (vendored neither as a
+//! directory nor as <name>-*.tgz), and the http(s) repositories they name. Empty when Chart.yaml does not read.
+struct ChartDependencies {
+  std::vector<ChartDependency> all;
+  std::set<std::string> repositories;
+  bool missing = false;
+};
+
+ChartDependencies scanDependencies(const std::string& chart_path, const std::string& chart_yaml,
+                                   const RenderLimits& limits) {
+  ChartDependencies out;
+  auto text = readFile(chart_path + "/Chart.yaml");
+  if (!text.ok()) {
+    return out;  // helm template reports it
+  }
+  auto chart = parseYaml(*text, chart_yaml, YamlLimits{.max_input_bytes = limits.max_file_bytes});
+  const Json* dependencies = chart.ok() ? chart->find("dependencies") : nullptr;
+  if (dependencies == nullptr || !dependencies->isArray()) {
+    return out;
+  }
+  std::error_code ec;
+  for (const auto& dependency : dependencies->asArray()) {
+    if (!dependency.isObject()) {
+      continue;
+    }
+    ChartDependency entry{dependency.getString("name"), dependency.getString("version"),
+                          dependency.getString("repository")};
+    if (startsWith(entry.repository, "http://") || startsWith(entry.repository, "https://")) {
+      out.repositories.insert(entry.repository);
+    }
+    bool vendored = fs::is_directory(std::string(chart_path).append("/charts/").append(entry.name), ec);
+    for (fs::directory_iterator it(chart_path + "/charts", ec); !vendored && !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      const std::string file = it->path().filename().string();
+      vendored = startsWith(file, entry.name + "-") && endsWith(file, ".tgz");
+    }
+    out.missing = out.missing || !vendored;
+    out.all.push_back(std::move(entry));
+  }
+  return out;
+}
+
+//! Adds each of `repositories` to the scratch dir's helm config as dependency-<i> (in the set's order), with the
+//! GitRepo's credentials where they apply; the last one's auth (for fetchStep's scrubbing of helm's messages).
+Result<RepoAuth> addDependencyRepositories(const std::string& binary, const HelmRendererOptions& options,
+                                           const RenderRequest& request, const std::string& scratch,
+                                           const std::set<std::string>& repositories, const std::string& chart_yaml) {
+  RepoAuth last_auth;
+  int index = 0;
+  for (const auto& repository : repositories) {
+    auto auth = authFor(repository, "dependencies[].repository", request.helm_access, options.credentials_dir, scratch,
+                        chart_yaml);
+    FLOTILLA_TRY(auth);
+    FLOTILLA_TRY(addRepository(binary, "dependency-" + std::to_string(index++), repository, *auth, scratch,
+                               request.limits, chart_yaml));
+    last_auth = std::move(auth).value();
+  }
+  return last_auth;
+}
+
+//! Appends each value with its length in front: no two different lists of fields read the same.
+void identityFields(std::string& out, std::initializer_list<std::string_view> values) {
+  for (std::string_view value : values) {
+    out += std::to_string(value.size());
+    out += ':';
+    out += value;
+  }
+}
+
 }  // namespace
 
 //! helm.repo + helm.chart (+ helm.version): the repository's index resolves the version, the cache is looked up
@@ -350,14 +458,10 @@ Result<PreparedChart> fetchRepoChart(const std::string& binary, const HelmRender
   const auto& helm = *request.options.helm;
   const std::string repo = helm.repo;
   notes.chart = repo + " " + helm.chart;
-  FLOTILLA_TRY(checkRepoChart(helm, fleet_yaml));
-  auto auth = authFor(repo, "helm.repo", request.helm_access, options.credentials_dir, scratch, fleet_yaml);
-  FLOTILLA_TRY(auth);
-  FLOTILLA_TRY(addRepository(binary, "fleet-chart", repo, *auth, scratch, request.limits, fleet_yaml));
-  auto version = resolveChartVersion(binary, request, scratch, fleet_yaml);
-  FLOTILLA_TRY(version);
-  notes.chart_version = *version;
-  notes.chart_digest = indexDigest(scratch, request, notes.chart_version);
+  auto resolved = resolveRepoChart(binary, options, request, scratch, fleet_yaml);
+  FLOTILLA_TRY(resolved);
+  notes.chart_version = resolved->version;
+  notes.chart_digest = resolved->digest;
   const std::string key = sha256Hex(repo + "\n" + helm.chart + "\n" + notes.chart_version + "\n" + notes.chart_digest);
   const std::string label = helm.chart + "-" + notes.chart_version;
   if (!options.chart_cache_dir.empty() && !notes.chart_digest.empty()) {
@@ -370,7 +474,7 @@ Result<PreparedChart> fetchRepoChart(const std::string& binary, const HelmRender
   }
   // The repository entry carries the credentials; helm pull still needs the TLS settings of its own.
   auto archive = pullChartArchive(binary, {"fleet-chart/" + helm.chart, "--version", notes.chart_version}, scratch,
-                                  request.limits, helm.chart, fleet_yaml, *auth);
+                                  request.limits, helm.chart, fleet_yaml, resolved->auth);
   FLOTILLA_TRY(archive);
   const std::string digest = sha256OfFile(*archive);
   if (!notes.chart_digest.empty() && digest != notes.chart_digest) {
@@ -432,58 +536,94 @@ Result<PreparedChart> buildDependencies(const std::string& binary, const HelmRen
                                         const RenderRequest& request, const std::string& scratch,
                                         const std::string& chart_dir, const std::string& chart_path) {
   const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
-  auto text = readFile(chart_path + "/Chart.yaml");
-  if (!text.ok()) {
-    return PreparedChart{chart_path, chart_dir};  // helm template reports it
-  }
-  auto chart = parseYaml(*text, chart_yaml, YamlLimits{.max_input_bytes = request.limits.max_file_bytes});
-  const Json* dependencies = chart.ok() ? chart->find("dependencies") : nullptr;
-  if (dependencies == nullptr || !dependencies->isArray() || dependencies->asArray().empty()) {
-    return PreparedChart{chart_path, chart_dir};
-  }
-  std::error_code ec;
-  bool missing = false;
-  std::set<std::string> repositories;
-  for (const auto& dependency : dependencies->asArray()) {
-    if (!dependency.isObject()) {
-      continue;
-    }
-    const std::string name = dependency.getString("name");
-    const std::string repository = dependency.getString("repository");
-    if (startsWith(repository, "http://") || startsWith(repository, "https://")) {
-      repositories.insert(repository);
-    }
-    bool vendored = fs::is_directory(std::string(chart_path).append("/charts/").append(name), ec);
-    for (fs::directory_iterator it(chart_path + "/charts", ec); !vendored && !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
-      const std::string file = it->path().filename().string();
-      vendored = startsWith(file, name + "-") && endsWith(file, ".tgz");
-    }
-    missing = missing || !vendored;
-  }
-  if (!missing || request.options.helm->disable_dependency_update) {
+  const ChartDependencies dependencies = scanDependencies(chart_path, chart_yaml, request.limits);
+  const bool update_disabled = request.options.helm && request.options.helm->disable_dependency_update;
+  if (!dependencies.missing || update_disabled) {
     return PreparedChart{chart_path, chart_dir};
   }
   const std::string copy = scratch + "/chart";
+  std::error_code ec;
   fs::copy(chart_path, copy, fs::copy_options::recursive, ec);
   if (ec) {
     return fail(ErrorKind::kInternal, "cannot copy the chart " + chart_dir + ": " + ec.message(), "copy");
   }
-  RepoAuth last_auth;
-  int index = 0;
-  for (const auto& repository : repositories) {
-    auto auth = authFor(repository, "dependencies[].repository", request.helm_access, options.credentials_dir, scratch,
-                        chart_yaml);
-    if (!auth.ok()) {
-      return fail(auth.error());
-    }
-    FLOTILLA_TRY(addRepository(binary, "dependency-" + std::to_string(index++), repository, *auth, scratch,
-                               request.limits, chart_yaml));
-    last_auth = *auth;
-  }
+  auto last_auth = addDependencyRepositories(binary, options, request, scratch, dependencies.repositories, chart_yaml);
+  FLOTILLA_TRY(last_auth);
   FLOTILLA_TRY(fetchStep(binary, {"dependency", "build", copy, "--skip-refresh"}, scratch, request.limits,
-                         "helm dependency build", chart_yaml, last_auth));
+                         "helm dependency build", chart_yaml, *last_auth));
   return PreparedChart{copy, chart_dir};
+}
+
+Result<std::string> resolveRepoChartIdentity(const std::string& binary, const HelmRendererOptions& options,
+                                             const RenderRequest& request, const std::string& scratch,
+                                             const std::string& fleet_yaml) {
+  auto resolved = resolveRepoChart(binary, options, request, scratch, fleet_yaml);
+  FLOTILLA_TRY(resolved);
+  const auto& helm = *request.options.helm;
+  if (resolved->digest.empty()) {
+    return fail(
+        ErrorKind::kPermanent,
+        fleet_yaml + ": the index of " + helm.repo + " names no digest for " + helm.chart + " " + resolved->version,
+        fleet_yaml);
+  }
+  std::string identity;
+  identityFields(identity, {helm.repo, helm.chart, resolved->version, resolved->digest});
+  return identity;
+}
+
+Result<std::string> resolveChartReferenceIdentity(const std::string& binary, const HelmRendererOptions& options,
+                                                  const RenderRequest& request, const std::string& scratch,
+                                                  const std::string& fleet_yaml) {
+  // Only the archive tells its digest: the pull is the resolution (a render after a miss pulls it again).
+  RenderNotes notes;
+  auto chart = fetchChartReference(binary, options, request, scratch, fleet_yaml, notes);
+  FLOTILLA_TRY(chart);
+  std::string identity;
+  identityFields(identity, {request.options.helm->chart, request.options.helm->version, notes.chart_digest});
+  return identity;
+}
+
+Result<std::string> resolveDependencyIdentity(const std::string& binary, const HelmRendererOptions& options,
+                                              const RenderRequest& request, const std::string& scratch,
+                                              const std::string& chart_dir, const std::string& chart_path) {
+  const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
+  const ChartDependencies dependencies = scanDependencies(chart_path, chart_yaml, request.limits);
+  const bool update_disabled = request.options.helm && request.options.helm->disable_dependency_update;
+  if (!dependencies.missing || update_disabled) {
+    return std::string();  // nothing is fetched: charts/ (in the checkout) is what renders
+  }
+  FLOTILLA_TRY(addDependencyRepositories(binary, options, request, scratch, dependencies.repositories, chart_yaml));
+  std::map<std::string, std::string> repo_names;  // URL -> dependency-<i>, as addDependencyRepositories named them
+  for (const auto& repository : dependencies.repositories) {
+    repo_names.emplace(repository, "dependency-" + std::to_string(repo_names.size()));
+  }
+  std::string identity;
+  for (const auto& dependency : dependencies.all) {
+    if (startsWith(dependency.repository, "file://")) {
+      continue;  // inside the checkout: the render key has its files
+    }
+    auto repo_name = repo_names.find(dependency.repository);
+    if (repo_name == repo_names.end()) {
+      // oci:// or a repository alias ("@name"): nothing here resolves those without fetching the chart.
+      return fail(ErrorKind::kPermanent,
+                  chart_yaml + ": dependency \"" + dependency.name + "\" from \"" + dependency.repository +
+                      "\" cannot be resolved to a digest",
+                  chart_yaml);
+    }
+    auto version =
+        resolveChartVersion(binary, repo_name->second, dependency.name, dependency.version, dependency.repository,
+                            scratch, request.limits, chart_yaml, "dependencies[].name");
+    FLOTILLA_TRY(version);
+    const std::string digest = indexDigest(scratch, repo_name->second, dependency.name, *version, request.limits);
+    if (digest.empty()) {
+      return fail(ErrorKind::kPermanent,
+                  chart_yaml + ": the index of " + dependency.repository + " names no digest for " + dependency.name +
+                      " " + *version,
+                  chart_yaml);
+    }
+    identityFields(identity, {dependency.repository, dependency.name, *version, digest});
+  }
+  return identity;
 }
 
 }  // namespace flotilla::render::detail

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "flotilla/core/util.h"
@@ -207,6 +208,39 @@ void completeEvent(const RenderContext& context, const model::FleetYaml& fleet_y
 }
 
 }  // namespace
+
+Result<std::string> resolveRemoteInputs(const RenderContext& context, const BundleDir& dir) {
+  FleetYamlRead read = readBundleFleetYaml(context, dir);
+  if (read.error) {
+    return fail(*read.error);
+  }
+  const auto defaults = defaultOptions(read.fleet_yaml, context.gitrepo, context.commit.force_sync_generation);
+  FLOTILLA_TRY(checkSupported(read.fleet_yaml, defaults));
+  if (context.force_variants || detail::needsVariants(context, dir, read.fleet_yaml, defaults)) {
+    // Rendered per cluster, from cluster facts the key does not cover: never cached, so nothing to resolve.
+    return fail(ErrorKind::kPermanent, dir.path + ": rendered per cluster", dir.path);
+  }
+  // Every render renderOncePerCustomization would make, each distinct set of options once.
+  std::vector<const model::BundleDeploymentOptions*> renders = {&defaults};
+  const auto all = customizations(read.fleet_yaml, defaults, context.gitrepo);
+  std::set<std::string> seen = {renderKey(defaults)};
+  for (const auto& customization : all) {
+    if (!customization.target.do_not_deploy && seen.insert(renderKey(customization.options)).second) {
+      renders.push_back(&customization.options);
+    }
+  }
+  std::string identity;
+  for (const auto* options : renders) {
+    auto renderer = context.renderers.choose(context.root, dir.path, *options);
+    FLOTILLA_TRY(renderer);
+    RenderRequest request{context.root, dir.path, std::string(), *options, context.limits};
+    request.helm_access = helmRepoAccessOf(context.gitrepo);
+    auto resolved = (*renderer)->resolveRemoteInputs(request);
+    FLOTILLA_TRY(resolved);
+    identity += std::to_string(resolved->size()) + ":" + *resolved;
+  }
+  return identity;
+}
 
 Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDir& dir) {
   auto start = Clock::now();

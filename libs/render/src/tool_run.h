@@ -98,4 +98,21 @@ Result<PreparedChart> buildDependencies(const std::string& binary, const HelmRen
                                         const RenderRequest& request, const std::string& scratch,
                                         const std::string& chart_dir, const std::string& chart_path);
 
+// What the chart sources fetch, resolved for the render cache (HelmRenderer::resolveRemoteInputs); each result is a
+// length-prefixed list of fields. kPermanent when something cannot be resolved without rendering.
+
+//! helm.repo + helm.chart: (repository, chart, version, index digest); the index is fetched, the chart is not.
+Result<std::string> resolveRepoChartIdentity(const std::string& binary, const HelmRendererOptions& options,
+                                             const RenderRequest& request, const std::string& scratch,
+                                             const std::string& fleet_yaml);
+//! A chart URL / oci:// reference: (reference, helm.version, sha256 of the archive); the archive is pulled.
+Result<std::string> resolveChartReferenceIdentity(const std::string& binary, const HelmRendererOptions& options,
+                                                  const RenderRequest& request, const std::string& scratch,
+                                                  const std::string& fleet_yaml);
+//! A local chart's dependencies that buildDependencies would fetch: (repository, name, version, index digest) each;
+//! "" when charts/ has them all or dependency updates are disabled.
+Result<std::string> resolveDependencyIdentity(const std::string& binary, const HelmRendererOptions& options,
+                                              const RenderRequest& request, const std::string& scratch,
+                                              const std::string& chart_dir, const std::string& chart_path);
+
 }  // namespace flotilla::render::detail

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "chart_repo.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
 #include "flotilla/render/external_renderers.h"
@@ -16,107 +17,10 @@ namespace flotilla::render {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ChartRepo;
 using testing::configMap;
+using testing::runTool;
 using testing::TempTree;
-
-std::string run(const std::vector<std::string>& argv, const std::string& home) {
-  auto result = runCommand({.argv = argv,
-                            .env = {{"HOME", home},
-                                    {"HELM_CACHE_HOME", home + "/cache"},
-                                    {"HELM_CONFIG_HOME", home + "/config"},
-                                    {"HELM_DATA_HOME", home + "/data"}}});
-  EXPECT_TRUE(result.ok());
-  if (!result.ok()) {
-    return {};
-  }
-  EXPECT_EQ(result->exit_code, 0) << argv[0] << " " << argv[1] << ": " << result->err;
-  return result->out;
-}
-
-//! A chart repository: charts are packaged into a served directory, indexed with the server's URL.
-class ChartRepo {
- public:
-  struct Options {
-    bool tls = false;
-    std::string user;
-    std::string password;
-    std::string upstream;  //!< forward GET/HEAD there instead of serving files (TLS + auth before a registry)
-  };
-
-  ChartRepo(std::string helm, Options options) : helm_(std::move(helm)), options_(std::move(options)) {
-    fs::create_directories(dir_.root() + "/served");
-    fs::create_directories(dir_.root() + "/home");
-    std::vector<std::string> argv = {fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3",
-                                     std::string(FLOTILLA_SOURCE_DIR) + "/libs/render/test/chart_repo_server.py",
-                                     "--dir",
-                                     dir_.root() + "/served",
-                                     "--port-file",
-                                     dir_.root() + "/port"};
-    if (options_.tls) {
-      makeCertificates();
-      argv.insert(argv.end(), {"--cert", dir_.root() + "/server.crt", "--key", dir_.root() + "/server.key"});
-    }
-    if (!options_.upstream.empty()) {
-      argv.insert(argv.end(), {"--upstream", options_.upstream});
-    }
-    auto process =
-        Process::start({.argv = argv,
-                        .env = {{"FLOTILLA_CHART_USER", options_.user}, {"FLOTILLA_CHART_PASSWORD", options_.password}},
-                        .output_file = dir_.root() + "/server.log",
-                        .kill_with_parent = true});
-    EXPECT_TRUE(process.ok()) << process.error().describe();
-    if (process.ok()) {
-      server_ = std::move(process).value();
-    }
-    for (int i = 0; i < 200 && !fs::exists(dir_.root() + "/port"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    auto port = readFile(dir_.root() + "/port");
-    EXPECT_TRUE(port.ok()) << "the chart repository did not start: "
-                           << readFile(dir_.root() + "/server.log").valueOr("");
-    url_ = std::string(options_.tls ? "https" : "http") + "://127.0.0.1:" + (port.ok() ? *port : "0");
-  }
-
-  //! Packages a chart named `name` at `version` whose template is a ConfigMap `<name>-cm` recording the version.
-  void publish(const std::string& name, const std::string& version, const std::string& extra_chart_yaml = "") {
-    const std::string src = dir_.root() + "/src/" + name + "-" + version;
-    dir_.write("src/" + name + "-" + version + "/Chart.yaml",
-               "apiVersion: v2\nname: " + name + "\nversion: " + version + "\n" + extra_chart_yaml);
-    dir_.write("src/" + name + "-" + version + "/templates/cm.yaml",
-               "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name +
-                   "-cm\ndata:\n  version: {{ .Chart.Version | quote }}\n  release: {{ .Release.Name | quote }}\n");
-    run({helm_, "package", src, "--destination", dir_.root() + "/served"}, dir_.root() + "/home");
-    run({helm_, "repo", "index", dir_.root() + "/served", "--url", url_}, dir_.root() + "/home");
-  }
-
-  void removeArchive(const std::string& file) const { fs::remove(dir_.root() + "/served/" + file); }
-  [[nodiscard]] std::string archive(const std::string& file) const { return dir_.root() + "/served/" + file; }
-
-  [[nodiscard]] const std::string& url() const { return url_; }
-  [[nodiscard]] std::string caPem() const { return readFile(dir_.root() + "/ca.crt").valueOr(""); }
-  [[nodiscard]] std::string log() const { return readFile(dir_.root() + "/server.log").valueOr(""); }
-
- private:
-  void makeCertificates() {
-    const std::string d = dir_.root();
-    dir_.write("server.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n");
-    for (const std::vector<std::string>& step : std::vector<std::vector<std::string>>{
-             {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-              d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=Chart Test CA"},
-             {"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-              d + "/server.key", "-out", d + "/server.csr", "-subj", "/CN=127.0.0.1"},
-             {"openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey", d + "/ca.key",
-              "-CAcreateserial", "-out", d + "/server.crt", "-days", "2", "-sha256", "-extfile", d + "/server.ext"}}) {
-      run(step, d + "/home");
-    }
-  }
-
-  std::string helm_;
-  Options options_;
-  TempTree dir_;
-  Process server_;
-  std::string url_;
-};
 
 // A checkout whose root is <tmp>/src, like the handler's (scratch dirs go next to it).
 class Checkout : public TempTree {
@@ -357,6 +261,94 @@ TEST(ChartSources, LocalChartDependenciesAreBuiltFromTheirRepositoryOnACopy) {
   EXPECT_NE(disabled.error().message.find("dep"), std::string::npos) << disabled.error().message;
 }
 
+// The render cache's view of a remote chart (HelmRenderer::resolveRemoteInputs): what identifies it changes when
+// what would render changes (a newer matching version, the same version published again), and a repository chart
+// resolves from the index alone.
+TEST(ChartSources, ARepositoryChartResolvesToItsVersionAndIndexDigestWithoutADownload) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {});
+  repo.publish("demo", "1.0.0");
+  Checkout checkout;
+  HelmRenderer renderer(helm);
+  const auto req = request(checkout, "app", remoteChart(repo.url(), "demo", "^1.0.0"));
+  auto first = renderer.resolveRemoteInputs(req);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
+  EXPECT_NE(first->find("1.0.0"), std::string::npos) << *first;
+  EXPECT_EQ(repo.log().find(".tgz"), std::string::npos) << "only the index is read: " << repo.log();
+  auto again = renderer.resolveRemoteInputs(req);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+
+  repo.publish("demo", "1.0.0", "description: published again\n");  // same version, other content
+  auto republished = renderer.resolveRemoteInputs(req);
+  ASSERT_TRUE(republished.ok());
+  EXPECT_NE(*republished, *first);
+  repo.publish("demo", "1.1.0");
+  auto newer = renderer.resolveRemoteInputs(req);
+  ASSERT_TRUE(newer.ok());
+  EXPECT_NE(newer->find("1.1.0"), std::string::npos) << *newer;
+  repo.publish("demo", "2.0.0");  // outside the constraint
+  auto unchanged = renderer.resolveRemoteInputs(req);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(*unchanged, *newer);
+
+  // An index naming no digest cannot identify the archive: not resolvable (the render itself still works).
+  repo.stripDigests();
+  auto undigested = renderer.resolveRemoteInputs(req);
+  ASSERT_FALSE(undigested.ok());
+  EXPECT_NE(undigested.error().message.find("names no digest"), std::string::npos) << undigested.error().message;
+  EXPECT_TRUE(renderer.render(req).ok());
+  // A chart the repository lacks is the render's error to report; resolving fails the same way.
+  EXPECT_FALSE(renderer.resolveRemoteInputs(request(checkout, "app", remoteChart(repo.url(), "absent"))).ok());
+}
+
+TEST(ChartSources, AChartUrlAndRepositoryDependenciesResolveToDigests) {
+  REQUIRE_TOOL(helm, "helm");
+  ChartRepo repo(helm, {});
+  repo.publish("direct", "4.5.6");
+  repo.publish("dep", "0.1.0");
+  Checkout checkout;
+  HelmRenderer renderer(helm);
+  model::BundleDeploymentOptions url_options;
+  url_options.helm = model::HelmOptions{};
+  url_options.helm->chart = repo.url() + "/direct-4.5.6.tgz";
+  auto url = renderer.resolveRemoteInputs(request(checkout, "url", url_options));
+  ASSERT_TRUE(url.ok()) << url.error().describe();
+  repo.publish("direct", "4.5.6", "description: changed\n");
+  auto url_changed = renderer.resolveRemoteInputs(request(checkout, "url", url_options));
+  ASSERT_TRUE(url_changed.ok());
+  EXPECT_NE(*url_changed, *url) << "the archive's digest is part of it";
+
+  checkout.add("app/Chart.yaml",
+               "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n"
+               "  - name: dep\n    version: \"0.1.x\"\n    repository: " +
+                   repo.url() + "\n");
+  checkout.add("app/templates/own.yaml", configMap("own"));
+  model::BundleDeploymentOptions local;
+  local.helm = model::HelmOptions{};
+  auto deps = renderer.resolveRemoteInputs(request(checkout, "app", local));
+  ASSERT_TRUE(deps.ok()) << deps.error().describe();
+  EXPECT_NE(deps->find("0.1.0"), std::string::npos) << *deps;
+  repo.publish("dep", "0.1.1");
+  auto newer = renderer.resolveRemoteInputs(request(checkout, "app", local));
+  ASSERT_TRUE(newer.ok());
+  EXPECT_NE(newer->find("0.1.1"), std::string::npos) << *newer;
+
+  // Vendored in charts/: nothing is fetched, nothing to resolve. An oci:// dependency cannot be resolved here.
+  checkout.add("app/charts/dep/Chart.yaml", "apiVersion: v2\nname: dep\nversion: 0.1.0\n");
+  auto vendored = renderer.resolveRemoteInputs(request(checkout, "app", local));
+  ASSERT_TRUE(vendored.ok());
+  EXPECT_EQ(*vendored, "");
+  checkout.add("oci/Chart.yaml",
+               "apiVersion: v2\nname: oci\nversion: 1.0.0\ndependencies:\n"
+               "  - name: x\n    version: 1.0.0\n    repository: oci://127.0.0.1:9/charts\n");
+  auto oci = renderer.resolveRemoteInputs(request(checkout, "oci", local));
+  ASSERT_FALSE(oci.ok());
+  EXPECT_EQ(oci.error().where, "oci/Chart.yaml");
+  // A raw bundle fetches nothing.
+  EXPECT_EQ(RawRenderer().resolveRemoteInputs(request(checkout, "url", {})).valueOr("x"), "");
+}
+
 TEST(ChartSources, HelmOutputIsPostRenderedByTheBundlesKustomization) {
   REQUIRE_TOOL(helm, "helm");
   REQUIRE_TOOL(kustomize, "kustomize");
@@ -514,9 +506,9 @@ TEST(ChartSources, OciChartWithAVersionConstraint) {
   packager.publish("ocidemo", "1.3.0");
   packager.publish("ocidemo", "2.0.0");
   for (const char* version : {"1.1.0", "1.3.0", "2.0.0"}) {
-    run({helm, "push", packager.archive(std::string("ocidemo-") + version + ".tgz"),
-         "oci://127.0.0.1:" + port + "/charts", "--plain-http"},
-        registry_dir.root());
+    runTool({helm, "push", packager.archive(std::string("ocidemo-") + version + ".tgz"),
+             "oci://127.0.0.1:" + port + "/charts", "--plain-http"},
+            registry_dir.root());
   }
   ChartRepo front(helm, {.tls = true, .user = "ociuser", .password = "oci-pw-123", .upstream = registry_url});
   TempTree credentials;
@@ -543,6 +535,11 @@ TEST(ChartSources, OciChartWithAVersionConstraint) {
   EXPECT_EQ(notes.chart, options.helm->chart);
   // helm registry login read the password on stdin; no process showed it while helm talked to the registry.
   EXPECT_EQ(front.log().find("PASSWORD VISIBLE"), std::string::npos) << front.log();
+  // The render cache's view: the pulled archive's digest (the same archive, the same identity).
+  auto resolved = renderer.resolveRemoteInputs(req);
+  ASSERT_TRUE(resolved.ok()) << resolved.error().describe();
+  EXPECT_NE(resolved->find(notes.chart_digest), std::string::npos) << *resolved;
+  EXPECT_EQ(renderer.resolveRemoteInputs(req).valueOr(""), *resolved);
 
   req.helm_access = HelmRepoAccess{};  // no credentials: the front answers 401 (and the CA is unknown)
   auto refused = renderer.render(req);

@@ -292,6 +292,8 @@ std::optional<Outcome> CommitHandler::renderStep(CommitRun& run) {
       [&](size_t index) -> Result<RenderedBundle> {
         const BundleDir& dir = run.dirs[index];
         FLOTILLA_TRY(withinBudget(run, dir));
+        // Each task owns its key; storeRendered reads it after the pool hands the result over.
+        run.keys[index] = withRemoteInputs(context, dir, std::move(run.keys[index]));
         if (auto cached = cachedRender(run.event, run.root, dir, run.keys[index], previousAt(dir.path))) {
           return std::move(cached).value();
         }

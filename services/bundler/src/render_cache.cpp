@@ -3,6 +3,7 @@
 // same store -> record -> publish path as a fresh render (storeAll stores nothing new: the manifests are stored).
 #include "flotilla/bundler/commit_handler.h"
 #include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
 
@@ -14,8 +15,8 @@ std::optional<RenderedBundle> CommitHandler::cachedRender(const events::CommitEv
                                                           const BundleDir& dir, const RenderKey& key,
                                                           const BundleRecord* previous) {
   // Only a record whose key describes its last good render: a failed render keeps an older lastGood without a key.
-  if (key.key.empty() || previous == nullptr || previous->render_key != key.key || !previous->last_good ||
-      previous->error) {
+  if (key.key.empty() || key.resolve || previous == nullptr || previous->render_key != key.key ||
+      !previous->last_good || previous->error) {
     return std::nullopt;
   }
   const events::BundleEvent& last_good = *previous->last_good;
@@ -76,19 +77,41 @@ bool CommitHandler::customizationManifestsStored(const events::BundleEvent& even
   return true;
 }
 
+RenderKey CommitHandler::withRemoteInputs(const render::RenderContext& context, const BundleDir& dir, RenderKey key) {
+  if (!key.resolve) {
+    return key;
+  }
+  auto identity = render::resolveRemoteInputs(context, dir);
+  if (!identity.ok()) {
+    // The render goes ahead: a user error is its to report; anything else only costs this bundle its cache.
+    log::info("render cache: the bundle's remote charts could not be resolved to digests; rendering it",
+              {{"gitrepo", context.commit.workspace + "/" + context.commit.gitrepo},
+               {"path", dir.path},
+               {"file", key.file},
+               {"error", identity.error().message}});
+    return RenderKey{.reason = "unresolved", .file = std::move(key.file)};
+  }
+  std::string encoded = key.key;
+  encoded += '\n';
+  encoded += *identity;
+  key.key = sha256Hex(encoded);
+  key.resolve = false;
+  return key;
+}
+
 void CommitHandler::noteRenderCache(const RenderKey& key, RenderedBundle& rendered) {
   if (rendered.from_cache) {
     metrics_.renderCache("hit");
     return;
   }
-  // Per-cluster renders depend on cluster facts (they have the VariantCache); failed ones are tried again.
+  // Failed renders are tried again; per-cluster renders depend on cluster facts (they have the VariantCache); both
+  // are what the render found, before what the key says ("remote", "unresolved").
   // Every branch a view (key.reason's own, or a literal): a std::string branch would make the whole expression a
   // temporary string the view outlives.
-  const std::string_view reason = !key.reason.empty() ? std::string_view(key.reason)
-                                  : rendered.error    ? std::string_view("error")
-                                  : rendered.variants || !rendered.event.variants_object.empty()
-                                      ? std::string_view("per_cluster")
-                                      : std::string_view();
+  const bool per_cluster = rendered.variants || !rendered.event.variants_object.empty();
+  const std::string_view reason = rendered.error ? std::string_view("error")
+                                  : per_cluster  ? std::string_view("per_cluster")
+                                                 : std::string_view(key.reason);
   if (reason.empty()) {
     rendered.render_key = key.key;
     metrics_.renderCache("miss");

@@ -107,48 +107,66 @@ bool mentionsRemote(std::string_view text) {
   return text.find("://") != std::string_view::npos || text.find("oci:") != std::string_view::npos;
 }
 
+//! What an entry names outside the commit.
+enum class Remote {
+  kNone,
+  kChart,  //!< a chart or chart dependency from a repository: resolved to digests before the cache is asked
+  kOther,  //!< something nothing resolves (a remote kustomize base, an oci:// dependency): no key
+};
+
 //! A fleet.yaml whose options (its own, a target's or a customization's) name a remote chart. Only decoded when it
-//! mentions a URL at all, so a URL in helm values does not count; one that does not decode counts as remote.
-bool fleetYamlIsRemote(std::string_view text, std::string_view path) {
+//! mentions a URL at all, so a URL in helm values does not count; one that does not decode counts as kOther.
+Remote fleetYamlRemote(std::string_view text, std::string_view path) {
   if (!mentionsRemote(text)) {
-    return false;
+    return Remote::kNone;
   }
   auto fleet_yaml = model::decodeFleetYaml(text, path);
   if (!fleet_yaml.ok()) {
-    return true;
+    return Remote::kOther;
   }
   auto remote = [](const model::BundleDeploymentOptions& options) {
     return options.helm && render::isRemoteChart(*options.helm);
   };
-  return remote(fleet_yaml->spec.options) ||
-         std::any_of(fleet_yaml->spec.targets.begin(), fleet_yaml->spec.targets.end(),
-                     [&](const auto& target) { return remote(target.options); }) ||
-         std::any_of(fleet_yaml->target_customizations.begin(), fleet_yaml->target_customizations.end(),
-                     [&](const auto& target) { return remote(target.options); });
+  const bool any = remote(fleet_yaml->spec.options) ||
+                   std::any_of(fleet_yaml->spec.targets.begin(), fleet_yaml->spec.targets.end(),
+                               [&](const auto& target) { return remote(target.options); }) ||
+                   std::any_of(fleet_yaml->target_customizations.begin(), fleet_yaml->target_customizations.end(),
+                               [&](const auto& target) { return remote(target.options); });
+  return any ? Remote::kChart : Remote::kNone;
 }
 
 //! A Chart.yaml / requirements.yaml with a dependency from a repository (anything but file://), which `helm
-//! dependency build` fetches. Only parsed when it mentions a URL (a chart's `home:` does not count).
-bool chartIsRemote(std::string_view text, std::string_view path) {
+//! dependency build` fetches: kChart for http(s) repositories (their index resolves it), kOther for the rest
+//! (oci://). Only parsed when it mentions a URL (a chart's `home:` does not count).
+Remote chartRemote(std::string_view text, std::string_view path) {
   if (!mentionsRemote(text)) {
-    return false;
+    return Remote::kNone;
   }
   auto chart = parseYaml(text, path);
   if (!chart.ok() || !chart->isObject()) {
-    return true;
+    return Remote::kOther;
   }
   const Json* dependencies = chart->find("dependencies");
   if (dependencies == nullptr || dependencies->isNull()) {
-    return false;
+    return Remote::kNone;
   }
   if (!dependencies->isArray()) {
-    return true;
+    return Remote::kOther;
   }
-  return std::any_of(dependencies->asArray().begin(), dependencies->asArray().end(), [](const Json& dependency) {
+  Remote out = Remote::kNone;
+  for (const Json& dependency : dependencies->asArray()) {
     const Json* repository = dependency.isObject() ? dependency.find("repository") : nullptr;
-    return repository != nullptr && repository->isString() && !startsWith(repository->asString(), "file://") &&
-           mentionsRemote(repository->asString());
-  });
+    if (repository == nullptr || !repository->isString() || startsWith(repository->asString(), "file://") ||
+        !mentionsRemote(repository->asString())) {
+      continue;
+    }
+    const std::string& url = repository->asString();
+    if (!startsWith(url, "http://") && !startsWith(url, "https://")) {
+      return Remote::kOther;
+    }
+    out = Remote::kChart;
+  }
+  return out;
 }
 
 //! One file or symlink of the archive, with what the keys need from it.
@@ -157,7 +175,7 @@ struct Entry {
   std::string_view kind;                //!< the file's mode, or "symlink"
   std::string digest;                   //!< sha256 of the content, or the link's target
   std::vector<std::string> references;  //!< the paths it names outside its directory, resolved
-  bool remote = false;                  //!< names something outside the commit
+  Remote remote = Remote::kNone;        //!< names something outside the commit
 };
 
 Entry fileEntry(const source::File& file) {
@@ -174,9 +192,9 @@ Entry fileEntry(const source::File& file) {
       entry.references.push_back(std::move(*resolved));
     }
   }
-  entry.remote = fleet_yaml      ? fleetYamlIsRemote(file.content, file.path)
-                 : kustomization ? mentionsRemote(file.content)
-                                 : chartIsRemote(file.content, file.path);
+  entry.remote = fleet_yaml      ? fleetYamlRemote(file.content, file.path)
+                 : kustomization ? (mentionsRemote(file.content) ? Remote::kOther : Remote::kNone)
+                                 : chartRemote(file.content, file.path);
   return entry;
 }
 
@@ -225,19 +243,23 @@ class InputSets {
     field(encoded, commit_inputs);
     field(encoded, dir.path);
     field(encoded, dir.fleet_yaml);
+    std::string_view resolve_file;
     for (size_t index = 0; index < entries_.size(); ++index) {
       if (in[index] == 0) {
         continue;
       }
       const Entry& entry = entries_[index];
-      if (entry.remote) {
+      if (entry.remote == Remote::kOther) {
         return RenderKey{.reason = "remote", .file = std::string(entry.path)};
+      }
+      if (entry.remote == Remote::kChart && resolve_file.empty()) {
+        resolve_file = entry.path;
       }
       field(encoded, entry.path);
       field(encoded, entry.kind);
       field(encoded, entry.digest);
     }
-    return RenderKey{.key = sha256Hex(encoded)};
+    return RenderKey{.key = sha256Hex(encoded), .file = std::string(resolve_file), .resolve = !resolve_file.empty()};
   }
 
  private:

@@ -1,6 +1,7 @@
 // The render cache against a real nats-server (services/bundler/README.md "Render cache"): a bundle whose inputs
 // did not change is not rendered again, and every input that is not in its directory still counts.
 #include "bundler_fixture.h"
+#include "chart_repo.h"
 #include "flotilla/core/clock.h"
 #include "flotilla/render/external_renderers.h"
 #include "test_util.h"
@@ -206,7 +207,8 @@ TEST_F(RenderCacheTest, ABundleUsingAnotherBundlesDirectoryRendersWhenItChanges)
   EXPECT_EQ(named(second, "repo-apps-db").manifest_id, named(first, "repo-apps-db").manifest_id);
 }
 
-// (d) What a URL names can change without a commit: such a bundle is rendered on every commit and keeps no key.
+// (c2) What a remote kustomize base names can change without a commit: such a bundle is rendered on every commit and
+// keeps no key.
 TEST_F(RenderCacheTest, ABundleNamingAUrlIsRenderedOnEveryCommit) {
   REQUIRE_TOOL(kustomize, "kustomize");
   useRenderers("", kustomize);
@@ -215,18 +217,64 @@ TEST_F(RenderCacheTest, ABundleNamingAUrlIsRenderedOnEveryCommit) {
       // Renders fine, but a kustomization with "://" may name a remote base: not cached (conservative).
       {"apps/web/kustomization.yaml", "resources:\n- cm.yaml\ncommonAnnotations:\n  docs: https://example.com/web\n"},
       {"apps/web/cm.yaml", configMap("web")},
-      // A chart from a repository (helm is not configured here: an error event, uncacheable either way).
+      // A chart from a repository (helm is not configured here: an error event, uncacheable as an error).
       {"apps/remote/fleet.yaml", "helm:\n  repo: https://127.0.0.1:9/charts\n  chart: web\n"},
       {"apps/db/cm.yaml", configMap("db")}};
   auto first = handleCommit(kCommit1, files, 3, 1);
   auto second = handleCommit(kCommit2, files, 3, 2);
-  EXPECT_EQ(cache("uncacheable", "remote"), 4);
+  EXPECT_EQ(cache("uncacheable", "remote"), 2);
+  EXPECT_EQ(cache("uncacheable", "error"), 2);
   EXPECT_EQ(cache("hit"), 1);  // db
   EXPECT_EQ(metrics_.value("render_duration_seconds", {{"renderer", "kustomize"}}), 2);
   EXPECT_EQ(named(second, "repo-apps-web").manifest_id, named(first, "repo-apps-web").manifest_id);
   EXPECT_TRUE(named(second, "repo-apps-remote").error);
   EXPECT_TRUE(record("repo-apps-web")->render_key.empty());
   EXPECT_TRUE(record("repo-apps-remote")->render_key.empty());
+}
+
+// (d) A chart from a repository is resolved to its version and the index's digest before the cache is asked: the
+// same chart is a hit; the same version published again, or a newer version the constraint takes, is a miss. An
+// index naming no digest cannot identify the archive: the bundle is rendered on every commit ("unresolved").
+TEST_F(RenderCacheTest, ARepositoryChartIsCachedUntilTheRepositoryChangesIt) {
+  REQUIRE_TOOL(helm, "helm");
+  render::testing::ChartRepo repo(helm, {});
+  repo.publish("web", "1.0.0");
+  useRenderers(helm, "");
+  startBundler();
+  std::map<std::string, std::string> files = {
+      {"apps/remote/fleet.yaml", "helm:\n  repo: " + repo.url() + "\n  chart: web\n  version: ^1.0.0\n"},
+      {"apps/db/cm.yaml", configMap("db")}};
+  auto helmRenders = [&] { return metrics_.value("render_duration_seconds", {{"renderer", "helm"}}); };
+  auto first = handleCommit(kCommit1, files, 2, 1);
+  EXPECT_EQ(cache("miss"), 2);
+  EXPECT_EQ(record("repo-apps-remote")->render_key.size(), 64u);
+  EXPECT_FALSE(named(first, "repo-apps-remote").error);
+
+  files["apps/db/cm.yaml"] = configMap("db", "changed");
+  auto second = handleCommit(kCommit2, files, 2, 2);
+  EXPECT_EQ(cache("hit"), 1) << "the chart: same version, same digest";
+  EXPECT_EQ(helmRenders(), 1);
+  EXPECT_EQ(named(second, "repo-apps-remote").manifest_id, named(first, "repo-apps-remote").manifest_id);
+
+  repo.publish("web", "1.0.0", "description: published again\n");  // same version, another archive
+  handleCommit(kCommit3, files, 2, 3);
+  EXPECT_EQ(helmRenders(), 2);
+  EXPECT_EQ(cache("hit"), 2) << "db";
+
+  repo.publish("web", "1.1.0");
+  auto newer = handleCommit("4444444444444444444444444444444444444444", files, 2, 4);
+  EXPECT_EQ(helmRenders(), 3);
+  const auto& chart = named(newer, "repo-apps-remote");
+  EXPECT_NE(hub_.manifests->get(chart.manifest_id).value().find("1.1.0"), std::string::npos);
+
+  repo.stripDigests();
+  handleCommit("5555555555555555555555555555555555555555", files, 2, 5);
+  EXPECT_EQ(cache("uncacheable", "unresolved"), 1);
+  EXPECT_EQ(helmRenders(), 4) << "rendered all the same";
+  EXPECT_TRUE(record("repo-apps-remote")->render_key.empty());
+  handleCommit("6666666666666666666666666666666666666666", files, 2, 6);
+  EXPECT_EQ(cache("uncacheable", "unresolved"), 2);
+  EXPECT_EQ(helmRenders(), 5);
 }
 
 // (e) The GitRepo's spec and labels reach every render: a change renders every bundle again.

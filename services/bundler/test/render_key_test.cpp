@@ -186,9 +186,10 @@ TEST(RenderKey, TheRootBundleReadsEverything) {
   EXPECT_EQ(changed(before, keysOf(edited, dirs)), std::set<std::string>{"."});
 }
 
-TEST(RenderKey, RemoteChartsAndBasesHaveNoKey) {
+// Remote charts are resolved before the cache is asked (the key is partial); what nothing resolves has no key.
+TEST(RenderKey, RemoteChartsAreResolvedAndRemoteBasesHaveNoKey) {
   const auto dirs = dirsOf({"apps/web", "apps/api", "apps/db"});
-  auto reasonOf = [&](const std::string& path, const std::string& content, const std::string& dir = "apps/web") {
+  auto keyOf = [&](const std::string& path, const std::string& content, const std::string& dir = "apps/web") {
     Files files = kThree;
     files[path] = content;
     return keysOf(files, dirs).at(dir);
@@ -196,27 +197,32 @@ TEST(RenderKey, RemoteChartsAndBasesHaveNoKey) {
   for (const auto& fleet_yaml :
        {"helm:\n  repo: https://charts.example.com\n  chart: web\n", "helm:\n  chart: oci://registry.example.com/web\n",
         "targetCustomizations:\n- name: x\n  helm: {chart: \"https://example.com/x.tgz\"}\n"}) {
-    const RenderKey key = reasonOf("apps/web/fleet.yaml", fleet_yaml);
-    EXPECT_TRUE(key.key.empty()) << fleet_yaml;
-    EXPECT_EQ(key.reason, "remote") << fleet_yaml;
+    const RenderKey key = keyOf("apps/web/fleet.yaml", fleet_yaml);
+    EXPECT_EQ(key.key.size(), 64u) << fleet_yaml;
+    EXPECT_TRUE(key.resolve) << fleet_yaml;
+    EXPECT_EQ(key.reason, "") << fleet_yaml;
     EXPECT_EQ(key.file, "apps/web/fleet.yaml");
+    EXPECT_FALSE(keyOf("apps/web/fleet.yaml", fleet_yaml, "apps/db").resolve) << "only the bundle naming it";
   }
   // A URL among helm values names nothing the render fetches.
-  EXPECT_EQ(reasonOf("apps/web/fleet.yaml", "helm:\n  values:\n    url: https://example.com\n").reason, "");
-  EXPECT_EQ(reasonOf("apps/web/kustomization.yaml", "resources:\n- https://github.com/x/y//base?ref=v1\n").reason,
+  const RenderKey values = keyOf("apps/web/fleet.yaml", "helm:\n  values:\n    url: https://example.com\n");
+  EXPECT_EQ(values.reason, "");
+  EXPECT_FALSE(values.resolve);
+  EXPECT_EQ(keyOf("apps/web/kustomization.yaml", "resources:\n- https://github.com/x/y//base?ref=v1\n").reason,
             "remote");
-  // A chart's home page is not a dependency; a dependency from a repository is, one from file:// is not.
-  EXPECT_EQ(reasonOf("apps/web/Chart.yaml", "name: web\nhome: https://example.com\n").reason, "");
-  EXPECT_EQ(reasonOf("apps/web/Chart.yaml",
-                     "name: web\ndependencies:\n- name: redis\n  repository: https://charts.example.com\n")
-                .reason,
+  // A chart's home page is not a dependency; a dependency from an http(s) repository is resolved, one from file://
+  // is in the commit, one from oci:// cannot be resolved.
+  EXPECT_FALSE(keyOf("apps/web/Chart.yaml", "name: web\nhome: https://example.com\n").resolve);
+  const RenderKey dependency = keyOf(
+      "apps/web/Chart.yaml", "name: web\ndependencies:\n- name: redis\n  repository: https://charts.example.com\n");
+  EXPECT_TRUE(dependency.resolve);
+  EXPECT_EQ(dependency.file, "apps/web/Chart.yaml");
+  EXPECT_EQ(keyOf("apps/web/requirements.yaml", "dependencies:\n- {name: r, repository: \"oci://r.example\"}\n").reason,
             "remote");
-  EXPECT_EQ(
-      reasonOf("apps/web/requirements.yaml", "dependencies:\n- {name: r, repository: \"oci://r.example\"}\n").reason,
-      "remote");
+  // A fleet.yaml naming a URL that does not decode: the render reports it; no key.
+  EXPECT_EQ(keyOf("apps/web/fleet.yaml", "helm: [https://example.com\n").reason, "remote");
   // A remote base shared by every bundle (under none of them) makes every bundle uncacheable.
-  EXPECT_EQ(reasonOf("base/kustomization.yaml", "resources: [https://example.com/x.yaml]\n", "apps/db").reason,
-            "remote");
+  EXPECT_EQ(keyOf("base/kustomization.yaml", "resources: [https://example.com/x.yaml]\n", "apps/db").reason, "remote");
 }
 
 TEST(RenderKey, AFileDependencyIsAReference) {

@@ -56,6 +56,10 @@ class HelmRenderer : public Renderer {
   [[nodiscard]] Result<std::vector<RenderedObject>> render(const RenderRequest& request) const override;
   //! helm, and kustomize when it post-renders.
   [[nodiscard]] std::vector<std::string> executables() const override;
+  //! The chart it would fetch, resolved: helm.repo charts to (repository, chart, version, index digest) with no
+  //! download; chart URLs and oci:// references to (reference, version, sha256 of the pulled archive); a local
+  //! chart's dependencies from http(s) repositories that charts/ lacks to (repository, name, version, index digest).
+  [[nodiscard]] Result<std::string> resolveRemoteInputs(const RenderRequest& request) const override;
 
  private:
   std::string binary_;

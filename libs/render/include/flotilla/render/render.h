@@ -91,6 +91,12 @@ class Renderer {
   //! The executables it runs (none for raw YAML): another binary may render the same files differently, so the
   //! bundler's render cache keys on them.
   [[nodiscard]] virtual std::vector<std::string> executables() const { return {}; }
+  //! What a render of `request` fetches from outside the checkout, resolved to what identifies its content (the
+  //! bundler's render cache keys on it): "" when it fetches nothing; an error when it cannot be resolved (the render
+  //! then runs and reports it, or the bundle is rendered on every commit).
+  [[nodiscard]] virtual Result<std::string> resolveRemoteInputs(const RenderRequest& /*request*/) const {
+    return std::string();
+  }
 };
 
 //! Raw YAML/JSON: every manifest file of the bundle (see discovery.h), every document a Kubernetes object.

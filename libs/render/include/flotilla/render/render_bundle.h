@@ -97,6 +97,13 @@ struct RenderContext {
 //! failures that are not the commit's fault (file system, renderer binaries) are returned as errors.
 Result<RenderedBundle> renderBundle(const RenderContext& context, const BundleDir& dir);
 
+//! What renderBundle(context, dir) would fetch from outside the checkout (remote charts, chart dependencies from
+//! repositories), resolved for the bundler's render cache: the renderers' resolveRemoteInputs for the default
+//! options and each distinct customization's, concatenated ("" when nothing is fetched). An error when the bundle
+//! cannot be resolved so: its fleet.yaml does not decode, it is rendered per cluster, or a renderer cannot resolve
+//! what it fetches (its message says why; the render reports any user error itself).
+Result<std::string> resolveRemoteInputs(const RenderContext& context, const BundleDir& dir);
+
 //! A RenderError from a kInvalid Error (where = "file:line"); `fallback_file` when the error names no file.
 events::RenderError renderErrorOf(const Error& error, std::string_view fallback_file);
 

@@ -206,6 +206,9 @@ class CommitHandler {
                                                      const BundleRecord* previous);
   //! Every manifest `event` names that no record protects from garbage collection is still stored (touched first).
   bool customizationManifestsStored(const events::BundleEvent& event);
+  //! `key` completed with the remote inputs it names (RenderKey::resolve): the charts resolved to digests and folded
+  //! in; a key that cannot be completed so becomes uncacheable ("unresolved").
+  static RenderKey withRemoteInputs(const render::RenderContext& context, const render::BundleDir& dir, RenderKey key);
   //! Keeps `key` in a cacheable render (rendered.render_key) and counts render_cache_total.
   void noteRenderCache(const RenderKey& key, render::RenderedBundle& rendered);
   //! A bundle whose name `owner` (another GitRepo) holds: skipped, and a BundleClaim recorded.

@@ -13,10 +13,14 @@
 //        Chart.yaml / requirements.yaml files, and symlink targets, each resolved against its file's directory;
 //        everything under the resolved path joins the set.
 //      Over-inclusion only costs a render; an input left out would publish a stale render.
-// A directory has no key (it is rendered on every commit) when its input set names something outside the commit,
-// which can change without one: a fleet.yaml naming a remote chart (helm.repo, a chart URL, oci://), a
-// kustomization containing "://" or "oci:", a Chart.yaml / requirements.yaml dependency from a repository. Per-
-// cluster renders and failed renders keep no key either; the handler decides those after rendering.
+// What the set names outside the commit can change without one:
+//   - a fleet.yaml naming a remote chart (helm.repo, a chart URL, oci://) or a Chart.yaml / requirements.yaml
+//     dependency from an http(s) repository: the key is partial (`resolve`); before the cache is asked, the handler
+//     folds in render::resolveRemoteInputs (the repository's version and index digest, or the pulled archive's
+//     sha256), so a chart published again under the same version is a miss (withRemoteInputs);
+//   - a kustomization containing "://" or "oci:" (a remote base), an oci:// chart dependency, a fleet.yaml naming a
+//     URL that does not decode: no key (reason "remote"), rendered on every commit.
+// Per-cluster renders and failed renders keep no key either; the handler decides those after rendering.
 #pragma once
 
 #include <string>
@@ -36,9 +40,10 @@ inline constexpr int kRenderKeyVersion = 1;
 
 //! The key of one bundle directory, or why it has none.
 struct RenderKey {
-  std::string key;     //!< 64 hex chars; "" when not cacheable
-  std::string reason;  //!< when not cacheable: "remote"
-  std::string file;    //!< the file that makes it so (for the log)
+  std::string key;       //!< 64 hex chars; "" when not cacheable
+  std::string reason;    //!< when not cacheable: "remote", or "unresolved" (withRemoteInputs could not resolve)
+  std::string file;      //!< the file that makes it so, or that names the remote inputs to resolve (for the log)
+  bool resolve = false;  //!< `key` still lacks the remote inputs (render::resolveRemoteInputs) `file` names
 
   bool operator==(const RenderKey&) const = default;
 };
