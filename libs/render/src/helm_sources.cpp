@@ -421,6 +421,11 @@ ChartDependencies scanDependencies(const std::string& chart_path, const std::str
   return out;
 }
 
+//! Whether the render runs `helm dependency build`: a dependency is missing from charts/ and updates are not off.
+bool buildsDependencies(const ChartDependencies& dependencies, const RenderRequest& request) {
+  return dependencies.missing && !(request.options.helm && request.options.helm->disable_dependency_update);
+}
+
 //! Adds each of `repositories` to the scratch dir's helm config as dependency-<i> (in the set's order), with the
 //! GitRepo's credentials where they apply; the last one's auth (for fetchStep's scrubbing of helm's messages).
 Result<RepoAuth> addDependencyRepositories(const std::string& binary, const HelmRendererOptions& options,
@@ -537,8 +542,7 @@ Result<PreparedChart> buildDependencies(const std::string& binary, const HelmRen
                                         const std::string& chart_dir, const std::string& chart_path) {
   const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
   const ChartDependencies dependencies = scanDependencies(chart_path, chart_yaml, request.limits);
-  const bool update_disabled = request.options.helm && request.options.helm->disable_dependency_update;
-  if (!dependencies.missing || update_disabled) {
+  if (!buildsDependencies(dependencies, request)) {
     return PreparedChart{chart_path, chart_dir};
   }
   const std::string copy = scratch + "/chart";
@@ -588,8 +592,7 @@ Result<std::string> resolveDependencyIdentity(const std::string& binary, const H
                                               const std::string& chart_dir, const std::string& chart_path) {
   const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
   const ChartDependencies dependencies = scanDependencies(chart_path, chart_yaml, request.limits);
-  const bool update_disabled = request.options.helm && request.options.helm->disable_dependency_update;
-  if (!dependencies.missing || update_disabled) {
+  if (!buildsDependencies(dependencies, request)) {
     return std::string();  // nothing is fetched: charts/ (in the checkout) is what renders
   }
   FLOTILLA_TRY(addDependencyRepositories(binary, options, request, scratch, dependencies.repositories, chart_yaml));
