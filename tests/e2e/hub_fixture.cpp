@@ -1,5 +1,6 @@
 #include "hub_fixture.h"
 
+#include <cstdlib>
 #include <set>
 #include <thread>
 
@@ -30,8 +31,12 @@ Result<std::string> issueCreds(const std::string& auth_dir, const Result<identit
 }  // namespace
 
 Binaries Binaries::fromBuild() {
-  return Binaries{FLOTILLA_POLLER_BIN, FLOTILLA_BUNDLER_BIN, FLOTILLA_SCHEDULER_BIN, FLOTILLA_AGENT_BIN,
-                  FLOTILLA_CLI_BIN};
+  Binaries out{FLOTILLA_POLLER_BIN, FLOTILLA_BUNDLER_BIN, FLOTILLA_SCHEDULER_BIN, FLOTILLA_AGENT_BIN, FLOTILLA_CLI_BIN};
+  // bench_fleet_scale runs another build's scheduler beside this one's in one script (bench/README.md).
+  if (const char* scheduler = std::getenv("FLOTILLA_BENCH_SCHEDULER_BINARY"); scheduler != nullptr && *scheduler != 0) {
+    out.scheduler = scheduler;
+  }
+  return out;
 }
 
 Result<std::unique_ptr<Hub>> Hub::start(HubOptions options) {

@@ -155,6 +155,10 @@ Status Scheduler::setUpConsumers() {
   // handling one again stores what is already stored. Waiting would cost a round trip per report (10,000 at once
   // after a commit to 10,000 clusters).
   statuses.ack_sync = false;
+  // Reports of different deployments are handled side by side: each writes its bd.* record without holding mutex_
+  // (storeReport), so the round trips overlap; one deployment's reports still run one at a time, in stream order
+  // (the ordering key is the subject, flotilla.status.<cluster>.<bundle>).
+  statuses.workers = kStatusWorkers;
   status_consumer_ = std::make_unique<service::Consumer>(
       hub_.js, std::move(statuses),
       [this](const bus::Message& message, const service::Delivery& delivery) {
@@ -163,6 +167,8 @@ Status Scheduler::setUpConsumers() {
           return *forwarded;
         }
         Outcome outcome = handleStatus(message.subject(), message.data(), delivery.delivery_count, delivery.pending);
+        // With several workers "read up to" is approximate by the messages in flight (milliseconds of stream time),
+        // far inside --cluster-offline-after.
         noteStatusRead(delivery.pending, delivery.timestamp_ms);
         return outcome;
       },

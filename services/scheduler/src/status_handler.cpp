@@ -107,6 +107,34 @@ const BdStatus* Scheduler::statusOf(const DeploymentRecord& record) const {
   return it == statuses_.end() ? nullptr : &it->second;
 }
 
+std::optional<Outcome> Scheduler::reportOvertaken(StatusContext& context, const DeploymentRecord& judged) {
+  auto now = deployments_.find(context.key);
+  if (now != deployments_.end() && now->second.deployment_id == judged.deployment_id &&
+      now->second.generation == judged.generation && now->second.deleting == judged.deleting) {
+    return std::nullopt;
+  }
+  metrics_
+      .counter("status_reports_overtaken_total",
+               "Status reports whose deployment changed while their record was written (handled again)")
+      .Increment();
+  if (now == deployments_.end()) {
+    // Removed meanwhile (a delete settled, the bundle or cluster went): the record just written must not outlive it.
+    auto removed =
+        hub_.status->remove(events::bundleDeploymentStatusKey(context.cluster, context.workspace, context.bundle));
+    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+      return Outcome::retry(backoff(context.delivery_count), "retry");
+    }
+    statuses_.erase(context.key);
+    log::info("a status report's deployment was removed while its record was written; record removed",
+              {{"cluster", context.cluster}, {"bundle", context.bundle}});
+    return Outcome::ack("no-deployment");
+  }
+  // Another deployment was released meanwhile: the report is judged again against it.
+  log::info("a status report's deployment changed while its record was written; handling it again",
+            {{"cluster", context.cluster}, {"bundle", context.bundle}});
+  return Outcome::retry(options_.retry_base, "overtaken");
+}
+
 void Scheduler::countStatus(const char* result) {
   metrics_.counter("status_events_total", "Status events handled, by result", {{"result", result}}).Increment();
 }
@@ -121,13 +149,15 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
     // Agents may publish only under their own cluster's subjects; a payload naming another is not trusted.
     return rejectStatusEvent(cluster, bundle_name, "payload names " + decoded->cluster + "/" + decoded->bundle);
   }
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   ScopedFlag defer(defer_summaries_, backlog > 0);
   StatusContext context{.event = *decoded,
                         .cluster = cluster,
                         .bundle = bundle_name,
                         .workspace = workspaceOfReport(*decoded, cluster, bundle_name),
-                        .delivery_count = delivery_count};
+                        .delivery_count = delivery_count,
+                        .lock = &lock,
+                        .defer_summaries = backlog > 0};
   context.key = events::deploymentKey(cluster, context.workspace, bundle_name);
   if (auto handled = deregistrationReport(context)) {
     return *handled;
@@ -233,8 +263,11 @@ Outcome Scheduler::settleDelete(StatusContext& context, const DeploymentRecord& 
     // shows in the summaries, and the delete is sent again after a backoff (delete_retry.cpp).
     countStatus("delete-failed");
     context.stale = false;
+    // storeReport copies the record and releases mutex_: `record` is not used after it, the map is read again.
     Outcome stored = storeReport(context, record);
-    scheduleDeleteRetry(context.key, record, event.reason + ": " + event.message);
+    if (auto still = deployments_.find(context.key); still != deployments_.end() && still->second.deleting) {
+      scheduleDeleteRetry(context.key, still->second, event.reason + ": " + event.message);
+    }
     return stored;
   }
   Affected affected;
@@ -262,20 +295,39 @@ Outcome Scheduler::settleDelete(StatusContext& context, const DeploymentRecord& 
   return Outcome::ack("deleted");
 }
 
-Outcome Scheduler::storeReport(StatusContext& context, const DeploymentRecord& record) {
+Outcome Scheduler::storeReport(StatusContext& context, DeploymentRecord record) {
   const events::StatusEvent& event = context.event;
-  const BdStatus* stored = statusOf(record);
   BdStatus next = events::bdStatusFrom(event);
   next.workspace = context.workspace;
   next.stale = context.stale;
   next.updated = log::nowRfc3339();
   auto key = events::bundleDeploymentStatusKey(context.cluster, context.workspace, context.bundle);
-  if (auto put = hub_.status->put(key, events::encode(next).dump()); !put.ok()) {
+  const std::string encoded = events::encode(next).dump();
+  // The write is a round trip to the server: mutex_ is let go for it, so the other status workers (reports of
+  // other deployments; one deployment's reports are handled one at a time, in stream order) and the bundle
+  // events go on. The flag goes back to its resting value while others hold the mutex.
+  if (context.lock != nullptr) {
+    defer_summaries_ = false;
+    context.lock->unlock();
+  }
+  auto put = hub_.status->put(key, encoded);
+  if (options_.after_status_write) {
+    options_.after_status_write(context.cluster, context.bundle);
+  }
+  if (context.lock != nullptr) {
+    context.lock->lock();
+    defer_summaries_ = context.defer_summaries;
+  }
+  if (!put.ok()) {
     log::warn("cannot store a status report yet, retrying",
               {{"cluster", context.cluster}, {"bundle", context.bundle}, {"error", put.error().describe()}});
     return Outcome::retry(backoff(context.delivery_count), "retry");
   }
+  if (auto moved = reportOvertaken(context, record)) {
+    return *moved;
+  }
   stages_.observe(service::Stage::kStatusToRecorded, event.time);
+  const BdStatus* stored = statusOf(record);
   bool changed = stored == nullptr || stored->state != next.state || stored->deployment_id != next.deployment_id ||
                  stored->stale != next.stale;
   statuses_[context.key] = next;

@@ -472,6 +472,44 @@ TEST_F(SchedulerTest, StaleStatusIsDropped) {
   EXPECT_EQ(summary->getString("state"), "Ready");
 }
 
+// A report's bd.* record is written without mutex_ (other reports and bundle events go on meanwhile). When a new
+// deployment is released in that gap, the report is handled again against it: stored as stale, not as the new
+// deployment's state.
+TEST_F(SchedulerTest, AReportOvertakenByANewDeploymentWhileItsRecordIsWrittenIsJudgedAgain) {
+  stopScheduler();
+  std::atomic<int> gaps{0};
+  SchedulerOptions with_gap = testOptions();
+  with_gap.after_status_write = [&](const std::string& cluster, const std::string&) {
+    if (cluster != "c-1" || gaps++ > 0) {
+      return;
+    }
+    // A new commit's deployment is released while the first report's record is written.
+    publishBundle(bundleEvent("repo-app", kManifestB, prodOnly(), kCommit2));
+    EXPECT_TRUE(kvWhen(*hub_.deployments, events::deploymentKey("c-1", kWs, "repo-app"),
+                       [](const Json& r) { return r.getString("manifestID") == kManifestB; }));
+  };
+  startSchedulerWith(with_gap);
+  ASSERT_TRUE(registerCluster("c-1", {{"env", "prod"}}).accepted);
+  auto c1 = agentConsumer("c-1");
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  auto first = deploys(c1, 1);
+  ASSERT_EQ(first.size(), 1u);
+
+  publishStatus("c-1", "repo-app", first[0].deployment_id, first[0].generation, "Ready");
+  ASSERT_TRUE(waitFor([&] { return metric("status_reports_overtaken_total") == 1; }));
+  auto second = deploys(c1, 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0].deployment_id, first[0].deployment_id);
+  // Handled again: a report about the older deployment, kept as the latest word (stale) until the new one reports.
+  auto bd = kvWhen(*hub_.status, events::bundleDeploymentStatusKey("c-1", kWs, "repo-app"),
+                   [](const Json& s) { return s.getBool("stale"); });
+  ASSERT_TRUE(bd.has_value());
+  EXPECT_EQ(bd->getString("deploymentID"), first[0].deployment_id);
+  auto summary = kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"),
+                        [](const Json& s) { return s.getString("state") == "WaitApplied"; });
+  EXPECT_TRUE(summary.has_value()) << "the new deployment has no report yet";
+}
+
 // A render error is shown in the bundle and GitRepo summaries while the last good deployment stays.
 TEST_F(SchedulerTest, RenderErrorKeepsTheLastGoodDeployment) {
   ASSERT_TRUE(registerCluster("c-1", {{"env", "prod"}}).accepted);

@@ -80,6 +80,9 @@ inline constexpr std::string_view kEventSource = "/flotilla/scheduler";
 //! Fault point after the first cluster's DeployEvent (and record) of a bundle event, before the rest.
 inline constexpr std::string_view kFaultBundleDeployed = "scheduler.bundle.deployed";
 
+//! Status messages handled at once (different deployments; scheduler.cpp setUpConsumers).
+inline constexpr int kStatusWorkers = 4;
+
 struct SchedulerOptions {
   int fetch_batch = 16;
   std::chrono::milliseconds fetch_timeout{1000};  //!< one fetch's wait; bounds shutdown latency
@@ -119,6 +122,9 @@ struct SchedulerOptions {
   //! before every DeployEvent is published, so a replica that lost the lease in the middle of a handler publishes
   //! nothing more (the message is handed back and the new holder handles it). Empty: always allowed.
   std::function<bool()> may_publish;
+  //! Tests: runs after a status report's bd.* record is written, while mutex_ is released (storeReport), with the
+  //! report's cluster and bundle: a test changes the deployment there to drive the overtaken path.
+  std::function<void(const std::string& cluster, const std::string& bundle)> after_status_write;
 };
 
 //! The KV key (bucket `clusters`) of the lease the scheduler's replicas share (--lease-ttl).
@@ -247,6 +253,9 @@ class Scheduler final : public service::Component {
     std::string key;        //!< deployments-bucket key of the pair
     uint64_t delivery_count = 1;
     bool stale = false;  //!< the report is about another deployment than the record's
+    //! mutex_, held by the handler; storeReport lets it go while the report's record is written.
+    std::unique_lock<std::mutex>* lock = nullptr;
+    bool defer_summaries = false;  //!< more status messages are behind this one (defer_summaries_ while held)
   };
 
   //! A registration stored (registration.cpp).
@@ -411,7 +420,13 @@ class Scheduler final : public service::Component {
                                 const std::string& bundle) const;
   Outcome statusWithoutDeployment(StatusContext& context);
   std::optional<Outcome> judgeReport(StatusContext& context, const DeploymentRecord& record);
-  Outcome storeReport(StatusContext& context, const DeploymentRecord& record);
+  //! Writes the report's bd.* record with mutex_ released (other clusters' reports, on the other status workers,
+  //! and bundle events go on meanwhile), then, holding it again, applies it to memory, the summaries and the
+  //! rollout. `record` is a copy: the map entry may change while the mutex is released.
+  Outcome storeReport(StatusContext& context, DeploymentRecord record);
+  //! After storeReport's write: nullopt when the deployment the report was judged against is still the record's;
+  //! else the outcome (a removed deployment's bd.* record removed again and acked; a changed one handled again).
+  std::optional<Outcome> reportOvertaken(StatusContext& context, const DeploymentRecord& judged);
   //! A report on a deployment being deleted: its answer to the delete removes the record and status.
   Outcome settleDelete(StatusContext& context, const DeploymentRecord& record);
   void countStatus(const char* result);
