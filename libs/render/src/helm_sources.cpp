@@ -1,15 +1,15 @@
-// Helm chart sources: repository charts (resolved, digest-checked, cached), chart URLs and oci:// references, and
-// local charts whose dependencies need `helm dependency build`. Fetch steps may use the network; rendering never.
+// Helm chart sources: repository charts (resolved, digest-checked, cached), chart URLs and oci:// references, and the
+// repository access they share with chart_dependencies.cpp (helm_repo.h). Fetch steps may use the network; rendering
+// never.
 #include <filesystem>
 #include <initializer_list>
-#include <map>
-#include <set>
 
 #include "flotilla/core/ascii.h"
 #include "flotilla/core/json.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/secrets/secret_store.h"
+#include "helm_repo.h"
 #include "text_scan.h"
 #include "tool_run.h"
 #include "url_pattern.h"
@@ -19,112 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-//! Credentials and TLS settings for one repository URL.
-struct RepoAuth {
-  std::string username;
-  std::string password;
-  std::string ca_file;
-  bool insecure = false;
-
-  //! helm flags for them; the password goes to stdin where helm accepts it (repo add, registry login).
-  [[nodiscard]] std::vector<std::string> tlsFlags() const {
-    std::vector<std::string> flags;
-    if (!ca_file.empty()) {
-      flags.insert(flags.end(), {"--ca-file", ca_file});
-    }
-    if (insecure) {
-      flags.emplace_back("--insecure-skip-tls-verify");
-    }
-    return flags;
-  }
-};
-
 bool isPlainHttp(std::string_view url) {
   return url.size() >= 7 && toLowerAscii(url.substr(0, 7)) == "http://";
-}
-
-//! The credentials for repository `url` (named by `field` of `fleet_yaml` in errors): the GitRepo's helmSecretName
-//! of its own workspace when helmRepoURLRegex matches. Never for a plain http:// URL unless the GitRepo allows it.
-Result<RepoAuth> authFor(const std::string& url, std::string_view field, const HelmRepoAccess& access,
-                         const std::string& credentials_dir, const std::string& scratch,
-                         const std::string& fleet_yaml) {
-  RepoAuth auth;
-  auth.insecure = access.insecure_skip_tls_verify;
-  if (access.secret_name.empty()) {
-    return auth;
-  }
-  if (!access.repo_url_regex.empty()) {
-    auto matches = urlPatternMatches(access.repo_url_regex, url);
-    if (!matches.ok()) {
-      return fail(ErrorKind::kInvalid, fleet_yaml + ": " + matches.error().message, fleet_yaml);
-    }
-    if (!*matches) {
-      return auth;
-    }
-  }
-  const std::string what = "helmSecretName \"" + access.secret_name + "\"";
-  if (credentials_dir.empty()) {
-    return fail(ErrorKind::kInvalid,
-                fleet_yaml + ": " + what + " is set but the bundler runs without --credentials-dir", fleet_yaml);
-  }
-  if (isPlainHttp(url) && !access.allow_http) {
-    std::string message = fleet_yaml;
-    message.append(": ").append(field).append(" \"").append(url);
-    message += "\" is a plain http:// URL and would send the credentials of " + what +
-               " in clear; use https:// or set the GitRepo's spec.insecureAllowHTTP: true";
-    return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
-  }
-  auto secret = secrets::readSecret(credentials_dir, access.workspace, access.secret_name);
-  if (!secret.ok()) {
-    return fail(ErrorKind::kInvalid, fleet_yaml + ": " + what + ": " + secret.error().message, fleet_yaml);
-  }
-  std::string token;
-  std::string ca_bundle;
-  for (const auto& [key, value] : *secret) {
-    if (key == "username") {
-      auth.username = trim(value);
-    } else if (key == "password") {
-      auth.password = trim(value);
-    } else if (key == "token") {
-      token = trim(value);
-    } else if (key == "cacerts") {
-      ca_bundle = value;
-    } else {
-      std::string message = fleet_yaml;
-      message.append(": ").append(what).append(" has unknown key \"").append(key);
-      message += "\" (expected username, password, token or cacerts)";
-      return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
-    }
-  }
-  if (auth.password.empty()) {
-    auth.password = token;
-  }
-  if (!ca_bundle.empty()) {
-    auth.ca_file = scratch + "/repo-ca.pem";
-    FLOTILLA_TRY(writeFile(auth.ca_file, ca_bundle, 0600));
-  }
-  return auth;
-}
-
-//! Runs a fetch step (network allowed); a failure is the bundle's (kInvalid) with helm's message.
-Result<CommandResult> fetchStep(const std::string& binary, std::vector<std::string> args, const std::string& scratch,
-                                const RenderLimits& limits, const std::string& what, const std::string& where,
-                                const RepoAuth& auth, std::string input = {}) {
-  auto result = run(binary, std::move(args), scratch, limits, what, Network::kAllowed, std::move(input));
-  if (!result.ok()) {
-    return fail(result.error());
-  }
-  if (result->timed_out) {
-    return fail(ErrorKind::kInvalid,
-                where + ": " + what + " did not finish within " + std::to_string(limits.timeout.count() / 1000) + "s",
-                where);
-  }
-  if (result->exit_code != 0) {
-    const std::string message =
-        withoutRoot(scrub(lastLines(result->err.empty() ? result->out : result->err), auth.password), scratch);
-    return fail(ErrorKind::kInvalid, where + ": " + what + " failed: " + message, where);
-  }
-  return result;
 }
 
 //! The only *.tgz in `dir`.
@@ -217,75 +113,6 @@ void storeInCache(const std::string& cache_dir, const std::string& key, const st
   }
 }
 
-//! `helm repo add <name> <url>` with the repository's credentials (password on stdin) and TLS settings.
-Status addRepository(const std::string& binary, const std::string& name, const std::string& url, const RepoAuth& auth,
-                     const std::string& scratch, const RenderLimits& limits, const std::string& where) {
-  std::vector<std::string> add = {"repo", "add", name, url, "--force-update"};
-  std::string input;
-  if (!auth.username.empty()) {
-    add.insert(add.end(), {"--username", auth.username, "--password-stdin"});
-    input = auth.password;
-  }
-  for (auto& flag : auth.tlsFlags()) {
-    add.push_back(std::move(flag));
-  }
-  FLOTILLA_TRY(
-      fetchStep(binary, std::move(add), scratch, limits, "helm repo add " + url, where, auth, std::move(input)));
-  return {};
-}
-
-//! The newest version of <repo_name>/<chart> matching `version` (a constraint; "" = the newest), from `helm search
-//! repo`; helm's search is a substring match (fleet-chart/demo also finds fleet-chart/demo-extra), so the exact name
-//! is picked from it. The error names `field` (helm.chart, dependencies[].name) and the repository `repo_url`.
-Result<std::string> resolveChartVersion(const std::string& binary, const std::string& repo_name,
-                                        const std::string& chart, const std::string& version,
-                                        const std::string& repo_url, const std::string& scratch,
-                                        const RenderLimits& limits, const std::string& where, std::string_view field) {
-  const std::string qualified = repo_name + "/" + chart;
-  std::vector<std::string> search = {"search", "repo", qualified, "-o", "json"};
-  if (!version.empty()) {
-    search.insert(search.end(), {"--version", version});
-  }
-  auto found = run(binary, std::move(search), scratch, limits, "helm search repo");
-  FLOTILLA_TRY(found);
-  auto listed = Json::parse(found->exit_code == 0 ? trim(found->out) : std::string("[]"));
-  if (listed.ok() && listed->isArray()) {
-    for (const auto& entry : listed->asArray()) {
-      if (entry.isObject() && entry.getString("name") == qualified) {
-        return entry.getString("version");
-      }
-    }
-  }
-  std::string message = where;
-  message.append(": ").append(field).append(" \"").append(chart).append("\"");
-  if (!version.empty()) {
-    message += " version \"" + version + "\"";
-  }
-  message += " not found in the repository " + repo_url;
-  return fail(ErrorKind::kInvalid, std::move(message), where);
-}
-
-//! The digest the cached index of repository `repo_name` names for `chart` at `version` ("" when it names none):
-//! together with the version it identifies the chart (the chart cache's and the render cache's key).
-std::string indexDigest(const std::string& scratch, const std::string& repo_name, const std::string& chart,
-                        const std::string& version, const RenderLimits& limits) {
-  auto index_text = readFile(scratch + "/helm/cache/repository/" + repo_name + "-index.yaml");
-  if (!index_text.ok()) {
-    return {};
-  }
-  auto index = parseYaml(*index_text, "index.yaml", YamlLimits{.max_input_bytes = limits.max_output_bytes});
-  const Json* entries = index.ok() ? index->at({"entries", chart}) : nullptr;
-  std::string digest;
-  if (entries != nullptr && entries->isArray()) {
-    for (const auto& entry : entries->asArray()) {
-      if (entry.isObject() && entry.getString("version") == version) {
-        digest = entry.getString("digest");
-      }
-    }
-  }
-  return digest;
-}
-
 //! helm.repo and helm.chart must name a repository URL and a chart in it.
 Status checkRepoChart(const model::HelmOptions& helm, const std::string& fleet_yaml) {
   if (!isChartName(helm.chart)) {
@@ -372,76 +199,159 @@ Result<RepoChartVersion> resolveRepoChart(const std::string& binary, const HelmR
   return out;
 }
 
-//! A dependency of a local chart that `helm dependency build` would fetch.
-struct ChartDependency {
-  std::string name;
-  std::string version;     //!< the constraint Chart.yaml gives
-  std::string repository;  //!< its URL as written
-};
+}  // namespace
 
-//! The dependencies a local chart's Chart.yaml declares, whether any is missing from charts/ (vendored neither as a
-//! directory nor as <name>-*.tgz), and the http(s) repositories they name. Empty when Chart.yaml does not read.
-struct ChartDependencies {
-  std::vector<ChartDependency> all;
-  std::set<std::string> repositories;
-  bool missing = false;
-};
-
-ChartDependencies scanDependencies(const std::string& chart_path, const std::string& chart_yaml,
-                                   const RenderLimits& limits) {
-  ChartDependencies out;
-  auto text = readFile(chart_path + "/Chart.yaml");
-  if (!text.ok()) {
-    return out;  // helm template reports it
+//! The credentials for repository `url` (named by `field` of `fleet_yaml` in errors): the GitRepo's helmSecretName
+//! of its own workspace when helmRepoURLRegex matches. Never for a plain http:// URL unless the GitRepo allows it.
+Result<RepoAuth> authFor(const std::string& url, std::string_view field, const HelmRepoAccess& access,
+                         const std::string& credentials_dir, const std::string& scratch,
+                         const std::string& fleet_yaml) {
+  RepoAuth auth;
+  auth.insecure = access.insecure_skip_tls_verify;
+  if (access.secret_name.empty()) {
+    return auth;
   }
-  auto chart = parseYaml(*text, chart_yaml, YamlLimits{.max_input_bytes = limits.max_file_bytes});
-  const Json* dependencies = chart.ok() ? chart->find("dependencies") : nullptr;
-  if (dependencies == nullptr || !dependencies->isArray()) {
-    return out;
+  if (!access.repo_url_regex.empty()) {
+    auto matches = urlPatternMatches(access.repo_url_regex, url);
+    if (!matches.ok()) {
+      return fail(ErrorKind::kInvalid, fleet_yaml + ": " + matches.error().message, fleet_yaml);
+    }
+    if (!*matches) {
+      return auth;
+    }
   }
-  std::error_code ec;
-  for (const auto& dependency : dependencies->asArray()) {
-    if (!dependency.isObject()) {
-      continue;
-    }
-    ChartDependency entry{dependency.getString("name"), dependency.getString("version"),
-                          dependency.getString("repository")};
-    if (startsWith(entry.repository, "http://") || startsWith(entry.repository, "https://")) {
-      out.repositories.insert(entry.repository);
-    }
-    bool vendored = fs::is_directory(std::string(chart_path).append("/charts/").append(entry.name), ec);
-    for (fs::directory_iterator it(chart_path + "/charts", ec); !vendored && !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
-      const std::string file = it->path().filename().string();
-      vendored = startsWith(file, entry.name + "-") && endsWith(file, ".tgz");
-    }
-    out.missing = out.missing || !vendored;
-    out.all.push_back(std::move(entry));
+  const std::string what = "helmSecretName \"" + access.secret_name + "\"";
+  if (credentials_dir.empty()) {
+    return fail(ErrorKind::kInvalid,
+                fleet_yaml + ": " + what + " is set but the bundler runs without --credentials-dir", fleet_yaml);
   }
-  return out;
+  if (isPlainHttp(url) && !access.allow_http) {
+    std::string message = fleet_yaml;
+    message.append(": ").append(field).append(" \"").append(url);
+    message += "\" is a plain http:// URL and would send the credentials of " + what +
+               " in clear; use https:// or set the GitRepo's spec.insecureAllowHTTP: true";
+    return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
+  }
+  auto secret = secrets::readSecret(credentials_dir, access.workspace, access.secret_name);
+  if (!secret.ok()) {
+    return fail(ErrorKind::kInvalid, fleet_yaml + ": " + what + ": " + secret.error().message, fleet_yaml);
+  }
+  std::string token;
+  std::string ca_bundle;
+  for (const auto& [key, value] : *secret) {
+    if (key == "username") {
+      auth.username = trim(value);
+    } else if (key == "password") {
+      auth.password = trim(value);
+    } else if (key == "token") {
+      token = trim(value);
+    } else if (key == "cacerts") {
+      ca_bundle = value;
+    } else {
+      std::string message = fleet_yaml;
+      message.append(": ").append(what).append(" has unknown key \"").append(key);
+      message += "\" (expected username, password, token or cacerts)";
+      return fail(ErrorKind::kInvalid, std::move(message), fleet_yaml);
+    }
+  }
+  if (auth.password.empty()) {
+    auth.password = token;
+  }
+  if (!ca_bundle.empty()) {
+    auth.ca_file = scratch + "/repo-ca.pem";
+    FLOTILLA_TRY(writeFile(auth.ca_file, ca_bundle, 0600));
+  }
+  return auth;
 }
 
-//! Whether the render runs `helm dependency build`: a dependency is missing from charts/ and updates are not off.
-bool buildsDependencies(const ChartDependencies& dependencies, const RenderRequest& request) {
-  return dependencies.missing && !(request.options.helm && request.options.helm->disable_dependency_update);
+//! Runs a fetch step (network allowed); a failure is the bundle's (kInvalid) with helm's message.
+Result<CommandResult> fetchStep(const std::string& binary, std::vector<std::string> args, const std::string& scratch,
+                                const RenderLimits& limits, const std::string& what, const std::string& where,
+                                const RepoAuth& auth, std::string input) {
+  auto result = run(binary, std::move(args), scratch, limits, what, Network::kAllowed, std::move(input));
+  if (!result.ok()) {
+    return fail(result.error());
+  }
+  if (result->timed_out) {
+    return fail(ErrorKind::kInvalid,
+                where + ": " + what + " did not finish within " + std::to_string(limits.timeout.count() / 1000) + "s",
+                where);
+  }
+  if (result->exit_code != 0) {
+    const std::string message =
+        withoutRoot(scrub(lastLines(result->err.empty() ? result->out : result->err), auth.password), scratch);
+    return fail(ErrorKind::kInvalid, where + ": " + what + " failed: " + message, where);
+  }
+  return result;
 }
 
-//! Adds each of `repositories` to the scratch dir's helm config as dependency-<i> (in the set's order), with the
-//! GitRepo's credentials where they apply; the last one's auth (for fetchStep's scrubbing of helm's messages).
-Result<RepoAuth> addDependencyRepositories(const std::string& binary, const HelmRendererOptions& options,
-                                           const RenderRequest& request, const std::string& scratch,
-                                           const std::set<std::string>& repositories, const std::string& chart_yaml) {
-  RepoAuth last_auth;
-  int index = 0;
-  for (const auto& repository : repositories) {
-    auto auth = authFor(repository, "dependencies[].repository", request.helm_access, options.credentials_dir, scratch,
-                        chart_yaml);
-    FLOTILLA_TRY(auth);
-    FLOTILLA_TRY(addRepository(binary, "dependency-" + std::to_string(index++), repository, *auth, scratch,
-                               request.limits, chart_yaml));
-    last_auth = std::move(auth).value();
+//! `helm repo add <name> <url>` with the repository's credentials (password on stdin) and TLS settings.
+Status addRepository(const std::string& binary, const std::string& name, const std::string& url, const RepoAuth& auth,
+                     const std::string& scratch, const RenderLimits& limits, const std::string& where) {
+  std::vector<std::string> add = {"repo", "add", name, url, "--force-update"};
+  std::string input;
+  if (!auth.username.empty()) {
+    add.insert(add.end(), {"--username", auth.username, "--password-stdin"});
+    input = auth.password;
   }
-  return last_auth;
+  for (auto& flag : auth.tlsFlags()) {
+    add.push_back(std::move(flag));
+  }
+  FLOTILLA_TRY(
+      fetchStep(binary, std::move(add), scratch, limits, "helm repo add " + url, where, auth, std::move(input)));
+  return {};
+}
+
+//! The newest version of <repo_name>/<chart> matching `version` (a constraint; "" = the newest), from `helm search
+//! repo`; helm's search is a substring match (fleet-chart/demo also finds fleet-chart/demo-extra), so the exact name
+//! is picked from it. The error names `field` (helm.chart, dependencies[].name) and the repository `repo_url`.
+Result<std::string> resolveChartVersion(const std::string& binary, const std::string& repo_name,
+                                        const std::string& chart, const std::string& version,
+                                        const std::string& repo_url, const std::string& scratch,
+                                        const RenderLimits& limits, const std::string& where, std::string_view field) {
+  const std::string qualified = repo_name + "/" + chart;
+  std::vector<std::string> search = {"search", "repo", qualified, "-o", "json"};
+  if (!version.empty()) {
+    search.insert(search.end(), {"--version", version});
+  }
+  auto found = run(binary, std::move(search), scratch, limits, "helm search repo");
+  FLOTILLA_TRY(found);
+  auto listed = Json::parse(found->exit_code == 0 ? trim(found->out) : std::string("[]"));
+  if (listed.ok() && listed->isArray()) {
+    for (const auto& entry : listed->asArray()) {
+      if (entry.isObject() && entry.getString("name") == qualified) {
+        return entry.getString("version");
+      }
+    }
+  }
+  std::string message = where;
+  message.append(": ").append(field).append(" \"").append(chart).append("\"");
+  if (!version.empty()) {
+    message += " version \"" + version + "\"";
+  }
+  message += " not found in the repository " + repo_url;
+  return fail(ErrorKind::kInvalid, std::move(message), where);
+}
+
+//! The digest the cached index of repository `repo_name` names for `chart` at `version` ("" when it names none):
+//! together with the version it identifies the chart (the chart cache's and the render cache's key).
+std::string indexDigest(const std::string& scratch, const std::string& repo_name, const std::string& chart,
+                        const std::string& version, const RenderLimits& limits) {
+  auto index_text = readFile(scratch + "/helm/cache/repository/" + repo_name + "-index.yaml");
+  if (!index_text.ok()) {
+    return {};
+  }
+  auto index = parseYaml(*index_text, "index.yaml", YamlLimits{.max_input_bytes = limits.max_output_bytes});
+  const Json* entries = index.ok() ? index->at({"entries", chart}) : nullptr;
+  std::string digest;
+  if (entries != nullptr && entries->isArray()) {
+    for (const auto& entry : entries->asArray()) {
+      if (entry.isObject() && entry.getString("version") == version) {
+        digest = entry.getString("digest");
+      }
+    }
+  }
+  return digest;
 }
 
 //! Appends each value with its length in front: no two different lists of fields read the same.
@@ -452,8 +362,6 @@ void identityFields(std::string& out, std::initializer_list<std::string_view> va
     out += value;
   }
 }
-
-}  // namespace
 
 //! helm.repo + helm.chart (+ helm.version): the repository's index resolves the version, the cache is looked up
 //! by (repo, chart, version, digest), and only a miss downloads the archive.
@@ -535,29 +443,6 @@ Result<PreparedChart> fetchChartReference(const std::string& binary, const HelmR
   return PreparedChart{*archive, described.chart + "-" + described.chart_version};
 }
 
-//! A local chart whose Chart.yaml declares dependencies missing from charts/: a copy of it (the checkout is
-//! shared by the bundles of the commit) gets `helm dependency build` with the repositories it names.
-Result<PreparedChart> buildDependencies(const std::string& binary, const HelmRendererOptions& options,
-                                        const RenderRequest& request, const std::string& scratch,
-                                        const std::string& chart_dir, const std::string& chart_path) {
-  const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
-  const ChartDependencies dependencies = scanDependencies(chart_path, chart_yaml, request.limits);
-  if (!buildsDependencies(dependencies, request)) {
-    return PreparedChart{chart_path, chart_dir};
-  }
-  const std::string copy = scratch + "/chart";
-  std::error_code ec;
-  fs::copy(chart_path, copy, fs::copy_options::recursive, ec);
-  if (ec) {
-    return fail(ErrorKind::kInternal, "cannot copy the chart " + chart_dir + ": " + ec.message(), "copy");
-  }
-  auto last_auth = addDependencyRepositories(binary, options, request, scratch, dependencies.repositories, chart_yaml);
-  FLOTILLA_TRY(last_auth);
-  FLOTILLA_TRY(fetchStep(binary, {"dependency", "build", copy, "--skip-refresh"}, scratch, request.limits,
-                         "helm dependency build", chart_yaml, *last_auth));
-  return PreparedChart{copy, chart_dir};
-}
-
 Result<std::string> resolveRepoChartIdentity(const std::string& binary, const HelmRendererOptions& options,
                                              const RenderRequest& request, const std::string& scratch,
                                              const std::string& fleet_yaml) {
@@ -584,48 +469,6 @@ Result<std::string> resolveChartReferenceIdentity(const std::string& binary, con
   FLOTILLA_TRY(chart);
   std::string identity;
   identityFields(identity, {request.options.helm->chart, request.options.helm->version, notes.chart_digest});
-  return identity;
-}
-
-Result<std::string> resolveDependencyIdentity(const std::string& binary, const HelmRendererOptions& options,
-                                              const RenderRequest& request, const std::string& scratch,
-                                              const std::string& chart_dir, const std::string& chart_path) {
-  const std::string chart_yaml = joinRelative(chart_dir, "Chart.yaml");
-  const ChartDependencies dependencies = scanDependencies(chart_path, chart_yaml, request.limits);
-  if (!buildsDependencies(dependencies, request)) {
-    return std::string();  // nothing is fetched: charts/ (in the checkout) is what renders
-  }
-  FLOTILLA_TRY(addDependencyRepositories(binary, options, request, scratch, dependencies.repositories, chart_yaml));
-  std::map<std::string, std::string> repo_names;  // URL -> dependency-<i>, as addDependencyRepositories named them
-  for (const auto& repository : dependencies.repositories) {
-    repo_names.emplace(repository, "dependency-" + std::to_string(repo_names.size()));
-  }
-  std::string identity;
-  for (const auto& dependency : dependencies.all) {
-    if (startsWith(dependency.repository, "file://")) {
-      continue;  // inside the checkout: the render key has its files
-    }
-    auto repo_name = repo_names.find(dependency.repository);
-    if (repo_name == repo_names.end()) {
-      // oci:// or a repository alias ("@name"): nothing here resolves those without fetching the chart.
-      return fail(ErrorKind::kPermanent,
-                  chart_yaml + ": dependency \"" + dependency.name + "\" from \"" + dependency.repository +
-                      "\" cannot be resolved to a digest",
-                  chart_yaml);
-    }
-    auto version =
-        resolveChartVersion(binary, repo_name->second, dependency.name, dependency.version, dependency.repository,
-                            scratch, request.limits, chart_yaml, "dependencies[].name");
-    FLOTILLA_TRY(version);
-    const std::string digest = indexDigest(scratch, repo_name->second, dependency.name, *version, request.limits);
-    if (digest.empty()) {
-      return fail(ErrorKind::kPermanent,
-                  chart_yaml + ": the index of " + dependency.repository + " names no digest for " + dependency.name +
-                      " " + *version,
-                  chart_yaml);
-    }
-    identityFields(identity, {dependency.repository, dependency.name, *version, digest});
-  }
   return identity;
 }
 
