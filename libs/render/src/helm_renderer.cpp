@@ -103,6 +103,12 @@ HelmRepoAccess helmRepoAccessOf(const model::GitRepo& gitrepo) {
 
 namespace {
 
+//! The checkout directory of a local chart: helm.chart (or ".") under the bundle.
+std::string localChartDir(const RenderRequest& request) {
+  const auto& helm = request.options.helm;
+  return joinRelative(request.bundle_path, helm && !helm->chart.empty() ? helm->chart : ".");
+}
+
 //! The chart to template: fetched (repository, URL, oci://) or the bundle's local chart, dependencies built.
 Result<PreparedChart> prepareChart(const std::string& binary, const HelmRendererOptions& options,
                                    const RenderRequest& request, const std::string& scratch,
@@ -112,7 +118,7 @@ Result<PreparedChart> prepareChart(const std::string& binary, const HelmRenderer
     return !helm->repo.empty() ? fetchRepoChart(binary, options, request, scratch, fleet_yaml, notes)
                                : fetchChartReference(binary, options, request, scratch, fleet_yaml, notes);
   }
-  const std::string chart_dir = joinRelative(request.bundle_path, helm && !helm->chart.empty() ? helm->chart : ".");
+  const std::string chart_dir = localChartDir(request);
   auto chart_path = source::resolveInside(request.root, chart_dir);
   if (!chart_path.ok() || !isDirectory(*chart_path)) {
     return fail(ErrorKind::kInvalid, fleet_yaml + ": helm.chart: no chart directory \"" + chart_dir + "\"", fleet_yaml);
@@ -220,7 +226,7 @@ Result<std::string> HelmRenderer::resolveRemoteInputs(const RenderRequest& reque
                ? detail::resolveRepoChartIdentity(binary_, options_, request, scratch->dir(), fleet_yaml)
                : detail::resolveChartReferenceIdentity(binary_, options_, request, scratch->dir(), fleet_yaml);
   }
-  const std::string chart_dir = joinRelative(request.bundle_path, helm && !helm->chart.empty() ? helm->chart : ".");
+  const std::string chart_dir = localChartDir(request);
   auto chart_path = source::resolveInside(request.root, chart_dir);
   if (!chart_path.ok() || !isDirectory(*chart_path)) {
     return std::string();  // the render reports it

@@ -44,6 +44,15 @@ model::BundleDeploymentOptions remoteChart(const std::string& repo, const std::s
   return options;
 }
 
+//! app/: a local chart with its own ConfigMap and a dependency on dep 0.1.x from `repo_url`.
+void addChartDependingOnDep(const Checkout& checkout, const std::string& repo_url) {
+  checkout.add("app/Chart.yaml",
+               "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n"
+               "  - name: dep\n    version: \"0.1.x\"\n    repository: " +
+                   repo_url + "\n");
+  checkout.add("app/templates/own.yaml", configMap("own"));
+}
+
 const Json* byName(const std::vector<RenderedObject>& objects, const std::string& name) {
   for (const auto& o : objects) {
     if (o.object.at({"metadata", "name"})->asString() == name) {
@@ -241,11 +250,7 @@ TEST(ChartSources, LocalChartDependenciesAreBuiltFromTheirRepositoryOnACopy) {
   repo.publish("dep", "0.1.0");
   repo.publish("dep", "0.2.0");
   Checkout checkout;
-  checkout.add("app/Chart.yaml",
-               "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n"
-               "  - name: dep\n    version: \"0.1.x\"\n    repository: " +
-                   repo.url() + "\n");
-  checkout.add("app/templates/own.yaml", configMap("own"));
+  addChartDependingOnDep(checkout, repo.url());
   model::BundleDeploymentOptions options;
   options.helm = model::HelmOptions{};
   auto objects = HelmRenderer(helm).render(request(checkout, "app", options));
@@ -319,11 +324,7 @@ TEST(ChartSources, AChartUrlAndRepositoryDependenciesResolveToDigests) {
   ASSERT_TRUE(url_changed.ok());
   EXPECT_NE(*url_changed, *url) << "the archive's digest is part of it";
 
-  checkout.add("app/Chart.yaml",
-               "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n"
-               "  - name: dep\n    version: \"0.1.x\"\n    repository: " +
-                   repo.url() + "\n");
-  checkout.add("app/templates/own.yaml", configMap("own"));
+  addChartDependingOnDep(checkout, repo.url());
   model::BundleDeploymentOptions local;
   local.helm = model::HelmOptions{};
   auto deps = renderer.resolveRemoteInputs(request(checkout, "app", local));

@@ -457,13 +457,19 @@ Status Scheduler::forgetDeployment(const std::string& cluster, const std::string
     return removed;
   }
   if (statuses_.contains(key)) {
-    removed = hub_.status->remove(events::bundleDeploymentStatusKey(cluster, workspace, bundle));
-    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
-      return removed;
-    }
-    statuses_.erase(key);
+    FLOTILLA_TRY(removeStatusRecord(cluster, workspace, bundle));
   }
   eraseDeploymentRecord(key);
+  return {};
+}
+
+Status Scheduler::removeStatusRecord(const std::string& cluster, const std::string& workspace,
+                                     const std::string& bundle) {
+  Status removed = hub_.status->remove(events::bundleDeploymentStatusKey(cluster, workspace, bundle));
+  if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+    return removed;
+  }
+  statuses_.erase(events::deploymentKey(cluster, workspace, bundle));
   return {};
 }
 

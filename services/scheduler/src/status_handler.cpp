@@ -119,12 +119,9 @@ std::optional<Outcome> Scheduler::reportOvertaken(StatusContext& context, const 
       .Increment();
   if (now == deployments_.end()) {
     // Removed meanwhile (a delete settled, the bundle or cluster went): the record just written must not outlive it.
-    auto removed =
-        hub_.status->remove(events::bundleDeploymentStatusKey(context.cluster, context.workspace, context.bundle));
-    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+    if (!removeStatusRecord(context.cluster, context.workspace, context.bundle).ok()) {
       return Outcome::retry(backoff(context.delivery_count), "retry");
     }
-    statuses_.erase(context.key);
     log::info("a status report's deployment was removed while its record was written; record removed",
               {{"cluster", context.cluster}, {"bundle", context.bundle}});
     return Outcome::ack("no-deployment");
@@ -204,12 +201,9 @@ std::string Scheduler::workspaceOfReport(const events::StatusEvent& event, const
 Outcome Scheduler::statusWithoutDeployment(StatusContext& context) {
   // The deployment was removed (the agent confirms a delete, or reports on a bundle it still tracks).
   if (statuses_.contains(context.key)) {
-    auto removed =
-        hub_.status->remove(events::bundleDeploymentStatusKey(context.cluster, context.workspace, context.bundle));
-    if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+    if (!removeStatusRecord(context.cluster, context.workspace, context.bundle).ok()) {
       return Outcome::retry(backoff(context.delivery_count), "retry");
     }
-    statuses_.erase(context.key);
     Affected affected;
     affected.clusters.insert(context.cluster);
     affected.bundles.emplace(context.workspace, context.bundle);

@@ -368,6 +368,8 @@ class Scheduler final : public service::Component {
   void noteDeploymentWritten(const PlacementInput& input, const DeploymentRecord& next, bool released);
   Status removeDeployment(const PlacementInput& input, const PlacementDecision& decision, bool& published);
   //! Drops a deployment record and its bd status (KV and memory).
+  //! Removes the pair's bd.* record (one already gone counts as removed) and its copy in statuses_.
+  Status removeStatusRecord(const std::string& cluster, const std::string& workspace, const std::string& bundle);
   Status forgetDeployment(const std::string& cluster, const std::string& workspace, const std::string& bundle);
   //! Sends again the deletes of deleted bundles that an agent reported as failed (reconcileAll).
   Status retryFailedDeletes(int64_t clock_ms, Affected& affected);
