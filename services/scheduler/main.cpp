@@ -9,6 +9,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/scheduler/enrollment.h"
 #include "flotilla/scheduler/flags.h"
+#include "flotilla/scheduler/partition_set.h"
 #include "flotilla/scheduler/scheduler.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/service/lease.h"
@@ -21,8 +22,9 @@ namespace {
 struct ReadinessSlot {
   std::mutex mutex;
   std::shared_ptr<scheduler::Scheduler> scheduler;
-  std::shared_ptr<scheduler::Registrar> registrar;  //!< with --registration-signing-key
-  std::shared_ptr<service::Lease> lease;            //!< with --lease-ttl (replicas)
+  std::shared_ptr<scheduler::Registrar> registrar;      //!< with --registration-signing-key
+  std::shared_ptr<service::Lease> lease;                //!< with --lease-ttl (replicas)
+  std::shared_ptr<scheduler::PartitionSet> partitions;  //!< with --partitions above 1
 };
 
 //! Ready as the holder (everything started) or, while another replica holds the lease, as a standby that serves
@@ -31,6 +33,11 @@ bool slotReady(ReadinessSlot& slot, std::string& why) {
   if (!slot.scheduler) {
     why = "starting: connecting to the hub";
     return false;
+  }
+  if (slot.partitions) {
+    // Serving manifests, and every partition it holds started.
+    return slot.scheduler->readyAsStandby(why) && slot.partitions->ready(why) &&
+           (!slot.registrar || slot.registrar->ready(why));
   }
   const bool standby = slot.lease && !slot.lease->held();
   const bool scheduler = standby ? slot.scheduler->readyAsStandby(why) : slot.scheduler->ready(why);
@@ -85,6 +92,57 @@ service::StopService startReplica(service::Runtime& runtime, const std::shared_p
   return stopping(scheduler, registrar, lease);
 }
 
+//! One of several replicas splitting the work (--partitions): serves manifest requests (and registration tokens)
+//! at once; each partition it holds runs as a Scheduler of its own (partition_set.h).
+service::StopService startPartitioned(service::Runtime& runtime, const service::Hub& hub,
+                                      const scheduler::SchedulerOptions& options,
+                                      const scheduler::ReplicaOptions& replica,
+                                      const std::shared_ptr<scheduler::Scheduler>& scheduler,
+                                      const std::shared_ptr<scheduler::Registrar>& registrar,
+                                      const std::shared_ptr<ReadinessSlot>& slot) {
+  if (auto serving = scheduler->serveManifests(); !serving.ok()) {
+    return service::startupFailed("cannot serve manifests", serving.error());
+  }
+  if (registrar) {
+    if (auto subscribed = registrar->start(); !subscribed.ok()) {
+      return service::startupFailed("cannot start the registrar", subscribed.error());
+    }
+  }
+  Metrics& metrics = runtime.metrics();
+  auto factory = [hub, options, &metrics](
+                     scheduler::Partition partition,
+                     std::function<bool()> may_publish) -> Result<std::shared_ptr<service::Component>> {
+    scheduler::SchedulerOptions own = options;
+    own.partition = partition;
+    own.serve_manifests = false;  // served once per process, above
+    own.may_publish = std::move(may_publish);
+    auto created = scheduler::Scheduler::create(hub, metrics, own);
+    FLOTILLA_TRY(created);
+    return std::shared_ptr<service::Component>(std::move(created).value());
+  };
+  auto partitions = std::make_shared<scheduler::PartitionSet>(
+      hub.clusters, metrics,
+      scheduler::PartitionSetOptions{.id = replica.id, .ttl = replica.lease_ttl, .partitions = replica.partitions},
+      std::move(factory));
+  {
+    std::lock_guard lock(slot->mutex);
+    slot->partitions = partitions;
+  }
+  partitions->start();
+  log::info("scheduler running as a partitioned replica", {{"partitions", static_cast<int64_t>(replica.partitions)},
+                                                           {"replica", replica.id},
+                                                           {"http_port", static_cast<int64_t>(runtime.httpPort())}});
+  return [partitions, scheduler, registrar] {
+    log::info("shutting down", {});
+    if (registrar) {
+      registrar->stop();
+    }
+    partitions->stop();  // each partition's last publish, then its lease released
+    scheduler->stop();
+    log::info("scheduler stopped", {});
+  };
+}
+
 service::StopService startScheduler(const service::Config& config, service::Runtime& runtime) {
   auto options = scheduler::schedulerOptionsFrom(config);
   if (!options.ok()) {
@@ -110,7 +168,7 @@ service::StopService startScheduler(const service::Config& config, service::Runt
     return {};
   }
   std::shared_ptr<service::Lease> lease;
-  if (replica->lease_ttl.count() > 0) {
+  if (replica->lease_ttl.count() > 0 && replica->partitions == 1) {
     lease = std::make_shared<service::Lease>(
         hub->clusters, runtime.metrics(),
         service::LeaseOptions{.key = scheduler::kLeaseKey, .holder = replica->id, .ttl = replica->lease_ttl});
@@ -134,6 +192,9 @@ service::StopService startScheduler(const service::Config& config, service::Runt
         std::make_shared<scheduler::Registrar>(hub->connection, hub->clusters, runtime.metrics(), **registrar_options);
     std::lock_guard lock(slot->mutex);
     slot->registrar = registrar;
+  }
+  if (replica->partitions > 1) {
+    return startPartitioned(runtime, *hub, *options, *replica, scheduler, registrar, slot);
   }
   if (lease) {
     return startReplica(runtime, scheduler, registrar, lease);

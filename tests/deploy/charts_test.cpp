@@ -274,6 +274,19 @@ TEST(HubChart, SchedulerReplicasShareALease) {
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.error().message, HasSubstr("scheduler.replicas=2 with scheduler.leaseTTL=0"));
   EXPECT_TRUE(renderHub({"--set", "scheduler.replicas=0"}).ok());
+  EXPECT_THAT(hubServiceArgs(*two, "scheduler"), Not(Contains(HasSubstr("--partitions"))));
+}
+
+// Replicas that split the work: --partitions reaches every replica, and needs the lease ttl.
+TEST(HubChart, SchedulerPartitionsSplitTheWork) {
+  auto split = renderHub({"--set", "scheduler.replicas=3", "--set", "scheduler.partitions=6"});
+  ASSERT_TRUE(split.ok()) << split.error().describe();
+  EXPECT_THAT(hubServiceArgs(*split, "scheduler"), Contains("--partitions=6"));
+  EXPECT_THAT(hubServiceArgs(*split, "scheduler"), Contains("--lease-ttl=10"));
+  auto refused = renderHub({"--set", "scheduler.partitions=2", "--set", "scheduler.leaseTTL=0"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, HasSubstr("scheduler.partitions=2 with scheduler.leaseTTL=0"));
+  EXPECT_FALSE(renderHub({"--set", "scheduler.partitions=0"}).ok()) << "the schema's minimum";
 }
 
 // Poller replicas each keep their own mirrors: more than one with a persistent volume is refused, with emptyDir fine.

@@ -171,6 +171,8 @@ Role schedulerRole() {
       {std::string(events::kDeployFilter), clusters + ".cluster.>", clusters + ".heartbeat.>",
        clusters + ".enrollment.>",     // the registrar's records (registration tokens)
        clusters + ".lease.scheduler",  // the lease its replicas share (--lease-ttl)
+       // with --partitions: each partition's lease (lease.scheduler.p<i>) and each replica's membership
+       clusters + ".lease.scheduler.>", clusters + ".member.scheduler.>",
        // a finished deregistration's tombstone gets the keys of the credentials the registrar gave the cluster
        clusters + ".deregistered.>", cat("$KV.", events::kDeploymentsBucket) + ".>", status + ".bd.>",
        status + ".summary.>",
@@ -182,10 +184,12 @@ Role schedulerRole() {
        // is agent-<cluster>, and a NATS wildcard is a whole token, so this is every inbox's `reregister` (only
        // agents listen there, each under its own inbox)
        "_INBOX.*.reregister"});
-  createDurable(p, kBundleStream, "scheduler");
-  consumeDurable(p, kBundleStream, "scheduler");
-  createDurable(p, kStatusStream, "scheduler-status");
-  consumeDurable(p, kStatusStream, "scheduler-status");
+  // Its durables on the two streams only it reads: "scheduler" and "scheduler-status", or with --partitions one pair
+  // per partition ("scheduler-p<i>", "scheduler-status-p<i>"), so any durable name of these two streams.
+  for (std::string_view stream : {kBundleStream, kStatusStream}) {
+    createDurable(p, stream, "*");
+    consumeDurable(p, stream, "*");
+  }
   // Registration requests: the per-cluster subject (the shared one is gone) and the token requests; every
   // cluster's manifest requests (answered with chunks of the manifests its deployments reference).
   p.subscribe_allow.insert(p.subscribe_allow.end(), {std::string(events::kRegisterSubject) + ".>",

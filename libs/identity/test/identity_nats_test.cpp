@@ -161,6 +161,9 @@ TEST_F(IdentityNatsTest, EachHubServiceProvisionsTheTopologyAndWritesOnlyItsOwnK
                                        std::chrono::seconds(10))
                        .value();
   EXPECT_TRUE(scheduler.clusters->put("lease.scheduler", R"({"holder":"a"})").ok()) << world_->server->logTail();
+  EXPECT_TRUE(scheduler.clusters->put("lease.scheduler.p1", R"({"holder":"a"})").ok()) << world_->server->logTail();
+  EXPECT_TRUE(scheduler.clusters->put("member.scheduler.a", R"({"holder":"a"})").ok()) << world_->server->logTail();
+  EXPECT_FALSE(poller.clusters->put("lease.scheduler.p1", R"({"holder":"poller"})").ok());
   EXPECT_FALSE(world_->admin.bundles->get("ws.bundle").ok());
   EXPECT_NE(world_->server->logText().find("Publish Violation"), std::string::npos);
 }

@@ -105,6 +105,11 @@ TEST(RolePermissionsTest, HubServicesWriteOnlyTheirOwnKeys) {
   EXPECT_FALSE(has(scheduler.permissions.subscribe_allow, "flotilla.register")) << "the shared subject is gone";
   EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$JS.API.CONSUMER.CREATE.FLOTILLA_DEPLOY.>"));
   EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$KV.clusters.lease.scheduler")) << "its replicas' lease";
+  EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$KV.clusters.lease.scheduler.>")) << "partition leases";
+  EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$KV.clusters.member.scheduler.>")) << "replica membership";
+  EXPECT_TRUE(has(scheduler.permissions.publish_allow, "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_STATUS.*"))
+      << "its partitions' durables";
+  EXPECT_FALSE(mentions(scheduler.permissions.publish_allow, "CONSUMER.MSG.NEXT.FLOTILLA_COMMITS"));
   EXPECT_FALSE(mentions(scheduler.permissions.publish_allow, "$KV.gitrepos"));
   EXPECT_FALSE(mentions(poller.permissions.publish_allow, "lease")) << "only the scheduler takes the lease";
   for (const Role& role : {poller, bundler, scheduler}) {

@@ -23,6 +23,12 @@ milliseconds holderMargin(milliseconds ttl) {
   return ttl * 2 / 3;
 }
 
+//! The lease's own labels (LeaseOptions::labels) with a metric's.
+prometheus::Labels withLabels(prometheus::Labels base, const prometheus::Labels& more) {
+  base.insert(more.begin(), more.end());
+  return base;
+}
+
 struct LeaseValue {
   std::string holder;
   milliseconds ttl{0};
@@ -42,7 +48,7 @@ LeaseValue readLeaseValue(const std::string& text, milliseconds fallback_ttl) {
 
 Lease::Lease(std::shared_ptr<bus::KeyValue> bucket, Metrics& metrics, LeaseOptions options)
     : bucket_(std::move(bucket)), metrics_(metrics), options_(std::move(options)) {
-  metrics_.gauge("lease_held", kHeldHelp).Set(0);
+  metrics_.gauge("lease_held", kHeldHelp, options_.labels).Set(0);
 }
 
 Lease::~Lease() {
@@ -73,7 +79,7 @@ void Lease::release() {
     holding_ = false;
     revision = revision_;
   }
-  metrics_.gauge("lease_held", kHeldHelp).Set(0);
+  metrics_.gauge("lease_held", kHeldHelp, options_.labels).Set(0);
   if (auto written = bucket_->update(options_.key, valueHeldBy(""), revision); !written.ok()) {
     log::warn("lease not released: a standby takes it over after the ttl",
               {{"key", options_.key}, {"holder", options_.holder}, {"error", written.error().describe()}});
@@ -129,7 +135,7 @@ void Lease::loop() {
 LeaseRound Lease::tryAcquire(steady_clock::time_point now) {
   auto found = bucket_->find(options_.key);
   if (!found.ok()) {
-    metrics_.counter("lease_errors_total", kErrorsHelp, {{"op", "read"}}).Increment();
+    metrics_.counter("lease_errors_total", kErrorsHelp, withLabels(options_.labels, {{"op", "read"}})).Increment();
     log::warn("lease not readable; trying again", {{"key", options_.key}, {"error", found.error().describe()}});
     return LeaseRound::kError;
   }
@@ -169,7 +175,7 @@ LeaseRound Lease::takeOver(uint64_t expected_revision, bool exists, steady_clock
       log::debug("lease taken by another replica first", {{"key", options_.key}, {"holder", options_.holder}});
       return LeaseRound::kWaiting;
     }
-    metrics_.counter("lease_errors_total", kErrorsHelp, {{"op", "acquire"}}).Increment();
+    metrics_.counter("lease_errors_total", kErrorsHelp, withLabels(options_.labels, {{"op", "acquire"}})).Increment();
     log::warn("lease not written; trying again", {{"key", options_.key}, {"error", written.error().describe()}});
     return LeaseRound::kError;
   }
@@ -184,9 +190,9 @@ LeaseRound Lease::takeOver(uint64_t expected_revision, bool exists, steady_clock
   }
   metrics_
       .counter("lease_acquired_total", "Leases this replica acquired, by how: free, released, own, expired",
-               {{"how", how}})
+               withLabels(options_.labels, {{"how", how}}))
       .Increment();
-  metrics_.gauge("lease_held", kHeldHelp).Set(1);
+  metrics_.gauge("lease_held", kHeldHelp, options_.labels).Set(1);
   log::info("lease acquired",
             {{"key", options_.key}, {"holder", options_.holder}, {"how", how}, {"previous", previous}});
   return LeaseRound::kHeld;
@@ -210,7 +216,7 @@ LeaseRound Lease::renew(steady_clock::time_point now) {
   if (written.error().kind == ErrorKind::kConflict) {
     return lose("taken", written.error().describe());
   }
-  metrics_.counter("lease_errors_total", kErrorsHelp, {{"op", "renew"}}).Increment();
+  metrics_.counter("lease_errors_total", kErrorsHelp, withLabels(options_.labels, {{"op", "renew"}})).Increment();
   if (now - renewed_at >= holderMargin(options_.ttl)) {
     return lose("unrenewed", written.error().describe());
   }
@@ -223,9 +229,11 @@ LeaseRound Lease::lose(const char* reason, const std::string& detail) {
     std::lock_guard lock(mutex_);
     holding_ = false;
   }
-  metrics_.counter("lease_lost_total", "Leases this replica lost, by reason: taken, unrenewed", {{"reason", reason}})
+  metrics_
+      .counter("lease_lost_total", "Leases this replica lost, by reason: taken, unrenewed",
+               withLabels(options_.labels, {{"reason", reason}}))
       .Increment();
-  metrics_.gauge("lease_held", kHeldHelp).Set(0);
+  metrics_.gauge("lease_held", kHeldHelp, options_.labels).Set(0);
   log::error("lease lost: this replica stops acting as the holder",
              {{"key", options_.key}, {"holder", options_.holder}, {"reason", reason}, {"error", detail}});
   return LeaseRound::kLost;

@@ -35,6 +35,9 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
                         .delivery_count = delivery_count,
                         .id = events::bundleKey(event->workspace, event->bundle)};
   context.affected.bundle_event = true;
+  if (auto other = otherPartitionsBundle(context)) {
+    return *other;
+  }
   auto existing = bundles_.find(context.id);
   context.existing = existing == bundles_.end() ? nullptr : &existing->second;
   if (superseded(context)) {
@@ -49,6 +52,28 @@ Outcome Scheduler::handleBundle(std::string_view data, int64_t clock_ms, uint64_
     ~HandlingTime() { slot.clear(); }
   } handling{handling_bundle_time_ = event->time};
   return scheduleBundle(context);
+}
+
+std::optional<Outcome> Scheduler::otherPartitionsBundle(const BundleContext& context) {
+  if (options_.partition.whole()) {
+    return std::nullopt;
+  }
+  const events::BundleEvent& event = context.event;
+  // A delete may come without its GitRepo: the one last seen for the bundle decides.
+  const std::string gitrepo = event.gitrepo.empty() ? gitRepoOfBundle(event.workspace, event.bundle) : event.gitrepo;
+  noteBundleGitRepo(event.workspace, event.bundle, gitrepo);
+  if (ownsBundle(event.workspace, gitrepo)) {
+    return std::nullopt;
+  }
+  if (bundles_.erase(context.id) > 0) {
+    // The name moved to another partition's GitRepo (freed by one, claimed by another). Its deployments here go
+    // as that partition writes their records (applyOtherRecord) or as their deletes are answered.
+    rollouts_.erase(context.id);
+    log::info("a bundle passed to another partition's GitRepo",
+              {{"bundle", event.bundle}, {"gitrepo", gitrepo}, {"partition", options_.partition.name()}});
+    updateGauges();
+  }
+  return Outcome::ack("other-partition");
 }
 
 Outcome Scheduler::rejectBundle(const std::string& problem) {

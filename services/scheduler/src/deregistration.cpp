@@ -157,8 +157,7 @@ Status Scheduler::advanceDeregistration(const std::string& cluster) {
   }
   FLOTILLA_TRY(writeSummaries(affected));
   FLOTILLA_TRY(step);
-  if (std::none_of(deployments_.begin(), deployments_.end(),
-                   [&](const auto& entry) { return entry.second.cluster == cluster; })) {
+  if (!clusterHasRecords(cluster)) {
     return finishDeregistration(cluster);
   }
   return {};
@@ -203,6 +202,12 @@ Status Scheduler::dropDeployment(const std::string& key, Affected& affected) {
 }
 
 Status Scheduler::finishDeregistration(const std::string& cluster) {
+  if (!options_.partition.ownsCluster(cluster)) {
+    // This partition's records of the cluster are gone; the cluster's partition finishes once every partition's
+    // are (it reads them through its watches) and removes the registration, which the clusters watch brings here.
+    deregistering_.erase(cluster);
+    return {};
+  }
   // The agent's durable goes with the cluster (its deletes were answered or the agent is gone); also when the
   // records were removed before (a crash between the two), so none is left behind.
   FLOTILLA_TRY(deleteAgentConsumer(cluster));
@@ -292,8 +297,7 @@ std::optional<Outcome> Scheduler::deregistrationReport(const StatusContext& cont
   if (auto written = writeSummaries(affected); !written.ok()) {
     log::warn("cannot write summaries yet", {{"cluster", context.cluster}, {"error", written.error().describe()}});
   }
-  if (std::none_of(deployments_.begin(), deployments_.end(),
-                   [&](const auto& entry) { return entry.second.cluster == context.cluster; })) {
+  if (!clusterHasRecords(context.cluster)) {
     if (auto finished = finishDeregistration(context.cluster); !finished.ok()) {
       // The records of the deployment are gone; the periodic check finishes the cluster.
       log::warn("cannot finish a deregistration yet",

@@ -37,6 +37,11 @@ std::map<std::string, std::string> schedulerFlags() {
       {"replica-id",
        "this replica's id in the lease, unique among the replicas (default the host name, a pod's name); a replica "
        "restarted under the same id takes its lease back at once"},
+      {"partitions",
+       "split the work among the replicas without a leader (needs --lease-ttl; every replica must be given the same "
+       "number): a GitRepo's bundles belong to one of this many partitions, each with its own lease "
+       "(lease.scheduler.p<i>) and durables, and each live replica holds its share (default 1: the lease holder "
+       "does everything)"},
       {"max-deliveries", "deliveries of a failing message before it is terminated and reported (default 10)"},
       {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
   };
@@ -113,6 +118,17 @@ Result<ReplicaOptions> replicaOptionsFrom(const service::Config& config) {
     replica.id = hostName();
   } else if (replica.lease_ttl.count() == 0) {
     return fail(ErrorKind::kInvalid, "--replica-id: names this replica in the lease, and needs --lease-ttl");
+  }
+  if (!config.get("partitions").empty()) {
+    auto partitions = positive(config, "partitions", 1);
+    FLOTILLA_TRY(partitions);
+    if (*partitions > kMaxPartitions) {
+      return fail(ErrorKind::kInvalid, "--partitions: at most " + std::to_string(kMaxPartitions));
+    }
+    if (*partitions > 1 && replica.lease_ttl.count() == 0) {
+      return fail(ErrorKind::kInvalid, "--partitions: partitions are held through leases, and need --lease-ttl");
+    }
+    replica.partitions = static_cast<uint32_t>(*partitions);
   }
   return replica;
 }

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <set>
 
+#include "flotilla/bus/kv_follow.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/manifest.h"
@@ -181,35 +182,30 @@ bool ManifestServer::ready(std::string& why) const {
 
 void ManifestServer::follow(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
                             std::string_view filter, bool records) {
-  while (!stopping_) {
-    auto next = watcher.next(kWatchWait);
-    if (!next.ok()) {
-      if (stopping_) {
-        return;
-      }
-      metrics_.counter("manifest_watch_errors_total", "Errors of the KV watches behind manifest delivery").Increment();
-      log::warn("a watch behind manifest delivery failed; restarting it",
-                {{"bucket", bucket->bucket()}, {"error", next.error().describe()}});
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      auto restarted = bucket->watch(filter);
-      if (restarted.ok()) {
-        watcher = std::move(restarted).value();  // its initial values replay every entry (each apply is idempotent)
-      }
-      continue;
-    }
-    if (records) {
-      expireParked();
-    }
-    if (!next->has_value()) {
-      continue;  // nothing for now (or the end of the initial values)
-    }
-    if (records) {
-      applyRecord(**next);
-      answerParked((*next)->key);
-    } else {
-      applyReport(**next);
-    }
-  }
+  bus::followWatch(
+      watcher, *bucket, filter, kWatchWait, [this] { return stopping_.load(); },
+      [&](const std::optional<bus::KvEntry>& entry) {
+        if (records) {
+          expireParked();
+        }
+        if (!entry) {
+          return;  // nothing for now (or the end of the initial values)
+        }
+        if (records) {
+          applyRecord(*entry);
+          answerParked(entry->key);
+        } else {
+          applyReport(*entry);
+        }
+      },
+      [&](const Error& error) {
+        metrics_.counter("manifest_watch_errors_total", "Errors of the KV watches behind manifest delivery")
+            .Increment();
+        log::warn("a watch behind manifest delivery failed; restarting it",
+                  {{"bucket", bucket->bucket()}, {"error", error.describe()}});
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        return true;
+      });
 }
 
 void ManifestServer::applyRecord(const bus::KvEntry& entry) {

@@ -37,9 +37,11 @@ void Scheduler::markAlive(const std::string& cluster) {
   if (offline_.erase(cluster) == 0) {
     return;
   }
-  metrics_.counter("cluster_offline_transitions_total", "Clusters that went offline or came back", {{"to", "online"}})
-      .Increment();
-  log::info("cluster back online", {{"cluster", cluster}});
+  if (options_.partition.ownsCluster(cluster)) {  // every partition tracks it; one tells
+    metrics_.counter("cluster_offline_transitions_total", "Clusters that went offline or came back", {{"to", "online"}})
+        .Increment();
+    log::info("cluster back online", {{"cluster", cluster}});
+  }
   enqueueRolloutPassesOf(cluster);  // its deployments count as available again once they report Ready
   updateOfflineGauge();
   unwritten_.clusters.insert(cluster);  // its summary is rewritten with the next ones (at the latest by checkOffline)
@@ -67,13 +69,16 @@ void Scheduler::checkOffline(SystemTime now) {
     // A cluster whose agent never registered (a Cluster document alone) is WaitCheckIn, not offline.
     const bool silent = last && now - *last > offlineAfter();
     if (silent && offline_.insert(name).second) {
-      metrics_
-          .counter("cluster_offline_transitions_total", "Clusters that went offline or came back", {{"to", "offline"}})
-          .Increment();
-      log::warn("cluster offline: no heartbeat or registration within --cluster-offline-after",
-                {{"cluster", name},
-                 {"last_seen", formatRfc3339(*last)},
-                 {"offline_after_ms", static_cast<int64_t>(offlineAfter().count())}});
+      if (options_.partition.ownsCluster(name)) {  // every partition tracks it; one tells
+        metrics_
+            .counter("cluster_offline_transitions_total", "Clusters that went offline or came back",
+                     {{"to", "offline"}})
+            .Increment();
+        log::warn("cluster offline: no heartbeat or registration within --cluster-offline-after",
+                  {{"cluster", name},
+                   {"last_seen", formatRfc3339(*last)},
+                   {"offline_after_ms", static_cast<int64_t>(offlineAfter().count())}});
+      }
       changed.clusters.insert(name);
       enqueueRolloutPassesOf(name);  // its deployments now count as unavailable for their rollouts
     } else if (!silent && offline_.contains(name)) {

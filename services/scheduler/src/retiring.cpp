@@ -37,14 +37,17 @@ void Scheduler::addRetiring(events::DeployEvent& event) {
   }
   event.retiring.clear();
   const std::string prefix = events::escapeToken(event.cluster) + "." + events::escapeToken(event.workspace) + ".";
-  for (auto it = deployments_.lower_bound(prefix); it != deployments_.end() && it->first.starts_with(prefix); ++it) {
-    const DeploymentRecord& record = it->second;
-    if (record.bundle == event.bundle) {
-      continue;
-    }
-    const bool other_gitrepo = !record.gitrepo.empty() && record.gitrepo != event.gitrepo;
-    if (record.deleting || (other_gitrepo && gitRepoGone(record.workspace, record.gitrepo))) {
-      event.retiring.push_back(record.bundle);
+  // Partitioned, the other partitions' records count too (a GitRepo renamed lands in another partition).
+  for (const auto* records : {&deployments_, &other_deployments_}) {
+    for (auto it = records->lower_bound(prefix); it != records->end() && it->first.starts_with(prefix); ++it) {
+      const DeploymentRecord& record = it->second;
+      if (record.bundle == event.bundle) {
+        continue;
+      }
+      const bool other_gitrepo = !record.gitrepo.empty() && record.gitrepo != event.gitrepo;
+      if (record.deleting || (other_gitrepo && gitRepoGone(record.workspace, record.gitrepo))) {
+        event.retiring.push_back(record.bundle);
+      }
     }
   }
 }

@@ -45,13 +45,23 @@ Status Scheduler::start() {
   }
   FLOTILLA_TRY(loadState());
   FLOTILLA_TRY(subscribeRegistrations());
-  FLOTILLA_TRY(serveManifests());
+  if (options_.serve_manifests) {
+    FLOTILLA_TRY(serveManifests());
+  }
   FLOTILLA_TRY(setUpConsumers());
   enqueueReconcile("");
   watch_thread_ = std::thread([this] { watchLoop(); });
   reconcile_thread_ = std::thread([this] { reconcileLoop(); });
+  if (!options_.partition.whole()) {
+    // One thread per watch, each waiting on its own (as the manifest server's).
+    other_records_thread_ =
+        std::thread([this] { followOtherPartitions(other_records_watcher_, hub_.deployments, ">", /*records=*/true); });
+    other_statuses_thread_ =
+        std::thread([this] { followOtherPartitions(other_statuses_watcher_, hub_.status, "bd.>", /*records=*/false); });
+  }
   std::lock_guard lock(mutex_);
-  log::info("scheduler started", {{"clusters", static_cast<int64_t>(clusters_.size())},
+  log::info("scheduler started", {{"partition", options_.partition.name()},
+                                  {"clusters", static_cast<int64_t>(clusters_.size())},
                                   {"bundles", static_cast<int64_t>(bundles_.size())},
                                   {"deployments", static_cast<int64_t>(deployments_.size())}});
   return {};
@@ -84,12 +94,14 @@ void Scheduler::stop() {
       consumer->stop();
     }
   }
-  for (auto* thread : {&watch_thread_, &reconcile_thread_}) {
+  for (auto* thread : {&watch_thread_, &reconcile_thread_, &other_records_thread_, &other_statuses_thread_}) {
     if (thread->joinable()) {
-      thread->join();
+      thread->join();  // the followers see stopping_ within one watch wait
     }
   }
   clusters_watcher_.stop();
+  other_records_watcher_.stop();
+  other_statuses_watcher_.stop();
   std::lock_guard lock(mutex_);
   flushPublicEvents();  // what the handlers queued last
 }
@@ -101,7 +113,7 @@ bool Scheduler::ready(std::string& why) const {
     loaded = loaded_;
   }
   std::string manifests_why;
-  const bool manifests = manifest_server_->ready(manifests_why);
+  const bool manifests = !options_.serve_manifests || manifest_server_->ready(manifests_why);
   return service::readyWhen(why, {{hub_.connection->connected(), "not connected to NATS"},
                                   {loaded, "state not loaded from KV yet"},
                                   {bound_, "durable consumers not bound yet"},
@@ -131,7 +143,10 @@ service::ConsumerOptions Scheduler::consumerOptions(const char* stream, std::str
 
 Status Scheduler::setUpConsumers() {
   service::TerminationReports reports{.status = hub_.status, .public_event = options_.public_events};
-  auto bundles = consumerOptions(service::kBundlesStream, kBundleConsumer, events::kBundleFilter, "bundles");
+  // A partition has durables of its own: each reads every message and handles its own GitRepos' (partition.h).
+  const std::string suffix = options_.partition.suffix();
+  auto bundles = consumerOptions(service::kBundlesStream, std::string(kBundleConsumer) + suffix, events::kBundleFilter,
+                                 "bundles" + suffix);
   bundles.on_idle = [this] {
     if (!caught_up_.exchange(true)) {
       log::info("bundle backlog handled", {});
@@ -148,8 +163,8 @@ Status Scheduler::setUpConsumers() {
   // Until the status consumer has read what the stream holds, the heartbeats loaded from KV may be older than
   // ones still to be read: no cluster is judged silent (noteStatusRead).
   status_read_until_ms_ = kStatusUnread;
-  service::ConsumerOptions statuses =
-      consumerOptions(service::kStatusStream, kStatusConsumer, events::kStatusFilter, "status");
+  service::ConsumerOptions statuses = consumerOptions(service::kStatusStream, std::string(kStatusConsumer) + suffix,
+                                                      events::kStatusFilter, "status" + suffix);
   statuses.on_idle = [this] { noteStatusRead(0, 0); };
   // Acks of status messages are not waited for: a lost one redelivers a report or heartbeat after ack_wait, and
   // handling one again stores what is already stored. Waiting would cost a round trip per report (10,000 at once
@@ -163,7 +178,7 @@ Status Scheduler::setUpConsumers() {
       hub_.js, std::move(statuses),
       [this](const bus::Message& message, const service::Delivery& delivery) {
         if (auto forwarded = forwardAgentTermination(message.subject(), message.data(), *hub_.status, *hub_.js,
-                                                     options_.public_events)) {
+                                                     options_.public_events, options_.partition)) {
           return *forwarded;
         }
         Outcome outcome = handleStatus(message.subject(), message.data(), delivery.delivery_count, delivery.pending);

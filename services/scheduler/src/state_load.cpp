@@ -75,9 +75,16 @@ Status Scheduler::loadState() {
   FLOTILLA_TRY(cluster_entries);
   auto bundle_entries = readAll(*hub_.bundles, ">", options_.load_timeout);
   FLOTILLA_TRY(bundle_entries);
-  auto deployment_entries = readAll(*hub_.deployments, ">", options_.load_timeout);
+  const bool whole = options_.partition.whole();
+  if (!whole) {
+    // The watches stay open: after their initial values they bring the other partitions' changes.
+    FLOTILLA_TRY(watchOtherPartitions());
+  }
+  auto deployment_entries = whole ? readAll(*hub_.deployments, ">", options_.load_timeout)
+                                  : other_records_watcher_.initialValues(options_.load_timeout);
+  auto status_entries = whole ? readAll(*hub_.status, "bd.>", options_.load_timeout)
+                              : other_statuses_watcher_.initialValues(options_.load_timeout);
   FLOTILLA_TRY(deployment_entries);
-  auto status_entries = readAll(*hub_.status, "bd.>", options_.load_timeout);
   FLOTILLA_TRY(status_entries);
   auto summary_entries = readAll(*hub_.status, "summary.>", options_.load_timeout);
   FLOTILLA_TRY(summary_entries);
@@ -87,8 +94,12 @@ Status Scheduler::loadState() {
   }
   std::lock_guard lock(mutex_);
   loadBundles(*bundle_entries);
-  loadDeployments(*deployment_entries);
-  loadStatuses(*status_entries);
+  if (whole) {
+    loadDeployments(*deployment_entries);
+    loadStatuses(*status_entries);
+  } else {
+    loadPartitionedDeployments(*deployment_entries, *status_entries);
+  }
   loadSummaries(*summary_entries);
   warnOrphanDeployments();
   loaded_ = true;
@@ -103,6 +114,10 @@ void Scheduler::loadBundles(const std::vector<bus::KvEntry>& entries) {
     if (!info.ok()) {
       countInvalidRecord(hub_.bundles->bucket(), entry.key, info.error());
       continue;
+    }
+    noteBundleGitRepo(info->workspace, info->bundle, info->gitrepo);
+    if (!ownsBundle(info->workspace, info->gitrepo)) {
+      continue;  // another partition's
     }
     if (auto loaded = loadVariants(*info); !loaded.ok()) {
       // Its clusters are held (deployments left as they are) until the next BundleEvent of the bundle.

@@ -68,10 +68,14 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json,
   }
   std::lock_guard lock(mutex_);
   ScopedFlag defer(defer_summaries_, backlog > 0);
+  // Every partition keeps the time (its rollouts count offline clusters); the cluster's partition answers for it.
+  const bool own_cluster = options_.partition.ownsCluster(cluster);
   if (!clusters_.contains(cluster)) {
-    metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "unregistered"}}).Increment();
-    log::info("heartbeat from a cluster that is not registered", {{"cluster", cluster}});
-    askToRegisterAgain(cluster);
+    if (own_cluster) {
+      metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "unregistered"}}).Increment();
+      log::info("heartbeat from a cluster that is not registered", {{"cluster", cluster}});
+      askToRegisterAgain(cluster);
+    }
     return Outcome::ack("unregistered");
   }
   std::string at = heartbeat->time.empty() ? log::nowRfc3339() : heartbeat->time;
@@ -88,7 +92,9 @@ Outcome Scheduler::handleHeartbeat(const std::string& cluster, const Json& json,
   if (!written.ok()) {
     return Outcome::retry(options_.retry_base, "retry");
   }
-  metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
+  if (own_cluster) {
+    metrics_.counter("heartbeats_total", "Agent heartbeats handled", {{"result", "recorded"}}).Increment();
+  }
   return Outcome::ack("heartbeat");
 }
 
@@ -156,10 +162,13 @@ Outcome Scheduler::handleStatusEvent(const std::string& cluster, const std::stri
                         .lock = &lock,
                         .defer_summaries = backlog > 0};
   context.key = events::deploymentKey(cluster, context.workspace, bundle_name);
+  if (!ownsReport(context.key, context.workspace, bundle_name)) {
+    return Outcome::ack("other-partition");  // every partition reads every report; one judges it
+  }
   if (auto handled = deregistrationReport(context)) {
     return *handled;
   }
-  if (!clusters_.contains(cluster)) {
+  if (!clusters_.contains(cluster) && options_.partition.ownsCluster(cluster)) {
     // A report from an agent whose cluster record is gone (not deregistered): like its heartbeat, it asks the
     // agent to register again; the report itself is judged as usual.
     askToRegisterAgain(cluster);
@@ -190,9 +199,11 @@ std::string Scheduler::workspaceOfReport(const events::StatusEvent& event, const
   if (!event.workspace.empty()) {
     return event.workspace;
   }
-  for (const auto& [key, record] : deployments_) {
-    if (record.cluster == cluster && record.bundle == bundle) {
-      return record.workspace;
+  for (const auto* records : {&deployments_, &other_deployments_}) {
+    for (const auto& [key, record] : *records) {
+      if (record.cluster == cluster && record.bundle == bundle) {
+        return record.workspace;
+      }
     }
   }
   return {};

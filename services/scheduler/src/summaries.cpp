@@ -156,7 +156,10 @@ Status Scheduler::writeGitRepoSummary(const std::string& workspace, const std::s
 
 Status Scheduler::writeClusterSummary(const std::string& cluster) {
   auto it = clusters_.find(cluster);
-  auto views = deploymentsOfCluster(cluster);
+  if (!options_.partition.ownsCluster(cluster)) {
+    return {};  // the cluster's partition writes it, from every partition's records (partition_view.cpp)
+  }
+  auto views = allDeploymentsOfCluster(cluster);
   std::string key = events::clusterSummaryKey(cluster);
   if (it == clusters_.end() && views.empty()) {
     return removeSummary(key);
@@ -257,9 +260,11 @@ void Scheduler::updateOfflineGauge() {
 void Scheduler::updateGauges() {
   metrics_.gauge("clusters", "Registered clusters").Set(static_cast<double>(clusters_.size()));
   updateOfflineGauge();
-  metrics_.gauge("bundles", "Bundles known").Set(static_cast<double>(bundles_.size()));
-  metrics_.gauge("deployments", "BundleDeployment records").Set(static_cast<double>(deployments_.size()));
-  metrics_.gauge("deployments_deleting", "BundleDeployments whose delete waits for the agent's report")
+  // Per partition when partitioned (clusters are the same in every partition).
+  metrics_.gauge("bundles", "Bundles known", gaugeLabels()).Set(static_cast<double>(bundles_.size()));
+  metrics_.gauge("deployments", "BundleDeployment records", gaugeLabels())
+      .Set(static_cast<double>(deployments_.size()));
+  metrics_.gauge("deployments_deleting", "BundleDeployments whose delete waits for the agent's report", gaugeLabels())
       .Set(static_cast<double>(deleting_records_));
 }
 

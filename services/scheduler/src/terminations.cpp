@@ -20,7 +20,8 @@ bool fromOwnAgent(std::string_view subject, const events::MessageTerminated& rec
 }  // namespace
 
 std::optional<service::Outcome> forwardAgentTermination(std::string_view subject, std::string_view data,
-                                                        bus::KeyValue& status, bus::JetStream& js, bool public_events) {
+                                                        bus::KeyValue& status, bus::JetStream& js, bool public_events,
+                                                        const Partition& partition) {
   if (data.find(events::MessageTerminated::kKind) == std::string_view::npos) {
     return std::nullopt;
   }
@@ -37,6 +38,10 @@ std::optional<service::Outcome> forwardAgentTermination(std::string_view subject
     log::warn("rejecting a terminated-message report for another cluster's consumer",
               {{"subject", subject}, {"consumer", record->consumer}});
     return service::Outcome::reject("spoofed");
+  }
+  if (auto tokens = events::subjectTokens(subject, "flotilla.status");
+      tokens.ok() && !tokens->empty() && !partition.ownsCluster((*tokens)[0])) {
+    return service::Outcome::ack("other-partition");  // the cluster's partition stores and announces it
   }
   auto put = status.put(events::terminatedKey(record->stream, record->consumer, record->stream_sequence), data);
   if (!put.ok()) {

@@ -30,6 +30,9 @@ struct LeaseOptions {
   std::string key;                       //!< the KV key, e.g. "lease.scheduler"
   std::string holder;                    //!< this replica's id (unique among the replicas)
   std::chrono::milliseconds ttl{10000};  //!< a holder silent this long loses the lease to a standby
+  //! Added to the lease's metrics: one process holding several leases of a kind (the scheduler's partitions) tells
+  //! them apart, e.g. {partition="p1"}.
+  prometheus::Labels labels;
 };
 
 //! What one round of the lease loop found (tryAcquire / renew), for the loop and for tests.

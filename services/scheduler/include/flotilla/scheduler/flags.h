@@ -19,13 +19,17 @@ namespace flotilla::scheduler {
 struct ReplicaOptions {
   std::chrono::milliseconds lease_ttl{0};  //!< 0: no lease, the only replica
   std::string id;                          //!< the lease's holder id
+  //! --partitions: 1 = one lease, the holder does all the work; more = the work split by GitRepo among the
+  //! replicas (partition.h, partition_set.h).
+  uint32_t partitions = 1;
 };
 
 //! Flag name -> help text, for service::Config::parse.
 std::map<std::string, std::string> schedulerFlags();
 //! SchedulerOptions from parsed flags; a malformed value is kInvalid naming the flag.
 Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config);
-//! ReplicaOptions from parsed flags: --lease-ttl a positive number of seconds; --replica-id only with it.
+//! ReplicaOptions from parsed flags: --lease-ttl a positive number of seconds; --replica-id only with it;
+//! --partitions 1..256, above 1 only with --lease-ttl.
 Result<ReplicaOptions> replicaOptionsFrom(const service::Config& config);
 
 }  // namespace flotilla::scheduler

@@ -59,10 +59,12 @@
 #include "flotilla/model/resources.h"
 #include "flotilla/scheduler/agent_labels.h"
 #include "flotilla/scheduler/manifest_server.h"
+#include "flotilla/scheduler/partition.h"
 #include "flotilla/scheduler/placement.h"
 #include "flotilla/scheduler/records.h"
 #include "flotilla/scheduler/rollout.h"
 #include "flotilla/scheduler/rollup.h"
+#include "flotilla/scheduler/scheduler_options.h"
 #include "flotilla/scheduler/targeting.h"
 #include "flotilla/service/component.h"
 #include "flotilla/service/consumer.h"
@@ -79,56 +81,6 @@ inline constexpr std::string_view kRegisterQueue = "scheduler";
 inline constexpr std::string_view kEventSource = "/flotilla/scheduler";
 //! Fault point after the first cluster's DeployEvent (and record) of a bundle event, before the rest.
 inline constexpr std::string_view kFaultBundleDeployed = "scheduler.bundle.deployed";
-
-//! Status messages handled at once (different deployments; scheduler.cpp setUpConsumers).
-inline constexpr int kStatusWorkers = 4;
-
-struct SchedulerOptions {
-  int fetch_batch = 16;
-  std::chrono::milliseconds fetch_timeout{1000};  //!< one fetch's wait; bounds shutdown latency
-  std::chrono::milliseconds ack_wait{30000};      //!< redelivery after a crash; in-progress acks cover the rest
-  std::chrono::milliseconds retry_base{500};      //!< first nak delay; doubles per delivery
-  std::chrono::milliseconds retry_max{30000};     //!< cap of the nak delay
-  std::chrono::milliseconds load_timeout{30000};  //!< reading the KV state at start
-  //! How many deliveries a status report that is ahead of its deployment record (newer generation, other
-  //! deploymentID: the record write is in flight or was lost in a crash) waits before it is stored as stale.
-  uint64_t ahead_retries = 5;
-  bool public_events = true;                                  //!< publish CloudEvents on flotilla.events.>
-  int64_t max_deliveries = service::kDefaultMaxDeliveries;    //!< per message, then terminated and reported
-  std::chrono::milliseconds budget{std::chrono::minutes(5)};  //!< per message (consumer runtime)
-  //! The agents' heartbeat interval: an agent whose last sign of life is older than three of these counts as
-  //! disconnected (a deregistered cluster's records are then removed at once, without deletes sent to it).
-  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(30)};
-  //! No sign of life (heartbeat or registration) for this long makes a cluster Offline (offline.cpp); 0 = three
-  //! heartbeat intervals.
-  std::chrono::milliseconds offline_after{0};
-  //! The agents' deploy durables, which the scheduler creates (service::agentDeployConsumer): their ack wait
-  //! (redelivery after an agent died holding a deploy) and deliveries of a failing deploy.
-  std::chrono::milliseconds agent_ack_wait = service::kDefaultAgentAckWait;
-  int64_t agent_max_deliveries = service::kDefaultMaxDeliveries;
-  //! Manifest delivery to the agents (manifest_server.h), started and stopped with the scheduler.
-  ManifestServerOptions manifests;
-  //! How long summaries may wait for the end of a burst of status messages (handleStatus).
-  std::chrono::milliseconds summary_delay{250};
-  //! Summaries that would visit more deployment records than this are written at most once per summary_delay
-  //! (writeSummaries), with the rollout passes the reports asked for: a bundle or GitRepo on 10,000 clusters is
-  //! summarized a few times a second while reports stream in, not once per report (10,000 x 10,000 record visits).
-  //! Smaller ones are written at once.
-  size_t summary_visits_at_once = 2000;
-  //! Which of an agent's reported labels count for targeting (--agent-labels; default none: only the labels of
-  //! Cluster documents target).
-  AgentLabelPolicy agent_labels;
-  //! With replicas (--lease-ttl): true while this replica holds the scheduler lease (service::Lease::held). Checked
-  //! before every DeployEvent is published, so a replica that lost the lease in the middle of a handler publishes
-  //! nothing more (the message is handed back and the new holder handles it). Empty: always allowed.
-  std::function<bool()> may_publish;
-  //! Tests: runs after a status report's bd.* record is written, while mutex_ is released (storeReport), with the
-  //! report's cluster and bundle: a test changes the deployment there to drive the overtaken path.
-  std::function<void(const std::string& cluster, const std::string& bundle)> after_status_write;
-};
-
-//! The KV key (bucket `clusters`) of the lease the scheduler's replicas share (--lease-ttl).
-inline constexpr const char* kLeaseKey = "lease.scheduler";
 
 // The consumer runtime's outcome (libs/service/consumer.h), under the name the handlers have always used.
 using Outcome = service::Outcome;
@@ -287,6 +239,36 @@ class Scheduler final : public service::Component {
   Status ensureAgentConsumer(const std::string& cluster);
   Status deleteAgentConsumer(const std::string& cluster);
 
+  // the other partitions (partition_view.cpp; all no-ops for the whole; mutex_ held unless said)
+  //! The bundle belongs to another partition's GitRepo: its BundleEvent is acked here, its GitRepo remembered.
+  [[nodiscard]] bool ownsBundle(const std::string& workspace, const std::string& gitrepo) const;
+  //! The report on deployments key `key` is judged here: this partition holds the record or its bd.* status, or
+  //! nobody else does and the bundle's GitRepo (as far as known) is this partition's.
+  [[nodiscard]] bool ownsReport(const std::string& key, const std::string& workspace, const std::string& bundle) const;
+  //! The bundle's GitRepo, from any partition's BundleEvents and records ("" when unknown).
+  [[nodiscard]] std::string gitRepoOfBundle(const std::string& workspace, const std::string& bundle) const;
+  void noteBundleGitRepo(const std::string& workspace, const std::string& bundle, const std::string& gitrepo);
+  //! Splits the loaded deployment records and bd.* statuses into this partition's and the others'.
+  void loadPartitionedDeployments(const std::vector<bus::KvEntry>& records, const std::vector<bus::KvEntry>& statuses);
+  //! Opens the watches of deployments and status/bd.* whose initial values loadState reads and whose changes
+  //! followOtherPartitions applies (the whole needs none: nobody else writes its records).
+  Status watchOtherPartitions();
+  void followOtherPartitions(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
+                             std::string_view filter, bool records);
+  //! One change of another partition's deployment record / bd.* status. Locks.
+  void applyOtherRecord(const bus::KvEntry& entry);
+  void applyOtherStatus(const bus::KvEntry& entry);
+  //! After another partition's change on `cluster` (`behind`: watch entries still pending): the summaries
+  //! `affected` names, and the cluster's when this partition writes it.
+  void noteOtherPartitionChange(const std::string& cluster, uint64_t behind, Affected& affected);
+  //! The cluster's deployments of every partition (its summary); deploymentsOfCluster has this partition's.
+  [[nodiscard]] std::vector<DeploymentView> allDeploymentsOfCluster(const std::string& cluster) const;
+  //! Some partition still has a deployment record on the cluster.
+  [[nodiscard]] bool clusterHasRecords(const std::string& cluster) const;
+  //! The labels of this scheduler's gauges: {partition="p<i>"} when partitioned (the partitions of one process
+  //! share its registry), none for the whole.
+  [[nodiscard]] prometheus::Labels gaugeLabels() const;
+
   // loops (scheduler.cpp, clusters_watch.cpp, reconcile.cpp)
   //! The runtime's settings for one of the two durables.
   service::ConsumerOptions consumerOptions(const char* stream, std::string_view durable, std::string_view filter,
@@ -405,6 +387,8 @@ class Scheduler final : public service::Component {
   std::vector<GroupInfo> groupList() const;
 
   // bundle events (bundle_handler.cpp; mutex_ held below handleBundle)
+  //! Another partition's bundle (partition.h): its GitRepo remembered, the event acked; nullopt when it is ours.
+  std::optional<Outcome> otherPartitionsBundle(const BundleContext& context);
   Outcome rejectBundle(const std::string& problem);
   bool superseded(const BundleContext& context) const;
   Outcome removeBundle(BundleContext& context);
@@ -572,6 +556,15 @@ class Scheduler final : public service::Component {
   bus::KvWatcher clusters_watcher_;
   bus::Subscription register_subscription_;
   std::unique_ptr<ManifestServer> manifest_server_;  //!< flotilla.manifest.* (manifest_server.h)
+  // Partitioned only (partition_view.cpp): what the other partitions hold, for cluster summaries, retiring bundles
+  // and deregistrations. Guarded by mutex_.
+  std::map<std::string, std::string> bundle_gitrepos_;         //!< bundles key -> GitRepo, every partition's
+  std::map<std::string, DeploymentRecord> other_deployments_;  //!< by deployments key
+  std::map<std::string, BdStatus> other_statuses_;             //!< by deployments key
+  bus::KvWatcher other_records_watcher_;                       //!< deployments, ">"
+  bus::KvWatcher other_statuses_watcher_;                      //!< status, "bd.>"
+  std::thread other_records_thread_;
+  std::thread other_statuses_thread_;
   std::atomic<bool> serving_manifests_{false};
   std::thread watch_thread_;
   std::thread reconcile_thread_;
