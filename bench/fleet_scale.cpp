@@ -28,6 +28,7 @@
 #include "e2e_util.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/scheduler/partition.h"
 #include "sim_agents.h"
 
 using namespace flotilla;
@@ -48,6 +49,8 @@ struct Settings {
   int event_loops = 1;                  //!< the simulated agents' epoll threads (0: libnats' own two threads per agent)
   std::chrono::seconds agent_ping{30};  //!< the simulated agents' own PING interval (the agent's: 30 s)
   milliseconds pull_expires{30000};     // the agent's fetch timeout (AgentOptions::fetch_timeout)
+  size_t scheduler_replicas = 1;        //!< above 1: that many replicas splitting that many partitions
+  size_t gitrepos = 1;                  //!< the bundles spread over this many GitRepos (partitions cut by GitRepo)
   std::vector<Scenario> scenarios;
 };
 
@@ -146,12 +149,71 @@ Result<ReadyTimes> waitForReady(Hub& hub, bus::KvWatcher& watcher, size_t wanted
   return out;
 }
 
+//! The scheduler processes: "scheduler", and "scheduler-<r>" for more replicas.
+std::vector<std::string> schedulerNames(const Settings& settings) {
+  std::vector<std::string> names{"scheduler"};
+  for (size_t r = 1; r < settings.scheduler_replicas; ++r) {
+    names.push_back("scheduler-" + std::to_string(r));
+  }
+  return names;
+}
+
+//! With more than one scheduler replica: starts the others and waits until partition p is held by replica p mod N
+//! (ids r0, r1, ... sort like their ranks).
+Status startSchedulerReplicas(Hub& hub, const Settings& settings) {
+  const size_t replicas = settings.scheduler_replicas;
+  for (size_t r = 1; r < replicas; ++r) {
+    hub.configure("scheduler-" + std::to_string(r),
+                  ServiceSettings{.flags = {"--replica-id", "r" + std::to_string(r)}});
+    FLOTILLA_TRY(hub.startService("scheduler-" + std::to_string(r)));
+  }
+  auto clusters = hub.kv(std::string(events::kClustersBucket));
+  FLOTILLA_TRY(clusters);
+  const bool shared = Hub::waitFor(
+      [&] {
+        for (size_t p = 0; p < replicas; ++p) {
+          auto entry = (*clusters)->get(scheduler::partitionLeaseKey(static_cast<uint32_t>(p)));
+          auto value = entry.ok() ? Json::parse(entry->value) : Result<Json>(fail(entry.error()));
+          if (!value.ok() || value->getString("holder") != "r" + std::to_string(p % replicas)) {
+            return false;
+          }
+        }
+        return true;
+      },
+      std::chrono::seconds(90));
+  if (!shared) {
+    return fail(ErrorKind::kTransient, "the scheduler replicas did not share the partitions within 90 s");
+  }
+  return {};
+}
+
+//! The bundles' paths, spread over `gitrepos` GitRepos round robin.
+std::vector<std::vector<std::string>> gitRepoPaths(size_t bundles, size_t gitrepos) {
+  std::vector<std::vector<std::string>> paths(gitrepos);
+  for (size_t b = 0; b < bundles; ++b) {
+    paths[b % gitrepos].push_back("apps/b" + std::to_string(b));
+  }
+  return paths;
+}
+
 Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   Figures figures;
-  auto started = Hub::start(
-      {.clusters = 0, .share_clusters = false, .log_level = "warn", .secure = true, .nats_nodes = settings.nats_nodes});
+  std::map<std::string, ServiceSettings> services;
+  if (settings.scheduler_replicas > 1) {
+    services["scheduler"] = ServiceSettings{.flags = {"--partitions", std::to_string(settings.scheduler_replicas),
+                                                      "--lease-ttl", "10", "--replica-id", "r0"}};
+  }
+  auto started = Hub::start({.clusters = 0,
+                             .share_clusters = false,
+                             .log_level = "warn",
+                             .services = services,
+                             .secure = true,
+                             .nats_nodes = settings.nats_nodes});
   FLOTILLA_TRY(started);
   Hub& hub = **started;
+  if (settings.scheduler_replicas > 1) {
+    FLOTILLA_TRY(startSchedulerReplicas(hub, settings));
+  }
   std::vector<std::string> names;
   for (size_t c = 0; c < scenario.clusters; ++c) {
     names.push_back("s" + std::to_string(c));
@@ -193,15 +255,39 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   auto watcher = (*status)->watch("bd.>", {.updates_only = true});
   FLOTILLA_TRY(watcher);
 
-  const int scheduler = hub.pid("scheduler");
+  std::vector<int> schedulers;
+  for (const auto& process : schedulerNames(settings)) {
+    schedulers.push_back(hub.pid(process));
+  }
+  auto schedulersCpu = [&] {
+    double total = 0;
+    for (int pid : schedulers) {
+      total += bench::procCpuSeconds(pid);
+    }
+    return total;
+  };
+  auto schedulersKiB = [&](const char* field) {
+    long total = 0;
+    for (int pid : schedulers) {
+      total += std::max(0L, bench::procStatusKiB(pid, field));
+    }
+    return static_cast<double>(total) / 1024.0;
+  };
   const int bundler = hub.pid("bundler");
-  const double cpu_before = bench::procCpuSeconds(scheduler);
+  const double cpu_before = schedulersCpu();
   const double bundler_before = bench::procCpuSeconds(bundler);
   const double bench_before = bench::procCpuSeconds(getpid());
   const ServerFigures server_before = serverFigures(hub);
   auto deploys_before = (*js)->streamInfo(std::string(events::kDeployStream));
   FLOTILLA_TRY(deploys_before);
-  FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
+  if (settings.gitrepos <= 1) {
+    FLOTILLA_TRY(hub.apply(gitRepoYaml(name, repo->http, {"apps"})));
+  } else {
+    const auto paths = gitRepoPaths(scenario.bundles, settings.gitrepos);
+    for (size_t g = 0; g < paths.size(); ++g) {
+      FLOTILLA_TRY(hub.apply(gitRepoYaml(name + "-g" + std::to_string(g), repo->http, paths[g])));
+    }
+  }
 
   auto ready = waitForReady(hub, *watcher, scenario.clusters * scenario.bundles);
   FLOTILLA_TRY(ready);
@@ -214,12 +300,12 @@ Result<Figures> run(const Scenario& scenario, const Settings& settings) {
   figures.ready = ready->count;
   figures.commit_to_first_s = secondsOf(first - commit_at);
   figures.commit_to_last_s = secondsOf(last - commit_at);
-  figures.scheduler_cpu_s = bench::procCpuSeconds(scheduler) - cpu_before;
+  figures.scheduler_cpu_s = schedulersCpu() - cpu_before;
   figures.bundler_cpu_s = bench::procCpuSeconds(bundler) - bundler_before;
   figures.nats_cpu_s = server_after.cpu_s - server_before.cpu_s;
   figures.bench_cpu_s = bench::procCpuSeconds(getpid()) - bench_before;
-  figures.scheduler_rss_mib = static_cast<double>(std::max(0L, bench::procStatusKiB(scheduler, "VmRSS"))) / 1024.0;
-  figures.scheduler_hwm_mib = static_cast<double>(std::max(0L, bench::procStatusKiB(scheduler, "VmHWM"))) / 1024.0;
+  figures.scheduler_rss_mib = schedulersKiB("VmRSS");
+  figures.scheduler_hwm_mib = schedulersKiB("VmHWM");
   figures.nats_rss_mib = server_after.rss_mib;
   figures.msgs_per_s = (server_after.msgs - server_before.msgs) / std::max(1e-3, secondsOf(last - commit_at));
   // A deploy applied twice shows as a deploymentID a cluster applied before (counted per cluster by the agents).
@@ -239,12 +325,16 @@ std::optional<Settings> parseArgs(int argc, char** argv) {
       settings.event_loops = std::stoi(argv[++i]);
     } else if (arg == "--pull-expires-ms" && i + 1 < argc) {
       settings.pull_expires = milliseconds(std::stol(argv[++i]));
+    } else if (arg == "--scheduler-replicas" && i + 1 < argc) {
+      settings.scheduler_replicas = std::max<size_t>(1, std::stoul(argv[++i]));
+    } else if (arg == "--gitrepos" && i + 1 < argc) {
+      settings.gitrepos = std::max<size_t>(1, std::stoul(argv[++i]));
     } else if (size_t x = arg.find('x'); x != std::string::npos) {
       settings.scenarios.push_back({std::stoul(arg.substr(0, x)), std::stoul(arg.substr(x + 1))});
     } else {
       std::cerr
           << "usage: bench_fleet_scale [--nats-nodes 1|3] [--event-loops N] [--agent-ping-s N] [--pull-expires-ms N] "
-             "[<clusters>x<bundles>...]\n";
+             "[--scheduler-replicas N] [--gitrepos N] [<clusters>x<bundles>...]\n";
       return std::nullopt;
     }
   }
@@ -279,7 +369,8 @@ int main(int argc, char** argv) {
     }
     const auto& f = *figures;
     std::printf(
-        "%zu clusters x %zu bundles = %zu deployments, nats-server nodes %zu, auth+TLS, pull expires %lld ms\n"
+        "%zu clusters x %zu bundles = %zu deployments in %zu GitRepos, nats-server nodes %zu, scheduler replicas "
+        "%zu%s, auth+TLS, pull expires %lld ms\n"
         "  agents connected and registered in %.1f s\n"
         "  commit event -> first Ready recorded %.2f s, -> last Ready recorded %.2f s (%zu)\n"
         "  scheduler: %.1f CPU s, VmRSS %.0f MiB, VmHWM %.0f MiB; nats-server RSS %.0f MiB (all nodes)\n"
@@ -290,7 +381,9 @@ int main(int argc, char** argv) {
         "applies, %llu applied twice, %llu manifest requests (%llu refused), %llu pulls (%llu expired empty, "
         "%llu other answers), %llu heartbeats, %llu failed publishes; %d event loop threads, agents ping every "
         "%lld s\n",
-        scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.nats_nodes,
+        scenario.clusters, scenario.bundles, scenario.clusters * scenario.bundles, settings.gitrepos,
+        settings.nats_nodes, settings.scheduler_replicas,
+        settings.scheduler_replicas > 1 ? " (as many partitions; figures summed over them)" : "",
         static_cast<long long>(settings.pull_expires.count()), f.connect_s, f.commit_to_first_s, f.commit_to_last_s,
         f.ready, f.scheduler_cpu_s, f.scheduler_rss_mib, f.scheduler_hwm_mib, f.nats_rss_mib, f.msgs_per_s,
         f.scheduler_cpu_s, f.nats_cpu_s, f.bundler_cpu_s, f.bench_cpu_s,
