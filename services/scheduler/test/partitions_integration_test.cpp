@@ -262,6 +262,9 @@ class PartitionSetTest : public SchedulerFixture {
         hub_.clusters, *metrics_, PartitionSetOptions{.id = id, .ttl = 1500ms, .partitions = 4},
         [this](Partition partition,
                const std::function<bool()>& /*may_publish*/) -> Result<std::shared_ptr<service::Component>> {
+          if (partition.index == 1 && failing_starts_.fetch_sub(1) > 0) {
+            return fail(ErrorKind::kTransient, "partition 1 cannot be made (test)");
+          }
           return std::shared_ptr<service::Component>(std::make_shared<FakePartition>(running_, partition.index));
         });
   }
@@ -272,6 +275,7 @@ class PartitionSetTest : public SchedulerFixture {
   }
 
   Running running_;
+  std::atomic<int> failing_starts_{0};  //!< partition 1's next starts that fail
 };
 
 TEST_F(PartitionSetTest, ReplicasShareByRankHandOverOnJoinAndTakeOverFromAKilledOne) {
@@ -303,6 +307,33 @@ TEST_F(PartitionSetTest, ReplicasShareByRankHandOverOnJoinAndTakeOverFromAKilled
   ASSERT_TRUE(waitFor([&] { return c->held() == std::vector<uint32_t>{0, 1, 2, 3}; }, 10s));
   c->stop();
   EXPECT_FALSE(running_.twice);
+}
+
+// A partition whose lease another holder wrote over (a replica back from a long pause would find it so) is stopped at
+// once, and taken again once that holder stops renewing.
+TEST_F(PartitionSetTest, APartitionWhoseLeaseIsTakenStopsAndIsTakenBackWhenTheHolderIsSilent) {
+  auto a = replica("a");
+  a->start();
+  ASSERT_TRUE(waitFor([&] { return a->held() == std::vector<uint32_t>{0, 1, 2, 3}; }, 15s));
+  ASSERT_TRUE(hub_.clusters->put(partitionLeaseKey(2), R"({"holder":"intruder","ttlMs":1500})").ok());
+  ASSERT_TRUE(waitFor([&] { return a->held() == std::vector<uint32_t>{0, 1, 3}; }, 10s)) << "partition 2 kept running";
+  EXPECT_GE(metrics_->value("partition_stops_total", {{"why", "lease lost"}}), 1);
+  EXPECT_GE(metrics_->value("lease_lost_total", {{"partition", "p2"}, {"reason", "taken"}}), 1);
+  // The intruder never renews: after its ttl the partition is a's again.
+  ASSERT_TRUE(waitFor([&] { return a->held() == std::vector<uint32_t>{0, 1, 2, 3}; }, 15s));
+  EXPECT_GE(metrics_->value("lease_acquired_total", {{"partition", "p2"}, {"how", "expired"}}), 1);
+  a->stop();
+  EXPECT_FALSE(running_.twice);
+}
+
+// A partition whose start fails (its records cannot be read, say) is handed back and tried again at a later round.
+TEST_F(PartitionSetTest, APartitionThatCannotStartIsHandedBackAndTriedAgain) {
+  failing_starts_ = 2;
+  auto a = replica("a");
+  a->start();
+  ASSERT_TRUE(waitFor([&] { return a->held() == std::vector<uint32_t>{0, 1, 2, 3}; }, 15s));
+  EXPECT_EQ(metrics_->value("partition_starts_total", {{"result", "failed"}}), 2);
+  a->stop();
 }
 
 }  // namespace
