@@ -85,7 +85,8 @@ void PartitionSet::round(steady_clock::time_point now) {
       renew(index, now);
       if (slot.holding && (!wanted.contains(index) || slot.failed)) {
         // A replica joined (the partition is its share now), or this one could not start it: handed over.
-        stopPartition(index, /*release=*/true, slot.failed ? "failed to start" : "handed over");
+        slot.holding = false;
+        stopInBackground(index, /*release=*/true, slot.failed ? "failed to start" : "handed over");
       }
     } else if (wanted.contains(index)) {
       acquire(index, now);
@@ -206,7 +207,7 @@ void PartitionSet::renew(uint32_t index, steady_clock::time_point now) {
   }
   // Taken, or not renewed in time: its DeployEvents are already fenced (held() is false); the component goes.
   slot.holding = false;
-  stopPartition(index, /*release=*/false, "lease lost");
+  stopInBackground(index, /*release=*/false, "lease lost");
 }
 
 void PartitionSet::stopPartition(uint32_t index, bool release, const char* why) {
@@ -214,6 +215,24 @@ void PartitionSet::stopPartition(uint32_t index, bool release, const char* why) 
   if (slot.starter.joinable()) {
     slot.starter.join();
   }
+  stopComponent(index, release, why);
+  slot.holding = false;
+}
+
+void PartitionSet::stopInBackground(uint32_t index, bool release, const char* why) {
+  Slot& slot = *slots_.at(index);
+  // After the slot's last start or stop; the rounds go on renewing the other leases meanwhile (a partition's stop
+  // waits for the message in hand, and must not cost this replica its other partitions).
+  slot.starter = std::thread([this, index, release, why, previous = std::move(slot.starter)]() mutable {
+    if (previous.joinable()) {
+      previous.join();
+    }
+    stopComponent(index, release, why);
+  });
+}
+
+void PartitionSet::stopComponent(uint32_t index, bool release, const char* why) {
+  Slot& slot = *slots_.at(index);
   std::shared_ptr<service::Component> component;
   {
     std::lock_guard lock(mutex_);
@@ -227,7 +246,6 @@ void PartitionSet::stopPartition(uint32_t index, bool release, const char* why) 
   }
   if (release) {
     slot.lease->release();
-    slot.holding = false;
   }
 }
 

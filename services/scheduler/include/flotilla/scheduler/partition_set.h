@@ -9,7 +9,8 @@
 //               released, this id's, or not renewed for its holder's ttl; held ones are renewed
 //   hand-over   a held partition no longer in the share (a replica joined) is stopped, then its lease released, so
 //               its new holder takes it at its next round; a lease found taken or not renewed in time stops its
-//               partition at once (its DeployEvents are fenced before: may_publish is the lease's held())
+//               partition at once (its DeployEvents are fenced before: may_publish is the lease's held()); both on
+//               the partition's own thread, so a slow stop never holds up the other leases' renewals
 //
 // A partition runs as its own component (a Scheduler made by the factory: its own durables, its records loaded from
 // KV when it starts), so taking one over is a start like any other: nothing a killed replica handled is lost (its
@@ -84,8 +85,8 @@ class PartitionSet {
     std::unique_ptr<service::Lease> lease;
     bool holding = false;
     std::shared_ptr<service::Component> component;  //!< set by the starter once started
-    std::thread starter;                            //!< makes and starts the component (a start loads KV)
-    std::atomic<bool> failed{false};                //!< the starter could not make or start it
+    std::thread starter;  //!< makes and starts the component (a start loads KV), or stops it (stopInBackground)
+    std::atomic<bool> failed{false};  //!< the starter could not make or start it
   };
   struct Member {
     uint64_t revision = 0;
@@ -99,8 +100,11 @@ class PartitionSet {
   std::vector<std::string> readMembers(std::chrono::steady_clock::time_point now);
   void acquire(uint32_t index, std::chrono::steady_clock::time_point now);
   void renew(uint32_t index, std::chrono::steady_clock::time_point now);
-  //! Stops the partition's component (after its starter); `release` gives its lease up too.
+  //! Stops the partition's component (after its starter); `release` gives its lease up too. Waits.
   void stopPartition(uint32_t index, bool release, const char* why);
+  //! The same on the slot's thread, after its last start or stop: what the rounds use.
+  void stopInBackground(uint32_t index, bool release, const char* why);
+  void stopComponent(uint32_t index, bool release, const char* why);
   void countHeld();
 
   std::shared_ptr<bus::KeyValue> clusters_;
