@@ -13,6 +13,7 @@ namespace flotilla::scheduler {
 namespace {
 
 constexpr std::chrono::milliseconds kWatchWait{500};
+constexpr std::string_view kRecordsFilter = ">";
 constexpr std::string_view kStatusFilter = "bd.>";
 
 }  // namespace
@@ -45,7 +46,7 @@ bool Scheduler::ownsReport(const std::string& key, const std::string& workspace,
 }
 
 Status Scheduler::watchOtherPartitions() {
-  auto records = hub_.deployments->watch(">");
+  auto records = hub_.deployments->watch(kRecordsFilter);
   FLOTILLA_TRY(records);
   other_records_watcher_ = std::move(records).value();
   auto statuses = hub_.status->watch(kStatusFilter);
@@ -54,44 +55,11 @@ Status Scheduler::watchOtherPartitions() {
   return {};
 }
 
-void Scheduler::loadPartitionedDeployments(const std::vector<bus::KvEntry>& records,
-                                           const std::vector<bus::KvEntry>& statuses) {
-  std::vector<bus::KvEntry> own_records;
-  for (const auto& entry : records) {
-    auto record = events::parseRecord<DeploymentRecord>(entry.value);
-    if (!record.ok()) {
-      countInvalidRecord(hub_.deployments->bucket(), entry.key, record.error());
-      continue;
-    }
-    noteBundleGitRepo(record->workspace, record->bundle, record->gitrepo);
-    if (ownsBundle(record->workspace, record->gitrepo)) {
-      own_records.push_back(entry);
-    } else {
-      other_deployments_[entry.key] = std::move(record).value();
-    }
-  }
-  loadDeployments(own_records);
-  std::vector<bus::KvEntry> own_statuses;
-  for (const auto& entry : statuses) {
-    auto status = events::parseRecord<BdStatus>(entry.value);
-    if (!status.ok()) {
-      countInvalidRecord(hub_.status->bucket(), entry.key, status.error());
-      continue;
-    }
-    const std::string key = events::deploymentKey(status->cluster, status->workspace, status->bundle);
-    if (ownsReport(key, status->workspace, status->bundle)) {
-      own_statuses.push_back(entry);
-    } else {
-      other_statuses_[key] = std::move(status).value();
-    }
-  }
-  loadStatuses(own_statuses);
-}
-
-void Scheduler::followOtherPartitions(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
-                                      std::string_view filter, bool records) {
+void Scheduler::followOtherPartitions(bool records) {
+  bus::KvWatcher& watcher = records ? other_records_watcher_ : other_statuses_watcher_;
+  const std::shared_ptr<bus::KeyValue>& bucket = records ? hub_.deployments : hub_.status;
   bus::followWatch(
-      watcher, *bucket, filter, kWatchWait, [this] { return stopping_.load(); },
+      watcher, *bucket, records ? kRecordsFilter : kStatusFilter, kWatchWait, [this] { return stopping_.load(); },
       [&](const std::optional<bus::KvEntry>& entry) {
         if (!entry) {
           return;

@@ -54,10 +54,8 @@ Status Scheduler::start() {
   reconcile_thread_ = std::thread([this] { reconcileLoop(); });
   if (!options_.partition.whole()) {
     // One thread per watch, each waiting on its own (as the manifest server's).
-    other_records_thread_ =
-        std::thread([this] { followOtherPartitions(other_records_watcher_, hub_.deployments, ">", /*records=*/true); });
-    other_statuses_thread_ =
-        std::thread([this] { followOtherPartitions(other_statuses_watcher_, hub_.status, "bd.>", /*records=*/false); });
+    other_records_thread_ = std::thread([this] { followOtherPartitions(/*records=*/true); });
+    other_statuses_thread_ = std::thread([this] { followOtherPartitions(/*records=*/false); });
   }
   std::lock_guard lock(mutex_);
   log::info("scheduler started", {{"partition", options_.partition.name()},

@@ -94,12 +94,8 @@ Status Scheduler::loadState() {
   }
   std::lock_guard lock(mutex_);
   loadBundles(*bundle_entries);
-  if (whole) {
-    loadDeployments(*deployment_entries);
-    loadStatuses(*status_entries);
-  } else {
-    loadPartitionedDeployments(*deployment_entries, *status_entries);
-  }
+  loadDeployments(*deployment_entries);
+  loadStatuses(*status_entries);
   loadSummaries(*summary_entries);
   warnOrphanDeployments();
   loaded_ = true;
@@ -130,17 +126,28 @@ void Scheduler::loadBundles(const std::vector<bus::KvEntry>& entries) {
 }
 
 void Scheduler::loadDeployments(const std::vector<bus::KvEntry>& entries) {
+  // Partitioned, another partition's records are kept apart (partition_view.cpp); the whole owns every one.
   forEachRecord<DeploymentRecord>(
-      entries, [&](const std::string& key, DeploymentRecord record) { storeDeploymentRecord(key, std::move(record)); },
+      entries,
+      [&](const std::string& key, DeploymentRecord record) {
+        noteBundleGitRepo(record.workspace, record.bundle, record.gitrepo);
+        if (ownsBundle(record.workspace, record.gitrepo)) {
+          storeDeploymentRecord(key, std::move(record));
+        } else {
+          other_deployments_[key] = std::move(record);
+        }
+      },
       [&](const std::string& key, const Error& error) { countInvalidRecord(hub_.deployments->bucket(), key, error); });
 }
 
 void Scheduler::loadStatuses(const std::vector<bus::KvEntry>& entries) {
+  // After loadDeployments: a report is this partition's when its record is (ownsReport).
   forEachRecord<BdStatus>(
       entries,
       [&](const std::string& /*key*/, BdStatus status) {
         std::string key = events::deploymentKey(status.cluster, status.workspace, status.bundle);
-        statuses_[key] = std::move(status);
+        auto& statuses = ownsReport(key, status.workspace, status.bundle) ? statuses_ : other_statuses_;
+        statuses[key] = std::move(status);
       },
       [&](const std::string& key, const Error& error) { countInvalidRecord(hub_.status->bucket(), key, error); });
 }

@@ -8,13 +8,19 @@ namespace flotilla::scheduler {
 
 namespace {
 
-//! The record names the durable of the subject's cluster ("agent-<escaped cluster>") on FLOTILLA_DEPLOY.
-bool fromOwnAgent(std::string_view subject, const events::MessageTerminated& record) {
+//! The cluster of a status subject (flotilla.status.<cluster>.<bundle>); nullopt for any other shape.
+std::optional<std::string> subjectCluster(std::string_view subject) {
   auto tokens = events::subjectTokens(subject, "flotilla.status");
   if (!tokens.ok() || tokens->size() != 2) {
-    return false;
+    return std::nullopt;
   }
-  return record.stream == events::kDeployStream && record.consumer == "agent-" + events::escapeToken((*tokens)[0]);
+  return (*tokens)[0];
+}
+
+//! The record names the durable of the subject's cluster ("agent-<escaped cluster>") on FLOTILLA_DEPLOY.
+bool fromOwnAgent(const std::optional<std::string>& cluster, const events::MessageTerminated& record) {
+  return cluster && record.stream == events::kDeployStream &&
+         record.consumer == "agent-" + events::escapeToken(*cluster);
 }
 
 }  // namespace
@@ -29,19 +35,19 @@ std::optional<service::Outcome> forwardAgentTermination(std::string_view subject
   if (!json.ok() || !json->isObject() || json->getString("kind") != events::MessageTerminated::kKind) {
     return std::nullopt;
   }
+  const auto cluster = subjectCluster(subject);
+  if (cluster && !partition.ownsCluster(*cluster)) {
+    return service::Outcome::ack("other-partition");  // the cluster's partition judges, stores and announces it
+  }
   auto record = events::decodeMessageTerminated(*json);
   if (!record.ok()) {
     log::warn("rejecting an unreadable terminated-message report", {{"error", record.error().describe()}});
     return service::Outcome::reject("invalid");
   }
-  if (!fromOwnAgent(subject, *record)) {
+  if (!fromOwnAgent(cluster, *record)) {
     log::warn("rejecting a terminated-message report for another cluster's consumer",
               {{"subject", subject}, {"consumer", record->consumer}});
     return service::Outcome::reject("spoofed");
-  }
-  if (auto tokens = events::subjectTokens(subject, "flotilla.status");
-      tokens.ok() && !tokens->empty() && !partition.ownsCluster((*tokens)[0])) {
-    return service::Outcome::ack("other-partition");  // the cluster's partition stores and announces it
   }
   auto put = status.put(events::terminatedKey(record->stream, record->consumer, record->stream_sequence), data);
   if (!put.ok()) {

@@ -248,13 +248,11 @@ class Scheduler final : public service::Component {
   //! The bundle's GitRepo, from any partition's BundleEvents and records ("" when unknown).
   [[nodiscard]] std::string gitRepoOfBundle(const std::string& workspace, const std::string& bundle) const;
   void noteBundleGitRepo(const std::string& workspace, const std::string& bundle, const std::string& gitrepo);
-  //! Splits the loaded deployment records and bd.* statuses into this partition's and the others'.
-  void loadPartitionedDeployments(const std::vector<bus::KvEntry>& records, const std::vector<bus::KvEntry>& statuses);
   //! Opens the watches of deployments and status/bd.* whose initial values loadState reads and whose changes
   //! followOtherPartitions applies (the whole needs none: nobody else writes its records).
   Status watchOtherPartitions();
-  void followOtherPartitions(bus::KvWatcher& watcher, const std::shared_ptr<bus::KeyValue>& bucket,
-                             std::string_view filter, bool records);
+  //! Follows the records' (true) or the reports' watch until stop().
+  void followOtherPartitions(bool records);
   //! One change of another partition's deployment record / bd.* status. Locks.
   void applyOtherRecord(const bus::KvEntry& entry);
   void applyOtherStatus(const bus::KvEntry& entry);
