@@ -1,0 +1,463 @@
+// Benchmark (issue 15): Flotilla and Flux side by side, in one process, on one machine: the same git server, the
+// same manifests, the same two harness API servers, the same definition of Ready (every object applied and healthy:
+// the agent's health checks; Flux's `wait: true`). Each tool triggered as its docs recommend for speed: Flotilla by
+// its webhook (disablePolling GitRepos, a signed push right after the commit), Flux by what its webhook Receiver
+// does (reconcile.fluxcd.io/requestedAt on the GitRepository, set right after the commit). Flotilla runs first, its
+// services are stopped, then Flux runs; neither shares the machine with the other's controllers.
+//
+//   1. commit -> Ready on 2 clusters, N commits (median, max); Flux's second cluster through spec.kubeConfig;
+//   2. B bundles / Kustomizations from one repository on one cluster: from registering the repository to all Ready,
+//      CPU seconds and peak RSS (VmHWM) of every process of each tool (Flotilla: poller, bundler, scheduler, both
+//      agents, nats-server; Flux: source-controller, kustomize-controller);
+//   3. each tool idle for 30 s (CPU, RSS), then a commit changing 1 of the B: time until that one is Ready, how many
+//      of the others each tool applied again, and the CPU above idle until the tool settled.
+//
+//   build/bench/bench_flux [commits=10] [bundles=1000]
+// Not a timed test: it prints figures and ratios and asserts nothing about them.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "bench_util.h"
+#include "e2e_util.h"
+#include "flotilla/harness/local_port.h"
+#include "flux.h"
+#include "webhook_post.h"
+
+using namespace flotilla;
+using namespace flotilla::e2e;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kHookSecret = "bench-webhook-secret";
+constexpr auto kPoll1 = std::chrono::milliseconds(20);      // scenario 1: how often each tool's state is read
+constexpr auto kPollMany = std::chrono::milliseconds(500);  // scenarios 2 and 3 (reading 1,000 states costs)
+constexpr auto kIdleWindow = std::chrono::seconds(30);
+constexpr auto kSettleTail = std::chrono::seconds(5);
+constexpr auto kGiveUp = std::chrono::minutes(15);
+constexpr const char* kFluxInterval = "10m";  // GitRepository and Kustomization; pushes trigger the GitRepository
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+//! The processes of one tool: CPU summed, peak and current RSS per process.
+struct Processes {
+  std::vector<std::pair<std::string, pid_t>> list;
+  [[nodiscard]] double cpu() const {
+    double total = 0;
+    for (const auto& [name, pid] : list) {
+      total += bench::procCpuSeconds(pid);
+    }
+    return total;
+  }
+  [[nodiscard]] long sumKiB(const std::string& field) const {
+    long total = 0;
+    for (const auto& [name, pid] : list) {
+      total += std::max(0L, bench::procStatusKiB(pid, field));
+    }
+    return total;
+  }
+  [[nodiscard]] std::string perProcess(const std::string& field) const {
+    std::string out;
+    for (const auto& [name, pid] : list) {
+      out += (out.empty() ? "" : ", ") + name + " " + std::to_string(bench::procStatusKiB(pid, field) / 1024) + " MiB";
+    }
+    return out;
+  }
+};
+
+//! What one tool did, filled scenario by scenario and printed side by side at the end.
+struct Figures {
+  std::vector<double> commit_ms;  // scenario 1
+  double many_s = 0, many_cpu = 0;
+  long many_hwm_kib = 0;
+  std::string many_hwm_detail;
+  double idle_cpu = 0;  // CPU seconds over kIdleWindow
+  long idle_rss_kib = 0;
+  double one_ready_s = 0, settled_s = 0, one_cpu_over_idle = 0;
+  size_t others_applied_again = 0;
+};
+
+std::string manifests(const std::string& ns, int round) {
+  std::string out = namespaceYaml(ns);
+  for (int i = 0; i < 5; ++i) {
+    out += "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-" + std::to_string(i) + "\n  namespace: " + ns +
+           "\ndata:\n  value: round-" + std::to_string(round) + "\n";
+  }
+  return out;
+}
+
+std::string bundleDir(size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "b-%04zu", i);
+  return name;
+}
+
+std::string bundleConfigMap(const std::string& ns, size_t i, const std::string& value) {
+  return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + bundleDir(i) + "\n  namespace: " + ns +
+         "\ndata:\n  value: " + value + "\n";
+}
+
+//! B bundle directories, each one ConfigMap in `ns`; Flotilla's also have a fleet.yaml (what makes a directory a
+//! bundle; Flux's Kustomizations name their paths instead).
+std::map<std::string, std::string> manyBundles(const std::string& ns, size_t count, bool fleet_yaml) {
+  std::map<std::string, std::string> files;
+  for (size_t i = 0; i < count; ++i) {
+    files["bundles/" + bundleDir(i) + "/cm.yaml"] = bundleConfigMap(ns, i, "v1");
+    if (fleet_yaml) {
+      files["bundles/" + bundleDir(i) + "/fleet.yaml"] = "defaultNamespace: " + ns + "\n";
+    }
+  }
+  return files;
+}
+
+template <typename Check>
+Status waitUntil(const std::string& what, std::chrono::milliseconds every, Check check) {
+  const auto deadline = Clock::now() + kGiveUp;
+  while (!check()) {
+    if (Clock::now() > deadline) {
+      return fail(ErrorKind::kTransient, what + ": not done after 15 minutes");
+    }
+    std::this_thread::sleep_for(every);
+  }
+  return {};
+}
+
+//! When a measured step started, and the tool's CPU seconds at that moment.
+struct Window {
+  Clock::time_point start = Clock::now();
+  double cpu_start;
+  explicit Window(const Processes& p) : cpu_start(p.cpu()) {}
+};
+
+// ---- Flotilla ---------------------------------------------------------------------------------------------------
+
+struct FlotillaRun {
+  Hub& hub;
+  int webhook_port;
+  Processes processes;
+  std::string gitRepo(const std::string& name, const std::string& url, const std::string& path,
+                      const std::string& targets) const {
+    return "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata:\n  name: " + name +
+           "\n  namespace: fleet-default\nspec:\n  repo: " + url +
+           "\n  branch: main\n  disablePolling: true\n  webhookSecret: hooks\n  paths:\n  - " + path + "\n" + targets;
+  }
+  Status push(const std::string& url, const std::string& sha) const {
+    const int status = bench::postWebhook(webhook_port, bench::pushBody(url, sha), kHookSecret);
+    return status == 202 ? Status{} : fail(ErrorKind::kInternal, "the webhook answered " + std::to_string(status));
+  }
+};
+
+Status flotillaCommits(FlotillaRun& run, int commits, Figures& figures) {
+  Hub& hub = run.hub;
+  auto repo = hub.git().createRepo("s1-flotilla");
+  FLOTILLA_TRY(repo);
+  auto sha = hub.git().commitFiles("s1-flotilla", "main", {{"app/objects.yaml", manifests("flo-s1", 0)}}, "round 0");
+  FLOTILLA_TRY(sha);
+  FLOTILLA_TRY(hub.apply(run.gitRepo("s1", repo->http, "app", "  targets:\n  - clusterSelector: {}\n")));
+  const std::vector<std::string> both = {hub.clusterName(0), hub.clusterName(1)};
+  FLOTILLA_TRY(waitUntil("flotilla warm-up", kPoll1, [&] { return readyEverywhere(hub, "s1", *sha, both); }));
+  for (int round = 1; round <= commits; ++round) {
+    const auto t0 = Clock::now();
+    sha = hub.git().commitFiles("s1-flotilla", "main", {{"app/objects.yaml", manifests("flo-s1", round)}}, "round");
+    FLOTILLA_TRY(sha);
+    FLOTILLA_TRY(run.push(repo->http, *sha));
+    FLOTILLA_TRY(waitUntil("flotilla commit", kPoll1, [&] { return readyEverywhere(hub, "s1", *sha, both); }));
+    figures.commit_ms.push_back(seconds(Clock::now() - t0) * 1000);
+  }
+  return {};
+}
+
+std::map<std::string, std::string> wantedDeployments(Hub& hub, const std::string& cluster) {
+  std::map<std::string, std::string> out;
+  for (const auto& item : bundlesOn(hub, cluster, "s2")) {
+    out[item.bundle] = item.wanted_deployment;
+  }
+  return out;
+}
+
+Status flotillaMany(FlotillaRun& run, size_t count, Figures& figures) {
+  Hub& hub = run.hub;
+  const std::vector<std::string> one = {hub.clusterName(0)};
+  auto repo = hub.git().createRepo("s2-flotilla");
+  FLOTILLA_TRY(repo);
+  auto sha = hub.git().commitFiles("s2-flotilla", "main", manyBundles("flo-s2", count, true), "many bundles");
+  FLOTILLA_TRY(sha);
+  FLOTILLA_TRY(bench::kubectlApply(hub.cluster(0).kubeconfigPath(), namespaceYaml("flo-s2")));
+
+  // 2. register the repository -> all Ready.
+  Window many(run.processes);
+  FLOTILLA_TRY(hub.apply(run.gitRepo("s2", repo->http, "bundles",
+                                     "  targets:\n  - clusterSelector:\n      matchLabels:\n        env: cluster1\n")));
+  FLOTILLA_TRY(waitUntil("flotilla many", kPollMany, [&] { return readyEverywhere(hub, "s2", *sha, one, count); }));
+  figures.many_s = seconds(Clock::now() - many.start);
+  figures.many_cpu = run.processes.cpu() - many.cpu_start;
+  figures.many_hwm_kib = run.processes.sumKiB("VmHWM");
+  figures.many_hwm_detail = run.processes.perProcess("VmHWM");
+
+  // 3. idle, then one bundle changed.
+  std::this_thread::sleep_for(kSettleTail);
+  Window idle(run.processes);
+  std::this_thread::sleep_for(kIdleWindow);
+  figures.idle_cpu = run.processes.cpu() - idle.cpu_start;
+  figures.idle_rss_kib = run.processes.sumKiB("VmRSS");
+  const auto before = wantedDeployments(hub, one.front());
+  // The bundle of bundles/b-<count/2> (Fleet's name: the GitRepo's and the path's).
+  std::string changed;
+  for (const auto& [bundle, deployment] : before) {
+    if (bundle.size() > bundleDir(count / 2).size() && bundle.ends_with("-" + bundleDir(count / 2))) {
+      changed = bundle;
+    }
+  }
+  if (changed.empty()) {
+    return fail(ErrorKind::kInternal, "no bundle of bundles/" + bundleDir(count / 2));
+  }
+  Window commit(run.processes);
+  sha = hub.git().commitFiles(
+      "s2-flotilla", "main",
+      {{"bundles/" + bundleDir(count / 2) + "/cm.yaml", bundleConfigMap("flo-s2", count / 2, "v2")}}, "one bundle");
+  FLOTILLA_TRY(sha);
+  FLOTILLA_TRY(run.push(repo->http, *sha));
+  FLOTILLA_TRY(waitUntil("flotilla one changed", kPollMany,
+                         [&] { return bundleState(hub, one.front(), "s2", changed, "Ready", *sha); }));
+  figures.one_ready_s = seconds(Clock::now() - commit.start);
+  figures.settled_s = figures.one_ready_s;  // nothing else is deployed again (counted below)
+  std::this_thread::sleep_for(kSettleTail);
+  const double window = seconds(Clock::now() - commit.start);
+  figures.one_cpu_over_idle = run.processes.cpu() - commit.cpu_start - figures.idle_cpu * window / seconds(kIdleWindow);
+  for (const auto& [bundle, deployment] : wantedDeployments(hub, one.front())) {
+    if (bundle != changed && before.count(bundle) && before.at(bundle) != deployment) {
+      ++figures.others_applied_again;
+    }
+  }
+  return {};
+}
+
+// ---- Flux -------------------------------------------------------------------------------------------------------
+
+struct FluxRun {
+  Hub& hub;  // the git server and the API servers
+  kube::KubeClient& home;
+  Processes processes;
+  [[nodiscard]] std::string kubeconfig() { return hub.cluster(0).kubeconfigPath(); }
+};
+
+//! The Kustomizations named `names`, all Ready at `sha`.
+bool fluxReady(FluxRun& run, const std::set<std::string>& names, const std::string& sha, size_t* at_sha = nullptr) {
+  auto states = bench::kustomizations(run.home);
+  if (!states.ok()) {
+    std::cerr << "bench: " << states.error().describe() << std::endl;
+    return false;
+  }
+  size_t ready = 0, applied = 0;
+  for (const auto& state : *states) {
+    if (names.count(state.name) && state.applied_commit == sha) {
+      ++applied;
+      ready += state.ready ? 1 : 0;
+    }
+  }
+  if (at_sha != nullptr) {
+    *at_sha = applied;
+  }
+  return ready == names.size();
+}
+
+Status fluxCommits(FluxRun& run, int commits, Figures& figures) {
+  Hub& hub = run.hub;
+  auto repo = hub.git().createRepo("s1-flux");
+  FLOTILLA_TRY(repo);
+  auto sha = hub.git().commitFiles("s1-flux", "main", {{"app/objects.yaml", manifests("flux-s1", 0)}}, "round 0");
+  FLOTILLA_TRY(sha);
+  auto remote = bench::inlineKubeconfig(hub.cluster(1));
+  FLOTILLA_TRY(remote);
+  Json secret = Json::object();
+  secret["apiVersion"] = Json("v1");
+  secret["kind"] = Json("Secret");
+  secret["metadata"]["name"] = Json("cluster-2-kubeconfig");
+  secret["metadata"]["namespace"] = Json(bench::kFluxNamespace);
+  secret["stringData"]["value"] = Json(*remote);
+  FLOTILLA_TRY(bench::kubectlApply(run.kubeconfig(), secret.dump()));
+  FLOTILLA_TRY(bench::kubectlApply(
+      run.kubeconfig(), bench::gitRepositoryYaml("s1", repo->http, kFluxInterval) + "---\n" +
+                            bench::kustomizationYaml("s1-c1", "s1", "app", kFluxInterval) + "---\n" +
+                            bench::kustomizationYaml("s1-c2", "s1", "app", kFluxInterval, "cluster-2-kubeconfig")));
+  const std::set<std::string> both = {"s1-c1", "s1-c2"};
+  FLOTILLA_TRY(waitUntil("flux warm-up", kPoll1, [&] { return fluxReady(run, both, *sha); }));
+  for (int round = 1; round <= commits; ++round) {
+    const auto t0 = Clock::now();
+    sha = hub.git().commitFiles("s1-flux", "main", {{"app/objects.yaml", manifests("flux-s1", round)}}, "round");
+    FLOTILLA_TRY(sha);
+    FLOTILLA_TRY(bench::requestReconcile(run.home, "s1"));
+    FLOTILLA_TRY(waitUntil("flux commit", kPoll1, [&] { return fluxReady(run, both, *sha); }));
+    figures.commit_ms.push_back(seconds(Clock::now() - t0) * 1000);
+  }
+  return {};
+}
+
+Status fluxMany(FluxRun& run, size_t count, Figures& figures) {
+  Hub& hub = run.hub;
+  auto repo = hub.git().createRepo("s2-flux");
+  FLOTILLA_TRY(repo);
+  auto sha = hub.git().commitFiles("s2-flux", "main", manyBundles("flux-s2", count, false), "many bundles");
+  FLOTILLA_TRY(sha);
+  FLOTILLA_TRY(bench::kubectlApply(run.kubeconfig(), namespaceYaml("flux-s2")));
+  // The Kustomizations first (a user's B objects), then the GitRepository they read: registering it starts the
+  // clock, as registering the GitRepo does for Flotilla.
+  std::string yaml;
+  std::set<std::string> names;
+  for (size_t i = 0; i < count; ++i) {
+    names.insert("s2-" + bundleDir(i));
+    yaml += bench::kustomizationYaml("s2-" + bundleDir(i), "s2", "bundles/" + bundleDir(i), kFluxInterval) + "---\n";
+  }
+  FLOTILLA_TRY(bench::kubectlApply(run.kubeconfig(), yaml));
+  std::this_thread::sleep_for(kSettleTail);
+
+  Window many(run.processes);
+  FLOTILLA_TRY(bench::kubectlApply(run.kubeconfig(), bench::gitRepositoryYaml("s2", repo->http, kFluxInterval)));
+  FLOTILLA_TRY(waitUntil("flux many", kPollMany, [&] { return fluxReady(run, names, *sha); }));
+  figures.many_s = seconds(Clock::now() - many.start);
+  figures.many_cpu = run.processes.cpu() - many.cpu_start;
+  figures.many_hwm_kib = run.processes.sumKiB("VmHWM");
+  figures.many_hwm_detail = run.processes.perProcess("VmHWM");
+
+  std::this_thread::sleep_for(kSettleTail);
+  Window idle(run.processes);
+  std::this_thread::sleep_for(kIdleWindow);
+  figures.idle_cpu = run.processes.cpu() - idle.cpu_start;
+  figures.idle_rss_kib = run.processes.sumKiB("VmRSS");
+  const std::string changed = "s2-" + bundleDir(count / 2);
+  Window commit(run.processes);
+  sha = hub.git().commitFiles(
+      "s2-flux", "main",
+      {{"bundles/" + bundleDir(count / 2) + "/cm.yaml", bundleConfigMap("flux-s2", count / 2, "v2")}}, "one bundle");
+  FLOTILLA_TRY(sha);
+  FLOTILLA_TRY(bench::requestReconcile(run.home, "s2"));
+  FLOTILLA_TRY(waitUntil("flux one changed", kPollMany, [&] { return fluxReady(run, {changed}, *sha); }));
+  figures.one_ready_s = seconds(Clock::now() - commit.start);
+  // Every Kustomization of the GitRepository reconciles the new revision (each builds and applies its path again).
+  size_t at_sha = 0;
+  FLOTILLA_TRY(waitUntil("flux settled", kPollMany, [&] { return fluxReady(run, names, *sha, &at_sha); }));
+  figures.settled_s = seconds(Clock::now() - commit.start);
+  figures.others_applied_again = at_sha - 1;
+  std::this_thread::sleep_for(kSettleTail);
+  const double window = seconds(Clock::now() - commit.start);
+  figures.one_cpu_over_idle = run.processes.cpu() - commit.cpu_start - figures.idle_cpu * window / seconds(kIdleWindow);
+  return {};
+}
+
+// ---- the report -------------------------------------------------------------------------------------------------
+
+void print(const Figures& flo, const Figures& flux, const std::string& flux_setup, int commits, size_t count) {
+  const auto max = [](const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); };
+  const double mib = 1024.0;
+  std::printf("Flotilla vs %s; %s\n", flux_setup.c_str(), bench::machineLoad().c_str());
+  std::printf(
+      "1. commit -> Ready on 2 clusters, %d commits: Flotilla median %.0f ms, max %.0f ms; Flux median %.0f ms, "
+      "max %.0f ms; ratio Flotilla/Flux median %.2fx, max %.2fx (goal <= 0.5x)\n",
+      commits, median(flo.commit_ms), max(flo.commit_ms), median(flux.commit_ms), max(flux.commit_ms),
+      median(flo.commit_ms) / median(flux.commit_ms), max(flo.commit_ms) / max(flux.commit_ms));
+  std::printf(
+      "2. %zu bundles / Kustomizations, one repository, one cluster, registered -> all Ready: Flotilla %.1f s, "
+      "Flux %.1f s (ratio %.2fx, goal <= 0.5x); CPU s Flotilla %.1f, Flux %.1f (%.2fx); peak RSS summed "
+      "Flotilla %.0f MiB, Flux %.0f MiB (ratio %.2fx, goal <= 0.25x)\n",
+      count, flo.many_s, flux.many_s, flo.many_s / flux.many_s, flo.many_cpu, flux.many_cpu,
+      flo.many_cpu / flux.many_cpu, flo.many_hwm_kib / mib, flux.many_hwm_kib / mib,
+      static_cast<double>(flo.many_hwm_kib) / static_cast<double>(flux.many_hwm_kib));
+  std::printf("   peak RSS per process: Flotilla: %s\n                         Flux: %s\n", flo.many_hwm_detail.c_str(),
+              flux.many_hwm_detail.c_str());
+  std::printf("   idle %llds with %zu deployed: CPU s Flotilla %.2f, Flux %.2f; RSS Flotilla %.0f MiB, Flux %.0f MiB\n",
+              static_cast<long long>(kIdleWindow.count()), count, flo.idle_cpu, flux.idle_cpu, flo.idle_rss_kib / mib,
+              flux.idle_rss_kib / mib);
+  std::printf(
+      "3. a commit changing 1 of %zu: Ready after Flotilla %.2f s, Flux %.2f s (%.2fx); the other %zu applied "
+      "again: Flotilla %zu, Flux %zu; settled after Flotilla %.2f s, Flux %.2f s; CPU s above idle until "
+      "settled + %llds: Flotilla %.2f, Flux %.2f\n",
+      count, flo.one_ready_s, flux.one_ready_s, flo.one_ready_s / flux.one_ready_s, count - 1, flo.others_applied_again,
+      flux.others_applied_again, flo.settled_s, flux.settled_s, static_cast<long long>(kSettleTail.count()),
+      flo.one_cpu_over_idle, flux.one_cpu_over_idle);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int commits = argc > 1 ? std::atoi(argv[1]) : 10;
+  const size_t count = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 1000;
+  if (!bench::fluxBuilt()) {
+    std::cerr << "bench_flux: Flux is not built in " << bench::toolsDir()
+              << "; run scripts/bench (or scripts/setup --no-run --with-flux) first" << std::endl;
+    return 1;
+  }
+  auto webhook_port = harness::freeTcpPort();
+  auto credentials = makeTempDir("bench-creds");
+  if (!webhook_port.ok() || !credentials.ok() ||
+      !std::filesystem::create_directories(*credentials + "/fleet-default") ||
+      !writeFile(*credentials + "/fleet-default/hooks.yaml", std::string("generic: ") + kHookSecret + "\n").ok()) {
+    std::cerr << "bench_flux: cannot set up the webhook listener's port and secret" << std::endl;
+    return 1;
+  }
+  HubOptions options{.clusters = 2, .share_clusters = false, .log_level = "warn", .secure = true};
+  options.services["poller"].flags = {"--webhook-addr", "127.0.0.1:" + std::to_string(*webhook_port),
+                                      "--credentials-dir", *credentials};
+  auto started = Hub::start(options);
+  if (!started.ok()) {
+    std::cerr << "bench_flux: " << started.error().describe() << std::endl;
+    return 1;
+  }
+  Hub& hub = **started;
+  const std::vector<std::string> services = {"poller", "bundler", "scheduler", "agent-0", "agent-1"};
+
+  Figures flo, flux;
+  FlotillaRun flotilla{.hub = hub, .webhook_port = *webhook_port};
+  for (const auto& name : services) {
+    flotilla.processes.list.emplace_back(name, hub.pid(name));
+  }
+  flotilla.processes.list.emplace_back("nats-server", hub.nats().pid());
+  auto report = [&](const Status& status, const std::string& logs) {
+    if (!status.ok()) {
+      std::cerr << "bench_flux: " << status.error().describe() << "\n" << logs << std::endl;
+    }
+    return status.ok();
+  };
+  if (!report(flotillaCommits(flotilla, commits, flo), hub.allLogs()) ||
+      !report(flotillaMany(flotilla, count, flo), hub.allLogs())) {
+    return 1;
+  }
+  for (const auto& name : services) {
+    (void)hub.stopService(name);
+  }
+
+  auto flux_dir = makeTempDir("bench-flux");
+  if (!flux_dir.ok()) {
+    return 1;
+  }
+  auto controllers = bench::FluxControllers::start(hub.cluster(0), *flux_dir, bench::FluxTuning{});
+  if (!controllers.ok()) {
+    std::cerr << "bench_flux: " << controllers.error().describe() << std::endl;
+    return 1;
+  }
+  FluxRun flux_run{.hub = hub, .home = hub.kube(0), .processes = {(*controllers)->pids()}};
+  if (!report(fluxCommits(flux_run, commits, flux), (*controllers)->logTail()) ||
+      !report(fluxMany(flux_run, count, flux), (*controllers)->logTail())) {
+    return 1;
+  }
+  print(flo, flux, (*controllers)->describe(), commits, count);
+  (*controllers)->stop();
+  if (!envOr("FLOTILLA_KEEP_TEST_DIRS", "").empty()) {
+    std::cerr << "bench_flux: Flux logs kept in " << *flux_dir << std::endl;
+  } else {
+    std::filesystem::remove_all(*flux_dir);
+  }
+  return 0;
+}
