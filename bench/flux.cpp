@@ -184,8 +184,8 @@ std::string gitRepositoryYaml(const std::string& name, const std::string& url, c
 std::string kustomizationYaml(const std::string& name, const std::string& source, const std::string& path,
                               const std::string& interval, const std::string& kubeconfig_secret) {
   std::string yaml = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: " + name +
-                     "\n  namespace: " + kFluxNamespace + "\nspec:\n  interval: " + interval +
-                     "\n  retryInterval: 5s\n  path: ./" + path + "\n  prune: true\n  wait: true\n  timeout: 2m\n" +
+                     "\n  namespace: " + kFluxNamespace + "\nspec:\n  interval: " + interval + "\n  path: ./" + path +
+                     "\n  prune: true\n  wait: true\n  timeout: 2m\n" +
                      "  sourceRef:\n    kind: GitRepository\n    name: " + source + "\n";
   if (!kubeconfig_secret.empty()) {
     yaml += "  kubeConfig:\n    secretRef:\n      name: " + kubeconfig_secret + "\n";
@@ -202,6 +202,16 @@ Status requestReconcile(kube::KubeClient& home, const std::string& gitrepository
                                   patch.dump(), "application/merge-patch+json");
   FLOTILLA_TRY(patched);
   return {};
+}
+
+std::string sourceRevision(kube::KubeClient& home, const std::string& gitrepository) {
+  auto object = home.get("source.toolkit.fluxcd.io/v1", "GitRepository", kFluxNamespace, gitrepository);
+  const Json* revision = object.ok() ? object->at({"status", "artifact", "revision"}) : nullptr;
+  if (revision == nullptr || !revision->isString()) {
+    return "";
+  }
+  const std::string text = revision->asString();
+  return text.substr(text.rfind(':') + 1);
 }
 
 Result<std::vector<KustomizationState>> kustomizations(kube::KubeClient& home) {

@@ -84,6 +84,9 @@ std::string kustomizationYaml(const std::string& name, const std::string& source
 //! GitRepository, and source-controller fetches at once.
 Status requestReconcile(kube::KubeClient& home, const std::string& gitrepository);
 
+//! The commit of a GitRepository's artifact ("" while it has none).
+std::string sourceRevision(kube::KubeClient& home, const std::string& gitrepository);
+
 //! The commit a Kustomization last applied and whether it is Ready for it: Ready=True whose message names the
 //! revision (so a Ready left from the previous revision does not count).
 struct KustomizationState {
