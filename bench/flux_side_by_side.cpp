@@ -252,27 +252,31 @@ struct FluxRun {
   Hub& hub;  // the git server and the API servers
   kube::KubeClient& home;
   Processes processes;
+  std::map<std::string, std::set<std::string>> applied, ready;  //!< per commit: the Kustomizations seen so
   [[nodiscard]] std::string kubeconfig() { return hub.cluster(0).kubeconfigPath(); }
 };
 
-//! The Kustomizations named `names`, all Ready at `sha`.
+//! True once each Kustomization named `names` has been seen Ready at `sha` (a Kustomization is Ready=Unknown while
+//! it reconciles again, e.g. on its interval, so "all Ready at one instant" may never come on a busy controller:
+//! what counts is when each first became Ready). `at_sha`: how many have applied `sha` so far.
 bool fluxReady(FluxRun& run, const std::set<std::string>& names, const std::string& sha, size_t* at_sha = nullptr) {
   auto states = bench::kustomizations(run.home);
   if (!states.ok()) {
     std::cerr << "bench: " << states.error().describe() << std::endl;
     return false;
   }
-  size_t ready = 0, applied = 0;
   for (const auto& state : *states) {
     if (names.count(state.name) && state.applied_commit == sha) {
-      ++applied;
-      ready += state.ready ? 1 : 0;
+      run.applied[sha].insert(state.name);
+      if (state.ready) {
+        run.ready[sha].insert(state.name);
+      }
     }
   }
   if (at_sha != nullptr) {
-    *at_sha = applied;
+    *at_sha = run.applied[sha].size();
   }
-  return ready == names.size();
+  return std::all_of(names.begin(), names.end(), [&](const std::string& name) { return run.ready[sha].count(name); });
 }
 
 Status fluxCommits(FluxRun& run, int commits, Figures& figures) {
