@@ -143,6 +143,30 @@ struct Window {
   explicit Window(const Processes& p) : cpu_start(p.cpu()) {}
 };
 
+//! Scenario 2's figures, from `many` (started when the repository was registered) to now.
+void recordMany(Figures& figures, const Processes& processes, const Window& many) {
+  figures.many_s = seconds(Clock::now() - many.start);
+  figures.many_cpu = processes.cpu() - many.cpu_start;
+  figures.many_hwm_kib = processes.sumKiB("VmHWM");
+  figures.many_hwm_detail = processes.perProcess("VmHWM");
+}
+
+//! After a settle, the tool's CPU over kIdleWindow and its RSS at the end.
+void measureIdle(Figures& figures, const Processes& processes) {
+  std::this_thread::sleep_for(kSettleTail);
+  Window idle(processes);
+  std::this_thread::sleep_for(kIdleWindow);
+  figures.idle_cpu = processes.cpu() - idle.cpu_start;
+  figures.idle_rss_kib = processes.sumKiB("VmRSS");
+}
+
+//! After kSettleTail more, the CPU since `commit` less what idling for as long costs.
+void recordAboveIdle(Figures& figures, const Processes& processes, const Window& commit) {
+  std::this_thread::sleep_for(kSettleTail);
+  const double window = seconds(Clock::now() - commit.start);
+  figures.one_cpu_over_idle = processes.cpu() - commit.cpu_start - figures.idle_cpu * window / seconds(kIdleWindow);
+}
+
 // ---- Flotilla ---------------------------------------------------------------------------------------------------
 
 struct FlotillaRun {
@@ -203,17 +227,10 @@ Status flotillaMany(FlotillaRun& run, size_t count, Figures& figures) {
   FLOTILLA_TRY(hub.apply(run.gitRepo("s2", repo->http, "bundles",
                                      "  targets:\n  - clusterSelector:\n      matchLabels:\n        env: cluster1\n")));
   FLOTILLA_TRY(waitUntil("flotilla many", kPollMany, [&] { return readyEverywhere(hub, "s2", *sha, one, count); }));
-  figures.many_s = seconds(Clock::now() - many.start);
-  figures.many_cpu = run.processes.cpu() - many.cpu_start;
-  figures.many_hwm_kib = run.processes.sumKiB("VmHWM");
-  figures.many_hwm_detail = run.processes.perProcess("VmHWM");
+  recordMany(figures, run.processes, many);
 
   // 3. idle, then one bundle changed.
-  std::this_thread::sleep_for(kSettleTail);
-  Window idle(run.processes);
-  std::this_thread::sleep_for(kIdleWindow);
-  figures.idle_cpu = run.processes.cpu() - idle.cpu_start;
-  figures.idle_rss_kib = run.processes.sumKiB("VmRSS");
+  measureIdle(figures, run.processes);
   const auto before = wantedDeployments(hub, one.front());
   // The bundle of bundles/b-<count/2> (Fleet's name: the GitRepo's and the path's).
   std::string changed;
@@ -235,9 +252,7 @@ Status flotillaMany(FlotillaRun& run, size_t count, Figures& figures) {
                          [&] { return bundleState(hub, one.front(), "s2", changed, "Ready", *sha); }));
   figures.one_ready_s = seconds(Clock::now() - commit.start);
   figures.settled_s = figures.one_ready_s;  // nothing else is deployed again (counted below)
-  std::this_thread::sleep_for(kSettleTail);
-  const double window = seconds(Clock::now() - commit.start);
-  figures.one_cpu_over_idle = run.processes.cpu() - commit.cpu_start - figures.idle_cpu * window / seconds(kIdleWindow);
+  recordAboveIdle(figures, run.processes, commit);
   for (const auto& [bundle, deployment] : wantedDeployments(hub, one.front())) {
     if (bundle != changed && before.count(bundle) && before.at(bundle) != deployment) {
       ++figures.others_applied_again;
@@ -332,16 +347,9 @@ Status fluxMany(FluxRun& run, size_t count, Figures& figures) {
   Window many(run.processes);
   FLOTILLA_TRY(bench::kubectlApply(run.kubeconfig(), yaml));
   FLOTILLA_TRY(waitUntil("flux many", kPollMany, [&] { return fluxReady(run, names, *sha); }));
-  figures.many_s = seconds(Clock::now() - many.start);
-  figures.many_cpu = run.processes.cpu() - many.cpu_start;
-  figures.many_hwm_kib = run.processes.sumKiB("VmHWM");
-  figures.many_hwm_detail = run.processes.perProcess("VmHWM");
+  recordMany(figures, run.processes, many);
 
-  std::this_thread::sleep_for(kSettleTail);
-  Window idle(run.processes);
-  std::this_thread::sleep_for(kIdleWindow);
-  figures.idle_cpu = run.processes.cpu() - idle.cpu_start;
-  figures.idle_rss_kib = run.processes.sumKiB("VmRSS");
+  measureIdle(figures, run.processes);
   const std::string changed = "s2-" + bundleDir(count / 2);
   Window commit(run.processes);
   sha = hub.git().commitFiles(
@@ -356,9 +364,7 @@ Status fluxMany(FluxRun& run, size_t count, Figures& figures) {
   FLOTILLA_TRY(waitUntil("flux settled", kPollMany, [&] { return fluxReady(run, names, *sha, &at_sha); }));
   figures.settled_s = seconds(Clock::now() - commit.start);
   figures.others_applied_again = at_sha - 1;
-  std::this_thread::sleep_for(kSettleTail);
-  const double window = seconds(Clock::now() - commit.start);
-  figures.one_cpu_over_idle = run.processes.cpu() - commit.cpu_start - figures.idle_cpu * window / seconds(kIdleWindow);
+  recordAboveIdle(figures, run.processes, commit);
   return {};
 }
 
