@@ -35,6 +35,21 @@ inline long procStatusKiB(pid_t pid, const std::string& field) {
   return -1;
 }
 
+//! A field of /proc/<pid>/smaps_rollup in KiB: "Pss" (the process's resident pages, each shared page divided among
+//! the processes that map it, so a sum over processes counts a shared library once), "Rss"; -1 when unreadable.
+inline long procSmapsRollupKiB(pid_t pid, const std::string& field) {
+  auto text = readFile("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  if (!text.ok()) {
+    return -1;
+  }
+  for (const auto& line : split(*text, '\n')) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::stol(trim(line.substr(field.size() + 1)));
+    }
+  }
+  return -1;
+}
+
 //! utime + stime of a process (fields 14 and 15 of /proc/<pid>/stat), in seconds; 0 when unreadable.
 inline double procCpuSeconds(pid_t pid) {
   auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");

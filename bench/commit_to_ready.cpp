@@ -13,7 +13,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -23,7 +22,6 @@
 #include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
-#include "flotilla/harness/local_port.h"
 #include "webhook_post.h"
 
 using namespace flotilla;
@@ -257,27 +255,17 @@ void printMode(const Mode& mode, const Stats& kubectl) {
 
 int main(int argc, char** argv) {
   int commits = argc > 1 ? std::atoi(argv[1]) : 10;
-  auto webhook_port = harness::freeTcpPort();
-  auto credentials = makeTempDir("bench-creds");
-  // Credentials are per workspace: the webhook GitRepo's webhookSecret "hooks" lives in its workspace's directory.
-  if (!webhook_port.ok() || !credentials.ok() ||
-      !std::filesystem::create_directories(*credentials + "/" + kWorkspace) ||
-      !writeFile(*credentials + "/" + kWorkspace + "/hooks.yaml", std::string("generic: ") + kHookSecret + "\n").ok()) {
-    std::cerr << "bench: cannot set up the webhook listener's port and secret" << std::endl;
-    return 1;
-  }
-  HubOptions options{.clusters = 2, .share_clusters = false, .log_level = "warn"};
-  options.services["poller"].flags = {"--webhook-addr", "127.0.0.1:" + std::to_string(*webhook_port),
-                                      "--credentials-dir", *credentials};
-  auto started = Hub::start(options);
+  auto started = bench::startWebhookHub({.clusters = 2, .share_clusters = false, .log_level = "warn"}, kWorkspace,
+                                        "hooks", kHookSecret);
   if (!started.ok()) {
     std::cerr << "bench: " << started.error().describe() << std::endl;
     return 1;
   }
-  Hub& hub = **started;
+  Hub& hub = *started->hub;
+  const int webhook_port = started->port;
   std::vector<std::string> both = {hub.clusterName(0), hub.clusterName(1)};
   std::vector<Mode> modes = {Mode{.name = "poll", .gitrepo = "bench-poll"},
-                             Mode{.name = "webhook", .gitrepo = "bench-hook", .webhook_port = *webhook_port}};
+                             Mode{.name = "webhook", .gitrepo = "bench-hook", .webhook_port = webhook_port}};
   for (auto& mode : modes) {
     if (auto ready = setUp(hub, mode, both); !ready.ok()) {
       std::cerr << "bench: " << ready.error().describe() << "\n" << hub.allLogs() << std::endl;

@@ -8,13 +8,16 @@
 //   1. commit -> Ready on 2 clusters, N commits (median, max); Flux's second cluster through spec.kubeConfig;
 //   2. B bundles / Kustomizations from one repository on one cluster: from registering the repository to all Ready,
 //      CPU seconds and peak RSS (VmHWM) of every process of each tool (Flotilla: poller, bundler, scheduler, both
-//      agents, nats-server; Flux: source-controller, kustomize-controller);
-//   3. each tool idle for 30 s (CPU, RSS), then a commit changing 1 of the B: time until that one is Ready, how many
-//      of the others each tool applied again, and the CPU above idle until the tool settled.
+//      agents, nats-server; Flux: source-controller, kustomize-controller), and the peak of their summed PSS
+//      (sampled every 0.5 s: a shared library counts once, not once per process);
+//   3. once each tool's CPU is flat (a 10 s window under 0.5 CPU s), its idle CPU over 30 s and RSS; then a commit
+//      changing 1 of the B: time until that one is Ready, how many of the others each tool applied again, and the
+//      CPU above idle until the tool settled.
 //
 //   build/bench/bench_flux [commits=10] [bundles=1000]
 // Not a timed test: it prints figures and ratios and asserts nothing about them.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +29,6 @@
 
 #include "bench_util.h"
 #include "e2e_util.h"
-#include "flotilla/harness/local_port.h"
 #include "flux.h"
 #include "webhook_post.h"
 
@@ -41,6 +43,9 @@ constexpr auto kPoll1 = std::chrono::milliseconds(20);      // scenario 1: how o
 constexpr auto kPollMany = std::chrono::milliseconds(500);  // scenarios 2 and 3 (reading 1,000 states costs)
 constexpr auto kIdleWindow = std::chrono::seconds(30);
 constexpr auto kSettleTail = std::chrono::seconds(5);
+constexpr auto kFlatWindow = std::chrono::seconds(10);  // the CPU is flat once one window costs under kFlatCpu
+constexpr double kFlatCpu = 0.5;                        // CPU seconds per kFlatWindow: 5 % of one core
+constexpr auto kFlatGiveUp = std::chrono::minutes(20);
 constexpr auto kGiveUp = std::chrono::minutes(45);  // Flux took ~15 min for 1,000 here
 constexpr const char* kFluxInterval = "10m";        // GitRepository and Kustomization; pushes trigger the GitRepository
 
@@ -70,6 +75,13 @@ struct Processes {
     }
     return total;
   }
+  [[nodiscard]] long sumPssKiB() const {
+    long total = 0;
+    for (const auto& [name, pid] : list) {
+      total += std::max(0L, bench::procSmapsRollupKiB(pid, "Pss"));
+    }
+    return total;
+  }
   [[nodiscard]] std::string perProcess(const std::string& field) const {
     std::string out;
     for (const auto& [name, pid] : list) {
@@ -85,7 +97,10 @@ struct Figures {
   double many_s = 0, many_cpu = 0;
   long many_hwm_kib = 0;
   std::string many_hwm_detail;
-  double idle_cpu = 0;  // CPU seconds over kIdleWindow
+  long many_peak_pss_kib = 0;  // the highest summed PSS sampled during scenario 2
+  double flat_after_s = 0;     // how long after scenario 2 the CPU became flat
+  bool flat = false;           // false: still busy after kFlatGiveUp (the idle figures are then not idle)
+  double idle_cpu = 0;         // CPU seconds over kIdleWindow
   long idle_rss_kib = 0;
   double one_ready_s = 0, settled_s = 0, one_cpu_over_idle = 0;
   size_t others_applied_again = 0;
@@ -143,17 +158,55 @@ struct Window {
   explicit Window(const Processes& p) : cpu_start(p.cpu()) {}
 };
 
+//! Samples the summed PSS of a tool's processes every 0.5 s from construction to stop(), keeping the highest.
+class PeakPss {
+ public:
+  explicit PeakPss(const Processes& processes)
+      : thread_([this, &processes] {
+          while (!stop_) {
+            peak_ = std::max(peak_.load(), processes.sumPssKiB());
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          }
+        }) {}
+  PeakPss(const PeakPss&) = delete;
+  PeakPss& operator=(const PeakPss&) = delete;
+  ~PeakPss() { stop(); }
+  long stop() {
+    stop_ = true;
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+    return peak_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<long> peak_{0};
+  std::thread thread_;
+};
+
 //! Scenario 2's figures, from `many` (started when the repository was registered) to now.
-void recordMany(Figures& figures, const Processes& processes, const Window& many) {
+void recordMany(Figures& figures, const Processes& processes, const Window& many, PeakPss& pss) {
   figures.many_s = seconds(Clock::now() - many.start);
   figures.many_cpu = processes.cpu() - many.cpu_start;
   figures.many_hwm_kib = processes.sumKiB("VmHWM");
   figures.many_hwm_detail = processes.perProcess("VmHWM");
+  figures.many_peak_pss_kib = pss.stop();
 }
 
-//! After a settle, the tool's CPU over kIdleWindow and its RSS at the end.
+//! Waits until the tool's CPU is flat (one kFlatWindow under kFlatCpu; a tool may go on working after what it
+//! reports as Ready), then measures its CPU over kIdleWindow and its RSS at the end.
 void measureIdle(Figures& figures, const Processes& processes) {
-  std::this_thread::sleep_for(kSettleTail);
+  const auto started = Clock::now();
+  while (Clock::now() - started < kFlatGiveUp) {
+    Window window(processes);
+    std::this_thread::sleep_for(kFlatWindow);
+    if (processes.cpu() - window.cpu_start < kFlatCpu) {
+      figures.flat = true;
+      break;
+    }
+  }
+  figures.flat_after_s = seconds(Clock::now() - started);
   Window idle(processes);
   std::this_thread::sleep_for(kIdleWindow);
   figures.idle_cpu = processes.cpu() - idle.cpu_start;
@@ -224,10 +277,11 @@ Status flotillaMany(FlotillaRun& run, size_t count, Figures& figures) {
 
   // 2. register the repository -> all Ready.
   Window many(run.processes);
+  PeakPss pss(run.processes);
   FLOTILLA_TRY(hub.apply(run.gitRepo("s2", repo->http, "bundles",
                                      "  targets:\n  - clusterSelector:\n      matchLabels:\n        env: cluster1\n")));
   FLOTILLA_TRY(waitUntil("flotilla many", kPollMany, [&] { return readyEverywhere(hub, "s2", *sha, one, count); }));
-  recordMany(figures, run.processes, many);
+  recordMany(figures, run.processes, many, pss);
 
   // 3. idle, then one bundle changed.
   measureIdle(figures, run.processes);
@@ -345,9 +399,10 @@ Status fluxMany(FluxRun& run, size_t count, Figures& figures) {
     yaml += bench::kustomizationYaml("s2-" + bundleDir(i), "s2", "bundles/" + bundleDir(i), kFluxInterval) + "---\n";
   }
   Window many(run.processes);
+  PeakPss pss(run.processes);
   FLOTILLA_TRY(bench::kubectlApply(run.kubeconfig(), yaml));
   FLOTILLA_TRY(waitUntil("flux many", kPollMany, [&] { return fluxReady(run, names, *sha); }));
-  recordMany(figures, run.processes, many);
+  recordMany(figures, run.processes, many, pss);
 
   measureIdle(figures, run.processes);
   const std::string changed = "s2-" + bundleDir(count / 2);
@@ -388,9 +443,19 @@ void print(const Figures& flo, const Figures& flux, const std::string& flux_setu
       static_cast<double>(flo.many_hwm_kib) / static_cast<double>(flux.many_hwm_kib));
   std::printf("   peak RSS per process: Flotilla: %s\n                         Flux: %s\n", flo.many_hwm_detail.c_str(),
               flux.many_hwm_detail.c_str());
-  std::printf("   idle %llds with %zu deployed: CPU s Flotilla %.2f, Flux %.2f; RSS Flotilla %.0f MiB, Flux %.0f MiB\n",
-              static_cast<long long>(kIdleWindow.count()), count, flo.idle_cpu, flux.idle_cpu, flo.idle_rss_kib / mib,
-              flux.idle_rss_kib / mib);
+  std::printf("   peak PSS summed (sampled every 0.5 s): Flotilla %.0f MiB, Flux %.0f MiB (ratio %.2fx)\n",
+              flo.many_peak_pss_kib / mib, flux.many_peak_pss_kib / mib,
+              static_cast<double>(flo.many_peak_pss_kib) / static_cast<double>(flux.many_peak_pss_kib));
+  const auto flat = [](const Figures& f) {
+    char text[96];
+    std::snprintf(text, sizeof text, f.flat ? "flat after %.0f s" : "NOT flat after %.0f s (not idle)", f.flat_after_s);
+    return std::string(text);
+  };
+  std::printf(
+      "   idle %llds with %zu deployed, once the CPU was flat (Flotilla %s, Flux %s): CPU s Flotilla %.2f, "
+      "Flux %.2f; RSS Flotilla %.0f MiB, Flux %.0f MiB\n",
+      static_cast<long long>(kIdleWindow.count()), count, flat(flo).c_str(), flat(flux).c_str(), flo.idle_cpu,
+      flux.idle_cpu, flo.idle_rss_kib / mib, flux.idle_rss_kib / mib);
   std::printf(
       "3. a commit changing 1 of %zu: Ready after Flotilla %.2f s, Flux %.2f s (%.2fx); the other %zu applied "
       "again: Flotilla %zu, Flux %zu; settled after Flotilla %.2f s, Flux %.2f s; CPU s above idle until "
@@ -410,27 +475,17 @@ int main(int argc, char** argv) {
               << "; run scripts/bench (or scripts/setup --no-run --with-flux) first" << std::endl;
     return 1;
   }
-  auto webhook_port = harness::freeTcpPort();
-  auto credentials = makeTempDir("bench-creds");
-  if (!webhook_port.ok() || !credentials.ok() ||
-      !std::filesystem::create_directories(*credentials + "/fleet-default") ||
-      !writeFile(*credentials + "/fleet-default/hooks.yaml", std::string("generic: ") + kHookSecret + "\n").ok()) {
-    std::cerr << "bench_flux: cannot set up the webhook listener's port and secret" << std::endl;
-    return 1;
-  }
-  HubOptions options{.clusters = 2, .share_clusters = false, .log_level = "warn", .secure = true};
-  options.services["poller"].flags = {"--webhook-addr", "127.0.0.1:" + std::to_string(*webhook_port),
-                                      "--credentials-dir", *credentials};
-  auto started = Hub::start(options);
+  auto started = bench::startWebhookHub({.clusters = 2, .share_clusters = false, .log_level = "warn", .secure = true},
+                                        "fleet-default", "hooks", kHookSecret);
   if (!started.ok()) {
     std::cerr << "bench_flux: " << started.error().describe() << std::endl;
     return 1;
   }
-  Hub& hub = **started;
+  Hub& hub = *started->hub;
   const std::vector<std::string> services = {"poller", "bundler", "scheduler", "agent-0", "agent-1"};
 
   Figures flo, flux;
-  FlotillaRun flotilla{.hub = hub, .webhook_port = *webhook_port};
+  FlotillaRun flotilla{.hub = hub, .webhook_port = started->port};
   for (const auto& name : services) {
     flotilla.processes.list.emplace_back(name, hub.pid(name));
   }
