@@ -2,7 +2,6 @@
 // them all, then stores each spec in KV: GitRepos in gitrepos/<ws>.<name>, ClusterGroups in clusters/group.<ws>.<name>,
 // Cluster documents in clusters/spec.<name> (which also withdraws a deregistration of that name).
 #include <iterator>
-#include <optional>
 #include <variant>
 
 #include <CLI/CLI.hpp>
@@ -10,12 +9,12 @@
 #include "command_line.h"
 #include "flotilla/cli/cli.h"
 #include "flotilla/cli/views.h"
-#include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/specs/store.h"
 
 namespace flotilla::cli {
 
@@ -117,119 +116,19 @@ Status checkKinds(const std::vector<SourcedResource>& objects, const std::string
   return {};
 }
 
-//! The stored spec's generation, creationTimestamp and uid carried into `next`. Returns false when nothing the user
-//! controls changed.
-template <typename T>
-bool carryOver(T& next, const std::optional<T>& stored) {
-  if (!stored) {
-    next.metadata.generation = 1;
-    next.metadata.creation_timestamp = log::nowRfc3339();
-    next.metadata.uid = randomHex(16);
-    return true;
-  }
-  next.metadata.generation = stored->metadata.generation;
-  next.metadata.creation_timestamp = stored->metadata.creation_timestamp;
-  next.metadata.uid = stored->metadata.uid;
-  // The namespace counts too: a Cluster's key is its name alone, so its document may move it to another workspace.
-  if (next.spec == stored->spec && next.metadata.ns == stored->metadata.ns &&
-      next.metadata.labels == stored->metadata.labels && next.metadata.annotations == stored->metadata.annotations) {
-    return false;
-  }
-  next.metadata.generation = stored->metadata.generation + 1;
-  return true;
-}
-
-template <typename T>
-using Decoder = Result<T> (*)(const Json&, std::string_view);
-
-//! The stored record, or nothing when it does not decode (it is then overwritten as if new, keeping its revision).
-template <typename T>
-std::optional<T> decodeStored(const std::string& value, const std::string& key, Decoder<T> decode) {
-  auto json = Json::parse(value);
-  if (!json.ok()) {
-    return std::nullopt;
-  }
-  auto decoded = decode(*json, key);
-  if (!decoded.ok()) {
-    return std::nullopt;
-  }
-  return std::move(decoded).value();
-}
-
-//! Stores one spec: create when absent, else update on the revision read (retried on a race), keeping the stored
-//! creationTimestamp and uid and bumping metadata.generation when spec, labels or annotations changed. Returns
-//! "created", "configured" or "unchanged".
-template <typename T>
-Result<std::string> storeSpec(bus::KeyValue& kv, const std::string& key, const T& resource, Decoder<T> decode) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto entry = kv.get(key);
-    if (!entry.ok() && entry.error().kind != ErrorKind::kNotFound) {
-      return fail(entry.error());
-    }
-    std::optional<T> stored = entry.ok() ? decodeStored<T>(entry->value, key, decode) : std::nullopt;
-    T next = resource;
-    if (!carryOver(next, stored)) {
-      return std::string("unchanged");
-    }
-    if (next.metadata.creation_timestamp.empty()) {
-      next.metadata.creation_timestamp = log::nowRfc3339();
-    }
-    next.metadata.resource_version.clear();
-    std::string value = model::encode(next).dump();
-    auto written = entry.ok() ? kv.update(key, value, entry->revision) : kv.create(key, value);
-    if (written.ok()) {
-      return std::string(entry.ok() ? "configured" : "created");
-    }
-    if (written.error().kind != ErrorKind::kConflict) {
-      return fail(written.error());
-    }
-    // Someone else wrote the key between our read and write: read again.
-  }
-  return fail(ErrorKind::kConflict, "the record " + key + " kept changing while it was being written; try again");
-}
-
-//! Stores a Cluster document under clusters/spec.<name> and withdraws the cluster's deregistration, if any, so its
-//! agent may register again. Returns "created", "configured" or "unchanged", and says when a tombstone went.
-Result<std::string> storeClusterDocument(bus::KeyValue& kv, const model::Cluster& cluster) {
-  auto stored = storeSpec<model::Cluster>(kv, events::clusterSpecKey(cluster.metadata.name), cluster,
-                                          &model::decodeClusterDocument);
-  FLOTILLA_TRY(stored);
-  const std::string tombstone = events::clusterDeregisteredKey(cluster.metadata.name);
-  auto existing = kv.get(tombstone);
-  if (!existing.ok()) {
-    if (existing.error().kind == ErrorKind::kNotFound) {
-      return stored;
-    }
-    return fail(existing.error());
-  }
-  FLOTILLA_TRY(kv.remove(tombstone));
-  return *stored + " (deregistration withdrawn: an agent may register under this name again)";
-}
-
-//! Stores a resource of a workspace (GitRepo, ClusterGroup) under keyOf(workspace, name) in `kv`, without its
-//! status; `label` gets its kind/name.
-template <typename T>
-Result<std::string> storeWorkspaceSpec(bus::KeyValue& kv, Kind kind,
-                                       std::string (*keyOf)(std::string_view, std::string_view), T& resource,
-                                       Decoder<T> decode, std::string& label) {
-  resource.status = {};
-  label = qualifiedKind(kind) + "/" + resource.metadata.name;
-  return storeSpec<T>(kv, keyOf(resource.metadata.ns, resource.metadata.name), resource, decode);
-}
-
 //! Stores one object; returns its kubectl-style line ("gitrepo.fleet.cattle.io/demo created").
 Result<std::string> storeObject(const HubConnection& hub, SourcedResource& object) {
   std::string label;
   Result<std::string> stored = std::string();
   if (auto* gitrepo = std::get_if<model::GitRepo>(&object.resource)) {
-    stored = storeWorkspaceSpec(hub.bucket(events::kGitReposBucket), Kind::kGitRepo, &events::gitRepoKey, *gitrepo,
-                                &model::decodeGitRepo, label);
+    label = qualifiedKind(Kind::kGitRepo) + "/" + gitrepo->metadata.name;
+    stored = specs::storeGitRepo(hub.bucket(events::kGitReposBucket), *gitrepo);
   } else if (auto* group = std::get_if<model::ClusterGroup>(&object.resource)) {
-    stored = storeWorkspaceSpec(hub.bucket(events::kClustersBucket), Kind::kClusterGroup, &events::clusterGroupKey,
-                                *group, &model::decodeClusterGroup, label);
+    label = qualifiedKind(Kind::kClusterGroup) + "/" + group->metadata.name;
+    stored = specs::storeClusterGroup(hub.bucket(events::kClustersBucket), *group);
   } else if (auto* cluster = std::get_if<model::Cluster>(&object.resource)) {
     label = qualifiedKind(Kind::kCluster) + "/" + cluster->metadata.name;
-    stored = storeClusterDocument(hub.bucket(events::kClustersBucket), *cluster);
+    stored = specs::storeClusterDocument(hub.bucket(events::kClustersBucket), *cluster);
   }
   if (!stored.ok()) {
     return fail(stored.error().kind,
