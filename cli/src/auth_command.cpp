@@ -128,7 +128,7 @@ void defineAuth(CLI::App& command, Invocation& invocation) {
   init->fallthrough();
   CLI::App* issue = command.add_subcommand("issue", "sign creds for one more identity");
   issue->add_option("--dir", args.dir, "directory auth init created")->required();
-  issue->add_option("--role", args.role, "poller, bundler, scheduler, admin, readonly, agent, registration")
+  issue->add_option("--role", args.role, "poller, bundler, scheduler, gateway, admin, readonly, agent, registration")
       ->required();
   issue->add_option("--cluster", args.cluster, "the cluster of --role agent");
   issue->add_option("--token", args.token, "the token id of --role registration");

@@ -30,9 +30,10 @@ class AuthCommandTest : public ::testing::Test {
 TEST_F(AuthCommandTest, InitWritesKeysConfigAndHubCredsWithoutPrintingSeeds) {
   Ran ran = runCaptured({"auth", "init", "--dir", dir_, "--tls", "--san", "nats.example", "--server-name", "hub"});
   ASSERT_EQ(ran.code, kExitOk) << ran.err;
-  for (const char* secret : {"operator.nk", "system-account.nk", "account.nk", "account-signing.nk",
-                             "creds/poller.creds", "creds/bundler.creds", "creds/scheduler.creds", "creds/admin.creds",
-                             "creds/readonly.creds", "tls/ca-key.pem", "tls/server-key.pem"}) {
+  for (const char* secret :
+       {"operator.nk", "system-account.nk", "account.nk", "account-signing.nk", "creds/poller.creds",
+        "creds/bundler.creds", "creds/scheduler.creds", "creds/gateway.creds", "creds/admin.creds",
+        "creds/readonly.creds", "tls/ca-key.pem", "tls/server-key.pem"}) {
     EXPECT_EQ(modeOf(dir_ + "/" + secret), 0600) << secret;
     EXPECT_NE(ran.out.find(secret), std::string::npos) << secret;
   }

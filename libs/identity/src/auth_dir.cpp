@@ -249,7 +249,7 @@ Result<AuthInitResult> initAuthDir(const AuthInitOptions& options) {
   auto text = renderServerConfig(config);
   FLOTILLA_TRY(text);
   FLOTILLA_TRY(out.write("nats-auth.conf", *text, false));
-  for (const auto& role : {pollerRole(), bundlerRole(), schedulerRole(), adminRole(), readonlyRole()}) {
+  for (const auto& role : {pollerRole(), bundlerRole(), schedulerRole(), gatewayRole(), adminRole(), readonlyRole()}) {
     auto user = issueUser(keys->account_signing, keys->account.publicKey(), role, options.hub_ttl);
     FLOTILLA_TRY(user);
     FLOTILLA_TRY(out.write(credsFileName(role), user->creds, true));

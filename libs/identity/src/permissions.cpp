@@ -134,8 +134,8 @@ std::string agentConsumerName(std::string_view cluster) {
 }
 
 const std::vector<std::string_view>& roleNames() {
-  static const std::vector<std::string_view> kNames = {"poller",   "bundler", "scheduler",   "admin",
-                                                       "readonly", "agent",   "registration"};
+  static const std::vector<std::string_view> kNames = {"poller", "bundler",  "scheduler", "gateway",
+                                                       "admin",  "readonly", "agent",     "registration"};
   return kNames;
 }
 
@@ -196,6 +196,16 @@ Role schedulerRole() {
                                                      "flotilla.registration.>", std::string(events::kManifestFilter)});
   p.allow_responses = true;
   return hubRole("scheduler", std::move(p));
+}
+
+Role gatewayRole() {
+  Permissions p = hubService();
+  const std::string clusters = cat("$KV.", events::kClustersBucket);
+  // The specs of the CRs it mirrors (libs/specs): GitRepos, ClusterGroups and Cluster documents; a Cluster document
+  // withdraws a deregistration tombstone.
+  p.publish_allow.insert(p.publish_allow.end(), {cat("$KV.", events::kGitReposBucket) + ".>", clusters + ".group.>",
+                                                 clusters + ".spec.>", clusters + ".deregistered.>"});
+  return hubRole("gateway", std::move(p));
 }
 
 Role adminRole() {
@@ -298,11 +308,9 @@ Result<Role> roleFor(std::string_view name, std::string_view subject) {
     }
     return name == "agent" ? agentRole(subject) : registrationRole(subject);
   }
-  static const std::vector<std::pair<std::string_view, Role (*)()>> kFixed = {{"poller", pollerRole},
-                                                                              {"bundler", bundlerRole},
-                                                                              {"scheduler", schedulerRole},
-                                                                              {"admin", adminRole},
-                                                                              {"readonly", readonlyRole}};
+  static const std::vector<std::pair<std::string_view, Role (*)()>> kFixed = {
+      {"poller", pollerRole},   {"bundler", bundlerRole}, {"scheduler", schedulerRole},
+      {"gateway", gatewayRole}, {"admin", adminRole},     {"readonly", readonlyRole}};
   for (const auto& [fixed, make] : kFixed) {
     if (name == fixed) {
       if (!subject.empty()) {
@@ -312,8 +320,9 @@ Result<Role> roleFor(std::string_view name, std::string_view subject) {
       return make();
     }
   }
-  return fail(ErrorKind::kInvalid, "unknown role \"" + std::string(name) +
-                                       "\" (known: poller, bundler, scheduler, admin, readonly, agent, registration)");
+  return fail(ErrorKind::kInvalid,
+              "unknown role \"" + std::string(name) +
+                  "\" (known: poller, bundler, scheduler, gateway, admin, readonly, agent, registration)");
 }
 
 }  // namespace flotilla::identity

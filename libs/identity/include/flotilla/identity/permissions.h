@@ -42,6 +42,9 @@ const std::vector<std::string_view>& roleNames();
 Role pollerRole();
 Role bundlerRole();
 Role schedulerRole();
+//! The gateway (Kubernetes mode): a hub service that writes the specs of the CRs it mirrors (gitrepos, clusters
+//! group.*, spec.* and deregistered.*) and reads the rest.
+Role gatewayRole();
 //! Everything: the operator's CLI.
 Role adminRole();
 //! Reads KV, streams and object stores; writes, deletes and stream/consumer administration are denied.
