@@ -7,6 +7,7 @@
 
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
@@ -108,8 +109,8 @@ Result<std::string> storeClusterDocument(bus::KeyValue& kv, const model::Cluster
 
 Result<std::string> storeGitRepo(bus::KeyValue& gitrepos, model::GitRepo gitrepo) {
   gitrepo.status = {};
-  return storeSpec<model::GitRepo>(gitrepos, events::gitRepoKey(gitrepo.metadata.ns, gitrepo.metadata.name),
-                                   gitrepo, &model::decodeGitRepo);
+  return storeSpec<model::GitRepo>(gitrepos, events::gitRepoKey(gitrepo.metadata.ns, gitrepo.metadata.name), gitrepo,
+                                   &model::decodeGitRepo);
 }
 
 Result<std::string> storeClusterGroup(bus::KeyValue& clusters, model::ClusterGroup group) {
@@ -128,6 +129,25 @@ Status removeGitRepo(bus::KeyValue& gitrepos, std::string_view workspace, std::s
 
 Status removeClusterGroup(bus::KeyValue& clusters, std::string_view workspace, std::string_view name) {
   auto removed = clusters.remove(events::clusterGroupKey(workspace, name));
+  if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
+    return removed;
+  }
+  return {};
+}
+
+Status deregisterCluster(bus::KeyValue& clusters, std::string_view name, bool keep_resources) {
+  const events::ClusterDeregistration tombstone{
+      .cluster = std::string(name), .time = log::nowRfc3339(), .keep_resources = keep_resources};
+  auto existing = clusters.find(events::clusterDeregisteredKey(name));
+  FLOTILLA_TRY(existing);
+  if (!existing->has_value()) {
+    auto created = clusters.create(events::clusterDeregisteredKey(name), events::encode(tombstone).dump());
+    // kConflict: another writer's tombstone arrived in between, which is as good as ours.
+    if (!created.ok() && created.error().kind != ErrorKind::kConflict) {
+      return fail(created.error());
+    }
+  }
+  auto removed = clusters.remove(events::clusterSpecKey(name));
   if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
     return removed;
   }

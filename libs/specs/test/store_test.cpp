@@ -1,5 +1,7 @@
 // The spec store against a real nats-server (JetStream KV): created/configured/unchanged, generation, uid and
 // creationTimestamp kept across updates, status never stored, removal idempotent, a deregistration withdrawn.
+#include "flotilla/specs/store.h"
+
 #include <gtest/gtest.h>
 
 #include "flotilla/bus/connection.h"
@@ -7,7 +9,6 @@
 #include "flotilla/events/subjects.h"
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/model/codec.h"
-#include "flotilla/specs/store.h"
 
 namespace flotilla::specs {
 namespace {
@@ -98,6 +99,24 @@ TEST_F(SpecStoreTest, ClusterDocumentWithdrawsADeregistration) {
   auto tombstone = kv_->find(events::clusterDeregisteredKey("edge-1"));
   ASSERT_TRUE(tombstone.ok());
   EXPECT_FALSE(tombstone->has_value());
+}
+
+TEST_F(SpecStoreTest, DeregisteringWritesTheTombstoneOnceAndRemovesTheDocument) {
+  auto cluster = model::decodeCluster(*Json::parse(
+      R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"Cluster","metadata":{"name":"edge-2"},"spec":{}})"));
+  ASSERT_TRUE(cluster.ok()) << cluster.error().describe();
+  ASSERT_TRUE(storeClusterDocument(*kv_, *cluster).ok());
+  ASSERT_TRUE(deregisterCluster(*kv_, "edge-2", false).ok());
+  auto tombstone = kv_->get(events::clusterDeregisteredKey("edge-2"));
+  ASSERT_TRUE(tombstone.ok()) << tombstone.error().describe();
+  auto document = kv_->find(events::clusterSpecKey("edge-2"));
+  ASSERT_TRUE(document.ok());
+  EXPECT_FALSE(document->has_value());
+  // Again (a retry after a partial failure): the tombstone is not rewritten.
+  ASSERT_TRUE(deregisterCluster(*kv_, "edge-2", false).ok());
+  auto again = kv_->get(events::clusterDeregisteredKey("edge-2"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->revision, tombstone->revision);
 }
 
 }  // namespace

@@ -27,5 +27,9 @@ Result<std::string> storeClusterDocument(bus::KeyValue& clusters, const model::C
 //! Removes a spec; absent is done. The poller and scheduler see the delete and cascade (docs/pipeline.md).
 Status removeGitRepo(bus::KeyValue& gitrepos, std::string_view workspace, std::string_view name);
 Status removeClusterGroup(bus::KeyValue& clusters, std::string_view workspace, std::string_view name);
+//! Deregisters a cluster whose Cluster document was removed: writes the tombstone clusters/deregistered.<name>
+//! unless one exists (the scheduler then removes the cluster's deployments and records, docs/pipeline.md "Deletes
+//! that cascade"), then removes clusters/spec.<name>. Running it again after a partial failure finishes the job.
+Status deregisterCluster(bus::KeyValue& clusters, std::string_view name, bool keep_resources);
 
 }  // namespace flotilla::specs

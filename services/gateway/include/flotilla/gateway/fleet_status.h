@@ -1,0 +1,44 @@
+// flotilla/gateway/fleet_status.h
+//
+// A GitRepo CR's status in Fleet's shape, from what the hub knows of it: whether the gateway accepted the CR's spec,
+// the poller's record (status/gitrepo.<ws>.<name>) and the scheduler's roll-up (status/summary.gitrepo.<ws>.<name>).
+// Pure functions: the gateway's writer calls them, tests check them without a cluster.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "flotilla/core/json.h"
+#include "flotilla/events/records.h"
+
+namespace flotilla::gateway {
+
+//! The gateway's verdict on a CR's spec at one metadata.generation.
+struct Acceptance {
+  int64_t generation = 0;
+  bool accepted = false;
+  std::string message;  //!< why not: the decoder's error, naming the field path ("spec.paths: expected ...")
+
+  bool operator==(const Acceptance&) const = default;
+};
+
+//! Everything the status of one GitRepo is made from; any part may be missing (not seen yet).
+struct GitRepoFacts {
+  std::optional<Acceptance> acceptance;
+  std::optional<events::PollStatus> poll;
+  std::optional<events::GitRepoSummary> summary;
+};
+
+//! status in Fleet's shape: observedGeneration, commit, pollingCommit, webhookCommit, lastPollingTriggered,
+//! readyClusters, desiredReadyClusters, summary, display {readyBundleDeployments, state, message, error} and the
+//! conditions Accepted, GitPolling and Ready (lastTransitionTime set to `now`, see keepTransitionTimes).
+Json gitRepoStatus(const GitRepoFacts& facts, const std::string& now);
+
+//! A condition whose type, status, reason and message are unchanged from `previous` keeps its lastTransitionTime,
+//! so writing the same state again changes nothing (and is not written: see sameStatus).
+void keepTransitionTimes(Json& status, const Json& previous);
+
+//! True when `a` and `b` differ at most in the conditions' lastTransitionTime.
+bool sameStatus(const Json& a, const Json& b);
+
+}  // namespace flotilla::gateway

@@ -1,0 +1,114 @@
+// The gateway component (gateway.h): its threads, readiness and counters.
+#include "flotilla/gateway/gateway.h"
+
+#include "flotilla/core/log.h"
+#include "gateway_core.h"
+
+namespace flotilla::gateway {
+
+void GatewayMetrics::spec(const std::string& kind, const std::string& result) {
+  metrics_.counter("specs_total", "CR specs handled, by kind and result", {{"kind", kind}, {"result", result}})
+      .Increment();
+}
+
+void GatewayMetrics::statusWrite(const std::string& result) {
+  metrics_.counter("status_writes_total", "GitRepo status writes to the API server, by result", {{"result", result}})
+      .Increment();
+}
+
+void GatewayMetrics::coalesced() {
+  metrics_.counter("status_coalesced_total", "status changes merged into a write already waiting").Increment();
+}
+
+void GatewayMetrics::queueDepth(size_t depth) {
+  metrics_.gauge("status_queue_depth", "GitRepos waiting for a status write").Set(static_cast<double>(depth));
+}
+
+void GatewayMetrics::mirrorRestart(const std::string& kind, const std::string& reason) {
+  metrics_
+      .counter("mirror_restarts_total", "list/watch rounds started again, by kind and reason",
+               {{"kind", kind}, {"reason", reason}})
+      .Increment();
+}
+
+Gateway::Core::Core(GatewayOptions options, service::Hub hub, std::unique_ptr<kube::KubeClient> kube, Metrics& metrics)
+    : options(options), hub(std::move(hub)), kube(std::move(kube)), metrics(metrics) {
+  kinds = mirroredKinds(this->hub);
+}
+
+void Gateway::Core::sleepFor(std::chrono::milliseconds duration) {
+  std::unique_lock lock(mutex);
+  wake.wait_for(lock, duration, [&] { return stopping.load(); });
+}
+
+void Gateway::Core::updateFacts(const std::string& key, const std::function<void(GitRepoFacts&)>& change) {
+  {
+    std::lock_guard lock(mutex);
+    change(gitrepos[key]);
+  }
+  if (queue.push(key)) {
+    metrics.queueDepth(queue.size());
+  } else {
+    metrics.coalesced();
+  }
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, service::Hub hub,
+                                                 std::unique_ptr<kube::KubeClient> kube, Metrics& metrics) {
+  if (!(options.status_rate > 0) || !(options.status_burst >= 1)) {
+    return fail(ErrorKind::kInvalid, "the status write rate must be > 0 and the burst >= 1");
+  }
+  if (!hub.gitrepos || !hub.clusters || !hub.status || !kube) {
+    return fail(ErrorKind::kInvalid, "the gateway needs the gitrepos, clusters and status buckets and a kube client");
+  }
+  return std::unique_ptr<Gateway>(
+      new Gateway(std::make_unique<Core>(options, std::move(hub), std::move(kube), metrics)));
+}
+
+Gateway::Gateway(std::unique_ptr<Core> core) : core_(std::move(core)) {}
+
+Gateway::~Gateway() {
+  stop();
+}
+
+Status Gateway::start() {
+  Core& core = *core_;
+  for (const auto& kind : core.kinds) {
+    core.threads.emplace_back([&core, &kind] { core.runSpecMirror(kind); });
+  }
+  for (const char* filter : {"gitrepo.>", "summary.gitrepo.>"}) {
+    core.threads.emplace_back([&core, filter] { core.runStatusWatch(filter); });
+  }
+  core.threads.emplace_back([&core] { core.runStatusWriter(); });
+  log::info("gateway started", {{"status_rate", std::to_string(core.options.status_rate)}});
+  return {};
+}
+
+void Gateway::stop() {
+  Core& core = *core_;
+  {
+    std::lock_guard lock(core.mutex);
+    core.stopping = true;
+  }
+  core.wake.notify_all();
+  core.queue.close();
+  for (auto& thread : core.threads) {
+    if (thread.joinable()) {
+      thread.join();
+    }
+  }
+  core.threads.clear();
+}
+
+bool Gateway::ready(std::string& why) const {
+  std::lock_guard lock(core_->mutex);
+  for (const auto& kind : core_->kinds) {
+    if (!core_->listed.count(kind.kind)) {
+      why = "has not listed the " + kind.kind + " CRs yet";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace flotilla::gateway

@@ -1,0 +1,96 @@
+// The gateway's shared state and threads (gateway.h). Internal.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "flotilla/gateway/fleet_status.h"
+#include "flotilla/gateway/gateway.h"
+#include "flotilla/gateway/write_limiter.h"
+
+namespace flotilla::gateway {
+
+inline constexpr std::string_view kFleetApiVersion = "fleet.cattle.io/v1alpha1";
+
+//! One CR kind the gateway mirrors into KV, and how.
+struct MirroredKind {
+  std::string kind;  //!< "GitRepo", "ClusterGroup", "Cluster"
+  //! Decodes one CR strictly and stores its spec; kInvalid when the spec is refused (the message names the field).
+  std::function<Result<std::string>(const Json& object)> store;
+  //! The CR is gone: its spec goes (and the pipeline cascades).
+  std::function<Status(const std::string& ns, const std::string& name)> remove;
+  //! Every (namespace, name) whose spec is stored in KV, to remove the ones whose CR went while nobody watched.
+  std::function<Result<std::set<std::pair<std::string, std::string>>>()> stored;
+};
+
+//! The gateway's counters (flotilla_gateway_<name>).
+class GatewayMetrics {
+ public:
+  explicit GatewayMetrics(Metrics& metrics) : metrics_(metrics) {}
+  //! specs_total{kind, result}: "created", "configured", "unchanged", "rejected", "removed", "failed".
+  void spec(const std::string& kind, const std::string& result);
+  //! status_writes_total{result}: "written", "unchanged" (nothing to write), "gone" (no CR), "failed".
+  void statusWrite(const std::string& result);
+  //! status_coalesced_total: a change to an object already waiting for its write.
+  void coalesced();
+  //! status_queue_depth.
+  void queueDepth(size_t depth);
+  //! mirror_restarts_total{kind, reason}: "gone" (410: list again), "error".
+  void mirrorRestart(const std::string& kind, const std::string& reason);
+
+ private:
+  Metrics& metrics_;
+};
+
+struct Gateway::Core {
+  Core(GatewayOptions options, service::Hub hub, std::unique_ptr<kube::KubeClient> kube, Metrics& metrics);
+
+  GatewayOptions options;
+  service::Hub hub;
+  std::unique_ptr<kube::KubeClient> kube;
+  GatewayMetrics metrics;
+  std::vector<MirroredKind> kinds;
+
+  std::atomic<bool> stopping{false};
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::map<std::string, GitRepoFacts> gitrepos;  //!< by "<namespace>/<name>", guarded by mutex
+  std::set<std::string> listed;                  //!< kinds listed and mirrored once, guarded by mutex
+  CoalescingQueue queue;
+  std::vector<std::thread> threads;
+
+  //! Sleeps up to `duration`, less when stopping.
+  void sleepFor(std::chrono::milliseconds duration);
+  //! Changes the facts of one GitRepo under the lock and queues its status write.
+  void updateFacts(const std::string& key, const std::function<void(GitRepoFacts&)>& change);
+
+  // spec_mirror.cpp
+  void runSpecMirror(const MirroredKind& kind);
+  //! One list + watch round; returns when the watch must start over (410, an error) or on shutdown.
+  Status mirrorRound(const MirroredKind& kind);
+  void mirrorObject(const MirroredKind& kind, const Json& object);
+  void mirrorDelete(const MirroredKind& kind, const Json& object);
+
+  // status_mirror.cpp
+  //! Watches the status bucket under `filter` ("gitrepo.>", "summary.gitrepo.>") into the facts.
+  void runStatusWatch(const std::string& filter);
+  void runStatusWriter();
+  //! The status "<namespace>/<name>" should have, or nullopt when it has it already (or its CR is gone).
+  std::optional<Json> pendingStatus(const std::string& key, const std::map<std::string, Json>& written);
+  //! PATCHes the status subresource; a failed write is queued again after a pause.
+  void writeStatus(const std::string& key, Json status, std::map<std::string, Json>& written);
+};
+
+//! The kinds the gateway mirrors, wired to libs/specs.
+std::vector<MirroredKind> mirroredKinds(const service::Hub& hub);
+
+}  // namespace flotilla::gateway

@@ -1,0 +1,192 @@
+// CRs -> KV: one thread per kind lists the CRs, stores every spec (libs/specs), removes the specs whose CR is gone,
+// then watches from the list's resourceVersion. A spec the strict decoder refuses is not stored (the last good one
+// keeps running) and the CR's status says why, naming the field.
+#include <algorithm>
+
+#include "flotilla/core/log.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/cluster_document.h"
+#include "flotilla/model/codec.h"
+#include "flotilla/specs/store.h"
+#include "gateway_core.h"
+
+namespace flotilla::gateway {
+namespace {
+
+using Names = std::set<std::pair<std::string, std::string>>;
+
+std::string nameOf(const Json& object, const std::string& field) {
+  const Json* value = object.at({"metadata", field});
+  return value != nullptr && value->isString() ? value->asString() : "";
+}
+
+//! Where a CR's errors point: "gitrepo fleet-default/web".
+std::string sourceOf(const std::string& kind, const Json& object) {
+  std::string lower = kind;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower + " " + nameOf(object, "namespace") + "/" + nameOf(object, "name");
+}
+
+//! The (workspace, name) of each KV key under `prefix` with two name tokens.
+Result<Names> storedNames(bus::KeyValue& kv, const std::string& filter, const std::string& prefix, size_t count) {
+  auto keys = kv.keys(filter);
+  FLOTILLA_TRY(keys);
+  Names out;
+  for (const auto& key : *keys) {
+    auto names = events::keyNames(key, prefix, count);
+    if (names.ok()) {
+      out.emplace(count == 2 ? names->at(0) : "", names->back());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MirroredKind> mirroredKinds(const service::Hub& hub) {
+  auto gitrepos = hub.gitrepos;
+  auto clusters = hub.clusters;
+  std::vector<MirroredKind> kinds;
+  kinds.push_back(MirroredKind{
+      .kind = "GitRepo",
+      .store = [gitrepos](const Json& object) -> Result<std::string> {
+        auto decoded = model::decodeGitRepo(object, sourceOf("GitRepo", object));
+        FLOTILLA_TRY(decoded);
+        return specs::storeGitRepo(*gitrepos, std::move(decoded).value());
+      },
+      .remove = [gitrepos](const std::string& ns,
+                           const std::string& name) { return specs::removeGitRepo(*gitrepos, ns, name); },
+      .stored = [gitrepos] { return storedNames(*gitrepos, ">", "", 2); },
+  });
+  kinds.push_back(MirroredKind{
+      .kind = "ClusterGroup",
+      .store = [clusters](const Json& object) -> Result<std::string> {
+        auto decoded = model::decodeClusterGroup(object, sourceOf("ClusterGroup", object));
+        FLOTILLA_TRY(decoded);
+        return specs::storeClusterGroup(*clusters, std::move(decoded).value());
+      },
+      .remove = [clusters](const std::string& ns,
+                           const std::string& name) { return specs::removeClusterGroup(*clusters, ns, name); },
+      .stored = [clusters] { return storedNames(*clusters, "group.>", "group", 2); },
+  });
+  kinds.push_back(MirroredKind{
+      .kind = "Cluster",
+      .store = [clusters](const Json& object) -> Result<std::string> {
+        auto decoded = model::decodeClusterDocument(object, sourceOf("Cluster", object));
+        FLOTILLA_TRY(decoded);
+        return specs::storeClusterDocument(*clusters, *decoded);
+      },
+      // A cluster's name is unique on the hub: its CR's namespace is its workspace, not part of its key.
+      .remove = [clusters](const std::string&,
+                           const std::string& name) { return specs::deregisterCluster(*clusters, name, false); },
+      .stored = [clusters] { return storedNames(*clusters, "spec.>", "spec", 1); },
+  });
+  return kinds;
+}
+
+void Gateway::Core::mirrorObject(const MirroredKind& kind, const Json& object) {
+  const std::string ns = nameOf(object, "namespace");
+  const std::string name = nameOf(object, "name");
+  const Json* generation = object.at({"metadata", "generation"});
+  Acceptance acceptance{.generation = generation != nullptr && generation->isInt() ? generation->asInt() : 0};
+  auto stored = kind.store(object);
+  if (stored.ok()) {
+    acceptance.accepted = true;
+    metrics.spec(kind.kind, stored->substr(0, stored->find(' ')));
+    if (*stored != "unchanged") {
+      log::info("spec mirrored into KV", {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"result", *stored}});
+    }
+  } else if (stored.error().kind == ErrorKind::kInvalid) {
+    acceptance.message = stored.error().describe();
+    metrics.spec(kind.kind, "rejected");
+    log::warn("spec refused; the last accepted one stays",
+              {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"error", acceptance.message}});
+  } else {
+    // KV is unreachable or full: the round starts over (list again) after a backoff.
+    metrics.spec(kind.kind, "failed");
+    log::warn("cannot store a spec; listing again later",
+              {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"error", stored.error().describe()}});
+    return;
+  }
+  if (kind.kind == "GitRepo") {
+    updateFacts(ns + "/" + name, [&](GitRepoFacts& facts) { facts.acceptance = acceptance; });
+  }
+}
+
+void Gateway::Core::mirrorDelete(const MirroredKind& kind, const Json& object) {
+  const std::string ns = nameOf(object, "namespace");
+  const std::string name = nameOf(object, "name");
+  if (auto removed = kind.remove(ns, name); !removed.ok()) {
+    metrics.spec(kind.kind, "failed");
+    log::warn("cannot remove the spec of a deleted CR; listing again later",
+              {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"error", removed.error().describe()}});
+    return;
+  }
+  metrics.spec(kind.kind, "removed");
+  log::info("CR deleted: its spec is removed from KV", {{"kind", kind.kind}, {"namespace", ns}, {"name", name}});
+  if (kind.kind == "GitRepo") {
+    std::lock_guard lock(mutex);
+    gitrepos.erase(ns + "/" + name);
+  }
+}
+
+Status Gateway::Core::mirrorRound(const MirroredKind& kind) {
+  auto listed_objects = kube->list(kFleetApiVersion, kind.kind, "");
+  FLOTILLA_TRY(listed_objects);
+  Names present;
+  for (const auto& object : listed_objects->items) {
+    present.emplace(kind.kind == "Cluster" ? "" : nameOf(object, "namespace"), nameOf(object, "name"));
+    mirrorObject(kind, object);
+  }
+  // Specs whose CR was deleted while no gateway watched: the CRs are the one source of truth.
+  auto stored = kind.stored();
+  FLOTILLA_TRY(stored);
+  for (const auto& [ns, name] : *stored) {
+    if (!present.count({ns, name})) {
+      mirrorDelete(kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}));
+    }
+  }
+  {
+    std::lock_guard lock(mutex);
+    listed.insert(kind.kind);
+  }
+  auto watch = kube->watch(kFleetApiVersion, kind.kind, "", {.resource_version = listed_objects->resource_version});
+  FLOTILLA_TRY(watch);
+  while (!stopping) {
+    auto event = (*watch)->next(options.poll_interval);
+    FLOTILLA_TRY(event);
+    if (!event->has_value() || (*event)->type == kube::WatchEventType::kBookmark) {
+      continue;
+    }
+    if ((*event)->type == kube::WatchEventType::kDeleted) {
+      mirrorDelete(kind, (*event)->object);
+    } else {
+      mirrorObject(kind, (*event)->object);
+    }
+  }
+  return {};
+}
+
+void Gateway::Core::runSpecMirror(const MirroredKind& kind) {
+  auto backoff = options.retry_base;
+  while (!stopping) {
+    auto round = mirrorRound(kind);
+    if (stopping) {
+      return;
+    }
+    const bool gone = !round.ok() && kube::isGone(round.error());
+    metrics.mirrorRestart(kind.kind, gone ? "gone" : "error");
+    log::warn(gone ? "watch too old (410): listing again" : "cannot list or watch; listing again after a backoff",
+              {{"kind", kind.kind},
+               {"error", round.ok() ? std::string("watch ended") : round.error().describe()},
+               {"backoff_ms", std::to_string(gone ? 0 : backoff.count())}});
+    if (!gone) {
+      sleepFor(backoff);
+      backoff = std::min(options.retry_max, backoff * 2);
+    } else {
+      backoff = options.retry_base;
+    }
+  }
+}
+
+}  // namespace flotilla::gateway

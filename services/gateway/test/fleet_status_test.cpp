@@ -1,0 +1,97 @@
+// A GitRepo CR's status in Fleet's shape from the hub's records (fleet_status.h).
+#include "flotilla/gateway/fleet_status.h"
+
+#include <gtest/gtest.h>
+
+namespace flotilla::gateway {
+namespace {
+
+const Json* conditionOf(const Json& status, const std::string& type) {
+  for (const auto& item : status.find("conditions")->asArray()) {
+    if (item.getString("type") == type) {
+      return &item;
+    }
+  }
+  return nullptr;
+}
+
+events::GitRepoSummary summary(const std::string& state, const std::string& ready) {
+  events::GitRepoSummary out;
+  out.workspace = "fleet-default";
+  out.gitrepo = "web";
+  out.state = state;
+  out.ready_bundle_deployments = ready;
+  out.ready_clusters = state == "Ready" ? 2 : 1;
+  out.desired_ready_clusters = 2;
+  out.message = state == "Ready" ? "" : "NotReady(1) [Cluster edge-1/web-app: deployment web not available]";
+  out.summary = Json::obj({{"ready", Json(1)}, {"desiredReady", Json(2)}});
+  return out;
+}
+
+TEST(FleetStatus, BeforeAnythingIsKnownReadyIsUnknown) {
+  const Json status = gitRepoStatus({}, "2026-12-06T00:00:00Z");
+  const Json* ready = conditionOf(status, "Ready");
+  ASSERT_NE(ready, nullptr);
+  EXPECT_EQ(ready->getString("status"), "Unknown");
+  EXPECT_FALSE(status.contains("display"));
+}
+
+TEST(FleetStatus, ARefusedSpecIsNotAcceptedAndNotReadyNamingTheField) {
+  GitRepoFacts facts;
+  facts.acceptance = Acceptance{.generation = 3, .accepted = false, .message = "spec.paths: expected a list"};
+  facts.summary = summary("Ready", "2/2");  // the last accepted spec still runs
+  const Json status = gitRepoStatus(facts, "now");
+  EXPECT_EQ(status.getInt("observedGeneration"), 3);
+  EXPECT_EQ(conditionOf(status, "Accepted")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(status, "Accepted")->getString("message"), "spec.paths: expected a list");
+  EXPECT_EQ(conditionOf(status, "Ready")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(status, "Ready")->getString("reason"), "InvalidSpec");
+  EXPECT_EQ(status.at({"display", "readyBundleDeployments"})->asString(), "2/2");
+}
+
+TEST(FleetStatus, PollAndRollUpFillFleetsFields) {
+  GitRepoFacts facts;
+  facts.acceptance = Acceptance{.generation = 1, .accepted = true, .message = ""};
+  events::PollStatus poll;
+  poll.commit = "abc";
+  poll.polling_commit = "abc";
+  poll.last_poll_time = "2026-12-06T00:00:01Z";
+  facts.poll = poll;
+  facts.summary = summary("NotReady", "1/2");
+  const Json status = gitRepoStatus(facts, "now");
+  EXPECT_EQ(status.getString("commit"), "abc");
+  EXPECT_EQ(status.getString("lastPollingTriggered"), "2026-12-06T00:00:01Z");
+  EXPECT_EQ(status.getInt("readyClusters"), 1);
+  EXPECT_EQ(status.getInt("desiredReadyClusters"), 2);
+  EXPECT_EQ(status.at({"summary", "desiredReady"})->asInt(), 2);
+  EXPECT_EQ(conditionOf(status, "GitPolling")->getString("status"), "True");
+  EXPECT_EQ(conditionOf(status, "Ready")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(status, "Ready")->getString("reason"), "NotReady");
+  EXPECT_NE(conditionOf(status, "Ready")->getString("message").find("edge-1"), std::string::npos);
+
+  poll.last_error = "ls-remote: authentication required";
+  poll.last_error_kind = "permanent";
+  facts.poll = poll;
+  const Json failing = gitRepoStatus(facts, "now");
+  EXPECT_EQ(conditionOf(failing, "GitPolling")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(failing, "GitPolling")->getString("message"), "ls-remote: authentication required");
+}
+
+TEST(FleetStatus, AnUnchangedConditionKeepsItsTransitionTimeAndIsTheSameStatus) {
+  GitRepoFacts facts;
+  facts.summary = summary("Ready", "2/2");
+  const Json first = gitRepoStatus(facts, "2026-12-06T00:00:00Z");
+  Json again = gitRepoStatus(facts, "2026-12-06T01:00:00Z");
+  EXPECT_TRUE(sameStatus(first, again));
+  keepTransitionTimes(again, first);
+  EXPECT_EQ(conditionOf(again, "Ready")->getString("lastTransitionTime"), "2026-12-06T00:00:00Z");
+
+  facts.summary = summary("NotReady", "1/2");
+  Json changed = gitRepoStatus(facts, "2026-12-06T02:00:00Z");
+  keepTransitionTimes(changed, first);
+  EXPECT_FALSE(sameStatus(changed, first));
+  EXPECT_EQ(conditionOf(changed, "Ready")->getString("lastTransitionTime"), "2026-12-06T02:00:00Z");
+}
+
+}  // namespace
+}  // namespace flotilla::gateway
