@@ -31,7 +31,8 @@ Result<std::string> issueCreds(const std::string& auth_dir, const Result<identit
 }  // namespace
 
 Binaries Binaries::fromBuild() {
-  Binaries out{FLOTILLA_POLLER_BIN, FLOTILLA_BUNDLER_BIN, FLOTILLA_SCHEDULER_BIN, FLOTILLA_AGENT_BIN, FLOTILLA_CLI_BIN};
+  Binaries out{FLOTILLA_POLLER_BIN, FLOTILLA_BUNDLER_BIN, FLOTILLA_SCHEDULER_BIN,
+               FLOTILLA_AGENT_BIN,  FLOTILLA_CLI_BIN,     FLOTILLA_GATEWAY_BIN};
   // bench_fleet_scale runs another build's scheduler beside this one's in one script (bench/README.md).
   if (const char* scheduler = std::getenv("FLOTILLA_BENCH_SCHEDULER_BINARY"); scheduler != nullptr && *scheduler != 0) {
     out.scheduler = scheduler;
@@ -241,6 +242,8 @@ std::vector<std::string> Hub::serviceArgs(const std::string& name) const {
       args.insert(args.end(), {"--registration-signing-key", auth_dir_ + "/registrar-signing.nk",
                                "--registration-account", auth_dir_ + "/account.jwt"});
     }
+  } else if (kind == "gateway") {
+    args = {binaries_.gateway, "--kubeconfig", clusters_.at(0)->kubeconfigPath()};
   } else if (startsWith(name, "agent-")) {
     size_t i = std::stoul(name.substr(6));
     std::string labels = "env=cluster" + std::to_string(i + 1);

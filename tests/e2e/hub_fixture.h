@@ -66,7 +66,7 @@ struct HubOptions {
 
 //! Paths of the built binaries (set by CMake).
 struct Binaries {
-  std::string poller, bundler, scheduler, agent, cli;
+  std::string poller, bundler, scheduler, agent, cli, gateway;
   static Binaries fromBuild();
 };
 
@@ -94,7 +94,8 @@ class Hub {
   //! nothing otherwise (--nats-url not included).
   [[nodiscard]] std::vector<std::string> natsFlags(const std::string& identity) const;
 
-  //! Service control. `name` is "poller", "bundler", "scheduler" or "agent-<i>"; "poller-<x>", "bundler-<x>" and
+  //! Service control. `name` is "poller", "bundler", "scheduler", "agent-<i>" or "gateway" (never started by
+  //! start(): its hub cluster is cluster 0, which must serve the chart's CRDs first); "poller-<x>", "bundler-<x>" and
   //! "scheduler-<x>" are more replicas of that service (its identity and settings, their own data dir and log, the
   //! settings of their own name added last).
   Status startService(const std::string& name);

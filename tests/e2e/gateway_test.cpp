@@ -1,0 +1,197 @@
+// The gateway (issue 16), end to end: the hub chart's CRDs on the hub cluster (cluster 0, which is also a
+// downstream cluster, as Fleet's "local" one), the gateway mirroring the CRs into KV, the whole pipeline, and status
+// read back with kubectl as a Fleet user would. Real nats-server, git server, kube-apiservers and kubectl.
+#include <gtest/gtest.h>
+
+#include "e2e_util.h"
+#include "flotilla/core/process.h"
+#include "flotilla/events/subjects.h"
+#include "flotilla/model/codec.h"
+
+namespace flotilla::e2e {
+namespace {
+
+using std::chrono::seconds;
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto started = Hub::start({.clusters = 2, .share_clusters = false});
+    ASSERT_TRUE(started.ok()) << started.error().describe();
+    hub_ = std::move(started).value().release();
+    auto crds = kubectl({"apply", "-f", std::string(FLOTILLA_SOURCE_DIR) + "/charts/flotilla-hub/crds"});
+    ASSERT_EQ(crds.exit_code, 0) << crds.err;
+    auto established =
+        kubectl({"wait", "--for=condition=Established", "--timeout=60s", "crd", "gitrepos.fleet.cattle.io",
+                 "clustergroups.fleet.cattle.io", "clusters.fleet.cattle.io"});
+    ASSERT_EQ(established.exit_code, 0) << established.err;
+    auto ns = kubectl({"apply", "-f", "-"}, namespaceYaml("fleet-default"));
+    ASSERT_EQ(ns.exit_code, 0) << ns.err;
+    ASSERT_TRUE(hub_->startService("gateway").ok());
+  }
+  static void TearDownTestSuite() {
+    delete hub_;
+    hub_ = nullptr;
+  }
+
+  //! kubectl against the hub cluster.
+  static CommandResult kubectl(std::vector<std::string> args, const std::string& input = "") {
+    const std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
+    args.insert(args.begin(), {tools + "/kubectl", "--kubeconfig", hub_->cluster(0).kubeconfigPath()});
+    auto ran = runCommand({.argv = args, .input = input, .timeout = std::chrono::seconds(90)});
+    return ran.ok() ? *ran : CommandResult{.exit_code = -1, .err = ran.error().describe()};
+  }
+
+  //! The GitRepo CR as kubectl shows it (null when it cannot be read).
+  static Json gitRepoCr(const std::string& name) {
+    auto got = kubectl({"get", "gitrepo", "-n", "fleet-default", name, "-o", "json"});
+    auto json = got.exit_code == 0 ? Json::parse(got.out) : Result<Json>(fail(ErrorKind::kNotFound, got.err));
+    return json.ok() ? *json : Json();
+  }
+
+  static std::string condition(const Json& cr, const std::string& type, const std::string& field) {
+    const Json* conditions = cr.at({"status", "conditions"});
+    if (conditions == nullptr || !conditions->isArray()) {
+      return {};
+    }
+    for (const auto& item : conditions->asArray()) {
+      if (item.getString("type") == type) {
+        return item.getString(field);
+      }
+    }
+    return {};
+  }
+
+  //! The spec the hub's KV holds for GitRepo `name` (nullopt when none).
+  static std::optional<model::GitRepo> storedSpec(const std::string& name) {
+    auto kv = hub_->kv(std::string(events::kGitReposBucket));
+    if (!kv.ok()) {
+      return std::nullopt;
+    }
+    auto entry = (*kv)->find(events::gitRepoKey("fleet-default", name));
+    if (!entry.ok() || !entry->has_value()) {
+      return std::nullopt;
+    }
+    auto json = Json::parse((*entry)->value);
+    auto decoded = json.ok() ? model::decodeGitRepo(*json) : Result<model::GitRepo>(fail(json.error()));
+    return decoded.ok() ? std::optional(*decoded) : std::nullopt;
+  }
+
+  //! Repository `name` with bundle app/ (namespace ns-<name>, ConfigMap c); returns the commit.
+  static std::string repoWithConfigMap(const std::string& name, std::string* url) {
+    auto repo = hub_->git().createRepo(name);
+    EXPECT_TRUE(repo.ok()) << repo.error().describe();
+    *url = repo->http;
+    auto sha = hub_->git().commitFiles(name, "main",
+                                       {{"app/fleet.yaml", "defaultNamespace: ns-" + name + "\n"},
+                                        {"app/ns.yaml", namespaceYaml("ns-" + name)},
+                                        {"app/cm.yaml", configMap("c", "v1")}},
+                                       "first");
+    EXPECT_TRUE(sha.ok()) << sha.error().describe();
+    return *sha;
+  }
+
+  static Hub* hub_;
+};
+
+Hub* GatewayTest::hub_ = nullptr;
+
+TEST_F(GatewayTest, KubectlApplyOfAFleetGitRepoDeploysAndItsStatusReadsLikeFleets) {
+  std::string url;
+  const std::string sha = repoWithConfigMap("gw-web", &url);
+  auto applied = kubectl({"apply", "-f", "-"}, gitRepoYaml("gw-web", url, {"app"}));
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+
+  const std::vector<std::string> both = {hub_->clusterName(0), hub_->clusterName(1)};
+  EXPECT_TRUE(Hub::waitFor([&] { return readyEverywhere(*hub_, "gw-web", sha, both); }, seconds(90)))
+      << hub_->allLogs();
+  EXPECT_TRUE(configMapExists(*hub_, 1, "ns-gw-web", "c"));
+  Json cr;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        cr = gitRepoCr("gw-web");
+        const Json* ready = cr.at({"status", "display", "readyBundleDeployments"});
+        return ready != nullptr && ready->isString() && ready->asString() == "2/2" &&
+               condition(cr, "Ready", "status") == "True";
+      },
+      seconds(60)))
+      << cr.pretty() << hub_->logTail("gateway");
+  EXPECT_EQ(cr.at({"status", "commit"}) ? cr.at({"status", "commit"})->asString() : "", sha);
+  EXPECT_EQ(condition(cr, "Accepted", "status"), "True");
+  EXPECT_EQ(cr.at({"status", "readyClusters"}) ? cr.at({"status", "readyClusters"})->asInt() : -1, 2);
+
+  // The printer columns: what `kubectl get gitrepos -A` shows a Fleet user.
+  auto table = kubectl({"get", "gitrepos", "-A"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("gw-web"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("2/2"), std::string::npos) << table.out;
+}
+
+TEST_F(GatewayTest, ASpecTheDecoderRefusesGetsAConditionNamingTheFieldAndTheLastGoodSpecStays) {
+  std::string url;
+  const std::string sha = repoWithConfigMap("gw-strict", &url);
+  ASSERT_EQ(kubectl({"apply", "-f", "-"}, gitRepoYaml("gw-strict", url, {"app"})).exit_code, 0);
+  ASSERT_TRUE(Hub::waitFor([&] { return storedSpec("gw-strict").has_value(); }, seconds(30)))
+      << hub_->logTail("gateway");
+  const model::GitRepo good = *storedSpec("gw-strict");
+
+  // A string the CRD's schema lets through (pollingInterval is a string) but that is no duration.
+  auto bad = kubectl({"apply", "-f", "-"}, gitRepoYaml("gw-strict", url, {"app"},
+                                                       "  targets:\n  - clusterSelector: {}\n", "every-now-and-then"));
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  Json cr;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        cr = gitRepoCr("gw-strict");
+        return condition(cr, "Accepted", "status") == "False";
+      },
+      seconds(30)))
+      << cr.pretty() << hub_->logTail("gateway");
+  EXPECT_NE(condition(cr, "Accepted", "message").find("spec.pollingInterval"), std::string::npos) << cr.pretty();
+  EXPECT_EQ(condition(cr, "Ready", "reason"), "InvalidSpec");
+  // KV still holds the last good spec, and what it deployed keeps running.
+  auto stored = storedSpec("gw-strict");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->spec, good.spec);
+  EXPECT_TRUE(
+      Hub::waitFor([&] { return readyEverywhere(*hub_, "gw-strict", sha, {hub_->clusterName(1)}); }, seconds(60)));
+}
+
+TEST_F(GatewayTest, DeletingTheCrCascadesToTheDeployedObjects) {
+  std::string url;
+  const std::string sha = repoWithConfigMap("gw-gone", &url);
+  ASSERT_EQ(kubectl({"apply", "-f", "-"}, gitRepoYaml("gw-gone", url, {"app"})).exit_code, 0);
+  ASSERT_TRUE(Hub::waitFor([&] { return configMapExists(*hub_, 1, "ns-gw-gone", "c"); }, seconds(90)))
+      << hub_->allLogs();
+  auto deleted = kubectl({"delete", "gitrepo", "-n", "fleet-default", "gw-gone"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_TRUE(Hub::waitFor([&] { return !storedSpec("gw-gone").has_value(); }, seconds(30)));
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapGone(*hub_, 1, "ns-gw-gone", "c"); }, seconds(90))) << hub_->allLogs();
+}
+
+TEST_F(GatewayTest, RelabellingAClusterCrRetargets) {
+  std::string url;
+  const std::string sha = repoWithConfigMap("gw-target", &url);
+  ASSERT_EQ(kubectl({"apply", "-f", "-"},
+                    gitRepoYaml("gw-target", url, {"app"},
+                                "  targets:\n  - clusterSelector:\n      matchLabels:\n        tier: gold\n"))
+                .exit_code,
+            0);
+  const std::string cluster = hub_->clusterName(1);
+  auto labelled = kubectl({"apply", "-f", "-"},
+                          "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: " + cluster +
+                              "\n  namespace: fleet-default\n  labels:\n    tier: gold\nspec: {}\n");
+  ASSERT_EQ(labelled.exit_code, 0) << labelled.err;
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(*hub_, 1, "ns-gw-target", "c"); }, seconds(90)))
+      << hub_->allLogs();
+  EXPECT_FALSE(configMapExists(*hub_, 0, "ns-gw-target", "c"));
+
+  // The label goes: the cluster is no longer targeted and the objects are removed.
+  auto relabelled = kubectl({"label", "cluster", "-n", "fleet-default", cluster, "tier-"});
+  ASSERT_EQ(relabelled.exit_code, 0) << relabelled.err;
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapGone(*hub_, 1, "ns-gw-target", "c"); }, seconds(90)))
+      << hub_->allLogs();
+}
+
+}  // namespace
+}  // namespace flotilla::e2e
