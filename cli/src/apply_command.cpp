@@ -1,6 +1,8 @@
 // `flotilla apply -f <file|->`: decodes every document (a `kind: List` contributes its items, in order), checks
 // them all, then stores each spec in KV: GitRepos in gitrepos/<ws>.<name>, ClusterGroups in clusters/group.<ws>.<name>,
-// Cluster documents in clusters/spec.<name> (which also withdraws a deregistration of that name).
+// Cluster documents in clusters/spec.<name> (which also withdraws a deregistration of that name). A hub in Kubernetes
+// mode (clusters/hub.mode, its gateway mirrors the CRs) refuses that; `--kubeconfig` server-side applies the
+// documents as fleet.cattle.io CRs to the hub cluster instead, after the same checks.
 #include <iterator>
 #include <variant>
 
@@ -12,6 +14,8 @@
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/kube/client.h"
+#include "flotilla/kube/kubeconfig.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/specs/store.h"
@@ -137,6 +141,33 @@ Result<std::string> storeObject(const HubConnection& hub, SourcedResource& objec
   return label + " " + *stored;
 }
 
+//! Kubernetes mode: each object server-side applied to the hub cluster as a fleet.cattle.io CR (the gateway mirrors
+//! it into KV). Stops at the first refusal, which names the object and the API server's reason.
+int applyToKubernetes(const std::string& kubeconfig_path, const std::vector<SourcedResource>& objects,
+                      const Streams& io) {
+  auto kubeconfig = kube::Kubeconfig::load(kubeconfig_path, "");
+  if (!kubeconfig.ok()) {
+    return failWith(io.err, "--kubeconfig: " + kubeconfig.error().describe());
+  }
+  auto client = kube::KubeClient::create(*kubeconfig);
+  if (!client.ok()) {
+    return failWith(io.err, client.error().describe());
+  }
+  for (const auto& object : objects) {
+    Json document = model::encodeResource(object.resource, model::kFleetApiVersion);
+    document.erase("status");
+    const std::string label = qualifiedKind(*parseKind(std::string(model::kindOf(object.resource)))) + "/" +
+                              model::metaOf(object.resource).name;
+    auto applied = (*client)->apply(document, {.field_manager = "flotilla"});
+    if (!applied.ok()) {
+      return failWith(io.err,
+                      (object.origin.empty() ? "" : object.origin + " ") + label + ": " + applied.error().describe());
+    }
+    io.out << label << " applied to the hub cluster\n";
+  }
+  return kExitOk;
+}
+
 Result<std::string> readInput(const std::string& file, std::istream& in) {
   if (file == "-") {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -157,6 +188,11 @@ void defineApply(CLI::App& command, Invocation& invocation) {
                   "for stdin; a kind: List contributes its items")
       ->required()
       ->type_name("FILE");
+  command
+      .add_option("--kubeconfig", invocation.kubeconfig,
+                  "Kubernetes mode: apply the documents as CRs to the hub cluster of this kubeconfig (its gateway "
+                  "mirrors them) instead of writing the hub's KV")
+      ->type_name("FILE");
 }
 
 int runApply(Invocation& invocation, const Streams& io) {
@@ -176,10 +212,16 @@ int runApply(Invocation& invocation, const Streams& io) {
   if (auto kinds = checkKinds(*objects, source); !kinds.ok()) {
     return failWith(io.err, kinds.error().message);
   }
+  if (!invocation.kubeconfig.empty()) {
+    return applyToKubernetes(invocation.kubeconfig, *objects, io);
+  }
   auto hub =
       openHub(invocation.global.connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket)});
   if (!hub.ok()) {
     return failWith(io.err, hub.error().describe());
+  }
+  if (auto mode = specs::requireKvMode(hub->bucket(events::kClustersBucket), "apply"); !mode.ok()) {
+    return failWith(io.err, mode.error().message);
   }
   for (auto& object : *objects) {
     auto line = storeObject(*hub, object);

@@ -13,6 +13,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/specs/store.h"
 
 namespace flotilla::cli {
 
@@ -69,6 +70,9 @@ int runDeleteCluster(Invocation& invocation, const Streams& io) {
     return failWith(io.err, hub.error().describe());
   }
   auto& kv = hub->bucket(events::kClustersBucket);
+  if (auto mode = specs::requireKvMode(kv, "delete"); !mode.ok()) {
+    return failWith(io.err, mode.error().message);
+  }
   auto keys = readClusterKeys(kv, name);
   if (!keys.ok()) {
     return failWith(io.err, "cannot read the hub: " + keys.error().describe());

@@ -46,6 +46,7 @@ struct Invocation {
   std::string kind;             //!< get, describe, delete: the kind
   std::string name;             //!< get (optional), describe, delete, force-sync: the object's name
   std::string file;             //!< apply -f
+  std::string kubeconfig;       //!< apply --kubeconfig: the hub cluster (Kubernetes mode)
   bool keep_resources = false;  //!< delete cluster --keep-resources
   std::string shell;            //!< completion
   RenderArgs render;

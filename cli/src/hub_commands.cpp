@@ -9,6 +9,7 @@
 #include "flotilla/cli/views.h"
 #include "flotilla/core/yaml.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/specs/store.h"
 
 namespace flotilla::cli {
 
@@ -163,11 +164,14 @@ int runDelete(Invocation& invocation, const Streams& io) {
   const std::string& workspace = invocation.global.workspace;
   const bool gitrepo = *kind == Kind::kGitRepo;
   std::string_view bucket = gitrepo ? events::kGitReposBucket : events::kClustersBucket;
-  auto hub = openHub(invocation.global.connect, {std::string(bucket)});
+  auto hub = openHub(invocation.global.connect, {std::string(bucket), std::string(events::kClustersBucket)});
   if (!hub.ok()) {
     return failWith(io.err, hub.error().describe());
   }
   auto& kv = hub->bucket(bucket);
+  if (auto mode = specs::requireKvMode(hub->bucket(events::kClustersBucket), "delete"); !mode.ok()) {
+    return failWith(io.err, mode.error().message);
+  }
   // Without -n the name must exist in exactly one workspace.
   std::string pattern =
       gitrepo ? std::string("*.") + events::escapeToken(name) : "group.*." + events::escapeToken(name);

@@ -193,5 +193,31 @@ TEST_F(GatewayTest, RelabellingAClusterCrRetargets) {
       << hub_->allLogs();
 }
 
+TEST_F(GatewayTest, InKubernetesModeTheCliAppliesCrsAndRefusesToWriteKv) {
+  std::string url;
+  repoWithConfigMap("gw-cli", &url);
+  const std::string file = hub_->dir() + "/gw-cli.yaml";
+  ASSERT_TRUE(writeFile(file, gitRepoYaml("gw-cli", url, {"app"})).ok());
+
+  // KV mode's apply would be undone by the gateway: refused, saying what to do instead.
+  auto refused = hub_->cli({"apply", "-f", file});
+  ASSERT_TRUE(refused.ok()) << refused.error().describe();
+  EXPECT_NE(refused->exit_code, 0);
+  EXPECT_NE(refused->err.find("Kubernetes mode"), std::string::npos) << refused->err;
+  EXPECT_FALSE(storedSpec("gw-cli").has_value());
+  auto delete_refused = hub_->cli({"delete", "gitrepo", "gw-web", "-n", "fleet-default"});
+  ASSERT_TRUE(delete_refused.ok());
+  EXPECT_NE(delete_refused->exit_code, 0);
+  EXPECT_NE(delete_refused->err.find("Kubernetes mode"), std::string::npos) << delete_refused->err;
+
+  // --kubeconfig: the document becomes a CR, which the gateway mirrors.
+  auto applied = hub_->cli({"apply", "-f", file, "--kubeconfig", hub_->cluster(0).kubeconfigPath()});
+  ASSERT_TRUE(applied.ok()) << applied.error().describe();
+  EXPECT_EQ(applied->exit_code, 0) << applied->err;
+  EXPECT_NE(applied->out.find("applied to the hub cluster"), std::string::npos) << applied->out;
+  EXPECT_EQ(kubectl({"get", "gitrepo", "-n", "fleet-default", "gw-cli"}).exit_code, 0);
+  EXPECT_TRUE(Hub::waitFor([&] { return storedSpec("gw-cli").has_value(); }, seconds(30))) << hub_->logTail("gateway");
+}
+
 }  // namespace
 }  // namespace flotilla::e2e

@@ -203,8 +203,9 @@ Role gatewayRole() {
   const std::string clusters = cat("$KV.", events::kClustersBucket);
   // The specs of the CRs it mirrors (libs/specs): GitRepos, ClusterGroups and Cluster documents; a Cluster document
   // withdraws a deregistration tombstone.
-  p.publish_allow.insert(p.publish_allow.end(), {cat("$KV.", events::kGitReposBucket) + ".>", clusters + ".group.>",
-                                                 clusters + ".spec.>", clusters + ".deregistered.>"});
+  p.publish_allow.insert(p.publish_allow.end(),
+                         {cat("$KV.", events::kGitReposBucket) + ".>", clusters + ".group.>", clusters + ".spec.>",
+                          clusters + ".deregistered.>", clusters + "." + std::string(events::kHubModeKey)});
   return hubRole("gateway", std::move(p));
 }
 

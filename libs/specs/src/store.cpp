@@ -154,4 +154,42 @@ Status deregisterCluster(bus::KeyValue& clusters, std::string_view name, bool ke
   return {};
 }
 
+Result<HubMode> hubMode(bus::KeyValue& clusters) {
+  auto entry = clusters.find(events::kHubModeKey);
+  FLOTILLA_TRY(entry);
+  if (!entry->has_value()) {
+    return HubMode::kKv;
+  }
+  auto json = Json::parse((*entry)->value);
+  if (json.ok() && json->getString("mode") == "kubernetes") {
+    return HubMode::kKubernetes;
+  }
+  return HubMode::kKv;
+}
+
+Status markKubernetesMode(bus::KeyValue& clusters) {
+  auto mode = hubMode(clusters);
+  FLOTILLA_TRY(mode);
+  if (*mode == HubMode::kKubernetes) {
+    return {};
+  }
+  auto written = clusters.put(events::kHubModeKey,
+                              Json::obj({{"mode", Json("kubernetes")}, {"since", Json(log::nowRfc3339())}}).dump());
+  FLOTILLA_TRY(written);
+  return {};
+}
+
+Status requireKvMode(bus::KeyValue& clusters, std::string_view what) {
+  auto mode = hubMode(clusters);
+  FLOTILLA_TRY(mode);
+  if (*mode == HubMode::kKubernetes) {
+    return fail(ErrorKind::kInvalid,
+                "this hub is in Kubernetes mode (its gateway mirrors the GitRepo, ClusterGroup and Cluster CRs of the "
+                "hub cluster, and they are the one source of truth): " +
+                    std::string(what) +
+                    " them with kubectl, or with flotilla apply --kubeconfig <the hub cluster's kubeconfig>");
+  }
+  return {};
+}
+
 }  // namespace flotilla::specs

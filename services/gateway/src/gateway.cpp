@@ -2,6 +2,7 @@
 #include "flotilla/gateway/gateway.h"
 
 #include "flotilla/core/log.h"
+#include "flotilla/specs/store.h"
 #include "gateway_core.h"
 
 namespace flotilla::gateway {
@@ -73,6 +74,8 @@ Gateway::~Gateway() {
 
 Status Gateway::start() {
   Core& core = *core_;
+  // From now on `flotilla apply` into KV is refused: it would be undone at the next relist.
+  FLOTILLA_TRY(specs::markKubernetesMode(*core.hub.clusters));
   for (const auto& kind : core.kinds) {
     core.threads.emplace_back([&core, &kind] { core.runSpecMirror(kind); });
   }

@@ -81,6 +81,9 @@ inline constexpr std::string_view kManifestsBucket = "manifests";
 std::string gitRepoKey(std::string_view workspace, std::string_view gitrepo);
 //! clusters: cluster.<cluster> (registration; written by the scheduler)
 std::string clusterKey(std::string_view cluster);
+//! clusters: hub.mode ({"mode":"kubernetes","since":...}; written by the gateway at start: the CRs on the hub
+//! cluster are then the one source of the specs, and `flotilla apply`/`delete` refuse to write them to KV)
+inline constexpr std::string_view kHubModeKey = "hub.mode";
 //! clusters: group.<ws>.<group> (ClusterGroup spec; written by the CLI)
 std::string clusterGroupKey(std::string_view workspace, std::string_view group);
 //! clusters: heartbeat.<cluster> (a Heartbeat payload; written by that cluster's agent only)

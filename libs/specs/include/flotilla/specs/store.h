@@ -32,4 +32,14 @@ Status removeClusterGroup(bus::KeyValue& clusters, std::string_view workspace, s
 //! that cascade"), then removes clusters/spec.<name>. Running it again after a partial failure finishes the job.
 Status deregisterCluster(bus::KeyValue& clusters, std::string_view name, bool keep_resources);
 
+//! Who writes the specs: kKv (`flotilla apply` into KV; the default) or kKubernetes (the gateway, from the CRs).
+enum class HubMode { kKv, kKubernetes };
+
+//! The hub's mode from clusters/hub.mode (absent: kKv).
+Result<HubMode> hubMode(bus::KeyValue& clusters);
+//! Marks the hub as in Kubernetes mode (the gateway, at start). Idempotent; the key stays when the gateway stops.
+Status markKubernetesMode(bus::KeyValue& clusters);
+//! kInvalid with what to do instead when the hub is in Kubernetes mode: `what` is the refused action ("apply").
+Status requireKvMode(bus::KeyValue& clusters, std::string_view what);
+
 }  // namespace flotilla::specs
