@@ -219,5 +219,71 @@ TEST_F(GatewayTest, InKubernetesModeTheCliAppliesCrsAndRefusesToWriteKv) {
   EXPECT_TRUE(Hub::waitFor([&] { return storedSpec("gw-cli").has_value(); }, seconds(30))) << hub_->logTail("gateway");
 }
 
+//! A GitRepo CR as a file in the hub's own configuration repository: targets cluster 1 (env=cluster2).
+std::string childGitRepo(const std::string& name, const std::string& url) {
+  return gitRepoYaml(name, url, {"app"},
+                     "  targets:\n  - clusterSelector:\n      matchLabels:\n        env: cluster2\n");
+}
+
+std::string uidOf(const Json& object) {
+  const Json* uid = object.at({"metadata", "uid"});
+  return uid != nullptr && uid->isString() ? uid->asString() : "";
+}
+
+// The self-managed hub (the seeds' bootstrap): one GitRepo, applied once with kubectl, deploys a repository of
+// GitRepo CRs to the hub's own cluster (cluster 0, through its agent); the gateway mirrors them. A second GitRepo
+// is then added by a commit, and the bootstrap GitRepo itself is renamed (the new one applied, the old one deleted):
+// the GitRepos it deployed are handed over, not deleted and re-created, so their apps never go away.
+TEST_F(GatewayTest, SelfManagedHubAddsAGitRepoByCommitAndSurvivesTheRenameOfItsOwnGitRepo) {
+  std::string app1_url, app2_url;
+  repoWithConfigMap("gw-app1", &app1_url);
+  repoWithConfigMap("gw-app2", &app2_url);
+  auto config = hub_->git().createRepo("gw-hub-config");
+  ASSERT_TRUE(config.ok()) << config.error().describe();
+  ASSERT_TRUE(hub_->git()
+                  .commitFiles("gw-hub-config", "main",
+                               {{"gitrepos/fleet.yaml", "defaultNamespace: fleet-default\n"},
+                                {"gitrepos/app1.yaml", childGitRepo("gw-app1", app1_url)}},
+                               "the hub's GitRepos")
+                  .ok());
+  const std::string hub_targets = "  targets:\n  - clusterSelector:\n      matchLabels:\n        env: cluster1\n";
+  ASSERT_EQ(
+      kubectl({"apply", "-f", "-"}, gitRepoYaml("gw-hub-config", config->http, {"gitrepos"}, hub_targets)).exit_code,
+      0);
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(*hub_, 1, "ns-gw-app1", "c"); }, seconds(120)))
+      << hub_->allLogs();
+
+  // A commit adds a GitRepo: no kubectl.
+  ASSERT_TRUE(
+      hub_->git()
+          .commitFiles("gw-hub-config", "main", {{"gitrepos/app2.yaml", childGitRepo("gw-app2", app2_url)}}, "add app2")
+          .ok());
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(*hub_, 1, "ns-gw-app2", "c"); }, seconds(120)))
+      << hub_->allLogs();
+
+  // The chicken-and-egg case: the GitRepo that deploys the GitRepos is renamed.
+  const std::string app1_uid = uidOf(gitRepoCr("gw-app1"));
+  auto app1_object = hub_->kube(1).get("v1", "ConfigMap", "ns-gw-app1", "c");
+  ASSERT_TRUE(app1_object.ok());
+  ASSERT_FALSE(app1_uid.empty());
+  ASSERT_EQ(
+      kubectl({"apply", "-f", "-"}, gitRepoYaml("gw-hub-config-v2", config->http, {"gitrepos"}, hub_targets)).exit_code,
+      0);
+  ASSERT_EQ(kubectl({"delete", "gitrepo", "-n", "fleet-default", "gw-hub-config"}).exit_code, 0);
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        const Json cr = gitRepoCr("gw-hub-config-v2");
+        return condition(cr, "Ready", "status") == "True";
+      },
+      seconds(120)))
+      << gitRepoCr("gw-hub-config-v2").pretty() << hub_->allLogs();
+  EXPECT_EQ(uidOf(gitRepoCr("gw-app1")), app1_uid) << "the GitRepo CR was re-created, not handed over";
+  auto after = hub_->kube(1).get("v1", "ConfigMap", "ns-gw-app1", "c");
+  ASSERT_TRUE(after.ok()) << after.error().describe();
+  EXPECT_EQ(uidOf(*after), uidOf(*app1_object)) << "the app's objects were deleted and re-created";
+  EXPECT_TRUE(storedSpec("gw-app1").has_value());
+  EXPECT_TRUE(storedSpec("gw-app2").has_value());
+}
+
 }  // namespace
 }  // namespace flotilla::e2e
