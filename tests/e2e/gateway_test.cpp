@@ -285,5 +285,77 @@ TEST_F(GatewayTest, SelfManagedHubAddsAGitRepoByCommitAndSurvivesTheRenameOfItsO
   EXPECT_TRUE(storedSpec("gw-app2").has_value());
 }
 
+//! The API server's count of status PATCHes on GitRepos (its own apiserver_request_total), -1 when unreadable.
+int64_t gitRepoStatusPatches(const CommandResult& metrics) {
+  if (metrics.exit_code != 0) {
+    return -1;
+  }
+  int64_t total = 0;
+  for (const auto& line : split(metrics.out, '\n')) {
+    if (line.starts_with("apiserver_request_total{") && line.find("resource=\"gitrepos\"") != std::string::npos &&
+        line.find("subresource=\"status\"") != std::string::npos && line.find("verb=\"PATCH\"") != std::string::npos) {
+      total += static_cast<int64_t>(std::stod(line.substr(line.rfind(' ') + 1)));
+    }
+  }
+  return total;
+}
+
+// 1,000 GitRepos at once: every one gets its status, and the API server (its own request counter) never sees more
+// status writes than the configured rate allows: rate x elapsed + burst. Run last: it leaves the hub busy.
+TEST_F(GatewayTest, ThousandGitRepoStatusesStayWithinTheWriteRate) {
+  constexpr int kCount = 1000;
+  constexpr double kRate = 100;
+  constexpr double kBurst = 20;
+  hub_->configure("gateway", {.flags = {"--status-rate", "100", "--status-burst", "20"}});
+  ASSERT_TRUE(hub_->restartService("gateway").ok());
+  std::string url;
+  repoWithConfigMap("gw-bulk", &url);
+  std::string yaml;
+  for (int i = 0; i < kCount; ++i) {
+    // Targets no cluster: the statuses still change (accepted, polled, rolled up) without 1,000 deployments.
+    yaml += gitRepoYaml("gw-bulk-" + std::to_string(i), url, {"app"},
+                        "  targets:\n  - clusterSelector:\n      matchLabels:\n        nowhere: \"true\"\n", "1h") +
+            "---\n";
+  }
+  const int64_t before = gitRepoStatusPatches(kubectl({"get", "--raw", "/metrics"}));
+  ASSERT_GE(before, 0);
+  const auto started = std::chrono::steady_clock::now();
+  auto applied = kubectl({"apply", "-f", "-"}, yaml);
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+
+  // Every GitRepo gets a status with Accepted=True and the roll-up ("0/0").
+  int with_status = 0;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto listed = kubectl({"get", "gitrepos", "-n", "fleet-default", "-o", "json"});
+        auto json = listed.exit_code == 0 ? Json::parse(listed.out) : Result<Json>(fail(ErrorKind::kTransient, ""));
+        if (!json.ok()) {
+          return false;
+        }
+        with_status = 0;
+        for (const auto& item : json->find("items")->asArray()) {
+          const Json* display = item.at({"status", "display", "readyBundleDeployments"});
+          if (uidOf(item).empty() || item.at({"metadata", "name"})->asString().rfind("gw-bulk-", 0) != 0) {
+            continue;
+          }
+          with_status += display != nullptr && condition(item, "Accepted", "status") == "True" ? 1 : 0;
+        }
+        return with_status == kCount;
+      },
+      seconds(300)))
+      << with_status << " of " << kCount << " have a status\n"
+      << hub_->logTail("gateway");
+  const int64_t after = gitRepoStatusPatches(kubectl({"get", "--raw", "/metrics"}));
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const int64_t writes = after - before;
+  std::printf("[gateway] %d GitRepos: %lld status writes in %.1f s (rate %.0f/s, burst %.0f: at most %.0f)\n", kCount,
+              static_cast<long long>(writes), elapsed, kRate, kBurst, kRate * elapsed + kBurst);
+  EXPECT_GE(writes, kCount);
+  EXPECT_LE(static_cast<double>(writes), kRate * elapsed + kBurst);
+
+  auto deleted = kubectl({"delete", "gitrepos", "-n", "fleet-default", "--wait=false", "--all"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+}
+
 }  // namespace
 }  // namespace flotilla::e2e
