@@ -9,6 +9,7 @@
 #include "flotilla/cli/views.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
+#include "flotilla/specs/store.h"
 
 namespace flotilla::cli {
 
@@ -55,9 +56,14 @@ int forceSync(const std::string& qualified_name, const std::string& workspace, c
     ws = name.substr(0, slash);
     name = name.substr(slash + 1);
   }
-  auto hub = openHub(connect, {std::string(events::kGitReposBucket)});
+  auto hub = openHub(connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket)});
   if (!hub.ok()) {
     err << "error: " << hub.error().describe() << "\n";
+    return kExitError;
+  }
+  // In Kubernetes mode spec.forceSyncGeneration is the CR's: `kubectl patch gitrepo` it instead.
+  if (auto mode = specs::requireKvMode(hub->bucket(events::kClustersBucket), "change"); !mode.ok()) {
+    err << "error: " << mode.error().message << "\n";
     return kExitError;
   }
   auto& kv = hub->bucket(events::kGitReposBucket);

@@ -75,10 +75,13 @@ struct Gateway::Core {
 
   // spec_mirror.cpp
   void runSpecMirror(const MirroredKind& kind);
-  //! One list + watch round; returns when the watch must start over (410, an error) or on shutdown.
-  Status mirrorRound(const MirroredKind& kind);
-  void mirrorObject(const MirroredKind& kind, const Json& object);
-  void mirrorDelete(const MirroredKind& kind, const Json& object);
+  //! One list + watch round; returns when the watch must start over (410, an error) or on shutdown. `seen`: the
+  //! metadata (generation, labels, annotations) each CR of the kind was last mirrored with.
+  Status mirrorRound(const MirroredKind& kind, std::map<std::string, Json>& seen);
+  //! Stores one CR's spec unless its metadata is as last mirrored (a status write changes neither); a refused
+  //! spec is reported on the CR, not an error. An error (KV unreachable) makes the round start over.
+  Status mirrorObject(const MirroredKind& kind, const Json& object, std::map<std::string, Json>& seen);
+  Status mirrorDelete(const MirroredKind& kind, const Json& object, std::map<std::string, Json>& seen);
 
   // status_mirror.cpp
   //! Watches the status bucket under `filter` ("gitrepo.>", "summary.gitrepo.>") into the facts.

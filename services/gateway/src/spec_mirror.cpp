@@ -84,11 +84,34 @@ std::vector<MirroredKind> mirroredKinds(const service::Hub& hub) {
   return kinds;
 }
 
-void Gateway::Core::mirrorObject(const MirroredKind& kind, const Json& object) {
+namespace {
+
+//! What a spec write depends on besides the spec: a change of status leaves it as it is.
+Json mirroredMeta(const Json& object) {
+  Json out = Json::object();
+  for (const char* field : {"generation", "labels", "annotations"}) {
+    if (const Json* value = object.at({"metadata", field}); value != nullptr) {
+      out[field] = *value;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status Gateway::Core::mirrorObject(const MirroredKind& kind, const Json& object, std::map<std::string, Json>& seen) {
   const std::string ns = nameOf(object, "namespace");
   const std::string name = nameOf(object, "name");
-  const Json* generation = object.at({"metadata", "generation"});
-  Acceptance acceptance{.generation = generation != nullptr && generation->isInt() ? generation->asInt() : 0};
+  const std::string key = ns + "/" + name;
+  if (kind.kind == "GitRepo") {
+    const Json* current = object.find("status");
+    updateFacts(key, [&](GitRepoFacts& facts) { facts.current = current != nullptr ? *current : Json(); });
+  }
+  Json meta = mirroredMeta(object);
+  if (auto last = seen.find(key); last != seen.end() && last->second == meta) {
+    return {};
+  }
+  Acceptance acceptance{.generation = meta.getInt("generation"), .accepted = false, .message = {}};
   auto stored = kind.store(object);
   if (stored.ok()) {
     acceptance.accepted = true;
@@ -102,48 +125,49 @@ void Gateway::Core::mirrorObject(const MirroredKind& kind, const Json& object) {
     log::warn("spec refused; the last accepted one stays",
               {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"error", acceptance.message}});
   } else {
-    // KV is unreachable or full: the round starts over (list again) after a backoff.
     metrics.spec(kind.kind, "failed");
-    log::warn("cannot store a spec; listing again later",
-              {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"error", stored.error().describe()}});
-    return;
+    return fail(stored.error().kind, kind.kind + " " + key + ": cannot store the spec: " + stored.error().describe());
   }
+  seen[key] = std::move(meta);
   if (kind.kind == "GitRepo") {
-    updateFacts(ns + "/" + name, [&](GitRepoFacts& facts) { facts.acceptance = acceptance; });
+    updateFacts(key, [&](GitRepoFacts& facts) { facts.acceptance = acceptance; });
   }
+  return {};
 }
 
-void Gateway::Core::mirrorDelete(const MirroredKind& kind, const Json& object) {
+Status Gateway::Core::mirrorDelete(const MirroredKind& kind, const Json& object, std::map<std::string, Json>& seen) {
   const std::string ns = nameOf(object, "namespace");
   const std::string name = nameOf(object, "name");
   if (auto removed = kind.remove(ns, name); !removed.ok()) {
     metrics.spec(kind.kind, "failed");
-    log::warn("cannot remove the spec of a deleted CR; listing again later",
-              {{"kind", kind.kind}, {"namespace", ns}, {"name", name}, {"error", removed.error().describe()}});
-    return;
+    return fail(removed.error().kind, kind.kind + " " + ns + "/" + name +
+                                          ": cannot remove the spec of the deleted CR: " + removed.error().describe());
   }
   metrics.spec(kind.kind, "removed");
   log::info("CR deleted: its spec is removed from KV", {{"kind", kind.kind}, {"namespace", ns}, {"name", name}});
+  seen.erase(ns + "/" + name);
   if (kind.kind == "GitRepo") {
     std::lock_guard lock(mutex);
     gitrepos.erase(ns + "/" + name);
   }
+  return {};
 }
 
-Status Gateway::Core::mirrorRound(const MirroredKind& kind) {
+Status Gateway::Core::mirrorRound(const MirroredKind& kind, std::map<std::string, Json>& seen) {
   auto listed_objects = kube->list(kFleetApiVersion, kind.kind, "");
   FLOTILLA_TRY(listed_objects);
   Names present;
   for (const auto& object : listed_objects->items) {
     present.emplace(kind.kind == "Cluster" ? "" : nameOf(object, "namespace"), nameOf(object, "name"));
-    mirrorObject(kind, object);
+    FLOTILLA_TRY(mirrorObject(kind, object, seen));
   }
   // Specs whose CR was deleted while no gateway watched: the CRs are the one source of truth.
   auto stored = kind.stored();
   FLOTILLA_TRY(stored);
   for (const auto& [ns, name] : *stored) {
     if (!present.count({ns, name})) {
-      mirrorDelete(kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}));
+      FLOTILLA_TRY(mirrorDelete(
+          kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}), seen));
     }
   }
   {
@@ -158,19 +182,19 @@ Status Gateway::Core::mirrorRound(const MirroredKind& kind) {
     if (!event->has_value() || (*event)->type == kube::WatchEventType::kBookmark) {
       continue;
     }
-    if ((*event)->type == kube::WatchEventType::kDeleted) {
-      mirrorDelete(kind, (*event)->object);
-    } else {
-      mirrorObject(kind, (*event)->object);
-    }
+    FLOTILLA_TRY((*event)->type == kube::WatchEventType::kDeleted ? mirrorDelete(kind, (*event)->object, seen)
+                                                                  : mirrorObject(kind, (*event)->object, seen));
   }
   return {};
 }
 
 void Gateway::Core::runSpecMirror(const MirroredKind& kind) {
   auto backoff = options.retry_base;
+  std::map<std::string, Json> seen;
   while (!stopping) {
-    auto round = mirrorRound(kind);
+    // A relist stores every CR again (a spec may have changed in KV meanwhile); unchanged ones cost a KV read.
+    seen.clear();
+    auto round = mirrorRound(kind, seen);
     if (stopping) {
       return;
     }

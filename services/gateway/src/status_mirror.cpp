@@ -70,9 +70,12 @@ std::optional<Json> Gateway::Core::pendingStatus(const std::string& key, const s
     facts = found->second;
   }
   Json status = gitRepoStatus(facts, log::nowRfc3339());
-  if (auto previous = written.find(key); previous != written.end()) {
-    keepTransitionTimes(status, previous->second);
-    if (sameStatus(status, previous->second)) {
+  // What this process wrote last, else what the CR has (a restarted gateway does not write every status again).
+  auto previous = written.find(key);
+  const Json& before = previous != written.end() ? previous->second : facts.current;
+  if (before.isObject()) {
+    keepTransitionTimes(status, before);
+    if (sameStatus(status, before)) {
       metrics.statusWrite("unchanged");
       return std::nullopt;
     }

@@ -27,6 +27,9 @@ struct GitRepoFacts {
   std::optional<Acceptance> acceptance;
   std::optional<events::PollStatus> poll;
   std::optional<events::GitRepoSummary> summary;
+  //! The status the CR has (from the last list or watch event): what a restarted gateway compares with, so it does
+  //! not write every status again.
+  Json current;
 };
 
 //! status in Fleet's shape: observedGeneration, commit, pollingCommit, webhookCommit, lastPollingTriggered,
