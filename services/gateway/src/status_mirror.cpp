@@ -92,8 +92,11 @@ void Gateway::Core::writeStatus(const std::string& key, Json status, std::map<st
     return;
   }
   if (sent.error().kind == ErrorKind::kNotFound) {
+    // No such CR (a GitRepo of KV records only, or deleted): forget it; a CR made later brings its facts back.
     metrics.statusWrite("gone");
     written.erase(key);
+    std::lock_guard lock(mutex);
+    gitrepos.erase(key);
     return;
   }
   metrics.statusWrite("failed");
