@@ -25,6 +25,13 @@ void GatewayMetrics::queueDepth(size_t depth) {
   metrics_.gauge("status_queue_depth", "GitRepos waiting for a status write").Set(static_cast<double>(depth));
 }
 
+void GatewayMetrics::view(const std::string& kind, const std::string& result) {
+  metrics_
+      .counter("view_writes_total", "Bundle and BundleDeployment views, by kind and result",
+               {{"kind", kind}, {"result", result}})
+      .Increment();
+}
+
 void GatewayMetrics::mirrorRestart(const std::string& kind, const std::string& reason) {
   metrics_
       .counter("mirror_restarts_total", "list/watch rounds started again, by kind and reason",
@@ -47,11 +54,7 @@ void Gateway::Core::updateFacts(const std::string& key, const std::function<void
     std::lock_guard lock(mutex);
     change(gitrepos[key]);
   }
-  if (queue.push(key)) {
-    metrics.queueDepth(queue.size());
-  } else {
-    metrics.coalesced();
-  }
+  queueWrite("gitrepo|" + key);
 }
 
 Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, service::Hub hub,
@@ -59,8 +62,9 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, service
   if (!(options.status_rate > 0) || !(options.status_burst >= 1)) {
     return fail(ErrorKind::kInvalid, "the status write rate must be > 0 and the burst >= 1");
   }
-  if (!hub.gitrepos || !hub.clusters || !hub.status || !kube) {
-    return fail(ErrorKind::kInvalid, "the gateway needs the gitrepos, clusters and status buckets and a kube client");
+  if (!hub.gitrepos || !hub.clusters || !hub.status || !hub.deployments || !kube) {
+    return fail(ErrorKind::kInvalid,
+                "the gateway needs the gitrepos, clusters, deployments and status buckets and a kube client");
   }
   return std::unique_ptr<Gateway>(
       new Gateway(std::make_unique<Core>(options, std::move(hub), std::move(kube), metrics)));
@@ -79,9 +83,25 @@ Status Gateway::start() {
   for (const auto& kind : core.kinds) {
     core.threads.emplace_back([&core, &kind] { core.runSpecMirror(kind); });
   }
-  for (const char* filter : {"gitrepo.>", "summary.gitrepo.>"}) {
-    core.threads.emplace_back([&core, filter] { core.runStatusWatch(filter); });
-  }
+  // The records each write is made from: GitRepo statuses, then the Bundle and BundleDeployment views.
+  core.threads.emplace_back([&core] {
+    core.runKvWatch(*core.hub.status, "gitrepo.>",
+                    [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, false); });
+  });
+  core.threads.emplace_back([&core] {
+    core.runKvWatch(*core.hub.status, "summary.gitrepo.>",
+                    [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, true); });
+  });
+  core.threads.emplace_back([&core] {
+    core.runKvWatch(*core.hub.status, "summary.bundle.>",
+                    [&core](const bus::KvEntry& e) { core.applyBundleSummary(e); });
+  });
+  core.threads.emplace_back([&core] {
+    core.runKvWatch(*core.hub.status, "bd.>", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, true); });
+  });
+  core.threads.emplace_back([&core] {
+    core.runKvWatch(*core.hub.deployments, ">", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, false); });
+  });
   core.threads.emplace_back([&core] { core.runStatusWriter(); });
   log::info("gateway started", {{"status_rate", std::to_string(core.options.status_rate)}});
   return {};

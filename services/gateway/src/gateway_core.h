@@ -15,6 +15,7 @@
 
 #include "flotilla/gateway/fleet_status.h"
 #include "flotilla/gateway/gateway.h"
+#include "flotilla/gateway/views.h"
 #include "flotilla/gateway/write_limiter.h"
 
 namespace flotilla::gateway {
@@ -44,6 +45,8 @@ class GatewayMetrics {
   void coalesced();
   //! status_queue_depth.
   void queueDepth(size_t depth);
+  //! view_writes_total{kind, result}: Bundle / BundleDeployment views "written", "unchanged", "deleted", "failed".
+  void view(const std::string& kind, const std::string& result);
   //! mirror_restarts_total{kind, reason}: "gone" (410: list again), "error".
   void mirrorRestart(const std::string& kind, const std::string& reason);
 
@@ -63,8 +66,12 @@ struct Gateway::Core {
   std::atomic<bool> stopping{false};
   std::mutex mutex;
   std::condition_variable wake;
-  std::map<std::string, GitRepoFacts> gitrepos;  //!< by "<namespace>/<name>", guarded by mutex
-  std::set<std::string> listed;                  //!< kinds listed and mirrored once, guarded by mutex
+  // What each write is made from, guarded by mutex. The queue's keys say which: "gitrepo|<ns>/<name>",
+  // "bundle|<ws>/<bundle>", "bd|<cluster>/<ws>/<bundle>".
+  std::map<std::string, GitRepoFacts> gitrepos;          //!< by "<namespace>/<name>"
+  std::map<std::string, events::BundleSummary> bundles;  //!< by "<ws>/<bundle>"
+  std::map<std::string, DeploymentFacts> deployments;    //!< by "<cluster>/<ws>/<bundle>"
+  std::set<std::string> listed;                          //!< kinds listed and mirrored once, guarded by mutex
   CoalescingQueue queue;
   std::vector<std::thread> threads;
 
@@ -72,6 +79,8 @@ struct Gateway::Core {
   void sleepFor(std::chrono::milliseconds duration);
   //! Changes the facts of one GitRepo under the lock and queues its status write.
   void updateFacts(const std::string& key, const std::function<void(GitRepoFacts&)>& change);
+  //! Queues a write ("gitrepo|...", "bundle|...", "bd|..."), counting a coalesced one.
+  void queueWrite(const std::string& key);
 
   // spec_mirror.cpp
   void runSpecMirror(const MirroredKind& kind);
@@ -84,13 +93,21 @@ struct Gateway::Core {
   Status mirrorDelete(const MirroredKind& kind, const Json& object, std::map<std::string, Json>& seen);
 
   // status_mirror.cpp
-  //! Watches the status bucket under `filter` ("gitrepo.>", "summary.gitrepo.>") into the facts.
-  void runStatusWatch(const std::string& filter);
+  //! Watches `bucket` under `filter` and hands each entry to `apply` (which updates the facts and queues writes).
+  void runKvWatch(bus::KeyValue& bucket, const std::string& filter,
+                  const std::function<void(const bus::KvEntry&)>& apply);
+  void applyGitRepoRecord(const bus::KvEntry& entry, bool summary);
+  void applyBundleSummary(const bus::KvEntry& entry);
+  void applyDeploymentFact(const bus::KvEntry& entry, bool report);
   void runStatusWriter();
+  //! Waits for a write token (false when stopping).
+  bool spendToken(TokenBucket& bucket);
   //! The status "<namespace>/<name>" should have, or nullopt when it has it already (or its CR is gone).
   std::optional<Json> pendingStatus(const std::string& key, const std::map<std::string, Json>& written);
   //! PATCHes the status subresource; a failed write is queued again after a pause.
   void writeStatus(const std::string& key, Json status, std::map<std::string, Json>& written);
+  //! Brings the view of "bundle|..." or "bd|..." to its facts: created/updated (apply + status), or deleted.
+  void writeView(const std::string& key, TokenBucket& bucket, std::map<std::string, View>& written);
 };
 
 //! The kinds the gateway mirrors, wired to libs/specs.
