@@ -120,6 +120,31 @@ TEST_F(GatewayTest, KubectlApplyOfAFleetGitRepoDeploysAndItsStatusReadsLikeFleet
   EXPECT_EQ(condition(cr, "Accepted", "status"), "True");
   EXPECT_EQ(cr.at({"status", "readyClusters"}) ? cr.at({"status", "readyClusters"})->asInt() : -1, 2);
 
+  // The read-only views: gitrepo -> bundle -> bundledeployment, by Fleet's labels.
+  Json views;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto listed = kubectl({"get", "bundledeployments", "-n", "fleet-default", "-l",
+                               "fleet.cattle.io/repo-name=gw-web,fleet.cattle.io/commit=" + sha, "-o", "json"});
+        auto json = listed.exit_code == 0 ? Json::parse(listed.out) : Result<Json>(fail(ErrorKind::kTransient, ""));
+        if (!json.ok() || json->find("items")->size() != 2) {
+          return false;
+        }
+        views = *json;
+        for (const auto& item : json->find("items")->asArray()) {
+          const Json* deployed = item.at({"status", "display", "deployed"});
+          if (deployed == nullptr || deployed->asString() != "Yes" || condition(item, "Ready", "status") != "True") {
+            return false;
+          }
+        }
+        return true;
+      },
+      seconds(60)))
+      << views.pretty() << hub_->logTail("gateway");
+  auto bundle = kubectl({"get", "bundles", "-n", "fleet-default", "-l", "fleet.cattle.io/repo-name=gw-web", "-o",
+                         "jsonpath={.items[*].status.display.readyClusters}"});
+  EXPECT_EQ(bundle.out, "2/2") << bundle.err;
+
   // The printer columns: what `kubectl get gitrepos -A` shows a Fleet user.
   auto table = kubectl({"get", "gitrepos", "-A"});
   ASSERT_EQ(table.exit_code, 0) << table.err;

@@ -33,7 +33,7 @@ TEST(TokenBucket, GivesTheBurstAtOnceThenOneTokenPerIntervalAndNeverMoreThanTheB
   EXPECT_EQ(at_once, 5);
 }
 
-TEST(TokenBucket, OverAnHourOfSteadyDemandWritesAtMostTheRate) {
+TEST(TokenBucket, UnderSteadyDemandWritesAtMostTheRate) {
   auto now = Clock::time_point{} + std::chrono::hours(1);
   TokenBucket bucket(20, 20, now);
   const auto end = now + std::chrono::seconds(100);
