@@ -55,7 +55,8 @@ class GatewayMetrics {
 };
 
 struct Gateway::Core {
-  Core(GatewayOptions options, service::Hub hub, std::unique_ptr<kube::KubeClient> kube, Metrics& metrics);
+  Core(GatewayOptions gateway_options, service::Hub hub_handles, std::unique_ptr<kube::KubeClient> kube_client,
+       Metrics& service_metrics);
 
   GatewayOptions options;
   service::Hub hub;
