@@ -39,10 +39,13 @@ void GatewayMetrics::mirrorRestart(const std::string& kind, const std::string& r
       .Increment();
 }
 
-Gateway::Core::Core(GatewayOptions options, service::Hub hub, std::unique_ptr<kube::KubeClient> kube, Metrics& metrics)
-    : options(options), hub(std::move(hub)), kube(std::move(kube)), metrics(metrics) {
-  kinds = mirroredKinds(this->hub);
-}
+Gateway::Core::Core(GatewayOptions gateway_options, service::Hub hub_handles,
+                    std::unique_ptr<kube::KubeClient> kube_client, Metrics& service_metrics)
+    : options(gateway_options),
+      hub(std::move(hub_handles)),
+      kube(std::move(kube_client)),
+      metrics(service_metrics),
+      kinds(mirroredKinds(hub)) {}
 
 void Gateway::Core::sleepFor(std::chrono::milliseconds duration) {
   std::unique_lock lock(mutex);
