@@ -22,6 +22,7 @@
 #include "flotilla/core/time.h"
 #include "flotilla/core/util.h"
 #include "flotilla/events/subjects.h"
+#include "webhook_hub.h"
 #include "webhook_post.h"
 
 using namespace flotilla;

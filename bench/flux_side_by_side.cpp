@@ -30,6 +30,7 @@
 #include "bench_util.h"
 #include "e2e_util.h"
 #include "flux.h"
+#include "webhook_hub.h"
 #include "webhook_post.h"
 
 using namespace flotilla;
