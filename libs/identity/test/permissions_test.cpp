@@ -119,6 +119,20 @@ TEST(RolePermissionsTest, HubServicesWriteOnlyTheirOwnKeys) {
   EXPECT_EQ(adminRole().permissions.publish_allow, std::vector<std::string>{">"});
 }
 
+// The gateway writes the specs of the CRs it mirrors and the hub's mode, nothing of the pipeline's own records.
+TEST(RolePermissionsTest, TheGatewayWritesOnlyTheSpecsItMirrors) {
+  Role gateway = gatewayRole();
+  for (const char* subject : {"$KV.gitrepos.>", "$KV.clusters.group.>", "$KV.clusters.spec.>",
+                              "$KV.clusters.deregistered.>", "$KV.clusters.hub.mode"}) {
+    EXPECT_TRUE(has(gateway.permissions.publish_allow, subject)) << subject;
+  }
+  for (const char* other : {"$KV.clusters.cluster", "$KV.deployments", "$KV.bundles", "$KV.status.summary",
+                            "flotilla.deploy", "flotilla.commit", "$O."}) {
+    EXPECT_FALSE(mentions(gateway.permissions.publish_allow, other)) << other;
+  }
+  EXPECT_TRUE(has(gateway.permissions.publish_deny, "$JS.API.STREAM.DELETE.>"));
+}
+
 TEST(RolePermissionsTest, RegistrationTokensMayOnlyAskForCredentials) {
   auto role = registrationRole("t0k3n");
   ASSERT_TRUE(role.ok());
@@ -137,7 +151,8 @@ TEST(RolePermissionsTest, RoleForNamesUnknownRolesAndMissingSubjects) {
   ASSERT_FALSE(admin.ok());
   EXPECT_NE(admin.error().message.find("is not bound"), std::string::npos);
   EXPECT_EQ(roleFor("agent", "c2").value().subject, "c2");
-  EXPECT_EQ(roleNames().size(), 7U);
+  EXPECT_EQ(roleNames().size(), 8U);
+  EXPECT_EQ(roleFor("gateway").value().name, "gateway");
 }
 
 // A client's CONNECT line carries its JWT: every role's must fit the server's max_control_line with room to spare.
