@@ -329,7 +329,7 @@ TEST(HubChartFleetRbac, LintIsCleanAndSchemaRejectsUnknownKeys) {
     auto rendered = renderChart("flotilla-hub", offline({"--set", bad}));
     ASSERT_FALSE(rendered.ok()) << bad;
     const std::string key = bad.substr(0, bad.find('='));
-    EXPECT_THAT(rendered.error().message, HasSubstr(key.substr(0, key.find('.')))) << bad;
+    EXPECT_THAT(rendered.error().message, HasSubstr("at '/" + key.substr(0, key.find('.')))) << bad;
   }
 }
 
