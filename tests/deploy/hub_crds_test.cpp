@@ -214,7 +214,8 @@ TEST(HubCrds, EveryFieldTheDecoderAcceptsIsInTheSchema) {
   expectFieldsInSchema("gitrepos", gitRepoFields());
   expectFieldsInSchema("clusters", kClusterFields);
   expectFieldsInSchema("clustergroups", selectorFields("selector"));
-  const Json* repo = specSchema(loadCrd("gitrepos"));
+  const Json crd = loadCrd("gitrepos");
+  const Json* repo = specSchema(crd);
   ASSERT_NE(repo, nullptr);
   EXPECT_EQ(repo->find("required")->dump(), R"(["repo"])");
   EXPECT_EQ(schemaAt(repo, "paths")->at({"items", "type"})->asString(), "string");
@@ -249,7 +250,8 @@ TEST(HubCrds, SpecIsFreeFormOnlyWhereDocumented) {
   };
   for (const auto& [plural, paths] : expected) {
     std::vector<std::string> found;
-    const Json* spec = specSchema(loadCrd(plural));
+    const Json crd = loadCrd(plural);
+    const Json* spec = specSchema(crd);
     ASSERT_NE(spec, nullptr) << plural;
     freeFormPaths(*spec, "spec", found);
     std::sort(found.begin(), found.end());
