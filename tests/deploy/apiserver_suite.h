@@ -38,6 +38,16 @@ class ApiserverSuite : public ::testing::Test {
     ASSERT_TRUE(created.exit_code == 0 || created.err.find("AlreadyExists") != std::string::npos) << created.err;
   }
 
+  //! Applies the hub chart's Fleet CRDs (charts/flotilla-hub/crds/, what `helm install` installs) and waits until
+  //! each is Established.
+  static void applyHubCrds() {
+    const std::string dir = chartDir("flotilla-hub") + "/crds";
+    auto applied = kubectl({"apply", "-f", dir});
+    ASSERT_EQ(applied.exit_code, 0) << applied.err;
+    auto established = kubectl({"wait", "--for=condition=Established", "--timeout=60s", "-f", dir});
+    ASSERT_EQ(established.exit_code, 0) << established.out << established.err;
+  }
+
   static inline harness::KubeCluster* cluster_ = nullptr;
   static inline std::string kubectl_;
 };

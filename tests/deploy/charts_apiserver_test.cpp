@@ -50,12 +50,16 @@ TEST_F(ChartsOnApiserver, HubDefaultsPassServerDryRun) {
 }
 
 TEST_F(ChartsOnApiserver, HubWithExternalNatsAndEveryOptionPassesServerDryRun) {
-  expectDryRunAccepts("flotilla-hub",
-                      {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats.example:4222", "--set",
-                       "nats.tls.secretName=nats-tls", "--set", "nats.tls.clientCert=true", "--set",
-                       "nats.userPassword.secretName=hub-user", "--set", "poller.persistence.enabled=true", "--set",
-                       "poller.gitCredentials.secrets[0].workspace=fleet-default", "--set",
-                       "poller.gitCredentials.secrets[0].name=github-token", "--set", "bundler.replicas=2"},
+  expectDryRunAccepts("flotilla-hub", {"--set", "nats.embedded.enabled=false",
+                                       "--set", "nats.url=tls://nats.example:4222",
+                                       "--set", "nats.tls.secretName=nats-tls",
+                                       "--set", "nats.tls.clientCert=true",
+                                       "--set", "nats.userPassword.secretName=hub-user",
+                                       "--set", "poller.persistence.enabled=true",
+                                       "--set", "poller.gitCredentials.secrets[0].workspace=fleet-default",
+                                       "--set", "poller.gitCredentials.secrets[0].name=github-token",
+                                       "--set", "bundler.replicas=2",
+                                       "--set", "gateway.enabled=true"},
                       "hub-ext");
 }
 

@@ -84,7 +84,9 @@ TEST(HubChart, LintIsClean) {
 TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
   auto objects = renderHub({});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ConfigMap", 1},
+  // The two ClusterRoles aggregate Fleet's CRDs into view and edit/admin (rbac.aggregateToDefaultRoles).
+  EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ClusterRole", 2},
+                                                              {"ConfigMap", 1},
                                                               {"Deployment", 3},
                                                               {"NetworkPolicy", 4},
                                                               {"Service", 5},

@@ -355,3 +355,15 @@ annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* Fleet's CRDs and the gateway (rbac.yaml, gateway.yaml) ---------------------------------------------- */}}
+{{/* The gateway's ServiceAccount, "<fullname>-gateway", the one identity that may write Bundles and
+BundleDeployments (gateway.enabled). */}}
+{{- define "flotilla-hub.gatewayServiceAccount" -}}
+{{- include "flotilla-hub.componentName" (dict "root" . "component" "gateway") -}}
+{{- end -}}
+
+{{/* The gateway's user name as the API server sees it: system:serviceaccount:<namespace>:<name>. */}}
+{{- define "flotilla-hub.gatewayUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "flotilla-hub.gatewayServiceAccount" .) -}}
+{{- end -}}

@@ -294,8 +294,9 @@ struct KubeCluster::State {
         {
             binary,
             "--kubeconfig=" + path("kubeconfig"),
-            // Only what API-level tests need: foreground/orphan deletion and namespace cleanup.
-            "--controllers=garbagecollector,namespace",
+            // Only what API-level tests need: foreground/orphan deletion, namespace cleanup and the aggregation of
+            // ClusterRoles into view/edit/admin.
+            "--controllers=garbagecollector,namespace,clusterrole-aggregation",
             "--leader-elect=false",
             "--secure-port=0",
             "--use-service-account-credentials=false",

@@ -3,8 +3,8 @@
 // Real Kubernetes API servers for tests. Each KubeCluster is independent: its own temp dir, its own etcd on
 // free ports, its own PKI (CA, serving certificate for 127.0.0.1/localhost, admin client certificate in
 // system:masters, service-account signing key), a kube-apiserver with RBAC on a free port bound to 127.0.0.1,
-// and optionally a kube-controller-manager (garbage collector and namespace controller). There are no nodes and
-// no scheduler: pods never run, but every API object can be created, watched, applied and deleted.
+// and optionally a kube-controller-manager (garbage collector, namespace controller, ClusterRole aggregation). There
+// are no nodes and no scheduler: pods never run, but every API object can be created, watched, applied and deleted.
 //
 // Tools are found in $FLOTILLA_TOOLS_DIR (default ${FLOTILLA_SOURCE_DIR}/.tools/bin); etcd falls back to PATH.
 #pragma once
@@ -19,9 +19,9 @@
 namespace flotilla::harness {
 
 struct KubeClusterOptions {
-  std::string name = "kube";                      //!< shows up in logs, temp dir and kubeconfig names
-  bool with_controller_manager = false;           //!< also run kube-controller-manager (GC, namespaces)
-  std::chrono::seconds start_timeout{120};        //!< how long to wait for /readyz
+  std::string name = "kube";                //!< shows up in logs, temp dir and kubeconfig names
+  bool with_controller_manager = false;     //!< also run kube-controller-manager (GC, namespaces, RBAC aggregation)
+  std::chrono::seconds start_timeout{120};  //!< how long to wait for /readyz
   std::vector<std::string> extra_apiserver_args;  //!< appended to kube-apiserver's flags (feature gates, ...)
 };
 
