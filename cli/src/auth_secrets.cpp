@@ -113,7 +113,7 @@ Result<std::vector<SecretManifest>> hubSecrets(const AuthArgs& args, bool& mutua
                                   "account JWT listing it",
                        .data = {{"registrar-signing.nk", *key}, {"account.jwt", *account}}});
   }
-  for (const std::string service : {"poller", "bundler", "scheduler"}) {
+  for (const std::string service : {"poller", "bundler", "scheduler", "gateway"}) {
     auto creds =
         readIn(args.dir, "creds/" + service + ".creds", "auth init writes it; was " + args.dir + " made by it?");
     FLOTILLA_TRY(creds);

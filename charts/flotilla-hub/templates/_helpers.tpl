@@ -131,6 +131,9 @@ missing and the commands that make it. */}}
 {{- range list "poller" "bundler" "scheduler" -}}
 {{- $wanted = append $wanted (list . $keys) -}}
 {{- end -}}
+{{- if .Values.gateway.enabled -}}
+{{- $wanted = append $wanted (list "gateway" $keys) -}}
+{{- end -}}
 {{- end -}}
 {{- if $auth.registrar.enabled -}}
 {{- $wanted = append $wanted (list "registrar" (list "registrar-signing.nk" "account.jwt")) -}}
@@ -319,10 +322,16 @@ readinessProbe:
   {{- toYaml .Values.probes.readiness | nindent 2 }}
 {{- end -}}
 
-{{/* Pod-level settings shared by the hub Deployments: (dict "root" $ "values" .Values.poller) */}}
+{{/* Pod-level settings shared by the hub Deployments: (dict "root" $ "values" .Values.poller ["serviceAccount" name]) */}}
 {{- define "flotilla-hub.podSpecCommon" -}}
+{{- if .serviceAccount }}
+{{- /* The gateway: its own ServiceAccount, whose token it uses to reach the API server. */}}
+serviceAccountName: {{ .serviceAccount }}
+automountServiceAccountToken: true
+{{- else }}
 serviceAccountName: {{ include "flotilla-hub.serviceAccountName" .root }}
 automountServiceAccountToken: false
+{{- end }}
 {{- with .root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
