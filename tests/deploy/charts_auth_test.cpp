@@ -232,12 +232,13 @@ TEST(AuthSecretsCli, PrintsTheSecretsTheHubChartExpects) {
   ASSERT_EQ(printed.exit_code, 0) << printed.err;
   auto objects = parseObjects(printed.out, "auth secrets");
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  ASSERT_EQ(objects->size(), 4u);
+  ASSERT_EQ(objects->size(), 5u);
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected = {
       {"prod-flotilla-hub-nats-server", {"ca.crt", "nats-auth.conf", "tls.crt", "tls.key"}},
       {"prod-flotilla-hub-nats-poller", {"ca.crt", "nats.creds", "tls.crt", "tls.key"}},
       {"prod-flotilla-hub-nats-bundler", {"ca.crt", "nats.creds", "tls.crt", "tls.key"}},
-      {"prod-flotilla-hub-nats-scheduler", {"ca.crt", "nats.creds", "tls.crt", "tls.key"}}};
+      {"prod-flotilla-hub-nats-scheduler", {"ca.crt", "nats.creds", "tls.crt", "tls.key"}},
+      {"prod-flotilla-hub-nats-gateway", {"ca.crt", "nats.creds", "tls.crt", "tls.key"}}};
   for (const auto& [name, keys] : expected) {
     const Json* secret = findObject(*objects, "Secret", name);
     ASSERT_NE(secret, nullptr) << name;
@@ -408,7 +409,7 @@ TEST(AuthSecretsCli, RegistrarAndRegistrationTokenSecrets) {
   ASSERT_EQ(hub.exit_code, 0) << hub.err;
   auto objects = parseObjects(hub.out, "auth secrets --registrar");
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  EXPECT_EQ(objects->size(), 5u);
+  EXPECT_EQ(objects->size(), 6u);
   const Json* registrar = findObject(*objects, "Secret", "prod-flotilla-hub-nats-registrar");
   ASSERT_NE(registrar, nullptr);
   auto key = base64Decode(registrar->at({"data", "registrar-signing.nk"})->asString());

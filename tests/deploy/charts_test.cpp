@@ -84,14 +84,26 @@ TEST(HubChart, LintIsClean) {
 TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
   auto objects = renderHub({});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
-  // The two ClusterRoles aggregate Fleet's CRDs into view and edit/admin (rbac.aggregateToDefaultRoles).
-  EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ClusterRole", 2},
+  // Two ClusterRoles aggregate Fleet's CRDs into view and edit/admin (rbac.aggregateToDefaultRoles); the gateway
+  // (gateway.enabled, the default) has its Deployment, ServiceAccount, ClusterRole, binding and admission policy.
+  EXPECT_EQ(kindCounts(*objects), (std::map<std::string, int>{{"ClusterRole", 3},
+                                                              {"ClusterRoleBinding", 1},
                                                               {"ConfigMap", 1},
-                                                              {"Deployment", 3},
+                                                              {"Deployment", 4},
                                                               {"NetworkPolicy", 4},
                                                               {"Service", 5},
-                                                              {"ServiceAccount", 1},
-                                                              {"StatefulSet", 1}}));
+                                                              {"ServiceAccount", 2},
+                                                              {"StatefulSet", 1},
+                                                              {"ValidatingAdmissionPolicy", 1},
+                                                              {"ValidatingAdmissionPolicyBinding", 1}}));
+  const Json* gateway = findObject(*objects, "Deployment", "t-flotilla-hub-gateway");
+  ASSERT_NE(gateway, nullptr);
+  expectHardenedWorkload(*gateway);
+  EXPECT_EQ(stringList(firstContainer(*gateway)->find("command")), std::vector<std::string>{"flotilla-gateway"});
+  // Its own ServiceAccount's token (the API server's), unlike the other services, which mount none.
+  EXPECT_EQ(gateway->at({"spec", "template", "spec", "serviceAccountName"})->asString(), "t-flotilla-hub-gateway");
+  EXPECT_TRUE(gateway->at({"spec", "template", "spec", "automountServiceAccountToken"})->asBool());
+  EXPECT_EQ(gateway->at({"spec", "replicas"})->asInt(), 1);
   for (const std::string& component : kHubServices) {
     const Json* deployment = findObject(*objects, "Deployment", "t-flotilla-hub-" + component);
     ASSERT_NE(deployment, nullptr) << component;

@@ -268,7 +268,7 @@ std::vector<std::string> offline(const std::vector<std::string>& more) {
 }
 
 TEST(HubChartFleetRbac, AggregatedRolesByDefaultGatewayOnlyWhenEnabled) {
-  auto objects = renderChart("flotilla-hub", kOffline);
+  auto objects = renderChart("flotilla-hub", offline({"--set", "gateway.enabled=false"}));
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   const Json* view = findObject(*objects, "ClusterRole", "t-flotilla-hub-fleet-view");
   const Json* edit = findObject(*objects, "ClusterRole", "t-flotilla-hub-fleet-edit");
@@ -288,7 +288,8 @@ TEST(HubChartFleetRbac, AggregatedRolesByDefaultGatewayOnlyWhenEnabled) {
     EXPECT_EQ(kindCounts(*objects).count(kind), 0u) << kind;
   }
 
-  auto none = renderChart("flotilla-hub", offline({"--set", "rbac.aggregateToDefaultRoles=false"}));
+  auto none = renderChart("flotilla-hub",
+                          offline({"--set", "rbac.aggregateToDefaultRoles=false", "--set", "gateway.enabled=false"}));
   ASSERT_TRUE(none.ok()) << none.error().describe();
   EXPECT_EQ(kindCounts(*none).count("ClusterRole"), 0u);
 }
