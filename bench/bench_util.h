@@ -21,9 +21,9 @@ inline std::string machineLoad() {
          " at the end of the run";
 }
 
-//! A numeric field of /proc/<pid>/status: "VmRSS", "VmHWM" (KiB), "Threads"; -1 when unreadable.
-inline long procStatusKiB(pid_t pid, const std::string& field) {
-  auto text = readFile("/proc/" + std::to_string(pid) + "/status");
+//! A "Name:   value kB" field of a /proc file, in KiB (or the plain number); -1 when unreadable.
+inline long procFieldKiB(const std::string& path, const std::string& field) {
+  auto text = readFile(path);
   if (!text.ok()) {
     return -1;
   }
@@ -35,19 +35,15 @@ inline long procStatusKiB(pid_t pid, const std::string& field) {
   return -1;
 }
 
+//! A numeric field of /proc/<pid>/status: "VmRSS", "VmHWM" (KiB), "Threads"; -1 when unreadable.
+inline long procStatusKiB(pid_t pid, const std::string& field) {
+  return procFieldKiB("/proc/" + std::to_string(pid) + "/status", field);
+}
+
 //! A field of /proc/<pid>/smaps_rollup in KiB: "Pss" (the process's resident pages, each shared page divided among
 //! the processes that map it, so a sum over processes counts a shared library once), "Rss"; -1 when unreadable.
 inline long procSmapsRollupKiB(pid_t pid, const std::string& field) {
-  auto text = readFile("/proc/" + std::to_string(pid) + "/smaps_rollup");
-  if (!text.ok()) {
-    return -1;
-  }
-  for (const auto& line : split(*text, '\n')) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::stol(trim(line.substr(field.size() + 1)));
-    }
-  }
-  return -1;
+  return procFieldKiB("/proc/" + std::to_string(pid) + "/smaps_rollup", field);
 }
 
 //! utime + stime of a process (fields 14 and 15 of /proc/<pid>/stat), in seconds; 0 when unreadable.
