@@ -320,6 +320,31 @@ TEST_F(GatewayTest, SelfManagedHubAddsAGitRepoByCommitAndSurvivesTheRenameOfItsO
   EXPECT_TRUE(storedSpec("gw-app2").has_value());
 }
 
+// Deleting a Cluster CR deregisters the cluster, as `flotilla delete cluster` does: the tombstone is written, the
+// Cluster document goes, and the objects the hub deployed there are removed (its agent is connected). Runs after the
+// self-managed test, whose apps are on cluster 1.
+TEST_F(GatewayTest, DeletingAClusterCrDeregistersTheClusterAndRemovesWhatItDeployed) {
+  const std::string cluster = hub_->clusterName(1);
+  ASSERT_EQ(kubectl({"apply", "-f", "-"}, "apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: " +
+                                              cluster + "\n  namespace: fleet-default\nspec: {}\n")
+                .exit_code,
+            0);
+  ASSERT_TRUE(Hub::waitFor([&] { return configMapExists(*hub_, 1, "ns-gw-app1", "c"); }, seconds(60)));
+  auto deleted = kubectl({"delete", "cluster", "-n", "fleet-default", cluster});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  auto kv = hub_->kv(std::string(events::kClustersBucket));
+  ASSERT_TRUE(kv.ok()) << kv.error().describe();
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto tombstone = (*kv)->find(events::clusterDeregisteredKey(cluster));
+        auto document = (*kv)->find(events::clusterSpecKey(cluster));
+        return tombstone.ok() && tombstone->has_value() && document.ok() && !document->has_value();
+      },
+      seconds(30)))
+      << hub_->logTail("gateway");
+  EXPECT_TRUE(Hub::waitFor([&] { return configMapGone(*hub_, 1, "ns-gw-app1", "c"); }, seconds(90))) << hub_->allLogs();
+}
+
 //! The API server's count of status PATCHes on GitRepos (its own apiserver_request_total), -1 when unreadable.
 int64_t gitRepoStatusPatches(const CommandResult& metrics) {
   if (metrics.exit_code != 0) {
