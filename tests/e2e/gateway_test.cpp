@@ -215,6 +215,38 @@ TEST_F(GatewayTest, RelabellingAClusterCrRetargets) {
   EXPECT_TRUE(Hub::waitFor([&] { return configMapExists(*hub_, 1, "ns-gw-target", "c"); }, seconds(90)))
       << hub_->allLogs();
   EXPECT_FALSE(configMapExists(*hub_, 0, "ns-gw-target", "c"));
+  // The Cluster CR's status: the roll-up of its bundles and its agent's last sign of life.
+  Json cr;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto got = kubectl({"get", "cluster", "-n", "fleet-default", cluster, "-o", "json"});
+        auto json = got.exit_code == 0 ? Json::parse(got.out) : Result<Json>(fail(ErrorKind::kTransient, ""));
+        cr = json.ok() ? *json : Json();
+        const Json* last_seen = cr.at({"status", "agent", "lastSeen"});
+        return condition(cr, "Accepted", "status") == "True" && last_seen != nullptr &&
+               !last_seen->asString().empty() && cr.at({"status", "display", "readyBundles"}) != nullptr;
+      },
+      seconds(60)))
+      << cr.pretty() << hub_->logTail("gateway");
+  // A Cluster field Flotilla does not implement: refused on the CR, naming it; the labels stay as they were.
+  auto refused = kubectl(
+      {"patch", "cluster", "-n", "fleet-default", cluster, "--type", "merge", "-p", R"({"spec":{"clientID":"abc"}})"});
+  ASSERT_EQ(refused.exit_code, 0) << refused.err;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto got = kubectl({"get", "cluster", "-n", "fleet-default", cluster, "-o", "json"});
+        auto json = got.exit_code == 0 ? Json::parse(got.out) : Result<Json>(fail(ErrorKind::kTransient, ""));
+        cr = json.ok() ? *json : Json();
+        return condition(cr, "Accepted", "status") == "False";
+      },
+      seconds(30)))
+      << cr.pretty() << hub_->logTail("gateway");
+  EXPECT_NE(condition(cr, "Accepted", "message").find("clientID"), std::string::npos) << cr.pretty();
+  ASSERT_EQ(kubectl({"patch", "cluster", "-n", "fleet-default", cluster, "--type", "json", "-p",
+                     R"([{"op":"remove","path":"/spec/clientID"}])"})
+                .exit_code,
+            0);
+  EXPECT_TRUE(configMapExists(*hub_, 1, "ns-gw-target", "c"));
 
   // The label goes: the cluster is no longer targeted and the objects are removed.
   auto relabelled = kubectl({"label", "cluster", "-n", "fleet-default", cluster, "tier-"});

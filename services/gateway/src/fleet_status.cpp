@@ -13,6 +13,16 @@ Json condition(const std::string& type, const std::string& status, const std::st
                     {"lastTransitionTime", Json(now)}});
 }
 
+void addAcceptance(Json& status, Json& conditions, const std::optional<Acceptance>& acceptance,
+                   const std::string& now) {
+  if (!acceptance) {
+    return;
+  }
+  status["observedGeneration"] = Json(acceptance->generation);
+  conditions.push(acceptance->accepted ? condition("Accepted", "True", "Accepted", "", now)
+                                       : condition("Accepted", "False", "InvalidSpec", acceptance->message, now));
+}
+
 //! Ready: False while the spec is refused; from the roll-up once there is one; Unknown before.
 Json readyCondition(const GitRepoFacts& facts, const std::string& now) {
   if (facts.acceptance && !facts.acceptance->accepted) {
@@ -60,12 +70,7 @@ void addSummary(Json& status, const events::GitRepoSummary& summary) {
 Json gitRepoStatus(const GitRepoFacts& facts, const std::string& now) {
   Json status = Json::object();
   Json conditions = Json::array();
-  if (facts.acceptance) {
-    status["observedGeneration"] = Json(facts.acceptance->generation);
-    conditions.push(facts.acceptance->accepted
-                        ? condition("Accepted", "True", "Accepted", "", now)
-                        : condition("Accepted", "False", "InvalidSpec", facts.acceptance->message, now));
-  }
+  addAcceptance(status, conditions, facts.acceptance, now);
   if (facts.poll) {
     addPoll(status, conditions, *facts.poll, now);
   }
@@ -73,6 +78,36 @@ Json gitRepoStatus(const GitRepoFacts& facts, const std::string& now) {
     addSummary(status, *facts.summary);
   }
   conditions.push(readyCondition(facts, now));
+  status["conditions"] = std::move(conditions);
+  return status;
+}
+
+Json clusterStatus(const ClusterFacts& facts, const std::string& now) {
+  Json status = Json::object();
+  Json conditions = Json::array();
+  addAcceptance(status, conditions, facts.acceptance, now);
+  if (!facts.summary) {
+    conditions.push(condition("Ready", "Unknown", "Pending", "no agent has registered this cluster yet", now));
+  } else {
+    const events::ClusterSummary& summary = *facts.summary;
+    status["display"] = Json::obj({{"readyBundles", Json(summary.ready_bundles)}, {"state", Json(summary.state)}});
+    status["agent"] = Json::obj({{"lastSeen", Json(summary.last_seen)}});
+    status["readyGitRepos"] = Json(summary.ready_git_repos);
+    status["desiredReadyGitRepos"] = Json(summary.desired_ready_git_repos);
+    status["summary"] = summary.summary;
+    const bool ready = summary.state == "Ready" && !summary.offline;
+    conditions.push(
+        ready ? condition("Ready", "True", "Ready", "", now)
+              : condition("Ready", "False", summary.state.empty() ? "NotReady" : summary.state, summary.message, now));
+  }
+  status["conditions"] = std::move(conditions);
+  return status;
+}
+
+Json clusterGroupStatus(const ClusterGroupFacts& facts, const std::string& now) {
+  Json status = Json::object();
+  Json conditions = Json::array();
+  addAcceptance(status, conditions, facts.acceptance, now);
   status["conditions"] = std::move(conditions);
   return status;
 }

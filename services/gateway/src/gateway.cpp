@@ -96,6 +96,10 @@ Status Gateway::start() {
                     [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, true); });
   });
   core.threads.emplace_back([&core] {
+    core.runKvWatch(*core.hub.status, "summary.cluster.>",
+                    [&core](const bus::KvEntry& e) { core.applyClusterSummary(e); });
+  });
+  core.threads.emplace_back([&core] {
     core.runKvWatch(*core.hub.status, "summary.bundle.>",
                     [&core](const bus::KvEntry& e) { core.applyBundleSummary(e); });
   });

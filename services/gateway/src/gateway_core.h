@@ -68,8 +68,10 @@ struct Gateway::Core {
   std::mutex mutex;
   std::condition_variable wake;
   // What each write is made from, guarded by mutex. The queue's keys say which: "gitrepo|<ns>/<name>",
-  // "bundle|<ws>/<bundle>", "bd|<cluster>/<ws>/<bundle>".
+  // "cluster|<name>", "clustergroup|<ns>/<name>", "bundle|<ws>/<bundle>", "bd|<cluster>/<ws>/<bundle>".
   std::map<std::string, GitRepoFacts> gitrepos;          //!< by "<namespace>/<name>"
+  std::map<std::string, ClusterFacts> clusters;          //!< by cluster name
+  std::map<std::string, ClusterGroupFacts> groups;       //!< by "<namespace>/<name>"
   std::map<std::string, events::BundleSummary> bundles;  //!< by "<ws>/<bundle>"
   std::map<std::string, DeploymentFacts> deployments;    //!< by "<cluster>/<ws>/<bundle>"
   std::set<std::string> listed;                          //!< kinds listed and mirrored once, guarded by mutex
@@ -80,8 +82,13 @@ struct Gateway::Core {
   void sleepFor(std::chrono::milliseconds duration);
   //! Changes the facts of one GitRepo under the lock and queues its status write.
   void updateFacts(const std::string& key, const std::function<void(GitRepoFacts&)>& change);
-  //! Queues a write ("gitrepo|...", "bundle|...", "bd|..."), counting a coalesced one.
+  //! Queues a write ("gitrepo|...", "cluster|...", "clustergroup|...", "bundle|...", "bd|..."), counting a
+  //! coalesced one.
   void queueWrite(const std::string& key);
+  //! A CR of `kind` seen (its status as it is, and the verdict on its spec when one was made) or, with `gone`,
+  //! deleted: the facts of its status write change and the write is queued.
+  void noteObject(const std::string& kind, const std::string& ns, const std::string& name, const Json* current,
+                  const std::optional<Acceptance>& acceptance, bool gone = false);
 
   // spec_mirror.cpp
   void runSpecMirror(const MirroredKind& kind);
@@ -103,10 +110,21 @@ struct Gateway::Core {
   void runStatusWriter();
   //! Waits for a write token (false when stopping).
   bool spendToken(TokenBucket& bucket);
-  //! The status "<namespace>/<name>" should have, or nullopt when it has it already (or its CR is gone).
-  std::optional<Json> pendingStatus(const std::string& key, const std::map<std::string, Json>& written);
+  void applyClusterSummary(const bus::KvEntry& entry);
+  //! A status to write: the status subresource's path and the status.
+  struct StatusWrite {
+    std::string path;
+    Json status;
+  };
+  //! The status the CR of write key `key` ("gitrepo|", "cluster|", "clustergroup|") should have, or nullopt when it
+  //! has it already (or no CR was seen).
+  std::optional<StatusWrite> pendingStatus(const std::string& key, const std::map<std::string, Json>& written);
+  //! The status and the CR's current one, from the facts (under the lock); nullopt when there are none.
+  std::optional<std::pair<StatusWrite, Json>> composeStatus(const std::string& key);
   //! PATCHes the status subresource; a failed write is queued again after a pause.
-  void writeStatus(const std::string& key, Json status, std::map<std::string, Json>& written);
+  void writeStatus(const std::string& key, StatusWrite write, std::map<std::string, Json>& written);
+  //! Drops the facts behind a status write key whose CR is gone.
+  void forget(const std::string& key);
   //! Brings the view of "bundle|..." or "bd|..." to its facts: created/updated (apply + status), or deleted.
   void writeView(const std::string& key, TokenBucket& bucket, std::map<std::string, View>& written);
 };

@@ -103,12 +103,9 @@ Status Gateway::Core::mirrorObject(const MirroredKind& kind, const Json& object,
   const std::string ns = nameOf(object, "namespace");
   const std::string name = nameOf(object, "name");
   const std::string key = ns + "/" + name;
-  if (kind.kind == "GitRepo") {
-    const Json* current = object.find("status");
-    updateFacts(key, [&](GitRepoFacts& facts) { facts.current = current != nullptr ? *current : Json(); });
-  }
   Json meta = mirroredMeta(object);
   if (auto last = seen.find(key); last != seen.end() && last->second == meta) {
+    noteObject(kind.kind, ns, name, object.find("status"), std::nullopt);
     return {};
   }
   Acceptance acceptance{.generation = meta.getInt("generation"), .accepted = false, .message = {}};
@@ -129,10 +126,46 @@ Status Gateway::Core::mirrorObject(const MirroredKind& kind, const Json& object,
     return fail(stored.error().kind, kind.kind + " " + key + ": cannot store the spec: " + stored.error().describe());
   }
   seen[key] = std::move(meta);
-  if (kind.kind == "GitRepo") {
-    updateFacts(key, [&](GitRepoFacts& facts) { facts.acceptance = acceptance; });
-  }
+  noteObject(kind.kind, ns, name, object.find("status"), acceptance);
   return {};
+}
+
+void Gateway::Core::noteObject(const std::string& kind, const std::string& ns, const std::string& name,
+                               const Json* current, const std::optional<Acceptance>& acceptance, bool gone) {
+  const Json status = current != nullptr ? *current : Json();
+  std::string write;
+  {
+    std::lock_guard lock(mutex);
+    if (kind == "GitRepo") {
+      write = "gitrepo|" + ns + "/" + name;
+      if (gone) {
+        gitrepos.erase(ns + "/" + name);
+      } else {
+        GitRepoFacts& facts = gitrepos[ns + "/" + name];
+        facts.current = status;
+        facts.acceptance = acceptance ? acceptance : facts.acceptance;
+      }
+    } else if (kind == "Cluster") {
+      write = "cluster|" + name;
+      ClusterFacts& facts = clusters[name];
+      // The roll-up stays (it is the scheduler's): only the CR's part goes.
+      facts.ns = gone ? "" : ns;
+      facts.current = status;
+      facts.acceptance = gone ? std::nullopt : acceptance ? acceptance : facts.acceptance;
+    } else {
+      write = "clustergroup|" + ns + "/" + name;
+      if (gone) {
+        groups.erase(ns + "/" + name);
+      } else {
+        ClusterGroupFacts& facts = groups[ns + "/" + name];
+        facts.current = status;
+        facts.acceptance = acceptance ? acceptance : facts.acceptance;
+      }
+    }
+  }
+  if (!gone) {
+    queueWrite(write);
+  }
 }
 
 Status Gateway::Core::mirrorDelete(const MirroredKind& kind, const Json& object, std::map<std::string, Json>& seen) {
@@ -146,10 +179,7 @@ Status Gateway::Core::mirrorDelete(const MirroredKind& kind, const Json& object,
   metrics.spec(kind.kind, "removed");
   log::info("CR deleted: its spec is removed from KV", {{"kind", kind.kind}, {"namespace", ns}, {"name", name}});
   seen.erase(ns + "/" + name);
-  if (kind.kind == "GitRepo") {
-    std::lock_guard lock(mutex);
-    gitrepos.erase(ns + "/" + name);
-  }
+  noteObject(kind.kind, ns, name, nullptr, std::nullopt, /*gone=*/true);
   return {};
 }
 

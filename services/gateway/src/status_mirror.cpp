@@ -13,10 +13,11 @@ constexpr std::string_view kGitRepoWrite = "gitrepo|";
 constexpr std::string_view kBundleWrite = "bundle|";
 constexpr std::string_view kDeploymentWrite = "bd|";
 
-std::string statusPath(const std::string& key) {
-  const auto slash = key.find('/');
-  return "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(key.substr(0, slash)) +
-         "/gitrepos/" + kube::urlEncode(key.substr(slash + 1)) + "/status";
+//! The status subresource of "<namespace>/<name>" of `plural`.
+std::string statusPath(const std::string& id, const std::string& plural) {
+  const auto slash = id.find('/');
+  return "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(id.substr(0, slash)) + "/" +
+         plural + "/" + kube::urlEncode(id.substr(slash + 1)) + "/status";
 }
 
 //! The record of a put, nullopt for a delete (or a record that does not decode, which is logged).
@@ -119,50 +120,101 @@ void Gateway::Core::applyDeploymentFact(const bus::KvEntry& entry, bool report) 
   queueWrite(std::string(kDeploymentWrite) + key);
 }
 
-std::optional<Json> Gateway::Core::pendingStatus(const std::string& key, const std::map<std::string, Json>& written) {
-  GitRepoFacts facts;
+void Gateway::Core::applyClusterSummary(const bus::KvEntry& entry) {
+  auto names = events::keyNames(entry.key, "summary.cluster", 1);
+  if (!names.ok()) {
+    return;
+  }
   {
     std::lock_guard lock(mutex);
-    auto found = gitrepos.find(key);
+    clusters[names->at(0)].summary = recordOf<events::ClusterSummary>(entry);
+  }
+  queueWrite("cluster|" + names->at(0));
+}
+
+std::optional<std::pair<Gateway::Core::StatusWrite, Json>> Gateway::Core::composeStatus(const std::string& key) {
+  const std::string id = key.substr(key.find('|') + 1);
+  const std::string now = log::nowRfc3339();
+  std::lock_guard lock(mutex);
+  if (key.starts_with(kGitRepoWrite)) {
+    auto found = gitrepos.find(id);
     if (found == gitrepos.end()) {
       return std::nullopt;  // the CR went since it was queued
     }
-    facts = found->second;
+    return std::pair{StatusWrite{.path = statusPath(id, "gitrepos"), .status = gitRepoStatus(found->second, now)},
+                     found->second.current};
   }
-  Json status = gitRepoStatus(facts, log::nowRfc3339());
+  if (key.starts_with("cluster|")) {
+    auto found = clusters.find(id);
+    if (found == clusters.end() || found->second.ns.empty()) {
+      return std::nullopt;  // a registered cluster with no CR: nothing to write to
+    }
+    return std::pair{StatusWrite{.path = statusPath(found->second.ns + "/" + id, "clusters"),
+                                 .status = clusterStatus(found->second, now)},
+                     found->second.current};
+  }
+  auto found = groups.find(id);
+  if (found == groups.end()) {
+    return std::nullopt;
+  }
+  return std::pair{
+      StatusWrite{.path = statusPath(id, "clustergroups"), .status = clusterGroupStatus(found->second, now)},
+      found->second.current};
+}
+
+std::optional<Gateway::Core::StatusWrite> Gateway::Core::pendingStatus(const std::string& key,
+                                                                       const std::map<std::string, Json>& written) {
+  auto composed = composeStatus(key);
+  if (!composed) {
+    return std::nullopt;
+  }
+  auto& [write, current] = *composed;
   // What this process wrote last, else what the CR has (a restarted gateway does not write every status again).
   auto previous = written.find(key);
-  const Json& before = previous != written.end() ? previous->second : facts.current;
+  const Json& before = previous != written.end() ? previous->second : current;
   if (before.isObject()) {
-    keepTransitionTimes(status, before);
-    if (sameStatus(status, before)) {
+    keepTransitionTimes(write.status, before);
+    if (sameStatus(write.status, before)) {
       metrics.statusWrite("unchanged");
       return std::nullopt;
     }
   }
-  return status;
+  return std::move(write);
 }
 
-void Gateway::Core::writeStatus(const std::string& key, Json status, std::map<std::string, Json>& written) {
-  const Json patch = Json::obj({{"status", status}});
-  auto sent = kube->request("PATCH", statusPath(key), patch.dump(), "application/merge-patch+json");
+void Gateway::Core::forget(const std::string& key) {
+  const std::string id = key.substr(key.find('|') + 1);
+  std::lock_guard lock(mutex);
+  if (key.starts_with(kGitRepoWrite)) {
+    gitrepos.erase(id);
+  } else if (key.starts_with("cluster|")) {
+    if (auto found = clusters.find(id); found != clusters.end()) {
+      found->second.ns.clear();
+    }
+  } else {
+    groups.erase(id);
+  }
+}
+
+void Gateway::Core::writeStatus(const std::string& key, StatusWrite write, std::map<std::string, Json>& written) {
+  const Json patch = Json::obj({{"status", write.status}});
+  auto sent = kube->request("PATCH", write.path, patch.dump(), "application/merge-patch+json");
   if (sent.ok()) {
     metrics.statusWrite("written");
-    written[key] = std::move(status);
+    written[key] = std::move(write.status);
     return;
   }
   if (sent.error().kind == ErrorKind::kNotFound) {
-    // No such CR (a GitRepo of KV records only, or deleted): forget it; a CR made later brings its facts back.
+    // No such CR (records only, or deleted): forget it; a CR made later brings its facts back.
     metrics.statusWrite("gone");
     written.erase(key);
-    std::lock_guard lock(mutex);
-    gitrepos.erase(key);
+    forget(key);
     return;
   }
   metrics.statusWrite("failed");
-  log::warn("cannot write a GitRepo's status; trying again", {{"gitrepo", key}, {"error", sent.error().describe()}});
+  log::warn("cannot write a status; trying again", {{"object", key}, {"error", sent.error().describe()}});
   sleepFor(options.retry_base);
-  queueWrite(std::string(kGitRepoWrite) + key);
+  queueWrite(key);
 }
 
 bool Gateway::Core::spendToken(TokenBucket& bucket) {
@@ -188,14 +240,13 @@ void Gateway::Core::runStatusWriter() {
     if (!key) {
       continue;
     }
-    if (key->starts_with(kGitRepoWrite)) {
-      const std::string name = key->substr(kGitRepoWrite.size());
-      // Only real writes spend the budget. A change during the wait queues the key again, so it is not lost.
-      if (auto status = pendingStatus(name, written); status && spendToken(bucket)) {
-        writeStatus(name, std::move(*status), written);
-      }
-    } else {
+    if (key->starts_with(kBundleWrite) || key->starts_with(kDeploymentWrite)) {
       writeView(*key, bucket, views);
+      continue;
+    }
+    // Only real writes spend the budget. A change during the wait queues the key again, so it is not lost.
+    if (auto status = pendingStatus(*key, written); status && spendToken(bucket)) {
+      writeStatus(*key, std::move(*status), written);
     }
   }
 }

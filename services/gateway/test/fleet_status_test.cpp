@@ -93,5 +93,42 @@ TEST(FleetStatus, AnUnchangedConditionKeepsItsTransitionTimeAndIsTheSameStatus) 
   EXPECT_EQ(conditionOf(changed, "Ready")->getString("lastTransitionTime"), "2026-12-06T02:00:00Z");
 }
 
+TEST(FleetStatus, AClusterShowsItsRollUpAndIsNotReadyWhileOffline) {
+  ClusterFacts facts;
+  facts.ns = "fleet-default";
+  EXPECT_EQ(conditionOf(clusterStatus(facts, "now"), "Ready")->getString("status"), "Unknown");
+
+  events::ClusterSummary summary;
+  summary.cluster = "edge-1";
+  summary.state = "Ready";
+  summary.ready_bundles = "3/3";
+  summary.last_seen = "2026-12-06T00:00:00Z";
+  summary.ready_git_repos = 2;
+  summary.desired_ready_git_repos = 2;
+  facts.summary = summary;
+  facts.acceptance = Acceptance{.generation = 2, .accepted = true, .message = ""};
+  const Json ready = clusterStatus(facts, "now");
+  EXPECT_EQ(ready.at({"display", "readyBundles"})->asString(), "3/3");
+  EXPECT_EQ(ready.at({"agent", "lastSeen"})->asString(), "2026-12-06T00:00:00Z");
+  EXPECT_EQ(ready.getInt("desiredReadyGitRepos"), 2);
+  EXPECT_EQ(ready.getInt("observedGeneration"), 2);
+  EXPECT_EQ(conditionOf(ready, "Ready")->getString("status"), "True");
+
+  facts.summary->state = "Offline";
+  facts.summary->offline = true;
+  facts.summary->message = "no heartbeat for 2m";
+  const Json offline = clusterStatus(facts, "now");
+  EXPECT_EQ(conditionOf(offline, "Ready")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(offline, "Ready")->getString("reason"), "Offline");
+}
+
+TEST(FleetStatus, AClusterGroupSaysWhetherItsSpecWasAccepted) {
+  ClusterGroupFacts facts;
+  facts.acceptance = Acceptance{.generation = 1, .accepted = false, .message = "spec.selector: unknown field"};
+  const Json status = clusterGroupStatus(facts, "now");
+  EXPECT_EQ(conditionOf(status, "Accepted")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(status, "Accepted")->getString("message"), "spec.selector: unknown field");
+}
+
 }  // namespace
 }  // namespace flotilla::gateway

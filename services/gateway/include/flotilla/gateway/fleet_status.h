@@ -32,6 +32,27 @@ struct GitRepoFacts {
   Json current;
 };
 
+//! What the status of one Cluster CR is made from: the gateway's verdict on its spec and the scheduler's roll-up of
+//! the cluster (status/summary.cluster.<name>).
+struct ClusterFacts {
+  std::string ns;  //!< the CR's namespace (the cluster's workspace); "" while no CR was seen
+  std::optional<Acceptance> acceptance;
+  std::optional<events::ClusterSummary> summary;
+  Json current;  //!< the CR's status as last listed or watched
+};
+
+//! A ClusterGroup CR's: the gateway's verdict on its spec (the hub keeps no roll-up per group yet).
+struct ClusterGroupFacts {
+  std::optional<Acceptance> acceptance;
+  Json current;
+};
+
+//! A Cluster's status in Fleet's shape: observedGeneration, display {readyBundles, state}, agent {lastSeen},
+//! readyGitRepos, desiredReadyGitRepos, summary, and the conditions Accepted and Ready (False while Offline).
+Json clusterStatus(const ClusterFacts& facts, const std::string& now);
+//! A ClusterGroup's: observedGeneration and the Accepted condition.
+Json clusterGroupStatus(const ClusterGroupFacts& facts, const std::string& now);
+
 //! status in Fleet's shape: observedGeneration, commit, pollingCommit, webhookCommit, lastPollingTriggered,
 //! readyClusters, desiredReadyClusters, summary, display {readyBundleDeployments, state, message, error} and the
 //! conditions Accepted, GitPolling and Ready (lastTransitionTime set to `now`, see keepTransitionTimes).
