@@ -203,7 +203,8 @@ void expectFieldsInSchema(const std::string& plural, const std::vector<DecodedFi
     EXPECT_EQ(schema->getString("type"), field.type) << plural << ": spec." << field.path;
   }
   // Nothing in the schema the decoder does not know at the top of spec (a stale field would be a silent no-op).
-  for (const auto& [name, unused] : spec->find("properties")->asObject()) {
+  for (const auto& property : spec->find("properties")->asObject()) {
+    const std::string& name = property.first;  // a named copy: clang 14 cannot capture a structured binding
     const bool decoded = std::any_of(fields.begin(), fields.end(), [&](const auto& f) { return f.path == name; });
     EXPECT_TRUE(decoded || (plural == "gitrepos" && name == "ociRegistry"))
         << plural << ": spec." << name << " is in the CRD but not decoded";
