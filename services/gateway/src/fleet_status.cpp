@@ -114,14 +114,20 @@ Json clusterGroupStatus(const ClusterGroupFacts& facts, const std::string& now) 
 
 namespace {
 
-//! The conditions without their lastTransitionTime, for comparing.
+//! A condition without its lastTransitionTime, for comparing.
+Json withoutTime(Json condition) {
+  if (condition.isObject()) {
+    condition.erase("lastTransitionTime");
+  }
+  return condition;
+}
+
+//! The status with every condition withoutTime.
 Json withoutTimes(const Json& status) {
   Json out = status;
   if (Json* conditions = out.find("conditions"); conditions != nullptr && conditions->isArray()) {
     for (auto& item : conditions->asArray()) {
-      if (item.isObject()) {
-        item.erase("lastTransitionTime");
-      }
+      item = withoutTime(std::move(item));
     }
   }
   return out;
@@ -140,11 +146,7 @@ void keepTransitionTimes(Json& status, const Json& previous) {
       if (!item.isObject() || !old.isObject() || old.getString("type") != item.getString("type")) {
         continue;
       }
-      Json a = item;
-      Json b = old;
-      a.erase("lastTransitionTime");
-      b.erase("lastTransitionTime");
-      if (a == b && old.contains("lastTransitionTime")) {
+      if (withoutTime(item) == withoutTime(old) && old.contains("lastTransitionTime")) {
         item["lastTransitionTime"] = *old.find("lastTransitionTime");
       }
     }

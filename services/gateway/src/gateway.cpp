@@ -1,6 +1,9 @@
 // The gateway component (gateway.h): its threads, readiness and counters.
 #include "flotilla/gateway/gateway.h"
 
+#include <functional>
+#include <vector>
+
 #include "flotilla/core/log.h"
 #include "flotilla/specs/store.h"
 #include "gateway_core.h"
@@ -57,7 +60,7 @@ void Gateway::Core::updateFacts(const std::string& key, const std::function<void
     std::lock_guard lock(mutex);
     change(gitrepos[key]);
   }
-  queueWrite("gitrepo|" + key);
+  queueWrite(writeKey(kGitRepoWrite, key));
 }
 
 Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, service::Hub hub,
@@ -86,29 +89,24 @@ Status Gateway::start() {
   for (const auto& kind : core.kinds) {
     core.threads.emplace_back([&core, &kind] { core.runSpecMirror(kind); });
   }
-  // The records each write is made from: GitRepo statuses, then the Bundle and BundleDeployment views.
-  core.threads.emplace_back([&core] {
-    core.runKvWatch(*core.hub.status, "gitrepo.>",
-                    [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, false); });
-  });
-  core.threads.emplace_back([&core] {
-    core.runKvWatch(*core.hub.status, "summary.gitrepo.>",
-                    [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, true); });
-  });
-  core.threads.emplace_back([&core] {
-    core.runKvWatch(*core.hub.status, "summary.cluster.>",
-                    [&core](const bus::KvEntry& e) { core.applyClusterSummary(e); });
-  });
-  core.threads.emplace_back([&core] {
-    core.runKvWatch(*core.hub.status, "summary.bundle.>",
-                    [&core](const bus::KvEntry& e) { core.applyBundleSummary(e); });
-  });
-  core.threads.emplace_back([&core] {
-    core.runKvWatch(*core.hub.status, "bd.>", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, true); });
-  });
-  core.threads.emplace_back([&core] {
-    core.runKvWatch(*core.hub.deployments, ">", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, false); });
-  });
+  // The records each write is made from: GitRepo and Cluster statuses, the Bundle and BundleDeployment views.
+  struct RecordWatch {
+    bus::KeyValue* bucket;
+    std::string filter;
+    std::function<void(const bus::KvEntry&)> apply;
+  };
+  const std::vector<RecordWatch> watches = {
+      {core.hub.status.get(), "gitrepo.>", [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, false); }},
+      {core.hub.status.get(), "summary.gitrepo.>",
+       [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, true); }},
+      {core.hub.status.get(), "summary.cluster.>", [&core](const bus::KvEntry& e) { core.applyClusterSummary(e); }},
+      {core.hub.status.get(), "summary.bundle.>", [&core](const bus::KvEntry& e) { core.applyBundleSummary(e); }},
+      {core.hub.status.get(), "bd.>", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, true); }},
+      {core.hub.deployments.get(), ">", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, false); }},
+  };
+  for (const auto& watch : watches) {
+    core.threads.emplace_back([&core, watch] { core.runKvWatch(*watch.bucket, watch.filter, watch.apply); });
+  }
   core.threads.emplace_back([&core] { core.runStatusWriter(); });
   log::info("gateway started", {{"status_rate", std::to_string(core.options.status_rate)}});
   return {};

@@ -22,6 +22,18 @@ namespace flotilla::gateway {
 
 inline constexpr std::string_view kFleetApiVersion = "fleet.cattle.io/v1alpha1";
 
+// The queue's write keys: a prefix saying what is written, then the id of its facts.
+inline constexpr std::string_view kGitRepoWrite = "gitrepo|";            // + "<namespace>/<name>"
+inline constexpr std::string_view kClusterWrite = "cluster|";            // + "<name>"
+inline constexpr std::string_view kClusterGroupWrite = "clustergroup|";  // + "<namespace>/<name>"
+inline constexpr std::string_view kBundleWrite = "bundle|";              // + "<ws>/<bundle>"
+inline constexpr std::string_view kDeploymentWrite = "bd|";              // + "<cluster>/<ws>/<bundle>"
+
+//! The write key of `id` under `prefix`.
+inline std::string writeKey(std::string_view prefix, const std::string& id) {
+  return std::string(prefix) + id;
+}
+
 //! One CR kind the gateway mirrors into KV, and how.
 struct MirroredKind {
   std::string kind;  //!< "GitRepo", "ClusterGroup", "Cluster"

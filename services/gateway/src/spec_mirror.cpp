@@ -137,7 +137,7 @@ void Gateway::Core::noteObject(const std::string& kind, const std::string& ns, c
   {
     std::lock_guard lock(mutex);
     if (kind == "GitRepo") {
-      write = "gitrepo|" + ns + "/" + name;
+      write = writeKey(kGitRepoWrite, ns + "/" + name);
       if (gone) {
         gitrepos.erase(ns + "/" + name);
       } else {
@@ -146,14 +146,14 @@ void Gateway::Core::noteObject(const std::string& kind, const std::string& ns, c
         facts.acceptance = acceptance ? acceptance : facts.acceptance;
       }
     } else if (kind == "Cluster") {
-      write = "cluster|" + name;
+      write = writeKey(kClusterWrite, name);
       ClusterFacts& facts = clusters[name];
       // The roll-up stays (it is the scheduler's): only the CR's part goes.
       facts.ns = gone ? "" : ns;
       facts.current = status;
       facts.acceptance = gone ? std::nullopt : acceptance ? acceptance : facts.acceptance;
     } else {
-      write = "clustergroup|" + ns + "/" + name;
+      write = writeKey(kClusterGroupWrite, ns + "/" + name);
       if (gone) {
         groups.erase(ns + "/" + name);
       } else {

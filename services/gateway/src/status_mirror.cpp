@@ -9,10 +9,6 @@
 namespace flotilla::gateway {
 namespace {
 
-constexpr std::string_view kGitRepoWrite = "gitrepo|";
-constexpr std::string_view kBundleWrite = "bundle|";
-constexpr std::string_view kDeploymentWrite = "bd|";
-
 //! The status subresource of "<namespace>/<name>" of `plural`.
 std::string statusPath(const std::string& id, const std::string& plural) {
   const auto slash = id.find('/');
@@ -96,7 +92,7 @@ void Gateway::Core::applyBundleSummary(const bus::KvEntry& entry) {
       bundles.erase(key);
     }
   }
-  queueWrite(std::string(kBundleWrite) + key);
+  queueWrite(writeKey(kBundleWrite, key));
 }
 
 void Gateway::Core::applyDeploymentFact(const bus::KvEntry& entry, bool report) {
@@ -117,7 +113,7 @@ void Gateway::Core::applyDeploymentFact(const bus::KvEntry& entry, bool report) 
       deployments.erase(key);
     }
   }
-  queueWrite(std::string(kDeploymentWrite) + key);
+  queueWrite(writeKey(kDeploymentWrite, key));
 }
 
 void Gateway::Core::applyClusterSummary(const bus::KvEntry& entry) {
@@ -129,7 +125,7 @@ void Gateway::Core::applyClusterSummary(const bus::KvEntry& entry) {
     std::lock_guard lock(mutex);
     clusters[names->at(0)].summary = recordOf<events::ClusterSummary>(entry);
   }
-  queueWrite("cluster|" + names->at(0));
+  queueWrite(writeKey(kClusterWrite, names->at(0)));
 }
 
 std::optional<std::pair<Gateway::Core::StatusWrite, Json>> Gateway::Core::composeStatus(const std::string& key) {
@@ -144,7 +140,7 @@ std::optional<std::pair<Gateway::Core::StatusWrite, Json>> Gateway::Core::compos
     return std::pair{StatusWrite{.path = statusPath(id, "gitrepos"), .status = gitRepoStatus(found->second, now)},
                      found->second.current};
   }
-  if (key.starts_with("cluster|")) {
+  if (key.starts_with(kClusterWrite)) {
     auto found = clusters.find(id);
     if (found == clusters.end() || found->second.ns.empty()) {
       return std::nullopt;  // a registered cluster with no CR: nothing to write to
@@ -187,7 +183,7 @@ void Gateway::Core::forget(const std::string& key) {
   std::lock_guard lock(mutex);
   if (key.starts_with(kGitRepoWrite)) {
     gitrepos.erase(id);
-  } else if (key.starts_with("cluster|")) {
+  } else if (key.starts_with(kClusterWrite)) {
     if (auto found = clusters.find(id); found != clusters.end()) {
       found->second.ns.clear();
     }

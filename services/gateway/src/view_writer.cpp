@@ -20,7 +20,7 @@ struct ViewTarget {
 ViewTarget targetOf(const std::string& key) {
   const std::string id = key.substr(key.find('|') + 1);
   const std::vector<std::string> parts = split(id, '/');
-  if (key.starts_with("bundle|")) {
+  if (key.starts_with(kBundleWrite)) {
     return {.kind = "Bundle", .plural = "bundles", .ns = parts.at(0), .name = parts.at(1), .id = id};
   }
   return {.kind = "BundleDeployment",
