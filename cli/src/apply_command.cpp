@@ -120,25 +120,33 @@ Status checkKinds(const std::vector<SourcedResource>& objects, const std::string
   return {};
 }
 
+//! The object as kubectl names it: "gitrepo.fleet.cattle.io/demo" (checkKinds let only these three kinds through).
+std::string labelOf(const model::Resource& resource) {
+  const Kind kind = std::holds_alternative<model::GitRepo>(resource)        ? Kind::kGitRepo
+                    : std::holds_alternative<model::ClusterGroup>(resource) ? Kind::kClusterGroup
+                                                                            : Kind::kCluster;
+  return qualifiedKind(kind) + "/" + model::metaOf(resource).name;
+}
+
+//! Why an object was not stored or applied: "items[1] gitrepo.fleet.cattle.io/demo: <why>".
+std::string failedObject(const SourcedResource& object, const std::string& why) {
+  return (object.origin.empty() ? "" : object.origin + " ") + labelOf(object.resource) + ": " + why;
+}
+
 //! Stores one object; returns its kubectl-style line ("gitrepo.fleet.cattle.io/demo created").
 Result<std::string> storeObject(const HubConnection& hub, SourcedResource& object) {
-  std::string label;
   Result<std::string> stored = std::string();
   if (auto* gitrepo = std::get_if<model::GitRepo>(&object.resource)) {
-    label = qualifiedKind(Kind::kGitRepo) + "/" + gitrepo->metadata.name;
     stored = specs::storeGitRepo(hub.bucket(events::kGitReposBucket), *gitrepo);
   } else if (auto* group = std::get_if<model::ClusterGroup>(&object.resource)) {
-    label = qualifiedKind(Kind::kClusterGroup) + "/" + group->metadata.name;
     stored = specs::storeClusterGroup(hub.bucket(events::kClustersBucket), *group);
   } else if (auto* cluster = std::get_if<model::Cluster>(&object.resource)) {
-    label = qualifiedKind(Kind::kCluster) + "/" + cluster->metadata.name;
     stored = specs::storeClusterDocument(hub.bucket(events::kClustersBucket), *cluster);
   }
   if (!stored.ok()) {
-    return fail(stored.error().kind,
-                (object.origin.empty() ? "" : object.origin + " ") + label + ": " + stored.error().describe());
+    return fail(stored.error().kind, failedObject(object, stored.error().describe()));
   }
-  return label + " " + *stored;
+  return labelOf(object.resource) + " " + *stored;
 }
 
 //! Kubernetes mode: each object server-side applied to the hub cluster as a fleet.cattle.io CR (the gateway mirrors
@@ -156,14 +164,11 @@ int applyToKubernetes(const std::string& kubeconfig_path, const std::vector<Sour
   for (const auto& object : objects) {
     Json document = model::encodeResource(object.resource, model::kFleetApiVersion);
     document.erase("status");
-    const std::string label = qualifiedKind(*parseKind(std::string(model::kindOf(object.resource)))) + "/" +
-                              model::metaOf(object.resource).name;
     auto applied = (*client)->apply(document, {.field_manager = "flotilla"});
     if (!applied.ok()) {
-      return failWith(io.err,
-                      (object.origin.empty() ? "" : object.origin + " ") + label + ": " + applied.error().describe());
+      return failWith(io.err, failedObject(object, applied.error().describe()));
     }
-    io.out << label << " applied to the hub cluster\n";
+    io.out << labelOf(object.resource) << " applied to the hub cluster\n";
   }
   return kExitOk;
 }

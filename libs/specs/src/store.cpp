@@ -119,20 +119,25 @@ Result<std::string> storeClusterGroup(bus::KeyValue& clusters, model::ClusterGro
                                         group, &model::decodeClusterGroup);
 }
 
-Status removeGitRepo(bus::KeyValue& gitrepos, std::string_view workspace, std::string_view name) {
-  auto removed = gitrepos.remove(events::gitRepoKey(workspace, name));
+namespace {
+
+//! Removes a key; one that is not there is done already.
+Status removeKey(bus::KeyValue& kv, const std::string& key) {
+  auto removed = kv.remove(key);
   if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
     return removed;
   }
   return {};
 }
 
+}  // namespace
+
+Status removeGitRepo(bus::KeyValue& gitrepos, std::string_view workspace, std::string_view name) {
+  return removeKey(gitrepos, events::gitRepoKey(workspace, name));
+}
+
 Status removeClusterGroup(bus::KeyValue& clusters, std::string_view workspace, std::string_view name) {
-  auto removed = clusters.remove(events::clusterGroupKey(workspace, name));
-  if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
-    return removed;
-  }
-  return {};
+  return removeKey(clusters, events::clusterGroupKey(workspace, name));
 }
 
 Status deregisterCluster(bus::KeyValue& clusters, std::string_view name, bool keep_resources) {
@@ -147,11 +152,7 @@ Status deregisterCluster(bus::KeyValue& clusters, std::string_view name, bool ke
       return fail(created.error());
     }
   }
-  auto removed = clusters.remove(events::clusterSpecKey(name));
-  if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
-    return removed;
-  }
-  return {};
+  return removeKey(clusters, events::clusterSpecKey(name));
 }
 
 Result<HubMode> hubMode(bus::KeyValue& clusters) {
