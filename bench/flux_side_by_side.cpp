@@ -69,19 +69,19 @@ struct Processes {
     }
     return total;
   }
-  [[nodiscard]] long sumKiB(const std::string& field) const {
+  //! `read` (KiB, -1 when unreadable) summed over the processes.
+  [[nodiscard]] long sum(const std::function<long(pid_t)>& read) const {
     long total = 0;
     for (const auto& [name, pid] : list) {
-      total += std::max(0L, bench::procStatusKiB(pid, field));
+      total += std::max(0L, read(pid));
     }
     return total;
   }
+  [[nodiscard]] long sumKiB(const std::string& field) const {
+    return sum([&](pid_t pid) { return bench::procStatusKiB(pid, field); });
+  }
   [[nodiscard]] long sumPssKiB() const {
-    long total = 0;
-    for (const auto& [name, pid] : list) {
-      total += std::max(0L, bench::procSmapsRollupKiB(pid, "Pss"));
-    }
-    return total;
+    return sum([](pid_t pid) { return bench::procSmapsRollupKiB(pid, "Pss"); });
   }
   [[nodiscard]] std::string perProcess(const std::string& field) const {
     std::string out;
