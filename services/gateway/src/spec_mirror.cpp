@@ -27,7 +27,8 @@ std::string sourceOf(const std::string& kind, const Json& object) {
   return lower + " " + nameOf(object, "namespace") + "/" + nameOf(object, "name");
 }
 
-//! The (workspace, name) of each KV key under `prefix` with two name tokens.
+//! The (workspace, name) of each KV key matching `filter` with `count` name tokens after `prefix` (one: a cluster
+//! name, its workspace "").
 Result<Names> storedNames(bus::KeyValue& kv, const std::string& filter, const std::string& prefix, size_t count) {
   auto keys = kv.keys(filter);
   FLOTILLA_TRY(keys);
