@@ -1,5 +1,6 @@
 // `flotilla delete cluster <name> [--keep-resources]`: deregisters a cluster. The CLI writes the tombstone
-// clusters/deregistered.<name> (created only when absent) and then removes the admin's document clusters/spec.<name>;
+// clusters/deregistered.<name> (created only when absent) and then removes the admin's document clusters/spec.<name>
+// (specs::deregisterCluster);
 // the scheduler does the rest (docs/pipeline.md "Deletes that cascade"): while the cluster's agent is connected it
 // is sent a delete for each deployment and the cluster's records go as its reports arrive, otherwise they go at
 // once; a registration under that name is refused until a Cluster document for it is applied again. The tombstone
@@ -43,21 +44,6 @@ Result<ClusterKeys> readClusterKeys(bus::KeyValue& kv, const std::string& name) 
   return out;
 }
 
-//! Writes the tombstone unless one exists (a delete that stopped half-way is finished by running it again).
-Status writeTombstone(bus::KeyValue& kv, const ClusterKeys& keys, const events::ClusterDeregistration& tombstone) {
-  if (keys.tombstone) {
-    return {};
-  }
-  auto created = kv.create(events::clusterDeregisteredKey(tombstone.cluster), events::encode(tombstone).dump());
-  if (created.ok()) {
-    return {};
-  }
-  if (created.error().kind == ErrorKind::kConflict) {
-    return fail(ErrorKind::kConflict, "cluster \"" + tombstone.cluster + "\" is already being deregistered");
-  }
-  return fail(created.error());
-}
-
 }  // namespace
 
 int runDeleteCluster(Invocation& invocation, const Streams& io) {
@@ -84,18 +70,11 @@ int runDeleteCluster(Invocation& invocation, const Streams& io) {
     return failWith(io.err, "cluster \"" + name + "\" is already deregistered (at " + keys->tombstone->time +
                                 "); apply a Cluster document for it to let it register again");
   }
-  events::ClusterDeregistration tombstone{
-      .cluster = name, .time = log::nowRfc3339(), .keep_resources = invocation.keep_resources};
-  if (auto written = writeTombstone(kv, *keys, tombstone); !written.ok()) {
-    return failWith(io.err, written.error().kind == ErrorKind::kConflict
-                                ? written.error().message
-                                : "cannot deregister " + name + ": " + written.error().describe());
-  }
-  if (keys->documented) {
-    if (auto removed = kv.remove(events::clusterSpecKey(name)); !removed.ok()) {
-      return failWith(io.err, "deregistered " + name + ", but its Cluster document could not be removed: " +
-                                  removed.error().describe() + " (run the command again to finish)");
-    }
+  // The same deregistration the gateway makes of a deleted Cluster CR: the tombstone (unless one exists, so a
+  // delete that stopped half-way is finished by running it again), then the document.
+  if (auto deregistered = specs::deregisterCluster(kv, name, invocation.keep_resources); !deregistered.ok()) {
+    return failWith(io.err, "cannot deregister " + name + ": " + deregistered.error().describe() +
+                                " (run the command again to finish)");
   }
   io.out << qualifiedKind(Kind::kCluster) << "/" << name << " deleted (deregistered; the hub removes its records"
          << (invocation.keep_resources ? " and leaves its deployed objects in place"

@@ -17,7 +17,7 @@ std::map<std::string, std::string> gatewayFlags() {
   return {
       {"kubeconfig", "kubeconfig of the hub cluster (default: in a pod its service account, else $KUBECONFIG)"},
       {"kube-context", "context of --kubeconfig (default: its current context)"},
-      {"status-rate", "GitRepo status writes per second to the API server, all together (default 20)"},
+      {"status-rate", "writes per second to the API server (statuses, views, Cluster CRs), all together (default 20)"},
       {"status-burst", "status writes that may go at once after a quiet spell (default 20)"},
   };
 }

@@ -305,6 +305,9 @@ TEST(HubChartFleetRbac, GatewayIdentityAndAdmissionPolicy) {
   const std::string rules = role->find("rules")->dump();
   EXPECT_THAT(rules, HasSubstr(R"("resources":["gitrepos/status","clustergroups/status","clusters/status"],)"
                                R"("verbs":["get","update","patch"])"));
+  // It creates CRs (a registered cluster's, an adopted spec's) but never changes or deletes a user's spec.
+  EXPECT_THAT(rules, HasSubstr(R"("resources":["gitrepos","clustergroups","clusters"],)"
+                               R"("verbs":["get","list","watch","create"])"));
   EXPECT_THAT(rules, Not(HasSubstr("namespaces"))) << "the gateway reads no namespaces";
   EXPECT_THAT(rules, Not(HasSubstr("events"))) << "the gateway records no Events";
   const Json* binding = findObject(*objects, "ClusterRoleBinding", name);

@@ -157,6 +157,99 @@ TEST_F(GatewayTest, KubectlApplyOfAFleetGitRepoDeploysAndItsStatusReadsLikeFleet
   EXPECT_NE(table.out.find("2/2"), std::string::npos) << table.out;
 }
 
+//! kubectl against the hub cluster with only `token` (no client certificate, no kubeconfig).
+CommandResult asToken(harness::KubeCluster& cluster, const std::string& token, std::vector<std::string> args) {
+  const std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
+  args.insert(args.begin(), {tools + "/kubectl", "--kubeconfig=/dev/null", "--server=" + cluster.serverUrl(),
+                             "--certificate-authority=" + cluster.caFile(), "--token=" + token, "-n", "fleet-default"});
+  auto ran = runCommand({.argv = args, .timeout = std::chrono::seconds(60)});
+  return ran.ok() ? *ran : CommandResult{.exit_code = -1, .err = ran.error().describe()};
+}
+
+// Runs after the first case, whose GitRepo gw-web is Ready on both clusters.
+TEST_F(GatewayTest, RegisteredClustersGroupsAndAViewOnlyTokenWalkingTheChain) {
+  // Like Fleet, every registered cluster has a Cluster CR, made by the hub, which `kubectl get clusters` lists.
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto names = kubectl({"get", "clusters", "-n", "fleet-default", "-o", "jsonpath={.items[*].metadata.name}"});
+        return names.out.find(hub_->clusterName(0)) != std::string::npos &&
+               names.out.find(hub_->clusterName(1)) != std::string::npos;
+      },
+      seconds(60)))
+      << hub_->logTail("gateway");
+  // A ClusterGroup's status counts its clusters and their bundles.
+  ASSERT_EQ(kubectl({"apply", "-f", "-"},
+                    "apiVersion: fleet.cattle.io/v1alpha1\nkind: ClusterGroup\nmetadata:\n  "
+                    "name: everyone\n  namespace: fleet-default\nspec:\n  selector: {}\n")
+                .exit_code,
+            0);
+  Json group;
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        auto got = kubectl({"get", "clustergroup", "-n", "fleet-default", "everyone", "-o", "json"});
+        auto json = got.exit_code == 0 ? Json::parse(got.out) : Result<Json>(fail(ErrorKind::kTransient, ""));
+        group = json.ok() ? *json : Json();
+        const Json* ready = group.at({"status", "display", "readyClusters"});
+        return ready != nullptr && ready->asString() == "2/2" && condition(group, "Ready", "status") == "True";
+      },
+      seconds(60)))
+      << group.pretty() << hub_->logTail("gateway");
+
+  // A client holding only the chart's read-only role (what `view` aggregates) walks gitrepo -> bundle ->
+  // bundledeployment with a real ServiceAccount token, and can write nothing.
+  const std::string tools = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin");
+  auto rbac = runCommand(
+      {.argv = {tools + "/helm", "template", "hub", std::string(FLOTILLA_SOURCE_DIR) + "/charts/flotilla-hub",
+                "--show-only", "templates/rbac.yaml", "--set", "nats.auth.lookupSecrets=false"}});
+  ASSERT_TRUE(rbac.ok() && rbac->exit_code == 0) << (rbac.ok() ? rbac->err : rbac.error().describe());
+  ASSERT_EQ(kubectl({"apply", "-f", "-"}, rbac->out).exit_code, 0);
+  ASSERT_EQ(kubectl({"apply", "-f", "-"},
+                    "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: walker, namespace: fleet-default}\n---\n"
+                    "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: walker, namespace: "
+                    "fleet-default}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "
+                    "hub-flotilla-hub-fleet-view}\nsubjects: [{kind: ServiceAccount, name: walker, namespace: "
+                    "fleet-default}]\n")
+                .exit_code,
+            0);
+  auto token = kubectl({"create", "token", "walker", "-n", "fleet-default"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  const std::string bearer = token.out.substr(0, token.out.find('\n'));
+  harness::KubeCluster& hub_cluster = hub_->cluster(0);
+
+  auto commit = asToken(hub_cluster, bearer, {"get", "gitrepo", "gw-web", "-o", "jsonpath={.status.commit}"});
+  ASSERT_EQ(commit.exit_code, 0) << commit.err;
+  EXPECT_EQ(commit.out.size(), 40U) << commit.out;
+  auto bundles =
+      asToken(hub_cluster, bearer,
+              {"get", "bundles", "-l", "fleet.cattle.io/repo-name=gw-web,fleet.cattle.io/commit=" + commit.out, "-o",
+               "jsonpath={.items[*].metadata.name}"});
+  ASSERT_EQ(bundles.exit_code, 0) << bundles.err;
+  ASSERT_FALSE(bundles.out.empty()) << "no Bundle of gw-web at its commit";
+  const std::string bundle = bundles.out.substr(0, bundles.out.find(' '));
+  auto deployments = asToken(hub_cluster, bearer,
+                             {"get", "bundledeployments", "-l", "fleet.cattle.io/bundle-name=" + bundle, "-o",
+                              "jsonpath={range .items[*]}{.metadata.labels.fleet\\.cattle\\.io/cluster}="
+                              "{.status.display.state};{end}"});
+  ASSERT_EQ(deployments.exit_code, 0) << deployments.err;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(deployments.out.find(hub_->clusterName(i) + "=Ready;"), std::string::npos) << deployments.out;
+  }
+  auto cluster_row = asToken(hub_cluster, bearer, {"get", "cluster", hub_->clusterName(1)});
+  EXPECT_EQ(cluster_row.exit_code, 0) << cluster_row.err;
+
+  for (const auto& write : std::vector<std::vector<std::string>>{
+           {"patch", "gitrepo", "gw-web", "--type", "merge", "-p", R"({"spec":{"paused":true}})"},
+           {"label", "cluster", hub_->clusterName(1), "tier=gold"},
+           {"delete", "bundle", bundle},
+           {"patch", "clustergroup", "everyone", "--subresource=status", "--type", "merge", "-p",
+            R"({"status":{"clusterCount":9}})"}}) {
+    auto refused = asToken(hub_cluster, bearer, write);
+    EXPECT_NE(refused.exit_code, 0) << write.front() << " " << write.at(1);
+    EXPECT_NE(refused.err.find("forbidden"), std::string::npos) << refused.err;
+  }
+  ASSERT_EQ(kubectl({"delete", "clustergroup", "-n", "fleet-default", "everyone"}).exit_code, 0);
+}
+
 TEST_F(GatewayTest, ASpecTheDecoderRefusesGetsAConditionNamingTheFieldAndTheLastGoodSpecStays) {
   std::string url;
   const std::string sha = repoWithConfigMap("gw-strict", &url);

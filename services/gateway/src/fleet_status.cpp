@@ -1,6 +1,8 @@
 // A GitRepo CR's status in Fleet's shape (fleet_status.h).
 #include "flotilla/gateway/fleet_status.h"
 
+#include "flotilla/model/state.h"
+
 namespace flotilla::gateway {
 namespace {
 
@@ -104,10 +106,69 @@ Json clusterStatus(const ClusterFacts& facts, const std::string& now) {
   return status;
 }
 
+namespace {
+
+//! A member counts as ready when its roll-up says Ready and it is not Offline (as the Cluster CR's Ready).
+bool memberReady(const GroupMember& member) {
+  return member.summary && member.summary->state == "Ready" && !member.summary->offline;
+}
+
+void addMembers(Json& status, Json& conditions, const std::vector<GroupMember>& members, const std::string& now) {
+  model::StateSummary bundles;
+  std::vector<std::string> not_ready;
+  for (const auto& member : members) {
+    if (!memberReady(member)) {
+      not_ready.push_back(member.name);
+    }
+    if (member.summary) {
+      // A roll-up the scheduler wrote is well formed; one that is not leaves the counts without it.
+      if (auto summary = model::decodeStateSummary(member.summary->summary); summary.ok()) {
+        bundles.merge(*summary);
+      }
+    }
+  }
+  const auto count = static_cast<int64_t>(members.size());
+  const auto non_ready = static_cast<int64_t>(not_ready.size());
+  status["clusterCount"] = Json(count);
+  status["nonReadyClusterCount"] = Json(non_ready);
+  Json names = Json::array();
+  for (size_t i = 0; i < not_ready.size() && i < model::StateSummary::kMaxNonReadyDetails; ++i) {
+    names.push(Json(not_ready[i]));
+  }
+  status["nonReadyClusters"] = std::move(names);
+  status["summary"] = model::encodeStateSummary(bundles);
+  const std::string state = non_ready == 0 ? "Ready" : "NotReady";
+  status["display"] =
+      Json::obj({{"readyClusters", Json(std::to_string(count - non_ready) + "/" + std::to_string(count))},
+                 {"readyBundles", Json(std::to_string(bundles.ready()) + "/" + std::to_string(bundles.desired_ready))},
+                 {"state", Json(state)}});
+  if (non_ready == 0) {
+    conditions.push(condition("Ready", "True", "Ready", "", now));
+    return;
+  }
+  std::string message = std::to_string(non_ready) + " of " + std::to_string(count) + " clusters not ready:";
+  for (size_t i = 0; i < not_ready.size() && i < model::StateSummary::kMaxNonReadyDetails; ++i) {
+    message += (i == 0 ? " " : ", ") + not_ready[i];
+  }
+  if (not_ready.size() > model::StateSummary::kMaxNonReadyDetails) {
+    message += ", ...";
+  }
+  conditions.push(condition("Ready", "False", "NotReady", message, now));
+}
+
+}  // namespace
+
 Json clusterGroupStatus(const ClusterGroupFacts& facts, const std::string& now) {
   Json status = Json::object();
   Json conditions = Json::array();
   addAcceptance(status, conditions, facts.acceptance, now);
+  if (facts.members) {
+    addMembers(status, conditions, *facts.members, now);
+  } else if (facts.acceptance && !facts.acceptance->accepted) {
+    conditions.push(condition("Ready", "False", "InvalidSpec", facts.acceptance->message, now));
+  } else {
+    conditions.push(condition("Ready", "Unknown", "Pending", "the group's spec is not stored yet", now));
+  }
   status["conditions"] = std::move(conditions);
   return status;
 }

@@ -1,6 +1,7 @@
 // The gateway component (gateway.h): its threads, readiness and counters.
 #include "flotilla/gateway/gateway.h"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -40,6 +41,22 @@ void GatewayMetrics::mirrorRestart(const std::string& kind, const std::string& r
       .counter("mirror_restarts_total", "list/watch rounds started again, by kind and reason",
                {{"kind", kind}, {"reason", reason}})
       .Increment();
+}
+
+void GatewayMetrics::clusterCr(const std::string& result) {
+  metrics_.counter("cluster_crs_total", "Cluster CRs made for registered clusters, by result", {{"result", result}})
+      .Increment();
+}
+
+void GatewayMetrics::viewSweep(const std::string& result) {
+  metrics_
+      .counter("view_sweeps_total", "sweeps of the views whose records went while no gateway ran, by result",
+               {{"result", result}})
+      .Increment();
+}
+
+void GatewayMetrics::retriesWaiting(size_t count) {
+  metrics_.gauge("write_retries", "failed API server writes waiting for their retry").Set(static_cast<double>(count));
 }
 
 Gateway::Core::Core(GatewayOptions gateway_options, service::Hub hub_handles,
@@ -84,28 +101,54 @@ Gateway::~Gateway() {
 
 Status Gateway::start() {
   Core& core = *core_;
-  // From now on `flotilla apply` into KV is refused: it would be undone at the next relist.
-  FLOTILLA_TRY(specs::markKubernetesMode(*core.hub.clusters));
+  // A hub leaving KV mode keeps what runs: its specs get CRs (adopted) before Kubernetes mode is marked, after
+  // which `flotilla apply` into KV is refused and a spec without a CR is removed (spec_mirror.cpp).
+  auto mode = specs::hubMode(*core.hub.clusters);
+  FLOTILLA_TRY(mode);
+  core.adopting = *mode == specs::HubMode::kKv;
+  if (core.adopting) {
+    log::info("the hub is in KV mode: its specs without a CR will be adopted (a CR made for each)");
+  }
   for (const auto& kind : core.kinds) {
     core.threads.emplace_back([&core, &kind] { core.runSpecMirror(kind); });
   }
-  // The records each write is made from: GitRepo and Cluster statuses, the Bundle and BundleDeployment views.
+  // The records each write is made from: GitRepo, Cluster and ClusterGroup statuses, the Cluster CRs of registered
+  // clusters, the Bundle and BundleDeployment views.
   struct RecordWatch {
     bus::KeyValue* bucket;
     std::string filter;
     std::function<void(const bus::KvEntry&)> apply;
+    bool view_source = false;  //!< a view is made from it: the view sweep waits for its initial values
   };
+  const auto cluster_record = [&core](ClusterRecord record) {
+    return [&core, record](const bus::KvEntry& e) { core.applyClusterRecord(e, record); };
+  };
+  bus::KeyValue* status = core.hub.status.get();
   const std::vector<RecordWatch> watches = {
-      {core.hub.status.get(), "gitrepo.>", [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, false); }},
-      {core.hub.status.get(), "summary.gitrepo.>",
-       [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, true); }},
-      {core.hub.status.get(), "summary.cluster.>", [&core](const bus::KvEntry& e) { core.applyClusterSummary(e); }},
-      {core.hub.status.get(), "summary.bundle.>", [&core](const bus::KvEntry& e) { core.applyBundleSummary(e); }},
-      {core.hub.status.get(), "bd.>", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, true); }},
-      {core.hub.deployments.get(), ">", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, false); }},
+      {status, "gitrepo.>", [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, false); }},
+      {status, "summary.gitrepo.>", [&core](const bus::KvEntry& e) { core.applyGitRepoRecord(e, true); }},
+      {status, "summary.cluster.>", [&core](const bus::KvEntry& e) { core.applyClusterSummary(e); }},
+      {status, "summary.bundle.>", [&core](const bus::KvEntry& e) { core.applyBundleSummary(e); }, true},
+      {status, "bd.>", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, true); }, true},
+      {core.hub.deployments.get(), ">", [&core](const bus::KvEntry& e) { core.applyDeploymentFact(e, false); }, true},
+      {core.hub.clusters.get(), "cluster.>", cluster_record(ClusterRecord::kRegistration)},
+      {core.hub.clusters.get(), "spec.>", cluster_record(ClusterRecord::kDocument)},
+      {core.hub.clusters.get(), "group.>", cluster_record(ClusterRecord::kGroup)},
+      {core.hub.clusters.get(), "deregistered.>", cluster_record(ClusterRecord::kDeregistration)},
   };
+  core.view_watches_pending = static_cast<int>(
+      std::count_if(watches.begin(), watches.end(), [](const RecordWatch& w) { return w.view_source; }));
   for (const auto& watch : watches) {
-    core.threads.emplace_back([&core, watch] { core.runKvWatch(*watch.bucket, watch.filter, watch.apply); });
+    std::function<void()> initial_done;
+    if (watch.view_source) {
+      initial_done = [&core] {
+        if (--core.view_watches_pending == 0) {
+          core.queueWrite(std::string(kViewSweep));
+        }
+      };
+    }
+    core.threads.emplace_back(
+        [&core, watch, initial_done] { core.runKvWatch(*watch.bucket, watch.filter, watch.apply, initial_done); });
   }
   core.threads.emplace_back([&core] { core.runStatusWriter(); });
   log::info("gateway started", {{"status_rate", std::to_string(core.options.status_rate)}});

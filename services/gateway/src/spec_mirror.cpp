@@ -5,6 +5,7 @@
 
 #include "flotilla/core/log.h"
 #include "flotilla/events/subjects.h"
+#include "flotilla/kube/errors.h"
 #include "flotilla/model/cluster_document.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/specs/store.h"
@@ -42,6 +43,29 @@ Result<Names> storedNames(bus::KeyValue& kv, const std::string& filter, const st
   return out;
 }
 
+//! The CR of the spec stored at `key` (a hub leaving KV mode adopts it): the stored metadata's name, namespace,
+//! labels and annotations, and its spec.
+Result<Json> crOf(bus::KeyValue& kv, const std::string& key, const std::string& kind) {
+  auto entry = kv.get(key);
+  FLOTILLA_TRY(entry);
+  auto stored = Json::parse(entry->value);
+  FLOTILLA_TRY(stored);
+  Json metadata = Json::object();
+  for (const char* field : {"name", "namespace", "labels", "annotations"}) {
+    if (const Json* value = stored->at({"metadata", field}); value != nullptr) {
+      metadata[field] = *value;
+    }
+  }
+  if (!metadata.contains("namespace")) {
+    metadata["namespace"] = Json(std::string(model::kDefaultNamespace));
+  }
+  const Json* spec = stored->find("spec");
+  return Json::obj({{"apiVersion", Json(std::string(kFleetApiVersion))},
+                    {"kind", Json(kind)},
+                    {"metadata", std::move(metadata)},
+                    {"spec", spec != nullptr ? *spec : Json::object()}});
+}
+
 }  // namespace
 
 std::vector<MirroredKind> mirroredKinds(const service::Hub& hub) {
@@ -58,6 +82,9 @@ std::vector<MirroredKind> mirroredKinds(const service::Hub& hub) {
       .remove = [gitrepos](const std::string& ns,
                            const std::string& name) { return specs::removeGitRepo(*gitrepos, ns, name); },
       .stored = [gitrepos] { return storedNames(*gitrepos, ">", "", 2); },
+      .storedCr = [gitrepos](
+                      const std::string& ns,
+                      const std::string& name) { return crOf(*gitrepos, events::gitRepoKey(ns, name), "GitRepo"); },
   });
   kinds.push_back(MirroredKind{
       .kind = "ClusterGroup",
@@ -69,6 +96,10 @@ std::vector<MirroredKind> mirroredKinds(const service::Hub& hub) {
       .remove = [clusters](const std::string& ns,
                            const std::string& name) { return specs::removeClusterGroup(*clusters, ns, name); },
       .stored = [clusters] { return storedNames(*clusters, "group.>", "group", 2); },
+      .storedCr =
+          [clusters](const std::string& ns, const std::string& name) {
+            return crOf(*clusters, events::clusterGroupKey(ns, name), "ClusterGroup");
+          },
   });
   kinds.push_back(MirroredKind{
       .kind = "Cluster",
@@ -81,6 +112,9 @@ std::vector<MirroredKind> mirroredKinds(const service::Hub& hub) {
       .remove = [clusters](const std::string&,
                            const std::string& name) { return specs::deregisterCluster(*clusters, name, false); },
       .stored = [clusters] { return storedNames(*clusters, "spec.>", "spec", 1); },
+      .storedCr = [clusters](
+                      const std::string&,
+                      const std::string& name) { return crOf(*clusters, events::clusterSpecKey(name), "Cluster"); },
   });
   return kinds;
 }
@@ -149,6 +183,11 @@ void Gateway::Core::noteObject(const std::string& kind, const std::string& ns, c
     } else if (kind == "Cluster") {
       write = writeKey(kClusterWrite, name);
       ClusterFacts& facts = clusters[name];
+      if (gone) {
+        deleted_cluster_crs.insert(name);  // its delete deregisters the cluster: no CR is made for it again
+      } else {
+        deleted_cluster_crs.erase(name);
+      }
       // The roll-up stays (it is the scheduler's): only the CR's part goes.
       facts.ns = gone ? "" : ns;
       facts.current = status;
@@ -184,6 +223,55 @@ Status Gateway::Core::mirrorDelete(const MirroredKind& kind, const Json& object,
   return {};
 }
 
+Status Gateway::Core::adopt(const MirroredKind& kind, const std::string& ns, const std::string& name) {
+  auto cr = kind.storedCr(ns, name);
+  if (!cr.ok() && cr.error().kind == ErrorKind::kNotFound) {
+    return {};  // removed since it was listed
+  }
+  FLOTILLA_TRY(cr);
+  const std::string cr_ns = cr->at({"metadata", "namespace"})->asString();
+  std::string plural = kind.kind + "s";
+  std::transform(plural.begin(), plural.end(), plural.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto created = kube->request(
+      "POST", "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(cr_ns) + "/" + plural,
+      cr->dump(), "application/json");
+  if (!created.ok() && kube::httpStatusOf(created.error()) != 409) {
+    metrics.spec(kind.kind, "failed");
+    // Nothing is removed while a spec cannot be adopted: the round starts over after a backoff.
+    return fail(created.error().kind,
+                kind.kind + " " + cr_ns + "/" + name + ": cannot adopt the spec stored in KV (create its CR)" +
+                    (created.error().kind == ErrorKind::kNotFound ? "; does namespace " + cr_ns + " exist?" : "") +
+                    ": " + created.error().describe());
+  }
+  metrics.spec(kind.kind, "adopted");
+  log::info("spec from KV mode adopted: its CR was created",
+            {{"kind", kind.kind}, {"namespace", cr_ns}, {"name", name}});
+  return {};
+}
+
+Status Gateway::Core::afterListed(const MirroredKind& kind) {
+  bool every_kind = false;
+  std::vector<std::string> registered;
+  {
+    std::lock_guard lock(mutex);
+    listed.insert(kind.kind);
+    every_kind = listed.size() == kinds.size();
+    if (kind.kind == "Cluster") {
+      registered = registry.registered();
+    }
+  }
+  if (every_kind && adopting) {
+    FLOTILLA_TRY(specs::markKubernetesMode(*hub.clusters));
+    adopting = false;
+    log::info("every spec has its CR: the hub is in Kubernetes mode (flotilla apply into KV is refused)");
+  }
+  // The Cluster CRs are known now: the registered clusters without one get theirs.
+  for (const auto& name : registered) {
+    queueWrite(writeKey(kClusterWrite, name));
+  }
+  return {};
+}
+
 Status Gateway::Core::mirrorRound(const MirroredKind& kind, std::map<std::string, Json>& seen) {
   auto listed_objects = kube->list(kFleetApiVersion, kind.kind, "");
   FLOTILLA_TRY(listed_objects);
@@ -192,19 +280,21 @@ Status Gateway::Core::mirrorRound(const MirroredKind& kind, std::map<std::string
     present.emplace(kind.kind == "Cluster" ? "" : nameOf(object, "namespace"), nameOf(object, "name"));
     FLOTILLA_TRY(mirrorObject(kind, object, seen));
   }
-  // Specs whose CR was deleted while no gateway watched: the CRs are the one source of truth.
+  // Specs with no CR: written in KV mode (adopted), or their CR was deleted while no gateway watched (removed: the
+  // CRs are the one source of truth).
   auto stored = kind.stored();
   FLOTILLA_TRY(stored);
   for (const auto& [ns, name] : *stored) {
-    if (!present.count({ns, name})) {
-      FLOTILLA_TRY(mirrorDelete(
-          kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}), seen));
+    if (present.count({ns, name})) {
+      continue;
     }
+    FLOTILLA_TRY(
+        adopting
+            ? adopt(kind, ns, name)
+            : mirrorDelete(kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}),
+                           seen));
   }
-  {
-    std::lock_guard lock(mutex);
-    listed.insert(kind.kind);
-  }
+  FLOTILLA_TRY(afterListed(kind));
   auto watch = kube->watch(kFleetApiVersion, kind.kind, "", {.resource_version = listed_objects->resource_version});
   FLOTILLA_TRY(watch);
   while (!stopping) {

@@ -41,7 +41,9 @@ void Gateway::Core::queueWrite(const std::string& key) {
 }
 
 void Gateway::Core::runKvWatch(bus::KeyValue& bucket, const std::string& filter,
-                               const std::function<void(const bus::KvEntry&)>& apply) {
+                               const std::function<void(const bus::KvEntry&)>& apply,
+                               const std::function<void()>& initial_done) {
+  bool initial_reported = initial_done == nullptr;
   while (!stopping) {
     auto watcher = bucket.watch(filter);
     if (!watcher.ok()) {
@@ -59,6 +61,10 @@ void Gateway::Core::runKvWatch(bus::KeyValue& bucket, const std::string& filter,
       }
       if (entry->has_value()) {
         apply(**entry);
+      }
+      if (!initial_reported && watcher->initialDone()) {
+        initial_reported = true;
+        initial_done();
       }
     }
   }
@@ -121,11 +127,14 @@ void Gateway::Core::applyClusterSummary(const bus::KvEntry& entry) {
   if (!names.ok()) {
     return;
   }
+  std::set<std::string> workspaces;
   {
     std::lock_guard lock(mutex);
     clusters[names->at(0)].summary = recordOf<events::ClusterSummary>(entry);
+    workspaces.insert(registry.workspaceOf(names->at(0)));
   }
   queueWrite(writeKey(kClusterWrite, names->at(0)));
+  queueGroupsOf(workspaces);
 }
 
 std::optional<std::pair<Gateway::Core::StatusWrite, Json>> Gateway::Core::composeStatus(const std::string& key) {
@@ -153,9 +162,18 @@ std::optional<std::pair<Gateway::Core::StatusWrite, Json>> Gateway::Core::compos
   if (found == groups.end()) {
     return std::nullopt;
   }
-  return std::pair{
-      StatusWrite{.path = statusPath(id, "clustergroups"), .status = clusterGroupStatus(found->second, now)},
-      found->second.current};
+  ClusterGroupFacts facts = found->second;
+  const auto slash = id.find('/');
+  if (auto names = registry.members(id.substr(0, slash), id.substr(slash + 1))) {
+    facts.members.emplace();
+    for (const auto& name : *names) {
+      auto cluster = clusters.find(name);
+      facts.members->push_back(
+          {.name = name, .summary = cluster != clusters.end() ? cluster->second.summary : std::nullopt});
+    }
+  }
+  return std::pair{StatusWrite{.path = statusPath(id, "clustergroups"), .status = clusterGroupStatus(facts, now)},
+                   found->second.current};
 }
 
 std::optional<Gateway::Core::StatusWrite> Gateway::Core::pendingStatus(const std::string& key,
@@ -187,30 +205,44 @@ void Gateway::Core::forget(const std::string& key) {
     if (auto found = clusters.find(id); found != clusters.end()) {
       found->second.ns.clear();
     }
+    // Its CR was deleted and the spec mirror is about to see it: the delete deregisters the cluster, so no CR is
+    // made for it meanwhile.
+    deleted_cluster_crs.insert(id);
   } else {
     groups.erase(id);
   }
 }
 
-void Gateway::Core::writeStatus(const std::string& key, StatusWrite write, std::map<std::string, Json>& written) {
+void Gateway::Core::writeStatus(const std::string& key, StatusWrite write, WriterState& writer) {
   const Json patch = Json::obj({{"status", write.status}});
   auto sent = kube->request("PATCH", write.path, patch.dump(), "application/merge-patch+json");
   if (sent.ok()) {
     metrics.statusWrite("written");
-    written[key] = std::move(write.status);
+    writer.retries.succeeded(key);
+    writer.statuses[key] = std::move(write.status);
     return;
   }
   if (sent.error().kind == ErrorKind::kNotFound) {
     // No such CR (records only, or deleted): forget it; a CR made later brings its facts back.
     metrics.statusWrite("gone");
-    written.erase(key);
+    writer.statuses.erase(key);
     forget(key);
     return;
   }
   metrics.statusWrite("failed");
-  log::warn("cannot write a status; trying again", {{"object", key}, {"error", sent.error().describe()}});
-  sleepFor(options.retry_base);
-  queueWrite(key);
+  retryLater(key, writer, sent.error());
+}
+
+void Gateway::Core::retryLater(const std::string& key, WriterState& writer, const Error& error) {
+  if (stopping) {
+    return;
+  }
+  const auto wait = writer.retries.failed(key, RetrySchedule::Clock::now());
+  metrics.retriesWaiting(writer.retries.size());
+  log::warn("cannot write to the API server; trying again after a backoff",
+            {{"object", key},
+             {"error", error.describe()},
+             {"backoff_ms", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count())}});
 }
 
 bool Gateway::Core::spendToken(TokenBucket& bucket) {
@@ -227,22 +259,36 @@ bool Gateway::Core::spendToken(TokenBucket& bucket) {
 }
 
 void Gateway::Core::runStatusWriter() {
-  TokenBucket bucket(options.status_rate, options.status_burst, TokenBucket::Clock::now());
-  std::map<std::string, Json> written;  // the status each GitRepo CR was last set to, by this process
-  std::map<std::string, View> views;    // each view as last written
+  WriterState writer{.bucket = TokenBucket(options.status_rate, options.status_burst, TokenBucket::Clock::now()),
+                     .retries = RetrySchedule(options.retry_base, options.retry_max),
+                     .statuses = {},
+                     .views = {}};
   while (!stopping) {
-    auto key = queue.pop(options.poll_interval);
+    const auto now = RetrySchedule::Clock::now();
+    for (const auto& due : writer.retries.due(now)) {
+      queueWrite(due);
+    }
+    metrics.retriesWaiting(writer.retries.size());
+    auto wait = options.poll_interval;
+    if (auto next = writer.retries.untilNext(now)) {
+      wait =
+          std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*next) + std::chrono::milliseconds(1));
+    }
+    auto key = queue.pop(wait);
     metrics.queueDepth(queue.size());
     if (!key) {
       continue;
     }
-    if (key->starts_with(kBundleWrite) || key->starts_with(kDeploymentWrite)) {
-      writeView(*key, bucket, views);
-      continue;
-    }
-    // Only real writes spend the budget. A change during the wait queues the key again, so it is not lost.
-    if (auto status = pendingStatus(*key, written); status && spendToken(bucket)) {
-      writeStatus(*key, std::move(*status), written);
+    if (*key == kViewSweep) {
+      sweepViews(writer);
+    } else if (key->starts_with(kBundleWrite) || key->starts_with(kDeploymentWrite)) {
+      writeView(*key, writer);
+    } else if (auto cr = key->starts_with(kClusterWrite) ? missingClusterCr(key->substr(kClusterWrite.size()))
+                                                         : std::nullopt) {
+      createClusterCr(key->substr(kClusterWrite.size()), *cr, writer);
+    } else if (auto status = pendingStatus(*key, writer.statuses); status && spendToken(writer.bucket)) {
+      // Only real writes spend the budget. A change during the wait queues the key again, so it is not lost.
+      writeStatus(*key, std::move(*status), writer);
     }
   }
 }

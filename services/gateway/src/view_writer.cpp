@@ -37,7 +37,9 @@ std::string objectPath(const ViewTarget& target) {
 
 }  // namespace
 
-void Gateway::Core::writeView(const std::string& key, TokenBucket& bucket, std::map<std::string, View>& written) {
+void Gateway::Core::writeView(const std::string& key, WriterState& writer) {
+  TokenBucket& bucket = writer.bucket;
+  std::map<std::string, View>& written = writer.views;
   const ViewTarget target = targetOf(key);
   std::optional<View> view;
   {
@@ -60,6 +62,7 @@ void Gateway::Core::writeView(const std::string& key, TokenBucket& bucket, std::
     sent = kube->remove("fleet.cattle.io/v1alpha1", target.kind, target.ns, target.name);
     if (sent.ok() || sent.error().kind == ErrorKind::kNotFound) {
       metrics.view(target.kind, "deleted");
+      writer.retries.succeeded(key);
       written.erase(key);
       return;
     }
@@ -81,6 +84,7 @@ void Gateway::Core::writeView(const std::string& key, TokenBucket& bucket, std::
     }
     if (sent.ok()) {
       metrics.view(target.kind, "written");
+      writer.retries.succeeded(key);
       written[key] = std::move(*view);
       return;
     }
@@ -89,11 +93,64 @@ void Gateway::Core::writeView(const std::string& key, TokenBucket& bucket, std::
     return;
   }
   metrics.view(target.kind, "failed");
-  log::warn("cannot write a view; trying again",
-            {{"kind", target.kind}, {"name", target.ns + "/" + target.name}, {"error", sent.error().describe()}});
   written.erase(key);
-  sleepFor(options.retry_base);
-  queueWrite(key);
+  retryLater(key, writer, sent.error());
+}
+
+namespace {
+
+//! The write key of a view as listed from the API server, from its labels; "" when it lacks them.
+std::string viewKeyOf(const Json& view) {
+  const Json* labels = view.at({"metadata", "labels"});
+  const auto label = [&](const char* name) { return labels != nullptr ? labels->getString(name) : std::string(); };
+  if (view.getString("kind") == "Bundle") {
+    const Json* ns = view.at({"metadata", "namespace"});
+    const Json* name = view.at({"metadata", "name"});
+    return ns != nullptr && name != nullptr ? writeKey(kBundleWrite, ns->asString() + "/" + name->asString()) : "";
+  }
+  const std::string cluster = label("fleet.cattle.io/cluster");
+  const std::string ws = label("fleet.cattle.io/bundle-namespace");
+  const std::string bundle = label("fleet.cattle.io/bundle-name");
+  if (cluster.empty() || ws.empty() || bundle.empty()) {
+    return {};
+  }
+  return writeKey(kDeploymentWrite, cluster + "/" + ws + "/" + bundle);
+}
+
+}  // namespace
+
+void Gateway::Core::sweepViews(WriterState& writer) {
+  // Every record watch has delivered what KV holds, so a view with no facts is one whose records went while no
+  // gateway ran: its write key is queued, and writeView deletes it (spending the write budget).
+  std::vector<std::string> stale;
+  for (const char* kind : {"Bundle", "BundleDeployment"}) {
+    auto views = kube->list(kFleetApiVersion, kind, "");
+    if (!views.ok()) {
+      metrics.viewSweep("failed");
+      retryLater(std::string(kViewSweep), writer, views.error());
+      return;
+    }
+    std::lock_guard lock(mutex);
+    for (const auto& view : views->items) {
+      const std::string key = viewKeyOf(view);
+      if (key.empty()) {
+        const Json* meta = view.find("metadata");
+        log::warn("a BundleDeployment view without Fleet's labels is left alone",
+                  {{"name", meta != nullptr ? meta->getString("namespace") + "/" + meta->getString("name") : ""}});
+        continue;
+      }
+      const std::string id = key.substr(key.find('|') + 1);
+      if (key.starts_with(kBundleWrite) ? !bundles.count(id) : !deployments.count(id)) {
+        stale.push_back(key);
+      }
+    }
+  }
+  metrics.viewSweep("done");
+  writer.retries.succeeded(std::string(kViewSweep));
+  log::info("views swept", {{"stale", std::to_string(stale.size())}});
+  for (const auto& key : stale) {
+    queueWrite(key);
+  }
 }
 
 }  // namespace flotilla::gateway

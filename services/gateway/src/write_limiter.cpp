@@ -63,4 +63,40 @@ size_t CoalescingQueue::size() const {
   return order_.size();
 }
 
+RetrySchedule::RetrySchedule(Clock::duration base, Clock::duration max) : base_(base), max_(std::max(base, max)) {}
+
+RetrySchedule::Clock::duration RetrySchedule::failed(const std::string& key, Clock::time_point now) {
+  auto entry = backoff_.try_emplace(key, base_).first;
+  const Clock::duration wait = entry->second;
+  entry->second = std::min(max_, wait * 2);
+  due_at_[key] = now + wait;
+  return wait;
+}
+
+void RetrySchedule::succeeded(const std::string& key) {
+  backoff_.erase(key);
+}
+
+std::vector<std::string> RetrySchedule::due(Clock::time_point now) {
+  std::vector<std::string> out;
+  for (auto it = due_at_.begin(); it != due_at_.end();) {
+    if (it->second <= now) {
+      out.push_back(it->first);
+      it = due_at_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::optional<RetrySchedule::Clock::duration> RetrySchedule::untilNext(Clock::time_point now) const {
+  std::optional<Clock::duration> out;
+  for (const auto& [key, at] : due_at_) {
+    const Clock::duration wait = at > now ? at - now : Clock::duration::zero();
+    out = out ? std::min(*out, wait) : wait;
+  }
+  return out;
+}
+
 }  // namespace flotilla::gateway

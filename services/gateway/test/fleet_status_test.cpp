@@ -130,5 +130,58 @@ TEST(FleetStatus, AClusterGroupSaysWhetherItsSpecWasAccepted) {
   EXPECT_EQ(conditionOf(status, "Accepted")->getString("message"), "spec.selector: unknown field");
 }
 
+events::ClusterSummary clusterRollUp(const std::string& state, int64_t ready, int64_t desired, bool offline = false) {
+  events::ClusterSummary out;
+  out.state = state;
+  out.offline = offline;
+  out.summary = Json::obj({{"ready", Json(ready)}, {"desiredReady", Json(desired)}});
+  if (ready < desired) {
+    out.summary["notReady"] = Json(desired - ready);
+  }
+  return out;
+}
+
+TEST(FleetStatus, AClusterGroupCountsItsClustersAndAddsUpTheirBundles) {
+  ClusterGroupFacts facts;
+  facts.acceptance = Acceptance{.generation = 2, .accepted = true, .message = ""};
+  facts.members = std::vector<GroupMember>{{.name = "a", .summary = clusterRollUp("Ready", 2, 2)},
+                                           {.name = "b", .summary = clusterRollUp("NotReady", 1, 2)},
+                                           {.name = "c", .summary = clusterRollUp("Ready", 2, 2, /*offline=*/true)},
+                                           {.name = "d", .summary = std::nullopt}};
+  const Json status = clusterGroupStatus(facts, "now");
+  EXPECT_EQ(status.getInt("clusterCount"), 4);
+  EXPECT_EQ(status.getInt("nonReadyClusterCount"), 3);
+  EXPECT_EQ(status.find("nonReadyClusters")->dump(), R"(["b","c","d"])");
+  EXPECT_EQ(status.at({"display", "readyClusters"})->asString(), "1/4");
+  EXPECT_EQ(status.at({"display", "readyBundles"})->asString(), "5/6");
+  EXPECT_EQ(status.at({"summary", "notReady"})->asInt(), 1);
+  EXPECT_EQ(conditionOf(status, "Ready")->getString("status"), "False");
+  EXPECT_EQ(conditionOf(status, "Ready")->getString("message"), "3 of 4 clusters not ready: b, c, d");
+}
+
+TEST(FleetStatus, AnEmptyClusterGroupIsReadyAndOneNotStoredYetIsUnknown) {
+  ClusterGroupFacts facts;
+  facts.members = std::vector<GroupMember>{};
+  const Json empty = clusterGroupStatus(facts, "now");
+  EXPECT_EQ(empty.at({"display", "readyClusters"})->asString(), "0/0");
+  EXPECT_EQ(conditionOf(empty, "Ready")->getString("status"), "True");
+  facts.members.reset();
+  const Json unknown = clusterGroupStatus(facts, "now");
+  EXPECT_FALSE(unknown.contains("clusterCount"));
+  EXPECT_EQ(conditionOf(unknown, "Ready")->getString("status"), "Unknown");
+}
+
+TEST(FleetStatus, AClusterGroupNamesAtMostTenNonReadyClusters) {
+  ClusterGroupFacts facts;
+  facts.members.emplace();
+  for (int i = 0; i < 12; ++i) {
+    facts.members->push_back({.name = "c" + std::to_string(10 + i), .summary = clusterRollUp("NotReady", 0, 1)});
+  }
+  const Json status = clusterGroupStatus(facts, "now");
+  EXPECT_EQ(status.find("nonReadyClusters")->asArray().size(), 10U);
+  EXPECT_EQ(status.getInt("nonReadyClusterCount"), 12);
+  EXPECT_NE(conditionOf(status, "Ready")->getString("message").find(", ..."), std::string::npos);
+}
+
 }  // namespace
 }  // namespace flotilla::gateway

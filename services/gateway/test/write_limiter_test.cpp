@@ -75,5 +75,33 @@ TEST(CoalescingQueue, CloseWakesAWaitingPop) {
   EXPECT_FALSE(queue.push("late"));
 }
 
+TEST(RetrySchedule, AFailedKeyIsDueAfterABackoffThatDoublesUpToTheMaxAndResetsOnSuccess) {
+  RetrySchedule retries(milliseconds(500), milliseconds(1500));
+  const Clock::time_point start{};
+  EXPECT_EQ(retries.failed("a", start), milliseconds(500));
+  EXPECT_EQ(retries.untilNext(start), milliseconds(500));
+  EXPECT_TRUE(retries.due(start + milliseconds(499)).empty());
+  EXPECT_EQ(retries.due(start + milliseconds(500)), std::vector<std::string>{"a"});
+  EXPECT_FALSE(retries.untilNext(start).has_value());
+  EXPECT_EQ(retries.failed("a", start), milliseconds(1000));
+  EXPECT_EQ(retries.failed("a", start), milliseconds(1500));
+  EXPECT_EQ(retries.failed("a", start), milliseconds(1500));
+  retries.succeeded("a");
+  EXPECT_EQ(retries.failed("a", start), milliseconds(500));
+}
+
+TEST(RetrySchedule, KeysAreDueEachAfterItsOwnBackoff) {
+  RetrySchedule retries(milliseconds(100), milliseconds(1000));
+  const Clock::time_point start{};
+  retries.failed("slow", start);
+  retries.failed("slow", start);  // now due at start + 200 ms
+  retries.failed("fast", start);  // due at start + 100 ms
+  EXPECT_EQ(retries.size(), 2U);
+  EXPECT_EQ(retries.untilNext(start), milliseconds(100));
+  EXPECT_EQ(retries.due(start + milliseconds(150)), std::vector<std::string>{"fast"});
+  EXPECT_EQ(retries.due(start + milliseconds(250)), std::vector<std::string>{"slow"});
+  EXPECT_EQ(retries.size(), 0U);
+}
+
 }  // namespace
 }  // namespace flotilla::gateway

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "flotilla/core/json.h"
 #include "flotilla/events/records.h"
@@ -41,16 +42,28 @@ struct ClusterFacts {
   Json current;  //!< the CR's status as last listed or watched
 };
 
-//! A ClusterGroup CR's: the gateway's verdict on its spec (the hub keeps no roll-up per group yet).
+//! One cluster of a ClusterGroup and its roll-up (nullopt: the scheduler has written none yet).
+struct GroupMember {
+  std::string name;
+  std::optional<events::ClusterSummary> summary;
+};
+
+//! A ClusterGroup CR's: the gateway's verdict on its spec, and the clusters its stored selector holds with their
+//! roll-ups (cluster_registry.h).
 struct ClusterGroupFacts {
   std::optional<Acceptance> acceptance;
+  //! nullopt while the group's spec is not in KV (refused, or not stored yet): then no counts are written.
+  std::optional<std::vector<GroupMember>> members;
   Json current;
 };
 
 //! A Cluster's status in Fleet's shape: observedGeneration, display {readyBundles, state}, agent {lastSeen},
 //! readyGitRepos, desiredReadyGitRepos, summary, and the conditions Accepted and Ready (False while Offline).
 Json clusterStatus(const ClusterFacts& facts, const std::string& now);
-//! A ClusterGroup's: observedGeneration and the Accepted condition.
+//! A ClusterGroup's in Fleet's shape: observedGeneration, clusterCount, nonReadyClusterCount, nonReadyClusters (at
+//! most 10 names), summary (the members' bundle summaries added up), display {readyClusters "2/3", readyBundles,
+//! state}, and the conditions Accepted and Ready. A member is ready when its roll-up is Ready and it is not Offline;
+//! an empty group is Ready (nothing in it waits).
 Json clusterGroupStatus(const ClusterGroupFacts& facts, const std::string& now);
 
 //! status in Fleet's shape: observedGeneration, commit, pollingCommit, webhookCommit, lastPollingTriggered,

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace flotilla::gateway {
 
@@ -49,6 +51,30 @@ class CoalescingQueue {
   std::deque<std::string> order_;
   std::set<std::string> waiting_;
   bool closed_ = false;
+};
+
+//! Writes that failed, each tried again after its own backoff: `base` doubling per failure up to `max`, back to
+//! `base` once it succeeds. The writer keeps going with the other objects meanwhile. Not thread-safe (the writer
+//! thread owns it).
+class RetrySchedule {
+ public:
+  using Clock = std::chrono::steady_clock;
+  RetrySchedule(Clock::duration base, Clock::duration max);
+  //! `key` failed at `now`: it is due after its backoff, which is returned.
+  Clock::duration failed(const std::string& key, Clock::time_point now);
+  //! `key` was written: its next failure waits `base` again.
+  void succeeded(const std::string& key);
+  //! The keys due at `now`, taken off the schedule (their backoff stays until succeeded()).
+  std::vector<std::string> due(Clock::time_point now);
+  //! How long from `now` until the next key is due; nullopt when none waits.
+  [[nodiscard]] std::optional<Clock::duration> untilNext(Clock::time_point now) const;
+  [[nodiscard]] size_t size() const { return due_at_.size(); }
+
+ private:
+  Clock::duration base_;
+  Clock::duration max_;
+  std::map<std::string, Clock::duration> backoff_;  //!< the wait after the key's next failure
+  std::map<std::string, Clock::time_point> due_at_;
 };
 
 }  // namespace flotilla::gateway
