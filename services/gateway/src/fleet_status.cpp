@@ -1,6 +1,7 @@
 // A GitRepo CR's status in Fleet's shape (fleet_status.h).
 #include "flotilla/gateway/fleet_status.h"
 
+#include "flotilla/core/time.h"
 #include "flotilla/model/state.h"
 
 namespace flotilla::gateway {
@@ -212,6 +213,47 @@ void keepTransitionTimes(Json& status, const Json& previous) {
       }
     }
   }
+}
+
+namespace {
+
+const Json* atPath(const Json& json, const std::vector<std::string>& path) {
+  const Json* at = &json;
+  for (const auto& key : path) {
+    at = at->isObject() ? at->find(key) : nullptr;
+    if (at == nullptr) {
+      return nullptr;
+    }
+  }
+  return at;
+}
+
+}  // namespace
+
+bool onlyLivenessTimesMoved(const Json& status, const Json& previous) {
+  if (!previous.isObject()) {
+    return false;
+  }
+  Json with_previous = status;
+  for (const std::vector<std::string>& path : {std::vector<std::string>{"lastPollingTriggered"},
+                                               std::vector<std::string>{"agent", "lastSeen"}}) {
+    const Json* now_text = atPath(status, path);
+    const Json* then_text = atPath(previous, path);
+    if (now_text == nullptr || then_text == nullptr || !now_text->isString() || !then_text->isString()) {
+      continue;
+    }
+    const auto now = parseRfc3339(now_text->asString());
+    const auto then = parseRfc3339(then_text->asString());
+    if (!now || !then || *now < *then || *now - *then >= kLivenessRefresh) {
+      return false;
+    }
+    Json* target = &with_previous;
+    for (const auto& key : path) {
+      target = &(*target)[key];
+    }
+    *target = *then_text;
+  }
+  return sameStatus(with_previous, previous);
 }
 
 bool sameStatus(const Json& a, const Json& b) {

@@ -188,7 +188,7 @@ std::optional<Gateway::Core::StatusWrite> Gateway::Core::pendingStatus(const std
   const Json& before = previous != written.end() ? previous->second : current;
   if (before.isObject()) {
     keepTransitionTimes(write.status, before);
-    if (sameStatus(write.status, before)) {
+    if (sameStatus(write.status, before) || onlyLivenessTimesMoved(write.status, before)) {
       metrics.statusWrite("unchanged");
       return std::nullopt;
     }

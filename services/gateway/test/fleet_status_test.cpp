@@ -141,6 +141,37 @@ events::ClusterSummary clusterRollUp(const std::string& state, int64_t ready, in
   return out;
 }
 
+TEST(FleetStatus, AClustersLastSeenAloneIsWrittenAtMostEveryFifteenMinutes) {
+  ClusterFacts facts;
+  facts.summary = clusterRollUp("Ready", 1, 1);
+  facts.summary->last_seen = "2026-12-06T10:00:00Z";
+  const Json written = clusterStatus(facts, "now");
+  facts.summary->last_seen = "2026-12-06T10:05:00Z";
+  EXPECT_TRUE(onlyLivenessTimesMoved(clusterStatus(facts, "now"), written));
+  facts.summary->last_seen = "2026-12-06T10:15:00Z";
+  EXPECT_FALSE(onlyLivenessTimesMoved(clusterStatus(facts, "now"), written));
+  // Any other change is written at once, with the last seen time it brings.
+  facts.summary->last_seen = "2026-12-06T10:01:00Z";
+  facts.summary->state = "NotReady";
+  EXPECT_FALSE(onlyLivenessTimesMoved(clusterStatus(facts, "now"), written));
+}
+
+TEST(FleetStatus, AGitReposPollTimeAloneIsWrittenAtMostEveryFifteenMinutes) {
+  GitRepoFacts facts;
+  events::PollStatus poll;
+  poll.commit = "abc";
+  poll.last_poll_time = "2026-12-06T10:00:00Z";
+  facts.poll = poll;
+  const Json written = gitRepoStatus(facts, "now");
+  facts.poll->last_poll_time = "2026-12-06T10:00:15Z";
+  EXPECT_TRUE(onlyLivenessTimesMoved(gitRepoStatus(facts, "now"), written));
+  facts.poll->commit = "def";  // a new commit is written at once
+  EXPECT_FALSE(onlyLivenessTimesMoved(gitRepoStatus(facts, "now"), written));
+  facts.poll->commit = "abc";
+  facts.poll->last_poll_time = "2026-12-06T10:20:00Z";
+  EXPECT_FALSE(onlyLivenessTimesMoved(gitRepoStatus(facts, "now"), written));
+}
+
 TEST(FleetStatus, AClusterGroupCountsItsClustersAndAddsUpTheirBundles) {
   ClusterGroupFacts facts;
   facts.acceptance = Acceptance{.generation = 2, .accepted = true, .message = ""};

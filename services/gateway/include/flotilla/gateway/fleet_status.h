@@ -5,6 +5,7 @@
 // Pure functions: the gateway's writer calls them, tests check them without a cluster.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,17 @@ Json gitRepoStatus(const GitRepoFacts& facts, const std::string& now);
 //! A condition whose type, status, reason and message are unchanged from `previous` keeps its lastTransitionTime,
 //! so writing the same state again changes nothing (and is not written: see sameStatus).
 void keepTransitionTimes(Json& status, const Json& previous);
+
+//! How stale the times that move with every sign of life may get on a CR before they are written by themselves: a
+//! GitRepo's lastPollingTriggered (every poll) and a Cluster's agent.lastSeen (the scheduler refreshes a cluster's
+//! roll-up every 5 minutes). Fleet's agents check in every 15 minutes, so its users see that grain. Without it,
+//! 1,000 GitRepos polled every 15 s would ask for 67 writes a second for that field alone, more than the default
+//! budget, and every real change would wait behind them. Any other change is written at once, with these times.
+inline constexpr std::chrono::minutes kLivenessRefresh{15};
+
+//! True when `status` differs from `previous` only in lastPollingTriggered or agent.lastSeen moved forward by less
+//! than kLivenessRefresh (and in transition times): not worth a write.
+bool onlyLivenessTimesMoved(const Json& status, const Json& previous);
 
 //! True when `a` and `b` differ at most in the conditions' lastTransitionTime.
 bool sameStatus(const Json& a, const Json& b);
