@@ -238,10 +238,12 @@ Status Gateway::Core::adopt(const MirroredKind& kind, const std::string& ns, con
   if (!created.ok() && kube::httpStatusOf(created.error()) != 409) {
     metrics.spec(kind.kind, "failed");
     // Nothing is removed while a spec cannot be adopted: the round starts over after a backoff.
-    return fail(created.error().kind,
-                kind.kind + " " + cr_ns + "/" + name + ": cannot adopt the spec stored in KV (create its CR)" +
-                    (created.error().kind == ErrorKind::kNotFound ? "; does namespace " + cr_ns + " exist?" : "") +
-                    ": " + created.error().describe());
+    return fail(created.error().kind, kind.kind + " " + cr_ns + "/" + name +
+                                          ": cannot adopt the spec stored in KV (create its CR): " +
+                                          created.error().describe() +
+                                          (created.error().kind == ErrorKind::kNotFound
+                                               ? "; create namespace " + cr_ns + " on the hub cluster"
+                                               : ""));
   }
   metrics.spec(kind.kind, "adopted");
   log::info("spec from KV mode adopted: its CR was created",
@@ -284,16 +286,19 @@ Status Gateway::Core::mirrorRound(const MirroredKind& kind, std::map<std::string
   // CRs are the one source of truth).
   auto stored = kind.stored();
   FLOTILLA_TRY(stored);
+  Status adoption;  // the first spec that could not be adopted: the others are adopted all the same
   for (const auto& [ns, name] : *stored) {
     if (present.count({ns, name})) {
       continue;
     }
-    FLOTILLA_TRY(
-        adopting
-            ? adopt(kind, ns, name)
-            : mirrorDelete(kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}),
-                           seen));
+    if (!adopting) {
+      FLOTILLA_TRY(mirrorDelete(
+          kind, Json::obj({{"metadata", Json::obj({{"namespace", Json(ns)}, {"name", Json(name)}})}}), seen));
+    } else if (auto adopted = adopt(kind, ns, name); !adopted.ok() && adoption.ok()) {
+      adoption = adopted;
+    }
   }
+  FLOTILLA_TRY(adoption);
   FLOTILLA_TRY(afterListed(kind));
   auto watch = kube->watch(kFleetApiVersion, kind.kind, "", {.resource_version = listed_objects->resource_version});
   FLOTILLA_TRY(watch);

@@ -11,6 +11,7 @@
 
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/records.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/gateway/gateway.h"
 #include "flotilla/harness/kube_cluster.h"
@@ -164,9 +165,12 @@ TEST_F(GatewayApiserverTest, AHubLeavingKvModeAdoptsItsSpecsAndRemovesNothing) {
            object("cluster", "fleet-default", "edge-1").isObject();
   }));
   const Json web = object("gitrepo", "fleet-default", "web");
+  ASSERT_NE(web.at({"metadata", "labels", "team"}), nullptr) << web.pretty();
   EXPECT_EQ(web.at({"spec", "repo"})->asString(), "https://git.example/web");
   EXPECT_EQ(web.at({"metadata", "labels", "team"})->asString(), "web");
-  EXPECT_EQ(object("cluster", "fleet-default", "edge-1").at({"metadata", "labels", "env"})->asString(), "prod");
+  const Json edge = object("cluster", "fleet-default", "edge-1");
+  ASSERT_NE(edge.at({"metadata", "labels", "env"}), nullptr) << edge.pretty();
+  EXPECT_EQ(edge.at({"metadata", "labels", "env"})->asString(), "prod");
 
   // The GitRepo in a namespace the hub cluster lacks cannot be adopted: it stays in KV, the hub stays in KV mode
   // (so nothing is removed), the gateway is not ready, and the failure is counted while it retries.
@@ -221,7 +225,8 @@ TEST_F(GatewayApiserverTest, ARegisteredClusterGetsACrItsGroupCountsItAndDeletin
   // Like Fleet, a registered cluster gets a Cluster CR in its workspace; its status follows.
   EXPECT_TRUE(waitFor([&] { return object("cluster", "fleet-default", "edge-2").isObject(); }));
   EXPECT_TRUE(waitFor([&] {
-    const Json* state = object("cluster", "fleet-default", "edge-2").at({"status", "display", "state"});
+    const Json cr = object("cluster", "fleet-default", "edge-2");
+    const Json* state = cr.at({"status", "display", "state"});
     return state != nullptr && state->asString() == "Ready";
   }));
   Json group = group_shows("1/1");
