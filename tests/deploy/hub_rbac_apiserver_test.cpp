@@ -205,7 +205,14 @@ TEST_F(HubRbacOnApiserver, OnlyTheGatewayWritesBundlesAndBundleDeployments) {
   // The gateway creates, updates (status too) and deletes them with its own token.
   const std::string gateway = tokenOf(kHubNamespace, "hub-flotilla-hub-gateway");
   EXPECT_EQ(canI({"create", "bundles.fleet.cattle.io", "-n", kWorkspace}, kGateway), "yes");
-  EXPECT_EQ(canI({"create", "gitrepos.fleet.cattle.io", "-n", kWorkspace}, kGateway), "no");
+  // It creates specs' CRs (a registered cluster's, an adopted KV spec's) but never changes or deletes a user's.
+  for (const char* kind : {"gitrepos", "clustergroups", "clusters"}) {
+    const std::string resource = std::string(kind) + ".fleet.cattle.io";
+    EXPECT_EQ(canI({"create", resource, "-n", kWorkspace}, kGateway), "yes") << kind;
+    for (const char* verb : {"update", "patch", "delete"}) {
+      EXPECT_EQ(canI({verb, resource, "-n", kWorkspace}, kGateway), "no") << verb << " " << kind;
+    }
+  }
   EXPECT_EQ(canI({"patch", "gitrepos.fleet.cattle.io", "--subresource=status", "-n", kWorkspace}, kGateway), "yes");
   for (const char* kind : {"Bundle", "BundleDeployment"}) {
     auto created = asToken(gateway, {"create", "-f", "-"}, bundle("by-gateway", kind));
