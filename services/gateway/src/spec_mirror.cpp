@@ -238,12 +238,12 @@ Status Gateway::Core::adopt(const MirroredKind& kind, const std::string& ns, con
   if (!created.ok() && kube::httpStatusOf(created.error()) != 409) {
     metrics.spec(kind.kind, "failed");
     // Nothing is removed while a spec cannot be adopted: the round starts over after a backoff.
-    return fail(created.error().kind, kind.kind + " " + cr_ns + "/" + name +
-                                          ": cannot adopt the spec stored in KV (create its CR): " +
-                                          created.error().describe() +
-                                          (created.error().kind == ErrorKind::kNotFound
-                                               ? "; create namespace " + cr_ns + " on the hub cluster"
-                                               : ""));
+    return fail(
+        created.error().kind,
+        kind.kind + " " + cr_ns + "/" + name +
+            ": cannot adopt the spec stored in KV (create its CR): " + created.error().describe() +
+            (created.error().kind == ErrorKind::kNotFound ? "; create namespace " + cr_ns + " on the hub cluster"
+                                                          : ""));
   }
   metrics.spec(kind.kind, "adopted");
   log::info("spec from KV mode adopted: its CR was created",

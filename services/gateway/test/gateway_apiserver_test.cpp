@@ -3,7 +3,7 @@
 // - a hub leaving KV mode adopts its specs (a CR made for each) and removes nothing, also while one cannot be
 //   adopted yet (its namespace is missing), and marks Kubernetes mode only once all are adopted;
 // - a registered cluster gets a Cluster CR; a ClusterGroup's status counts its clusters; deleting the CR
-//   deregisters the cluster and no CR is made for it again;
+//   deregisters the cluster and no CR is made for it again; a CR that cannot be made yet is retried after a backoff;
 // - views whose records went while no gateway ran are deleted at start.
 #include <thread>
 
@@ -103,10 +103,10 @@ class GatewayApiserverTest : public ::testing::Test {
     ASSERT_TRUE(written.ok()) << written.error().describe();
   }
 
-  void registerCluster(const std::string& name, model::Labels labels) {
+  void registerCluster(const std::string& name, model::Labels labels, const std::string& workspace = "fleet-default") {
     model::Cluster registration;
     registration.metadata.name = name;
-    registration.metadata.ns = "fleet-default";
+    registration.metadata.ns = workspace;
     registration.metadata.labels = std::move(labels);
     put(*hub_.clusters, events::clusterKey(name), model::encode(registration));
   }
@@ -251,6 +251,20 @@ TEST_F(GatewayApiserverTest, ARegisteredClusterGetsACrItsGroupCountsItAndDeletin
   group_shows("1/1");
   EXPECT_FALSE(object("cluster", "fleet-default", "edge-2").isObject());
   EXPECT_EQ(counter("cluster_crs_total", {{"result", "created"}}), 1);
+}
+
+TEST_F(GatewayApiserverTest, ACrThatCannotBeMadeYetIsTriedAgainAfterABackoff) {
+  // A cluster registered in a workspace whose namespace the hub cluster lacks: its CR cannot be made. The failure is
+  // counted and retried with a backoff (the other writes go on), and the CR appears once the namespace exists.
+  registerCluster("edge-4", {}, "late-workspace");
+  registerCluster("edge-5", {});
+  ASSERT_NO_FATAL_FAILURE(startGateway());
+  EXPECT_TRUE(waitFor([&] { return counter("cluster_crs_total", {{"result", "failed"}}) >= 2; }));
+  EXPECT_GE(metrics_.gauge("write_retries", "").Value(), 1);
+  EXPECT_TRUE(waitFor([&] { return object("cluster", "fleet-default", "edge-5").isObject(); }));
+  ASSERT_EQ(kubectl({"create", "namespace", "late-workspace"}).exit_code, 0);
+  EXPECT_TRUE(waitFor([&] { return object("cluster", "late-workspace", "edge-4").isObject(); }));
+  kubectl({"delete", "namespace", "late-workspace", "--wait=false"});
 }
 
 TEST_F(GatewayApiserverTest, ViewsWhoseRecordsWentWhileNoGatewayRanAreDeletedAtStart) {
