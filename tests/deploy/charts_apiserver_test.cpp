@@ -59,7 +59,12 @@ TEST_F(ChartsOnApiserver, HubWithExternalNatsAndEveryOptionPassesServerDryRun) {
                                        "--set", "poller.gitCredentials.secrets[0].workspace=fleet-default",
                                        "--set", "poller.gitCredentials.secrets[0].name=github-token",
                                        "--set", "bundler.replicas=2",
-                                       "--set", "gateway.enabled=true"},
+                                       "--set", "gateway.enabled=true",
+                                       "--set", "poller.webhook.enabled=true",
+                                       "--set", "poller.webhook.ingress.enabled=true",
+                                       "--set", "poller.webhook.ingress.host=flotilla.example.com",
+                                       "--set", "poller.webhook.ingress.tls[0].secretName=webhook-tls",
+                                       "--set", "global.imageRegistry=registry.example.com"},
                       "hub-ext");
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "deploy_util.h"
+#include "flotilla/core/util.h"
 
 namespace flotilla::deploy_test {
 namespace {
@@ -208,6 +209,83 @@ TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {
   const Json* scheduler = findObject(*objects, "Deployment", "t-flotilla-hub-scheduler");
   ASSERT_NE(scheduler, nullptr);
   EXPECT_THAT(stringList(firstContainer(*scheduler)->find("args")), Contains("--nats-url=nats://a:4222,nats://b:4222"));
+}
+
+//! The image of every container of the rendered workloads, by "<kind>/<name>".
+std::map<std::string, std::string> imagesOf(const std::vector<Json>& objects) {
+  std::map<std::string, std::string> out;
+  for (const auto& object : objects) {
+    if (const Json* container = firstContainer(object); container != nullptr) {
+      out[stringAt(object, {"kind"}) + "/" + stringAt(object, {"metadata", "name"})] = stringAt(*container, {"image"});
+    }
+  }
+  return out;
+}
+
+TEST(HubChart, ImagesComeFromTheConfiguredRegistry) {
+  auto bare = renderHub({});
+  ASSERT_TRUE(bare.ok()) << bare.error().describe();
+  EXPECT_EQ(imagesOf(*bare).at("StatefulSet/t-flotilla-hub-nats"), "flotilla/nats:2.15.3");
+  EXPECT_EQ(imagesOf(*bare).at("Deployment/t-flotilla-hub-poller"), "flotilla/runtime:0.1.0");
+  // image.registry: the Flotilla images; the NATS image has its own.
+  auto own = renderHub({"--set", "image.registry=registry.example.com/platform/"});
+  ASSERT_TRUE(own.ok()) << own.error().describe();
+  for (const auto& [workload, image] : imagesOf(*own)) {
+    EXPECT_EQ(image, workload.ends_with("-nats") ? "flotilla/nats:2.15.3"
+                                                 : "registry.example.com/platform/flotilla/runtime:0.1.0")
+        << workload;
+  }
+  // global.imageRegistry wins for every image.
+  auto global = renderHub({"--set", "global.imageRegistry=mirror.example.com", "--set", "image.registry=other"});
+  ASSERT_TRUE(global.ok()) << global.error().describe();
+  const auto images = imagesOf(*global);
+  EXPECT_EQ(images.size(), 5U);
+  for (const auto& [workload, image] : images) {
+    EXPECT_THAT(image, ::testing::StartsWith("mirror.example.com/flotilla/")) << workload;
+  }
+  auto wrong = renderHub({"--set", "image.registry=1"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.error().message, HasSubstr("/image/registry"));
+}
+
+TEST(HubChart, WebhookIngressRoutesPushesToThePoller) {
+  auto none = renderHub({"--set", "poller.webhook.enabled=true"});
+  ASSERT_TRUE(none.ok()) << none.error().describe();
+  EXPECT_EQ(kindCounts(*none).count("Ingress"), 0U);
+  auto objects =
+      renderHub({"--set", "poller.webhook.enabled=true", "--set", "poller.webhook.ingress.enabled=true", "--set",
+                 "poller.webhook.ingress.host=flotilla.example.com", "--set", "poller.webhook.ingress.className=nginx",
+                 "--set", "poller.webhook.ingress.annotations.cert-manager\\.io/cluster-issuer=letsencrypt", "--set",
+                 "poller.webhook.ingress.tls[0].secretName=webhook-tls", "--set",
+                 "poller.webhook.ingress.tls[0].hosts[0]=flotilla.example.com"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  const Json* ingress = findObject(*objects, "Ingress", "t-flotilla-hub-webhook");
+  ASSERT_NE(ingress, nullptr);
+  EXPECT_EQ(stringAt(*ingress, {"spec", "ingressClassName"}), "nginx");
+  EXPECT_EQ(stringAt(*ingress, {"metadata", "annotations", "cert-manager.io/cluster-issuer"}), "letsencrypt");
+  EXPECT_EQ(ingress->at({"spec", "tls"})->dump(), R"([{"hosts":["flotilla.example.com"],"secretName":"webhook-tls"}])");
+  const Json& rule = ingress->at({"spec", "rules"})->asArray().at(0);
+  EXPECT_EQ(stringAt(rule, {"host"}), "flotilla.example.com");
+  const Json& path = rule.at({"http", "paths"})->asArray().at(0);
+  EXPECT_EQ(stringAt(path, {"path"}), "/webhook");
+  EXPECT_EQ(stringAt(path, {"pathType"}), "Exact");
+  EXPECT_EQ(stringAt(path, {"backend", "service", "name"}), "t-flotilla-hub-poller");
+  EXPECT_EQ(stringAt(path, {"backend", "service", "port", "name"}), "webhook");
+  // The Service the Ingress names has that port.
+  const Json* service = findObject(*objects, "Service", "t-flotilla-hub-poller");
+  ASSERT_NE(service, nullptr);
+  EXPECT_THAT(service->at({"spec", "ports"})->dump(), HasSubstr(R"("name":"webhook")"));
+
+  auto no_webhook = renderHub(
+      {"--set", "poller.webhook.ingress.enabled=true", "--set", "poller.webhook.ingress.host=flotilla.example.com"});
+  ASSERT_FALSE(no_webhook.ok());
+  EXPECT_THAT(no_webhook.error().message, HasSubstr("needs poller.webhook.enabled=true"));
+  auto no_host = renderHub({"--set", "poller.webhook.enabled=true", "--set", "poller.webhook.ingress.enabled=true"});
+  ASSERT_FALSE(no_host.ok());
+  EXPECT_THAT(no_host.error().message, HasSubstr("poller.webhook.ingress.host is required"));
+  auto unknown = renderHub({"--set", "poller.webhook.ingress.path=/hooks"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().message, HasSubstr("path"));
 }
 
 TEST(HubChart, ExternalNatsWithoutUrlIsAnError) {
@@ -431,6 +509,38 @@ TEST(AgentChart, KubeconfigSecretManagesAnotherCluster) {
 }
 
 // parallelBundles maps to --parallel-bundles; 0 (the default) leaves the flag out, so the agent's default (4) holds.
+TEST(AgentChart, ImageComesFromTheConfiguredRegistry) {
+  for (const auto& [values, image] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "flotilla/runtime:0.1.0"},
+           {{"--set", "image.registry=registry.example.com"}, "registry.example.com/flotilla/runtime:0.1.0"},
+           {{"--set", "image.registry=registry.example.com", "--set", "global.imageRegistry=mirror.example.com"},
+            "mirror.example.com/flotilla/runtime:0.1.0"}}) {
+    auto objects = renderChart("flotilla-agent", with(agentRequired(), values));
+    ASSERT_TRUE(objects.ok()) << objects.error().describe();
+    EXPECT_EQ(stringAt(*firstContainer(*findObject(*objects, "Deployment", "t-flotilla-agent")), {"image"}), image);
+  }
+}
+
+// `helm show readme` shows a chart's README.md: every top-level value (and `global`, which the charts read
+// imageRegistry from) has its row there, so a value added without documentation fails here.
+TEST(Charts, EveryTopLevelValueIsInTheChartsReadme) {
+  for (const std::string chart : {"flotilla-hub", "flotilla-agent"}) {
+    auto values = readFile(chartDir(chart) + "/values.yaml");
+    auto readme = readFile(chartDir(chart) + "/README.md");
+    ASSERT_TRUE(values.ok() && readme.ok()) << chart;
+    std::vector<std::string> keys = {"global"};
+    for (const auto& line : split(*values, '\n')) {
+      if (!line.empty() && std::isalpha(static_cast<unsigned char>(line[0])) && line.find(':') != std::string::npos) {
+        keys.push_back(line.substr(0, line.find(':')));
+      }
+    }
+    EXPECT_GT(keys.size(), 10U) << chart;
+    for (const auto& key : keys) {
+      EXPECT_THAT(*readme, HasSubstr("`" + key + "`")) << chart << "/README.md lacks the value " << key;
+    }
+  }
+}
+
 TEST(AgentChart, ParallelBundlesMapsToTheFlag) {
   auto objects = renderChart("flotilla-agent", with(agentRequired(), {"--set", "parallelBundles=8"}));
   ASSERT_TRUE(objects.ok()) << objects.error().describe();

@@ -92,3 +92,15 @@ a tls:// URL). */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The agent's image: [registry/]repository:tag, the registry being global.imageRegistry when set, else
+image.registry (none: the bare name, for images loaded into the nodes). */}}
+{{- define "flotilla-agent.image" -}}
+{{- $registry := default .Values.image.registry ((.Values.global | default dict).imageRegistry) -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if $registry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $registry) .Values.image.repository $tag -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}

@@ -48,7 +48,19 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Image and NATS --------------------------------------------------------------------------------------- */}}
 {{- define "flotilla-hub.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- include "flotilla-hub.imageRef" (dict "root" . "image" .Values.image "tag" (default .Chart.AppVersion .Values.image.tag)) -}}
+{{- end -}}
+
+{{/* An image reference: (dict "root" $ "image" <values with registry, repository> "tag" <tag>) -> [registry/]repository:tag,
+the registry being global.imageRegistry when set, else the image's own registry (none: the bare name, for images
+loaded into the nodes). */}}
+{{- define "flotilla-hub.imageRef" -}}
+{{- $registry := default .image.registry ((.root.Values.global | default dict).imageRegistry) -}}
+{{- if $registry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $registry) .image.repository .tag -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository .tag -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The NATS URL the services use: the embedded server's Service (tls:// with nats.auth), or nats.url (required
