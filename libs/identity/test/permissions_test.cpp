@@ -119,6 +119,31 @@ TEST(RolePermissionsTest, HubServicesWriteOnlyTheirOwnKeys) {
   EXPECT_EQ(adminRole().permissions.publish_allow, std::vector<std::string>{">"});
 }
 
+// Each service may publish exactly the public events it sends (docs/events/cloudevents.md): the poller a GitRepo's,
+// the bundler a bundle's render and its durable's terminated messages, the scheduler the roll-ups, deployments,
+// clusters and terminated messages of its durables and (relayed) the agents'; the gateway and readonly none.
+TEST(RolePermissionsTest, EachServicePublishesExactlyThePublicEventsItSends) {
+  auto events = [](const Role& role) {
+    std::vector<std::string> out;
+    for (const auto& subject : role.permissions.publish_allow) {
+      if (subject.starts_with("flotilla.events")) {
+        out.push_back(subject);
+      }
+    }
+    return out;
+  };
+  using List = std::vector<std::string>;
+  EXPECT_EQ(events(pollerRole()), (List{"flotilla.events.gitrepo.>"}));
+  EXPECT_EQ(events(bundlerRole()), (List{"flotilla.events.bundle.>", "flotilla.events.message.FLOTILLA_COMMITS.*"}));
+  EXPECT_EQ(events(schedulerRole()),
+            (List{"flotilla.events.bundle.>", "flotilla.events.bundledeployment.>", "flotilla.events.cluster.>",
+                  "flotilla.events.message.FLOTILLA_BUNDLES.*", "flotilla.events.message.FLOTILLA_STATUS.*",
+                  "flotilla.events.message.FLOTILLA_DEPLOY.*"}));
+  EXPECT_EQ(events(gatewayRole()), List{});
+  EXPECT_EQ(events(readonlyRole()), List{});
+  EXPECT_TRUE(has(readonlyRole().permissions.publish_deny, "flotilla.>"));
+}
+
 // The gateway writes the specs of the CRs it mirrors and the hub's mode, nothing of the pipeline's own records.
 TEST(RolePermissionsTest, TheGatewayWritesOnlyTheSpecsItMirrors) {
   Role gateway = gatewayRole();
