@@ -238,10 +238,13 @@ Role readonlyRole() {
                      // subject cannot tell them from a named durable, so readonly may create consumers (they
                      // change no data; they are not allowed to be deleted by readonly, ephemerals expire).
                      api("CONSUMER.CREATE.>"), "$JS.FC.>"};
+  // The public events are for other systems (docs/events/subscribing.md): on FLOTILLA_EVENTS alone readonly may also
+  // pull from a consumer and ack, so a client such as the nats CLI, or a durable of its own, can read them. Acks
+  // move only that consumer's position; the stream's messages stay as they are.
+  consumeDurable(p, events::kEventsStream, "*");
   p.publish_deny = {"$KV.>",
                     "$O.>",
                     "flotilla.>",
-                    "$JS.ACK.>",
                     api("STREAM.CREATE.>"),
                     api("STREAM.UPDATE.>"),
                     api("STREAM.DELETE.>"),
@@ -251,10 +254,16 @@ Role readonlyRole() {
                     api("STREAM.RESTORE.>"),
                     api("CONSUMER.DELETE.>"),
                     api("CONSUMER.DURABLE.CREATE.>"),
-                    api("CONSUMER.MSG.NEXT.>"),
                     api("ACCOUNT.>"),
                     api("META.>"),
                     api("SERVER.>")};
+  // No fetch or ack on any other stream, bucket or object store.
+  for (const auto& stream : topologyStreams()) {
+    if (stream != events::kEventsStream) {
+      p.publish_deny.push_back(api("CONSUMER.MSG.NEXT." + stream + ".>"));
+      p.publish_deny.push_back(cat("$JS.ACK.", stream) + ".>");
+    }
+  }
   p.subscribe_allow = {"_INBOX.readonly.>"};
   return Role{.name = "readonly", .subject = {}, .inbox_prefix = "_INBOX.readonly", .permissions = std::move(p)};
 }

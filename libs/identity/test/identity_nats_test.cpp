@@ -423,10 +423,15 @@ TEST_F(IdentityNatsTest, ReadonlyReadsKvButCannotWriteOrDelete) {
   EXPECT_NE(kvStore_PutString(&revision, kv, "cluster.c1", "{}"), NATS_OK);
   EXPECT_TRUE(readonly->awaitError(violation("Publish", "$KV.clusters.cluster.c1"))) << join(readonly->errors(), "\n");
   kvStore_Destroy(kv);
-  for (const char* subject : {"$JS.API.STREAM.DELETE.KV_clusters", "$JS.API.STREAM.PURGE.FLOTILLA_DEPLOY",
-                              "$JS.API.CONSUMER.DELETE.FLOTILLA_DEPLOY.agent-c1", "flotilla.deploy.c1"}) {
+  for (const char* subject :
+       {"$JS.API.STREAM.DELETE.KV_clusters", "$JS.API.STREAM.PURGE.FLOTILLA_DEPLOY",
+        "$JS.API.CONSUMER.DELETE.FLOTILLA_DEPLOY.agent-c1", "flotilla.deploy.c1",
+        "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.agent-c1", "$JS.ACK.FLOTILLA_DEPLOY.agent-c1.1.1.1.1.0"}) {
     expectPublishDenied(*readonly, subject);
   }
+  // The public events are the one stream readonly may pull from and ack (docs/events/subscribing.md).
+  expectPublishAllowed(
+      *readonly, {"$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_EVENTS.reader", "$JS.ACK.FLOTILLA_EVENTS.reader.1.1.1.1.0"});
   EXPECT_EQ(world_->admin.clusters->get("cluster.c1").value().value, R"({"name":"c1"})");
 }
 

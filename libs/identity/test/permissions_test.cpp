@@ -80,9 +80,22 @@ TEST(RolePermissionsTest, BadClusterNamesAndTokenIdsAreRefused) {
 TEST(RolePermissionsTest, ReadonlyReadsButNeverWrites) {
   Role role = readonlyRole();
   const Permissions& p = role.permissions;
-  for (const char* denied : {"$KV.>", "$O.>", "flotilla.>", "$JS.ACK.>", "$JS.API.STREAM.DELETE.>",
-                             "$JS.API.STREAM.PURGE.>", "$JS.API.CONSUMER.DELETE.>", "$JS.API.STREAM.CREATE.>"}) {
+  for (const char* denied :
+       {"$KV.>", "$O.>", "flotilla.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.CONSUMER.DELETE.>",
+        "$JS.API.STREAM.CREATE.>", "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.>", "$JS.ACK.FLOTILLA_DEPLOY.>",
+        "$JS.API.CONSUMER.MSG.NEXT.KV_status.>", "$JS.ACK.FLOTILLA_COMMITS.>"}) {
     EXPECT_TRUE(has(p.publish_deny, denied)) << denied;
+  }
+  // The public events stream only: pull from a consumer and ack (docs/events/subscribing.md).
+  EXPECT_TRUE(has(p.publish_allow, "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_EVENTS.*"));
+  EXPECT_TRUE(has(p.publish_allow, "$JS.ACK.FLOTILLA_EVENTS.*.>"));
+  for (const auto& subject : p.publish_allow) {
+    if (subject.find("MSG.NEXT") != std::string::npos || subject.starts_with("$JS.ACK")) {
+      EXPECT_NE(subject.find("FLOTILLA_EVENTS"), std::string::npos) << subject;
+    }
+  }
+  for (const auto& subject : p.publish_deny) {
+    EXPECT_EQ(subject.find("FLOTILLA_EVENTS"), std::string::npos) << subject;
   }
   EXPECT_TRUE(has(p.publish_allow, "$JS.API.DIRECT.GET.>"));
   EXPECT_TRUE(has(p.publish_allow, "$JS.API.STREAM.MSG.GET.>"));
