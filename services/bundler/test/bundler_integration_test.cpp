@@ -13,6 +13,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/cloudevents.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
 #include "flotilla/harness/hub_test.h"
