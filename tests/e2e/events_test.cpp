@@ -77,6 +77,27 @@ TEST_F(EventsTest, TheNatsCliReceivesTheEventsOfOneCommitWithTrueCounts) {
   auto subscriber = startNatsSub(hub(), output);
   ASSERT_TRUE(subscriber.ok()) << subscriber.error().describe();
 
+  // Both agents registered (their events are in the stream) before the commit: then the bundle targets two clusters
+  // from its first roll-up on. (Rendered before any registration, it would truthfully be `notargets` first.)
+  auto registered = [&](const std::vector<Json>& events, const std::string& cluster) {
+    for (const auto& event : events) {
+      const std::string subject = event.getString("subject");
+      if (event.getString("type") == "io.flotilla.cluster.registered" &&
+          (subject == cluster || subject.ends_with("/" + cluster))) {
+        return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(Hub::waitFor(
+      [&] {
+        auto events = cloudEventsIn(fileText(output));
+        return registered(events, hub().clusterName(0)) && registered(events, hub().clusterName(1));
+      },
+      kLands))
+      << "the nats CLI got:\n"
+      << fileText(output);
+
   const std::string name = "events-" + randomHex(3);
   auto commit = applyConfigMapRepo(hub(), name);
   ASSERT_TRUE(commit.ok()) << commit.error().describe();
