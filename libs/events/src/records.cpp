@@ -7,7 +7,6 @@
 namespace flotilla::events {
 
 using detail::kRenderErrorFields;
-using detail::stateField;
 
 // ---- field lists: each record's fields, named once for encode and decode (record_codec.h kRecordFields) ----
 
