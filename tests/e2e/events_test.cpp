@@ -49,17 +49,31 @@ std::string fileText(const std::string& path) {
   return text.ok() ? *text : std::string();
 }
 
-//! The `nats` CLI as the readonly identity, following the whole events stream into `output` (--raw: each message's
-//! data on a line of its own).
-Result<Process> startNatsSub(Hub& hub, const std::string& output) {
+//! The `nats` CLI's command line with the readonly identity's flags (credentials, CA, its inbox prefix), then `args`.
+Result<std::vector<std::string>> natsAsReadonly(Hub& hub, const std::vector<std::string>& args) {
   const std::string nats = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin") + "/nats";
   if (!std::filesystem::exists(nats)) {
     return fail(ErrorKind::kNotFound, nats + " is missing: scripts/setup builds it (NATSCLI_VERSION)");
   }
-  return Process::start({.argv = {nats, "--server", hub.natsUrl(), "--creds", hub.authDir() + "/creds/readonly.creds",
-                                  "--tlsca", hub.authDir() + "/tls/ca.pem", "--inbox-prefix", "_INBOX.readonly", "sub",
-                                  "--stream", "FLOTILLA_EVENTS", "--all", "--raw", "flotilla.events.>"},
-                         .output_file = output});
+  std::vector<std::string> argv = {nats,
+                                   "--server",
+                                   hub.natsUrl(),
+                                   "--creds",
+                                   hub.authDir() + "/creds/readonly.creds",
+                                   "--tlsca",
+                                   hub.authDir() + "/tls/ca.pem",
+                                   "--inbox-prefix",
+                                   "_INBOX.readonly"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+//! The `nats` CLI as the readonly identity, following the whole events stream into `output` (--raw: each message's
+//! data on a line of its own).
+Result<Process> startNatsSub(Hub& hub, const std::string& output) {
+  auto argv = natsAsReadonly(hub, {"sub", "--stream", "FLOTILLA_EVENTS", "--all", "--raw", "flotilla.events.>"});
+  FLOTILLA_TRY(argv);
+  return Process::start({.argv = *argv, .output_file = output});
 }
 
 //! `flotilla <args>` with the readonly identity.
@@ -208,6 +222,36 @@ TEST_F(EventsTest, FlotillaEventsReplaysByTypeAndTimeAndFollows) {
   EXPECT_TRUE(follower->running()) << "-f keeps following";
   follower->signal(SIGINT);
   EXPECT_EQ(follower->wait(std::chrono::seconds(30)), std::optional<int>(0)) << fileText(followed);
+}
+
+// A durable consumer of its own, as docs/events/subscribing.md describes it, with the readonly identity and the nats
+// CLI: created once, each `consumer next` acknowledges one event, and the next call resumes after it.
+TEST_F(EventsTest, AReadonlyDurableConsumerResumesAfterWhatItAcknowledged) {
+  const std::string name = "durable-" + randomHex(3);
+  auto first = applyConfigMapRepo(hub(), name);
+  ASSERT_TRUE(first.ok()) << first.error().describe();
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), name, *first, clusters()); }, kLands));
+  auto second = hub().git().commitFiles(name, "main", {{"app/cm.yaml", configMap("c", "v2")}}, "second");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(Hub::waitFor([&] { return readyEverywhere(hub(), name, *second, clusters()); }, kLands));
+
+  auto run = [&](const std::vector<std::string>& args) {
+    auto argv = natsAsReadonly(hub(), args);
+    EXPECT_TRUE(argv.ok()) << (argv.ok() ? "" : argv.error().describe());
+    auto ran = argv.ok() ? runCommand({.argv = *argv, .timeout = std::chrono::seconds(60)})
+                         : Result<CommandResult>(fail(argv.error()));
+    EXPECT_TRUE(ran.ok() && ran->exit_code == 0) << (ran.ok() ? ran->out + ran->err : ran.error().describe());
+    return ran.ok() ? ran->out : std::string();
+  };
+  const std::string consumer = "chatops-" + randomHex(3);
+  run({"consumer", "add", "FLOTILLA_EVENTS", consumer, "--pull", "--filter",
+       "flotilla.events.gitrepo.fleet-default." + name, "--deliver", "all", "--ack", "explicit", "--defaults"});
+  auto commitOf = [](const std::string& out) {
+    auto events = cloudEventsIn(out);
+    return events.size() == 1 ? events[0].find("data")->getString("commit") : "got: " + out;
+  };
+  EXPECT_EQ(commitOf(run({"consumer", "next", "FLOTILLA_EVENTS", consumer, "--raw"})), *first);
+  EXPECT_EQ(commitOf(run({"consumer", "next", "FLOTILLA_EVENTS", consumer, "--raw"})), *second);
 }
 
 // Bad flag values are refused before anything is read, naming the flag (exit 2).
