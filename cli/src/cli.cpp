@@ -25,7 +25,8 @@ workspace is shown. A bundledeployment is named <cluster>/<bundle>.
 Global flags go before or after the command; a command rejects the ones it has no use for.
 Run 'flotilla <command> --help' for a command's own flags; 'flotilla completion bash|zsh' prints a completion script.
 
-Exit codes: 0 ok, 1 error (one 'error: ...' line on stderr), 2 usage.)";
+Exit codes: 0 ok (also `events -f` ended by SIGINT or SIGTERM), 1 error (one 'error: ...' line on stderr), 2 usage
+(a bad flag or flag value, named).)";
 
 void defineCompletion(CLI::App& command, Invocation& invocation) {
   command.add_option("shell", invocation.shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
@@ -152,6 +153,12 @@ const std::vector<Command>& commandTable() {
        .argument_words = {"all"},
        .define = defineRedrive,
        .run = runRedriveCommand},
+      {.name = "events",
+       .summary = "print the hub's public CloudEvents, one per line: replay (--since, --type) and follow (-f)",
+       .outputs = {"json", "text"},
+       .uses_hub = true,
+       .define = defineEvents,
+       .run = runEventsCommand},
       {.name = "render",
        .summary = "print what a cluster would get from a checkout, without a hub",
        .outputs = {"yaml", "json"},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "flotilla/cli/auth.h"
+#include "flotilla/cli/events.h"
 #include "flotilla/cli/hub_reader.h"
 #include "render_args.h"
 
@@ -51,6 +52,7 @@ struct Invocation {
   std::string shell;            //!< completion
   RenderArgs render;
   AuthArgs auth;                   //!< auth init / issue
+  EventsArgs events;               //!< events --since, --type, -f
   const CLI::App* root = nullptr;  //!< the top-level app (help and completion describe it)
 };
 
@@ -112,6 +114,8 @@ void defineForceSync(CLI::App& command, Invocation& invocation);
 int runForceSync(Invocation& invocation, const Streams& io);
 void defineRedrive(CLI::App& command, Invocation& invocation);
 int runRedriveCommand(Invocation& invocation, const Streams& io);
+void defineEvents(CLI::App& command, Invocation& invocation);
+int runEventsCommand(Invocation& invocation, const Streams& io);
 void defineRender(CLI::App& command, Invocation& invocation);
 int runRenderCommand(Invocation& invocation, const Streams& io);
 void defineAuth(CLI::App& command, Invocation& invocation);

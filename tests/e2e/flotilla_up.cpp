@@ -133,6 +133,8 @@ int main(int argc, char** argv) {
               << h.authDir() << "/creds (CA " << h.authDir() << "/tls/ca.pem). The commands below use the admin\n"
               << "identity; the read-only one reads everything and changes nothing:\n"
               << "  " << cliCommand(h, "readonly") << " get clusters\n"
+              << "  " << cliCommand(h, "readonly")
+              << " events -f -o text   (the public CloudEvents; docs/events/subscribing.md)\n"
               << (mutual_tls ? "Mutual TLS: nats-server refuses a client without a certificate from that CA; each "
                                "identity has its own (" +
                                    h.authDir() + "/tls/<identity>.pem, flotilla auth issue --client-cert).\n"

@@ -94,8 +94,8 @@ CloudEvent toCloudEvent(std::string type, std::string source, std::string subjec
 }
 
 CloudEvent toCloudEvent(const CommitEvent& event, std::string_view source) {
-  return toCloudEvent(cloudEventType("gitrepo", "commit"), std::string(source), event.workspace + "/" + event.gitrepo,
-                      encode(event), event.id, event.time);
+  return toCloudEvent(cloudEventType("gitrepo", event.deleted ? "deleted" : "commit"), std::string(source),
+                      event.workspace + "/" + event.gitrepo, encode(event), event.id, event.time);
 }
 
 CloudEvent toCloudEvent(const BundleEvent& event, std::string_view source) {

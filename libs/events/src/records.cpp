@@ -7,7 +7,6 @@
 namespace flotilla::events {
 
 using detail::kRenderErrorFields;
-using detail::stateField;
 
 // ---- field lists: each record's fields, named once for encode and decode (record_codec.h kRecordFields) ----
 
@@ -121,11 +120,22 @@ constexpr auto kRenderErrorSummaryFields = [](auto& v, auto& e) {
   v.str("time", e.time);
 };
 
+//! A bundle's rolled-up state: one of the seven bundle states, or NoTargets while it has no deployment.
+template <typename V, typename S>
+void bundleStateField(V& v, std::string_view key, S& state) {
+  v.str(key, state);
+  v.validate([&state, key](detail::Reader& in) {
+    if (state != kNoTargetsState) {
+      detail::checkState(in, key, state);
+    }
+  });
+}
+
 //! The fields every summary has: Fleet's BundleSummary, the worst state and a one-line message.
 template <typename V, typename S>
 void rollupFields(V& v, S& s) {
   v.object("summary", s.summary);
-  stateField(v, "state", s.state);
+  bundleStateField(v, "state", s.state);
   v.str("message", s.message);
 }
 
@@ -177,7 +187,7 @@ constexpr auto kRolloutStatusFields = [](auto& v, auto& r) {
 
 constexpr auto kGitRepoSummaryBundleFields = [](auto& v, auto& b) {
   v.str("bundle", b.bundle, true);
-  stateField(v, "state", b.state);
+  bundleStateField(v, "state", b.state);
   v.integer("ready", b.ready);
   v.integer("desiredReady", b.desired_ready);
   v.object("renderError", b.render_error, kRenderErrorSummaryFields);
@@ -205,10 +215,11 @@ void recordFields(auto& v, detail::FieldsOf<BundleSummary> auto& s) {
 void recordFields(auto& v, detail::FieldsOf<GitRepoSummary> auto& s) {
   detail::gitRepoKeyFields(v, s);
   v.object("summary", s.summary);
-  // A GitRepo whose bundles are all deleted while deployments are left is "Deleting".
+  // A GitRepo whose bundles are all deleted while deployments are left is "Deleting"; one whose bundles have no
+  // deployment at all "NoTargets".
   v.str("state", s.state);
   v.validate([&](detail::Reader& in) {
-    if (s.state != kDeletingState) {
+    if (s.state != kDeletingState && s.state != kNoTargetsState) {
       detail::checkState(in, "state", s.state);
     }
   });

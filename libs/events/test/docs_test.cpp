@@ -99,8 +99,8 @@ TEST(DocsTest, EmbeddedOptionsAreValidModelJson) {
 TEST(DocsTest, IndexLinksEveryPage) {
   auto index = readFile(docsDir() + "/README.md");
   ASSERT_TRUE(index.ok());
-  for (const char* page :
-       {"commit.md", "bundle.md", "deploy.md", "status.md", "register.md", "heartbeat.md", "cloudevents.md"}) {
+  for (const char* page : {"commit.md", "bundle.md", "deploy.md", "status.md", "register.md", "heartbeat.md",
+                           "cloudevents.md", "subscribing.md"}) {
     EXPECT_NE(index->find(std::string("(") + page + ")"), std::string::npos) << page;
   }
 }

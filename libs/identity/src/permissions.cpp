@@ -76,13 +76,25 @@ void readWithOrderedConsumers(Permissions& p, std::string_view stream) {
   p.publish_allow.push_back(cat("$JS.FC.", stream) + ".>");
 }
 
+//! The public CloudEvents of what the role does: flotilla.events.<kind>.> for each kind, and the
+//! io.flotilla.message.terminated events of its durables on `streams` (flotilla.events.message.<stream>.*).
+void publishEvents(Permissions& p, std::initializer_list<std::string_view> kinds,
+                   std::initializer_list<std::string_view> streams) {
+  for (std::string_view kind : kinds) {
+    p.publish_allow.push_back(events::eventsFilter(kind));
+  }
+  for (std::string_view stream : streams) {
+    p.publish_allow.push_back(events::eventsSubject("message", {stream}) + ".*");
+  }
+}
+
 //! What every hub service needs. service::connectHub(kProvision) creates or updates the whole topology in every
 //! hub service, so each may create and update every stream of it (not delete or purge them); the hub services read
 //! every stream, KV bucket and object store, and receive replies under the shared _INBOX prefix: they are the
 //! trusted core, kept apart from each other only in what they write.
 Permissions hubService() {
   Permissions p;
-  p.publish_allow = {api("INFO"), api("STREAM.NAMES"), api("STREAM.LIST"), api("CONSUMER.INFO.>"), "flotilla.events.>"};
+  p.publish_allow = {api("INFO"), api("STREAM.NAMES"), api("STREAM.LIST"), api("CONSUMER.INFO.>")};
   readStream(p, "*");  // the hub services read every stream; one token wildcard keeps their JWTs small
   for (const auto& stream : topologyStreams()) {
     p.publish_allow.push_back(api("STREAM.CREATE." + stream));
@@ -146,6 +158,7 @@ Role pollerRole() {
                           cat("$O.", events::kSourcesBucket) + ".>",
                           // an overwritten source archive's old chunks are purged by subject (libs/bus)
                           api(cat("STREAM.PURGE.OBJ_", events::kSourcesBucket))});
+  publishEvents(p, {"gitrepo"}, {});  // io.flotilla.gitrepo.commit/.deleted; it has no durable
   return hubRole("poller", std::move(p));
 }
 
@@ -159,6 +172,7 @@ Role bundlerRole() {
        api(cat("STREAM.PURGE.OBJ_", events::kManifestsBucket))});
   createDurable(p, kCommitStream, "bundler");
   consumeDurable(p, kCommitStream, "bundler");
+  publishEvents(p, {"bundle"}, {kCommitStream});  // io.flotilla.bundle.rendered/.failed/.deleted
   return hubRole("bundler", std::move(p));
 }
 
@@ -195,6 +209,8 @@ Role schedulerRole() {
   p.subscribe_allow.insert(p.subscribe_allow.end(), {std::string(events::kRegisterSubject) + ".>",
                                                      "flotilla.registration.>", std::string(events::kManifestFilter)});
   p.allow_responses = true;
+  // The roll-ups, deployments and clusters; terminated messages of its durables and, relayed, of the agents'.
+  publishEvents(p, {"bundle", "bundledeployment", "cluster"}, {kBundleStream, kStatusStream, kDeployStream});
   return hubRole("scheduler", std::move(p));
 }
 
@@ -222,10 +238,13 @@ Role readonlyRole() {
                      // subject cannot tell them from a named durable, so readonly may create consumers (they
                      // change no data; they are not allowed to be deleted by readonly, ephemerals expire).
                      api("CONSUMER.CREATE.>"), "$JS.FC.>"};
+  // The public events are for other systems (docs/events/subscribing.md): on FLOTILLA_EVENTS alone readonly may also
+  // pull from a consumer and ack, so a client such as the nats CLI, or a durable of its own, can read them. Acks
+  // move only that consumer's position; the stream's messages stay as they are.
+  consumeDurable(p, events::kEventsStream, "*");
   p.publish_deny = {"$KV.>",
                     "$O.>",
                     "flotilla.>",
-                    "$JS.ACK.>",
                     api("STREAM.CREATE.>"),
                     api("STREAM.UPDATE.>"),
                     api("STREAM.DELETE.>"),
@@ -235,10 +254,16 @@ Role readonlyRole() {
                     api("STREAM.RESTORE.>"),
                     api("CONSUMER.DELETE.>"),
                     api("CONSUMER.DURABLE.CREATE.>"),
-                    api("CONSUMER.MSG.NEXT.>"),
                     api("ACCOUNT.>"),
                     api("META.>"),
                     api("SERVER.>")};
+  // No fetch or ack on any other stream, bucket or object store.
+  for (const auto& stream : topologyStreams()) {
+    if (stream != events::kEventsStream) {
+      p.publish_deny.push_back(api("CONSUMER.MSG.NEXT." + stream + ".>"));
+      p.publish_deny.push_back(cat("$JS.ACK.", stream) + ".>");
+    }
+  }
   p.subscribe_allow = {"_INBOX.readonly.>"};
   return Role{.name = "readonly", .subject = {}, .inbox_prefix = "_INBOX.readonly", .permissions = std::move(p)};
 }

@@ -168,6 +168,27 @@ TEST_F(IdentityNatsTest, EachHubServiceProvisionsTheTopologyAndWritesOnlyItsOwnK
   EXPECT_NE(world_->server->logText().find("Publish Violation"), std::string::npos);
 }
 
+// The public events each service sends get through; another service's kind is refused.
+TEST_F(IdentityNatsTest, EachHubServicePublishesOnlyItsOwnPublicEvents) {
+  auto poller = connectAs(pollerRole());
+  auto bundler = connectAs(bundlerRole());
+  auto scheduler = connectAs(schedulerRole());
+  ASSERT_TRUE(poller && bundler && scheduler);
+  expectPublishAllowed(*poller, {"flotilla.events.gitrepo.ws.repo"});
+  for (const char* subject : {"flotilla.events.bundle.ws.b", "flotilla.events.cluster.c1"}) {
+    expectPublishDenied(*poller, subject);
+  }
+  expectPublishAllowed(*bundler, {"flotilla.events.bundle.ws.b", "flotilla.events.message.FLOTILLA_COMMITS.bundler"});
+  for (const char* subject : {"flotilla.events.gitrepo.ws.repo", "flotilla.events.bundledeployment.c1.b",
+                              "flotilla.events.message.FLOTILLA_DEPLOY.agent-c1"}) {
+    expectPublishDenied(*bundler, subject);
+  }
+  expectPublishAllowed(*scheduler, {"flotilla.events.bundle.ws.b", "flotilla.events.bundledeployment.c1.b",
+                                    "flotilla.events.cluster.c1", "flotilla.events.message.FLOTILLA_DEPLOY.agent-c1",
+                                    "flotilla.events.message.FLOTILLA_STATUS.scheduler-status"});
+  expectPublishDenied(*scheduler, "flotilla.events.gitrepo.ws.repo");
+}
+
 //! Binds `js` to cluster `cluster`'s deploy durable (agent-<cluster> on flotilla.deploy.<cluster>) as an agent does.
 natsStatus pullDeploys(jsCtx* js, const std::string& cluster, jsOptions* opts, natsSubscription** sub,
                        jsErrCode* jerr) {
@@ -402,10 +423,15 @@ TEST_F(IdentityNatsTest, ReadonlyReadsKvButCannotWriteOrDelete) {
   EXPECT_NE(kvStore_PutString(&revision, kv, "cluster.c1", "{}"), NATS_OK);
   EXPECT_TRUE(readonly->awaitError(violation("Publish", "$KV.clusters.cluster.c1"))) << join(readonly->errors(), "\n");
   kvStore_Destroy(kv);
-  for (const char* subject : {"$JS.API.STREAM.DELETE.KV_clusters", "$JS.API.STREAM.PURGE.FLOTILLA_DEPLOY",
-                              "$JS.API.CONSUMER.DELETE.FLOTILLA_DEPLOY.agent-c1", "flotilla.deploy.c1"}) {
+  for (const char* subject :
+       {"$JS.API.STREAM.DELETE.KV_clusters", "$JS.API.STREAM.PURGE.FLOTILLA_DEPLOY",
+        "$JS.API.CONSUMER.DELETE.FLOTILLA_DEPLOY.agent-c1", "flotilla.deploy.c1",
+        "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.agent-c1", "$JS.ACK.FLOTILLA_DEPLOY.agent-c1.1.1.1.1.0"}) {
     expectPublishDenied(*readonly, subject);
   }
+  // The public events are the one stream readonly may pull from and ack (docs/events/subscribing.md).
+  expectPublishAllowed(
+      *readonly, {"$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_EVENTS.reader", "$JS.ACK.FLOTILLA_EVENTS.reader.1.1.1.1.0"});
   EXPECT_EQ(world_->admin.clusters->get("cluster.c1").value().value, R"({"name":"c1"})");
 }
 

@@ -80,9 +80,22 @@ TEST(RolePermissionsTest, BadClusterNamesAndTokenIdsAreRefused) {
 TEST(RolePermissionsTest, ReadonlyReadsButNeverWrites) {
   Role role = readonlyRole();
   const Permissions& p = role.permissions;
-  for (const char* denied : {"$KV.>", "$O.>", "flotilla.>", "$JS.ACK.>", "$JS.API.STREAM.DELETE.>",
-                             "$JS.API.STREAM.PURGE.>", "$JS.API.CONSUMER.DELETE.>", "$JS.API.STREAM.CREATE.>"}) {
+  for (const char* denied :
+       {"$KV.>", "$O.>", "flotilla.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.CONSUMER.DELETE.>",
+        "$JS.API.STREAM.CREATE.>", "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_DEPLOY.>", "$JS.ACK.FLOTILLA_DEPLOY.>",
+        "$JS.API.CONSUMER.MSG.NEXT.KV_status.>", "$JS.ACK.FLOTILLA_COMMITS.>"}) {
     EXPECT_TRUE(has(p.publish_deny, denied)) << denied;
+  }
+  // The public events stream only: pull from a consumer and ack (docs/events/subscribing.md).
+  EXPECT_TRUE(has(p.publish_allow, "$JS.API.CONSUMER.MSG.NEXT.FLOTILLA_EVENTS.*"));
+  EXPECT_TRUE(has(p.publish_allow, "$JS.ACK.FLOTILLA_EVENTS.*.>"));
+  for (const auto& subject : p.publish_allow) {
+    if (subject.find("MSG.NEXT") != std::string::npos || subject.starts_with("$JS.ACK")) {
+      EXPECT_NE(subject.find("FLOTILLA_EVENTS"), std::string::npos) << subject;
+    }
+  }
+  for (const auto& subject : p.publish_deny) {
+    EXPECT_EQ(subject.find("FLOTILLA_EVENTS"), std::string::npos) << subject;
   }
   EXPECT_TRUE(has(p.publish_allow, "$JS.API.DIRECT.GET.>"));
   EXPECT_TRUE(has(p.publish_allow, "$JS.API.STREAM.MSG.GET.>"));
@@ -117,6 +130,31 @@ TEST(RolePermissionsTest, HubServicesWriteOnlyTheirOwnKeys) {
     EXPECT_FALSE(mentions(role.permissions.publish_allow, "$KV.gitrepos.")) << role.name;  // the CLI writes specs
   }
   EXPECT_EQ(adminRole().permissions.publish_allow, std::vector<std::string>{">"});
+}
+
+// Each service may publish exactly the public events it sends (docs/events/cloudevents.md): the poller a GitRepo's,
+// the bundler a bundle's render and its durable's terminated messages, the scheduler the roll-ups, deployments,
+// clusters and terminated messages of its durables and (relayed) the agents'; the gateway and readonly none.
+TEST(RolePermissionsTest, EachServicePublishesExactlyThePublicEventsItSends) {
+  auto events = [](const Role& role) {
+    std::vector<std::string> out;
+    for (const auto& subject : role.permissions.publish_allow) {
+      if (subject.starts_with("flotilla.events")) {
+        out.push_back(subject);
+      }
+    }
+    return out;
+  };
+  using List = std::vector<std::string>;
+  EXPECT_EQ(events(pollerRole()), (List{"flotilla.events.gitrepo.>"}));
+  EXPECT_EQ(events(bundlerRole()), (List{"flotilla.events.bundle.>", "flotilla.events.message.FLOTILLA_COMMITS.*"}));
+  EXPECT_EQ(events(schedulerRole()),
+            (List{"flotilla.events.bundle.>", "flotilla.events.bundledeployment.>", "flotilla.events.cluster.>",
+                  "flotilla.events.message.FLOTILLA_BUNDLES.*", "flotilla.events.message.FLOTILLA_STATUS.*",
+                  "flotilla.events.message.FLOTILLA_DEPLOY.*"}));
+  EXPECT_EQ(events(gatewayRole()), List{});
+  EXPECT_EQ(events(readonlyRole()), List{});
+  EXPECT_TRUE(has(readonlyRole().permissions.publish_deny, "flotilla.>"));
 }
 
 // The gateway writes the specs of the CRs it mirrors and the hub's mode, nothing of the pipeline's own records.

@@ -7,6 +7,7 @@
 #include "flotilla/bundler/commit_handler.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/cloudevents.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/model/codec.h"
 #include "flotilla/service/kv_entries.h"
@@ -208,6 +209,9 @@ Status CommitHandler::publish(const events::BundleEvent& event) {
     return fail(ack.error());
   }
   metrics_.published(ack->duplicate);
+  // Also for a duplicate: a bundler killed between the two publishes announces it now (the same Msg-Id).
+  public_events_.send(events::toCloudEvent(event, kBundlerEventSource),
+                      events::eventsSubject("bundle", {event.workspace, event.bundle}));
   if (ack->duplicate) {
     log::info("bundle event was already published (duplicate dropped)",
               {{"gitrepo", event.workspace + "/" + event.gitrepo},

@@ -37,7 +37,8 @@ CommitHandler::CommitHandler(HandlerBus bus, std::shared_ptr<const render::Rende
       metrics_(metrics),
       options_(std::move(options)),
       renderer_identity_(rendererIdentity(renderers_->executables(), options_.limits)),
-      store_full_(metrics.raw()) {}
+      store_full_(metrics.raw()),
+      public_events_(bus_.js, metrics.raw()) {}
 
 std::chrono::milliseconds CommitHandler::backoff(uint64_t delivery_count) const {
   return service::Backoff(options_.retry_base, options_.retry_max).delay(delivery_count);

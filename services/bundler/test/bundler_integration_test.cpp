@@ -13,6 +13,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/cloudevents.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
 #include "flotilla/harness/hub_test.h"
@@ -150,6 +151,33 @@ TEST_F(BundlerIntegrationTest, ABrokenBundleReportsFileAndLineWhileTheOthersPubl
   EXPECT_FALSE(record("repo-apps-web")->error);
   EXPECT_FALSE(renderStatus("repo-apps-web")->error);
   EXPECT_EQ(metrics_.value("bundles_rendered_total", {{"outcome", "error"}}), 1);
+
+  // Each render announced publicly: .failed for the broken one (with its error), .rendered for the others.
+  auto announced = [&](const std::string& bundle) {
+    auto last = hub_.js->getLastMessage(service::kEventsStream, events::eventsSubject("bundle", {ws_, bundle}));
+    return last.ok() ? events::decodeCloudEvent(Json::parse(last->data()).value()).valueOr(events::CloudEvent{})
+                     : events::CloudEvent{};
+  };
+  ASSERT_TRUE(eventually([&] {
+    return metrics_.value("public_events_total", {{"type", "io.flotilla.bundle.failed"}}) == 1 &&
+           metrics_.value("public_events_total", {{"type", "io.flotilla.bundle.rendered"}}) == 8;
+  }));
+  EXPECT_EQ(announced("repo-apps-web").type, "io.flotilla.bundle.rendered");
+  EXPECT_EQ(announced("repo-apps-web").data.getString("commit"), kCommit3);
+  EXPECT_EQ(announced("repo-apps-web").source, "/flotilla/bundler");
+  EXPECT_EQ(metrics_.value("public_event_failures_total", {{"reason", "publish"}}), 0);
+}
+
+// The public events are a degraded path: without an events stream the bundle events still go out and the commit
+// is acked; the public ones are dropped, counted and logged.
+TEST_F(BundlerIntegrationTest, WithoutTheEventsStreamTheCommitStillRendersAndTheDropIsCounted) {
+  ASSERT_TRUE(hub_.js->deleteStream(service::kEventsStream).ok());
+  startBundler();
+  publishCommit(kCommit1, threeBundles(), {"apps/*"});
+  ASSERT_EQ(readEvents(3).size(), 3u);
+  EXPECT_TRUE(eventually([&] { return metrics_.value("commits_handled_total", {{"outcome", "rendered"}}) == 1; }));
+  EXPECT_TRUE(eventually([&] { return metrics_.value("public_event_failures_total", {{"reason", "publish"}}) >= 3; }));
+  EXPECT_EQ(metrics_.value("public_events_total", {{"type", "io.flotilla.bundle.rendered"}}), 0);
 }
 
 TEST_F(BundlerIntegrationTest, UnknownFleetYamlFieldIsAnErrorEvent) {

@@ -111,6 +111,7 @@ Status Poller::Core::publishDeletion(const std::string& key, const PendingDeleti
     return fail(ack.error());
   }
   metrics.deletionPublished(ack->duplicate);
+  announceCommit(public_events.get(), event);
   log::info(ack->duplicate ? "deleted GitRepo's commit event was already published (duplicate dropped)"
                            : "deleted GitRepo's commit event published",
             {{"gitrepo", displayName(deletion.id)},

@@ -53,11 +53,13 @@ Result<std::unique_ptr<Poller>> Poller::create(PollerOptions options, const serv
   core->gc = std::make_unique<service::ObjectGc>(
       hub.sources, [hub] { return service::sourceReferences(hub); }, metrics,
       service::GcOptions{.grace = opts.gc_grace, .interval = opts.gc_interval, .clock = opts.gc_clock});
+  core->public_events = std::make_unique<service::PublicEvents>(hub.js, metrics);
   core->bus = SyncBus{.js = hub.js,
                       .sources = hub.sources,
                       .status = hub.status,
                       .gc = core->gc.get(),
-                      .store_full = core->store_full.get()};
+                      .store_full = core->store_full.get(),
+                      .public_events = core->public_events.get()};
   removeAll(core->settings.scratch_dir);  // leftovers of a crash
   std::error_code ec;
   std::filesystem::create_directories(core->mirrors_dir, ec);

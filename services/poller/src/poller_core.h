@@ -130,7 +130,8 @@ struct Poller::Core : std::enable_shared_from_this<Poller::Core> {
   SyncBus bus;
   std::string mirrors_dir;
   std::unique_ptr<service::StoreFullReporter> store_full;
-  std::unique_ptr<service::ObjectGc> gc;  //!< of `sources`, whose one writer the poller is
+  std::unique_ptr<service::ObjectGc> gc;                 //!< of `sources`, whose one writer the poller is
+  std::unique_ptr<service::PublicEvents> public_events;  //!< io.flotilla.gitrepo.* on flotilla.events.gitrepo.>
 
   mutable std::mutex mutex;
   std::condition_variable wake;  //!< the scheduler (new specs, completions, stop)

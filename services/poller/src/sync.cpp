@@ -7,6 +7,7 @@
 #include "flotilla/bus/errors.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/cloudevents.h"
 #include "flotilla/events/payloads.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/git/remote.h"
@@ -191,6 +192,7 @@ void publishItem(SyncContext& ctx, Item& item, const git::Mirror& mirror) {
     return failItem(item, "publish", ack.error());
   }
   ctx.metrics.published(ack->duplicate);
+  announceCommit(ctx.bus.public_events, event);  // also for a duplicate: a crash may have come between the two
   if (!ack->duplicate) {
     ctx.metrics.commitStage(w.by_webhook, w.triggered);
   }
@@ -431,6 +433,13 @@ std::vector<RepoResult> finish(SyncContext& ctx) {
 }
 
 }  // namespace
+
+void announceCommit(service::PublicEvents* announcer, const events::CommitEvent& event) {
+  if (announcer != nullptr) {
+    announcer->send(events::toCloudEvent(event, kPollerEventSource),
+                    events::eventsSubject("gitrepo", {event.workspace, event.gitrepo}));
+  }
+}
 
 std::optional<std::vector<RepoResult>> syncMirror(const SyncSettings& settings, const SyncBus& bus,
                                                   PollerMetrics& metrics, GitOpGuard& guard, MirrorSlot& slot,

@@ -55,6 +55,19 @@ TEST_F(PollerIntegrationTest, PublishesCommitEventWithSourceArchive) {
   EXPECT_EQ(metric("commits_published_total"), 1);
   EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "poll_to_commit"}}), 1);
   EXPECT_EQ(metric("stage_latency_seconds", {{"stage", "webhook_to_commit"}}), 0);
+
+  // The public CloudEvent of the commit (docs/events/cloudevents.md), with the CommitEvent as its data.
+  const std::string subject = events::eventsSubject("gitrepo", {kWs, "app"});
+  ASSERT_TRUE(waitFor([&] { return hub_.js->getLastMessage(service::kEventsStream, subject).ok(); }));
+  auto announced =
+      events::decodeCloudEvent(Json::parse(hub_.js->getLastMessage(service::kEventsStream, subject)->data()).value());
+  ASSERT_TRUE(announced.ok()) << announced.error().describe();
+  EXPECT_EQ(announced->type, "io.flotilla.gitrepo.commit");
+  EXPECT_EQ(announced->source, "/flotilla/poller");
+  EXPECT_EQ(announced->subject, std::string(kWs) + "/app");
+  EXPECT_EQ(announced->id, event.id);
+  EXPECT_EQ(announced->data.getString("commit"), *head);
+  EXPECT_EQ(metric("public_events_total", {{"type", "io.flotilla.gitrepo.commit"}}), 1);
 }
 
 // No new commit -> no event however often it polls; a new commit -> a new event that names the previous one.

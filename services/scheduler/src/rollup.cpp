@@ -55,6 +55,13 @@ void putSummary(Summary& out, const model::StateSummary& summary) {
   out.message = summary.describe();
 }
 
+//! A summary without any deployment: NoTargets, not the Ready an empty count would give (0 of 0 is not ready).
+template <typename Summary>
+void markNoTargets(Summary& out, std::string_view why) {
+  out.state = std::string(events::kNoTargetsState);
+  out.message = std::string(why);
+}
+
 //! Per group key (cluster, or workspace/gitrepo): whether every deployment in it is Ready.
 std::map<std::string, bool> readiness(const std::vector<DeploymentView>& deployments,
                                       const std::function<std::string(const DeploymentRecord&)>& key,
@@ -89,7 +96,8 @@ events::GitRepoSummaryBundle gitRepoBundleLine(const GitRepoBundle& item, model:
   auto summary = summarize(item.deployments, [](const DeploymentRecord& r) { return r.cluster + "/" + r.bundle; });
   total.merge(summary);
   events::GitRepoSummaryBundle line{.bundle = name,
-                                    .state = std::string(model::stateName(summary.worst())),
+                                    .state = item.deployments.empty() ? std::string(events::kNoTargetsState)
+                                                                      : std::string(model::stateName(summary.worst())),
                                     .ready = summary.ready(),
                                     .desired_ready = summary.desired_ready};
   if (item.bundle != nullptr && item.bundle->error) {
@@ -152,6 +160,9 @@ events::BundleSummary bundleSummaryRecord(std::string_view workspace, std::strin
   auto summary = summarize(deployments, [](const DeploymentRecord& r) { return r.cluster; });
   events::BundleSummary out{.workspace = std::string(workspace), .bundle = std::string(bundle_name)};
   putSummary(out, summary);
+  if (deployments.empty()) {
+    markNoTargets(out, "no registered cluster is targeted");
+  }
   out.ready_clusters = readyCount(summary);
   out.gitrepo = bundle != nullptr ? bundle->gitrepo : std::string();
   if (bundle != nullptr && bundle->targeting) {
@@ -199,6 +210,9 @@ events::GitRepoSummary gitRepoSummaryRecord(std::string_view workspace, std::str
     out.bundles.push_back(gitRepoBundleLine(item, total, out, error_texts));
   }
   putSummary(out, total);
+  if (std::all_of(bundles.begin(), bundles.end(), [](const GitRepoBundle& b) { return b.deployments.empty(); })) {
+    markNoTargets(out, "no bundle targets a registered cluster");
+  }
   out.ready_bundle_deployments = readyCount(total);
   out.ready_clusters = countReady(cluster_ready);
   out.desired_ready_clusters = static_cast<int64_t>(cluster_ready.size());

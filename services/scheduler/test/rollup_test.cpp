@@ -182,6 +182,39 @@ TEST(RollupTest, GitRepoWithOnlyDeletingDeploymentsIsDeleting) {
   EXPECT_EQ(gitRepoSummaryRecord("fleet-default", "repo", mixed).state, "WaitApplied");
 }
 
+// A bundle without any deployment (no registered cluster targeted) is NoTargets, not the Ready an empty count
+// gives: 0 of 0 clusters is nothing to be ready. So is its GitRepo while none of its bundles has a deployment; one
+// deployment anywhere makes the GitRepo's state that of its deployments again.
+TEST(RollupTest, ABundleWithoutDeploymentsIsNoTargetsNotReady) {
+  BundleInfo alone{.workspace = "fleet-default", .gitrepo = "repo", .bundle = "repo-a"};
+  auto bundle = bundleSummaryRecord("fleet-default", "repo-a", &alone, {}, nullptr);
+  EXPECT_EQ(bundle.state, "NoTargets");
+  EXPECT_EQ(bundle.ready_clusters, "0/0");
+  EXPECT_EQ(bundle.message, "no registered cluster is targeted");
+  auto decoded = events::decodeRecord<events::BundleSummary>(events::encode(bundle));
+  ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+  EXPECT_EQ(decoded->state, "NoTargets");
+
+  std::vector<GitRepoBundle> none = {GitRepoBundle{.bundle = &alone}};
+  auto gitrepo = gitRepoSummaryRecord("fleet-default", "repo", none);
+  EXPECT_EQ(gitrepo.state, "NoTargets");
+  EXPECT_EQ(gitrepo.ready_bundle_deployments, "0/0");
+  ASSERT_EQ(gitrepo.bundles.size(), 1u);
+  EXPECT_EQ(gitrepo.bundles[0].state, "NoTargets");
+  EXPECT_TRUE(events::decodeRecord<events::GitRepoSummary>(events::encode(gitrepo)).ok());
+
+  BundleInfo placed{.workspace = "fleet-default", .gitrepo = "repo", .bundle = "repo-b"};
+  auto b1 = record("c1", "repo-b", "n:o");
+  auto s_b1 = report(b1, "Ready");
+  std::vector<GitRepoBundle> some = {GitRepoBundle{.bundle = &alone},
+                                     GitRepoBundle{.bundle = &placed, .deployments = {{&b1, &s_b1}}}};
+  gitrepo = gitRepoSummaryRecord("fleet-default", "repo", some);
+  EXPECT_EQ(gitrepo.state, "Ready");
+  EXPECT_EQ(gitrepo.bundles[0].state, "NoTargets");
+  EXPECT_EQ(gitrepo.bundles[1].state, "Ready");
+  EXPECT_EQ(bundleSummaryRecord("fleet-default", "repo-b", &placed, {{&b1, &s_b1}}, nullptr).state, "Ready");
+}
+
 // The cluster summary spans the cluster's bundles and carries the last heartbeat and versions.
 TEST(RollupTest, ClusterSummaryCarriesHeartbeat) {
   auto a = record("c1", "repo-a", "m:o");

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "flotilla/core/log.h"
 #include "flotilla/core/process.h"
 #include "flotilla/core/util.h"
+#include "flotilla/events/cloudevents.h"
 #include "flotilla/events/subjects.h"
 #include "flotilla/events/terminated.h"
 #include "flotilla/harness/hub_test.h"
@@ -310,6 +312,51 @@ TEST_F(SchedulerTest, PublicEventsGoOutInBatchesAndAFailedBatchHoldsUpNothing) {
   publishBundle(bundleEvent("repo-app", kManifestB, prodOnly(), kCommit2));
   ASSERT_EQ(deploys(prod, 1).size(), 1u) << "the deploy does not wait for its public event";
   EXPECT_TRUE(waitFor([&] { return metric("public_event_failures_total") >= 1; }));
+}
+
+// Before any cluster registered, a bundle is NoTargets (0/0) — in its summary and in its public event — never
+// io.flotilla.bundle.ready; once a cluster has it applied, io.flotilla.bundle.ready says 1 of 1.
+TEST_F(SchedulerTest, ABundleBeforeAnyClusterIsAnnouncedAsNoTargetsNeverReady) {
+  std::mutex mutex;
+  std::vector<events::CloudEvent> announced;
+  auto subscription = hub_.connection->subscribe("flotilla.events.bundle.>", "", [&](const bus::Message& message) {
+    auto event = events::decodeCloudEvent(Json::parse(message.data()).value());
+    std::lock_guard lock(mutex);
+    announced.push_back(event.ok() ? *event : events::CloudEvent{});
+  });
+  ASSERT_TRUE(subscription.ok()) << subscription.error().describe();
+  auto typesSeen = [&] {
+    std::lock_guard lock(mutex);
+    std::vector<std::string> types;
+    for (const auto& event : announced) {
+      types.push_back(event.type);
+    }
+    return types;
+  };
+  publishBundle(bundleEvent("repo-app", kManifestA, prodOnly()));
+  auto alone = kvWhen(*hub_.status, events::bundleSummaryKey(kWs, "repo-app"),
+                      [](const Json& s) { return s.getString("state") == "NoTargets"; });
+  ASSERT_TRUE(alone.has_value());
+  EXPECT_EQ(alone->getString("readyClusters"), "0/0");
+  ASSERT_TRUE(waitFor([&] { return !typesSeen().empty(); }));
+  EXPECT_EQ(typesSeen(), std::vector<std::string>{"io.flotilla.bundle.notargets"});
+
+  ASSERT_TRUE(registerCluster("prod-1", {{"env", "prod"}}).accepted);
+  auto prod = agentConsumer("prod-1");
+  auto sent = deploys(prod, 1);
+  ASSERT_EQ(sent.size(), 1u);
+  publishStatus("prod-1", "repo-app", sent[0].deployment_id, sent[0].generation, "Ready");
+  ASSERT_TRUE(waitFor([&] {
+    auto types = typesSeen();
+    return !types.empty() && types.back() == "io.flotilla.bundle.ready";
+  })) << join(typesSeen(), ", ");
+  std::lock_guard lock(mutex);
+  for (const auto& event : announced) {
+    if (event.type == "io.flotilla.bundle.ready") {
+      EXPECT_EQ(event.data.find("summary")->getInt("desiredReady"), 1);
+      EXPECT_EQ(event.data.find("summary")->getInt("ready"), 1);
+    }
+  }
 }
 
 // A cluster that registers after the bundle gets every bundle that targets it; a label change that takes it out

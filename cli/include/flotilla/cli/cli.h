@@ -8,6 +8,7 @@
 //   flotilla delete <gitrepo|clustergroup> <name> [-n ws]
 //   flotilla delete cluster <name> [--keep-resources]
 //   flotilla force-sync <gitrepo> [-n ws]
+//   flotilla events [--since <duration|RFC 3339>] [--type <type|glob>] [-f] [-o json|text]
 //   flotilla render <dir> [flags]
 //   flotilla completion bash|zsh
 //

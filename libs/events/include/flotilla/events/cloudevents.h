@@ -42,7 +42,7 @@ Result<CloudEvent> decodeCloudEvent(const Json& json);
 //! Builds a CloudEvent; `id` and `time` default to a new id and now.
 CloudEvent toCloudEvent(std::string type, std::string source, std::string subject, Json data, std::string id = {},
                         std::string time = {});
-//! io.flotilla.gitrepo.commit, subject "<workspace>/<gitrepo>".
+//! io.flotilla.gitrepo.commit (.deleted for a deleted GitRepo's event), subject "<workspace>/<gitrepo>".
 CloudEvent toCloudEvent(const CommitEvent& event, std::string_view source);
 //! io.flotilla.bundle.rendered (.failed with an error, .deleted when deleted), subject "<workspace>/<bundle>".
 CloudEvent toCloudEvent(const BundleEvent& event, std::string_view source);

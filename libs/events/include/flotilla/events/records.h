@@ -294,6 +294,10 @@ inline constexpr std::string_view kDeletingState = "Deleting";
 //! ClusterSummary::state of a cluster whose agent has given no sign of life for the scheduler's
 //! --cluster-offline-after (`offline` is then true); its other states are the seven bundle states.
 inline constexpr std::string_view kOfflineState = "Offline";
+//! BundleSummary::state (and a GitRepoSummary's, and its bundle lines') while the bundle (every bundle of the
+//! GitRepo) has no deployment: no registered cluster is targeted, so nothing is Ready or failing yet (0/0 is not
+//! Ready). The public event on the change is io.flotilla.bundle.notargets (docs/events/cloudevents.md).
+inline constexpr std::string_view kNoTargetsState = "NoTargets";
 
 struct GitRepoSummary {
   static constexpr std::string_view kKind = "GitRepoSummary";

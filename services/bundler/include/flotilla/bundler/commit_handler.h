@@ -58,6 +58,7 @@
 #include "flotilla/service/consumer.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/service/object_gc.h"
+#include "flotilla/service/public_events.h"
 #include "flotilla/service/store_full.h"
 #include "flotilla/source/archive.h"
 
@@ -103,6 +104,8 @@ render::BundleDir bundleDirAt(const std::string& root, const std::string& path);
 
 //! The fault point between a commit's live bundles and its deletions (docs/pipeline.md "Ownership handover").
 inline constexpr std::string_view kFaultCommitPublished = "bundler.commit.published";
+//! The CloudEvents source of the bundler's public events.
+inline constexpr std::string_view kBundlerEventSource = "/flotilla/bundler";
 
 class CommitHandler {
  public:
@@ -262,6 +265,8 @@ class CommitHandler {
   render::VariantCache variant_cache_;
   service::ObjectGc* gc_ = nullptr;
   service::StoreFullReporter store_full_;
+  //! io.flotilla.bundle.rendered/.failed/.deleted for every bundle event in the stream (docs/events/cloudevents.md).
+  service::PublicEvents public_events_;
   std::mutex locks_mutex_;
   std::map<std::string, std::shared_ptr<std::mutex>> gitrepo_locks_;
 

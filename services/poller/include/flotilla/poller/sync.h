@@ -28,12 +28,14 @@
 #include "flotilla/bus/object_store.h"
 #include "flotilla/core/result.h"
 #include "flotilla/core/time.h"
+#include "flotilla/events/payloads.h"
 #include "flotilla/git/mirror.h"
 #include "flotilla/model/resources.h"
 #include "flotilla/poller/poll_status.h"
 #include "flotilla/poller/poller_metrics.h"
 #include "flotilla/poller/schedule.h"
 #include "flotilla/service/object_gc.h"
+#include "flotilla/service/public_events.h"
 #include "flotilla/service/store_full.h"
 
 namespace flotilla::poller {
@@ -55,6 +57,8 @@ struct SyncBus {
   std::shared_ptr<bus::KeyValue> status;
   service::ObjectGc* gc = nullptr;                   //!< touched for every source stored or reused; may be null
   service::StoreFullReporter* store_full = nullptr;  //!< counts and logs writes refused by a full store; may be null
+  //! Announces each commit in the stream as io.flotilla.gitrepo.commit (docs/events/cloudevents.md); may be null.
+  service::PublicEvents* public_events = nullptr;
 };
 
 //! The bare mirror of one URL, kept open between syncs. Only the sync holding the mirror uses it.
@@ -104,6 +108,12 @@ struct RepoResult {
   int64_t force_sync_generation = 0;
   std::string spec_hash;
 };
+
+//! The CloudEvents source of the poller's public events.
+inline constexpr std::string_view kPollerEventSource = "/flotilla/poller";
+//! Announces a CommitEvent the stream holds as io.flotilla.gitrepo.commit (.deleted for a deleted GitRepo) on
+//! flotilla.events.gitrepo.<ws>.<gitrepo>; queued, never blocking. `announcer` may be null (nothing is announced).
+void announceCommit(service::PublicEvents* announcer, const events::CommitEvent& event);
 
 //! Runs one sync for `work` (all on the mirror in `slot`, whose URL is `url`). nullopt when the watchdog
 //! abandoned a git call (the caller must then discard everything).
