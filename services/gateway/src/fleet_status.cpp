@@ -235,8 +235,8 @@ bool onlyLivenessTimesMoved(const Json& status, const Json& previous) {
     return false;
   }
   Json with_previous = status;
-  for (const std::vector<std::string>& path : {std::vector<std::string>{"lastPollingTriggered"},
-                                               std::vector<std::string>{"agent", "lastSeen"}}) {
+  for (const std::vector<std::string>& path :
+       {std::vector<std::string>{"lastPollingTriggered"}, std::vector<std::string>{"agent", "lastSeen"}}) {
     const Json* now_text = atPath(status, path);
     const Json* then_text = atPath(previous, path);
     if (now_text == nullptr || then_text == nullptr || !now_text->isString() || !then_text->isString()) {
