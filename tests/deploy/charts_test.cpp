@@ -78,6 +78,8 @@ TEST(HubChart, LintIsClean) {
                   {kOffline,
                    with(kOffline, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats:4222"}),
                    with(kOffline, {"--set", "nats.auth.mutualTls=true"}),
+                   with(kOffline, {"--set", "metrics.prometheusRule.enabled=true", "--set",
+                                   "metrics.serviceMonitor.enabled=true", "--set", "scheduler.perClusterMetrics=true"}),
                    {"--set", "nats.auth.enabled=false"}});
 }
 
