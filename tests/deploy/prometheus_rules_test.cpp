@@ -90,6 +90,29 @@ TEST(HubChart, PrometheusRuleCarriesThePlainRulesFile) {
       << "values.schema.json knows every key";
 }
 
+TEST(HubChart, DashboardsAreConfigMapsForGrafanasSidecar) {
+  auto objects =
+      renderChart("flotilla-hub", {"--set", "nats.auth.lookupSecrets=false", "--set", "metrics.dashboards.enabled=true",
+                                   "--set", "metrics.dashboards.labels.team=platform"});
+  ASSERT_TRUE(objects.ok()) << objects.error().describe();
+  for (const std::string name : {"overview", "gitrepo", "cluster", "hub"}) {
+    const Json* map = findObject(*objects, "ConfigMap", "t-flotilla-hub-dashboard-" + name);
+    ASSERT_NE(map, nullptr) << name;
+    EXPECT_EQ(map->at({"metadata", "labels", "grafana_dashboard"})->asString(), "1");
+    EXPECT_EQ(map->at({"metadata", "labels", "team"})->asString(), "platform");
+    const std::string file = "flotilla-" + name + ".json";
+    const Json* text = map->at({"data", file});
+    ASSERT_NE(text, nullptr) << name;
+    auto dashboard = Json::parse(text->asString());
+    ASSERT_TRUE(dashboard.ok()) << name << ": " << dashboard.error().describe();
+    EXPECT_EQ(*dashboard, Json::parse(readFile(chartDir("flotilla-hub") + "/files/dashboards/" + file)).value());
+    EXPECT_FALSE(dashboard->find("panels")->asArray().empty()) << name;
+  }
+  auto defaults = renderChart("flotilla-hub", {"--set", "nats.auth.lookupSecrets=false"});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().describe();
+  EXPECT_EQ(findObject(*defaults, "ConfigMap", "t-flotilla-hub-dashboard-overview"), nullptr);
+}
+
 TEST(HubChart, PerClusterMetricsReachTheScheduler) {
   for (bool on : {false, true}) {
     auto objects = renderChart("flotilla-hub", {"--set", "nats.auth.lookupSecrets=false", "--set",

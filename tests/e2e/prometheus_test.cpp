@@ -4,6 +4,7 @@
 // seconds, with the shipped expressions and a test copy of the file whose `for:` is 0s, evaluated every second:
 // an agent killed with kill -9 -> FlotillaClusterOffline (--cluster-offline-after 3), a commit that does not
 // render -> FlotillaRenderErrors.
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -29,6 +30,28 @@ std::string readFile(const std::string& path) {
 
 std::string rulesPath() {
   return std::string(FLOTILLA_SOURCE_DIR) + "/charts/flotilla-hub/files/flotilla-rules.yaml";
+}
+
+//! Every panel query of the dashboards (charts/flotilla-hub/files/dashboards, also docs/dashboards) as
+//! "<dashboard>: <title>" -> expr, with the dashboards' variables ($gitrepo, $cluster) matching everything.
+std::map<std::string, std::string> dashboardQueries() {
+  std::map<std::string, std::string> out;
+  const std::string dir = std::string(FLOTILLA_SOURCE_DIR) + "/charts/flotilla-hub/files/dashboards";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    auto dashboard = Json::parse(readFile(entry.path().string()));
+    if (!dashboard.ok()) {
+      ADD_FAILURE() << entry.path() << ": " << dashboard.error().describe();
+      continue;
+    }
+    for (const auto& panel : dashboard->find("panels")->asArray()) {
+      for (const auto& target : panel.find("targets")->asArray()) {
+        const std::string expr =
+            std::regex_replace(target.getString("expr"), std::regex(R"(\$(gitrepo|cluster)\b)"), ".+");
+        out[entry.path().filename().string() + ": " + panel.getString("title")] = expr;
+      }
+    }
+  }
+  return out;
 }
 
 //! One rule of the shipped file: its alert name and expression.
@@ -170,8 +193,9 @@ class PrometheusTest : public ::testing::Test {
       services[name].flags = {"--http-addr", address};
       targets[startsWith(name, "agent-") ? "agent" : name].push_back(address);
     }
-    services["scheduler"].flags.insert(services["scheduler"].flags.end(),
-                                       {"--agent-heartbeat-interval", "1", "--cluster-offline-after", "3"});
+    services["scheduler"].flags.insert(
+        services["scheduler"].flags.end(),
+        {"--agent-heartbeat-interval", "1", "--cluster-offline-after", "3", "--per-cluster-metrics", "true"});
     for (const char* agent : {"agent-0", "agent-1"}) {
       services[agent].flags.insert(services[agent].flags.end(), {"--heartbeat-interval", "1s"});
     }
@@ -224,6 +248,12 @@ TEST_F(PrometheusTest, EveryRuleHasDataWhileACommitFlowsAndFaultsFireTheirAlerts
     const std::string expr = withoutThreshold(rule.expr);
     EXPECT_NE(expr, rule.expr) << rule.alert << ": no threshold found";
     EXPECT_TRUE(returnsData(expr)) << rule.alert << ": " << expr << " returned no data";
+  }
+  // Every panel of every dashboard too (the per-cluster ones with the scheduler's --per-cluster-metrics).
+  const auto panels = dashboardQueries();
+  EXPECT_GE(panels.size(), 20u);
+  for (const auto& panel : panels) {
+    EXPECT_TRUE(returnsData(panel.second)) << panel.first << ": " << panel.second << " returned no data";
   }
   EXPECT_FALSE(prometheus_->firing("FlotillaClusterOffline"));
   EXPECT_FALSE(prometheus_->firing("FlotillaRenderErrors"));
