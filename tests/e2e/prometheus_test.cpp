@@ -1,9 +1,10 @@
 // Issue 17: a real Prometheus (Debian's `prometheus`, installed by scripts/setup) scrapes a running hub while a
 // commit flows. Every expression of the shipped alert rules (charts/flotilla-hub/files/flotilla-rules.yaml) returns
-// data through /api/v1/query, so a metric renamed in code fails here; and two faults make their alerts fire in
+// data through /api/v1/query, so a metric renamed in code fails here; and faults make their alerts fire in
 // seconds, with the shipped expressions and a test copy of the file whose `for:` is 0s, evaluated every second:
-// an agent killed with kill -9 -> FlotillaClusterOffline (--cluster-offline-after 3), a commit that does not
-// render -> FlotillaRenderErrors.
+// a GitRepo whose host does not answer -> FlotillaPollErrors; a commit that does not render -> FlotillaRenderErrors;
+// one the API servers refuse -> FlotillaApplyErrors and FlotillaGitRepoNotReady; an agent killed with kill -9 ->
+// FlotillaClusterOffline (--cluster-offline-after 3).
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -255,8 +256,15 @@ TEST_F(PrometheusTest, EveryRuleHasDataWhileACommitFlowsAndFaultsFireTheirAlerts
   for (const auto& panel : panels) {
     EXPECT_TRUE(returnsData(panel.second)) << panel.first << ": " << panel.second << " returned no data";
   }
-  EXPECT_FALSE(prometheus_->firing("FlotillaClusterOffline"));
-  EXPECT_FALSE(prometheus_->firing("FlotillaRenderErrors"));
+  // The unreachable GitRepo is the poll-error fault: FlotillaPollErrors fires (its errors go on with backoff).
+  EXPECT_TRUE(Hub::waitFor([&] { return prometheus_->firing("FlotillaPollErrors"); }, 60s))
+      << "alerts: " << Json(prometheus_->alerts()).dump() << "\n"
+      << hub_->logTail("poller");
+  for (const auto& rule : shippedRules()) {
+    if (rule.alert != "FlotillaPollErrors") {
+      EXPECT_FALSE(prometheus_->firing(rule.alert)) << rule.alert << " fires before its fault";
+    }
+  }
 
   // A commit that does not render: FlotillaRenderErrors fires for that GitRepo.
   ASSERT_TRUE(
@@ -268,6 +276,20 @@ TEST_F(PrometheusTest, EveryRuleHasDataWhileACommitFlowsAndFaultsFireTheirAlerts
       60s))
       << "alerts: " << Json(prometheus_->alerts()).dump() << "\n"
       << hub_->logTail("bundler");
+
+  // A commit that renders but which the API servers refuse (data must be a map): the bundle is ErrApplied, so
+  // FlotillaApplyErrors fires, and the GitRepo is not Ready, so FlotillaGitRepoNotReady fires for it.
+  const std::string refused = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata: 5\n";
+  ASSERT_TRUE(hub_->git().commitFiles(name, "main", {{"app/cm.yaml", refused}}, "refused").ok());
+  EXPECT_TRUE(Hub::waitFor([&] { return prometheus_->firing("FlotillaApplyErrors"); }, 60s))
+      << "alerts: " << Json(prometheus_->alerts()).dump() << "\n"
+      << hub_->logTail("agent-0");
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        return prometheus_->firing("FlotillaGitRepoNotReady", {{"gitrepo", name}});
+      },
+      60s))
+      << "alerts: " << Json(prometheus_->alerts()).dump();
 
   // An agent killed: its cluster goes Offline and FlotillaClusterOffline fires.
   hub_->kill9("agent-0");
