@@ -13,6 +13,7 @@
 #include "flotilla/scheduler/scheduler.h"
 #include "flotilla/service/hub.h"
 #include "flotilla/service/lease.h"
+#include "flotilla/service/store_usage.h"
 
 using namespace flotilla;
 
@@ -167,6 +168,7 @@ service::StopService startScheduler(const service::Config& config, service::Runt
   if (!hub) {
     return {};
   }
+  service::exportStoreUsage(runtime.metrics(), hub->js);  // store_bytes, store_max_bytes at each scrape
   std::shared_ptr<service::Lease> lease;
   if (replica->lease_ttl.count() > 0 && replica->partitions == 1) {
     lease = std::make_shared<service::Lease>(

@@ -75,11 +75,14 @@ void expectLintClean(const std::string& chart, const std::vector<std::vector<std
 }
 
 TEST(HubChart, LintIsClean) {
-  expectLintClean("flotilla-hub",
-                  {kOffline,
-                   with(kOffline, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats:4222"}),
-                   with(kOffline, {"--set", "nats.auth.mutualTls=true"}),
-                   {"--set", "nats.auth.enabled=false"}});
+  expectLintClean(
+      "flotilla-hub",
+      {kOffline,
+       with(kOffline, {"--set", "nats.embedded.enabled=false", "--set", "nats.url=tls://nats:4222"}),
+       with(kOffline, {"--set", "nats.auth.mutualTls=true"}),
+       with(kOffline, {"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
+                       "--set", "scheduler.perClusterMetrics=true", "--set", "metrics.dashboards.enabled=true"}),
+       {"--set", "nats.auth.enabled=false"}});
 }
 
 TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {

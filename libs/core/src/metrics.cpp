@@ -1,5 +1,6 @@
 #include "flotilla/core/metrics.h"
 
+#include <iterator>
 #include <sstream>
 
 #include <prometheus/text_serializer.h>
@@ -48,13 +49,36 @@ prometheus::Histogram& Metrics::histogram(std::string_view name, std::string_vie
       .Add(labels, prometheus::Histogram::BucketBoundaries(buckets.begin(), buckets.end()));
 }
 
+void Metrics::removeGauge(std::string_view name, const prometheus::Labels& labels) {
+  std::lock_guard lock(mutex_);
+  auto it = gauges_.find(fullName(name));
+  if (it != gauges_.end() && it->second->Has(labels)) {
+    it->second->Remove(&it->second->Add(labels));
+  }
+}
+
+void Metrics::addCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
+  std::lock_guard lock(mutex_);
+  collectables_.push_back(std::move(collectable));
+}
+
 std::vector<double> Metrics::durationBuckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
 std::string Metrics::exposition() const {
   std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  auto families = registry_->Collect();
+  std::vector<std::shared_ptr<prometheus::Collectable>> extra;
+  {
+    std::lock_guard lock(mutex_);
+    extra = collectables_;
+  }
+  for (const auto& collectable : extra) {
+    auto more = collectable->Collect();
+    families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  prometheus::TextSerializer().Serialize(out, families);
   return out.str();
 }
 

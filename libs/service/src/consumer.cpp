@@ -101,6 +101,22 @@ void recoverFetch(Consumer::State& state, const Error& error, uint64_t& failures
   }
 }
 
+//! The consumer's lag: what the stream still held for the durable when its latest message was delivered
+//! (num_pending), 0 after a fetch that found nothing.
+void notePending(Consumer::State& state, const std::vector<bus::Message>& batch) {
+  uint64_t pending = 0;
+  if (!batch.empty()) {
+    if (auto meta = batch.back().metadata(); meta.ok()) {
+      pending = meta->num_pending;
+    }
+  }
+  state.metrics
+      .gauge("consumer_pending_messages",
+             "Messages the stream holds for this durable that it has not delivered yet (JetStream num_pending)",
+             {{"consumer", state.options.label}, {"durable", state.options.config.durable}})
+      .Set(static_cast<double>(pending));
+}
+
 bool idle(Consumer::State& state) {
   std::lock_guard lock(state.slots_mutex);
   return state.outstanding == 0;
@@ -129,6 +145,7 @@ void fetchLoop(Consumer::State& state) {
     }
     failures = 0;
     state.fetch_ok = true;
+    notePending(state, *batch);
     if (batch->empty() && state.options.on_idle && idle(state)) {
       state.options.on_idle();
     }

@@ -8,6 +8,7 @@
 #include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
 #include "flotilla/core/util.h"
+#include "flotilla/service/process_metrics.h"
 
 namespace flotilla::service {
 
@@ -124,7 +125,9 @@ std::string Config::usage(const std::string& program) const {
 }
 
 Runtime::Runtime(std::string service, std::string http_address)
-    : service_(service), http_address_(std::move(http_address)), metrics_(std::move(service)) {}
+    : service_(service), http_address_(std::move(http_address)), metrics_(std::move(service)) {
+  metrics_.addCollectable(std::make_shared<ProcessCollector>(service_, buildVersion()));
+}
 
 Runtime::~Runtime() {
   if (http_) {

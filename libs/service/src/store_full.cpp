@@ -1,11 +1,17 @@
 #include "flotilla/service/store_full.h"
 
 #include "flotilla/bus/errors.h"
+#include "flotilla/service/hub.h"
 
 namespace flotilla::service {
 
 StoreFullReporter::StoreFullReporter(Metrics& metrics, std::chrono::milliseconds log_interval, Clock* clock)
-    : metrics_(metrics), interval_(log_interval), clock_(clock != nullptr ? clock : &systemClock()) {}
+    : metrics_(metrics), interval_(log_interval), clock_(clock != nullptr ? clock : &systemClock()) {
+  // Every store's series exists from the start (at 0), so the alert FlotillaStoreFull has data to evaluate.
+  for (const auto& [store, share] : kStoreShares) {
+    metrics_.counter("store_full_total", "Writes refused because a store was at its size cap", {{"store", store}});
+  }
+}
 
 bool StoreFullReporter::report(const Error& error, std::string_view what, std::string_view subject) {
   if (error.kind != ErrorKind::kStoreFull) {

@@ -1,6 +1,7 @@
 // The consumer runtime against a real nats-server: poison messages are terminated and reported while other
 // messages keep flowing, waiting uses no deliveries, waking parked messages, per-key ordering, the time budget.
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -322,6 +323,36 @@ TEST_F(ConsumerTest, TimeBudgetTerminatesHungHandlersButNotDeclaredWaits) {
   EXPECT_EQ(terminated[0].reason, events::kTerminatedOverBudget);
   EXPECT_EQ(terminated[0].subject, "flotilla.commit.ws.a");
   EXPECT_EQ(metrics_.value("settled_total", {{"consumer", "commits"}, {"action", "ack"}}), 1);
+}
+
+TEST_F(ConsumerTest, PendingGaugeShowsTheDurablesLagAndFallsToZeroOnceCaughtUp) {
+  for (int i = 0; i < 10; ++i) {
+    publish("a", "m" + std::to_string(i));
+  }
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open = false;
+  std::atomic<int> handled{0};
+  auto consumer = reportingConsumer(options(), [&](const bus::Message&, const Delivery&) {
+    std::unique_lock lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return open; });
+    ++handled;
+    return Outcome::ack("ok");
+  });
+  const prometheus::Labels labels = {{"consumer", "commits"}, {"durable", "runtime-test"}};
+  ASSERT_TRUE(consumer->start().ok());
+  // The first fetch takes what the slots hold (2 of 10): the rest is the lag, and no fetch runs while they wait.
+  ASSERT_TRUE(eventually([&] { return metrics_.value("consumer_pending_messages", labels) > 0; }));
+  EXPECT_GE(metrics_.value("consumer_pending_messages", labels), 8);
+  EXPECT_LE(metrics_.value("consumer_pending_messages", labels), 9);
+  {
+    std::lock_guard lock(gate_mutex);
+    open = true;
+  }
+  gate_cv.notify_all();
+  ASSERT_TRUE(eventually([&] { return handled == 10; })) << handled;
+  EXPECT_TRUE(eventually([&] { return metrics_.value("consumer_pending_messages", labels) == 0; }));
+  consumer->stop();
 }
 
 }  // namespace

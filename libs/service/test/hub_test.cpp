@@ -7,6 +7,7 @@
 
 #include "flotilla/harness/nats_server.h"
 #include "flotilla/service/consumer.h"
+#include "flotilla/service/store_usage.h"
 
 namespace flotilla::service {
 namespace {
@@ -92,6 +93,36 @@ TEST(HubTest, GivesUpAfterTheDeadline) {
   auto hub = connectHub(options, HubAccess::kProvision, nullptr, std::chrono::milliseconds(800));
   ASSERT_FALSE(hub.ok());
   EXPECT_EQ(hub.error().kind, ErrorKind::kTransient);
+}
+
+TEST(HubTest, StoreUsageGaugesEveryStoreWithItsCapAndNothingOnceTheHubIsGone) {
+  auto server = harness::NatsServer::start();
+  ASSERT_TRUE(server.ok()) << server.error().describe();
+  Metrics metrics("hubtest");
+  {
+    auto hub = connectHub(optionsFor(**server), HubAccess::kProvision, &metrics);
+    ASSERT_TRUE(hub.ok()) << hub.error().describe();
+    exportStoreUsage(metrics, hub->js);
+    ASSERT_TRUE(hub->gitrepos->put("a", std::string(1000, 'x')).ok());
+    const std::string text = metrics.exposition();
+    for (const auto& [store, share] : kStoreShares) {
+      EXPECT_NE(text.find("flotilla_hubtest_store_bytes{store=\"" + std::string(store) + "\"}"), std::string::npos)
+          << store << "\n"
+          << text;
+      const std::string cap = std::to_string(StoreLimits::fromBudget(kDefaultStoreBudget).of(store));
+      EXPECT_NE(text.find("flotilla_hubtest_store_max_bytes{store=\"" + std::string(store) + "\"} " + cap),
+                std::string::npos)
+          << store << "\n"
+          << text;
+    }
+    auto info = hub->js->streamInfo(streamOfStore(kGitReposBucket));
+    ASSERT_TRUE(info.ok());
+    EXPECT_GT(info->bytes, 1000u);
+    EXPECT_NE(text.find("flotilla_hubtest_store_bytes{store=\"gitrepos\"} " + std::to_string(info->bytes)),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_EQ(metrics.exposition().find("store_bytes{"), std::string::npos);
 }
 
 }  // namespace

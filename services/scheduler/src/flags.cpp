@@ -44,6 +44,9 @@ std::map<std::string, std::string> schedulerFlags() {
        "does everything)"},
       {"max-deliveries", "deliveries of a failing message before it is terminated and reported (default 10)"},
       {"public-events", "publish CloudEvents on flotilla.events.> (true|false, default true)"},
+      {"per-cluster-metrics",
+       "export cluster_ready{cluster} and cluster_offline{cluster}, two series per cluster (true|false, default "
+       "false: at 10,000 clusters that is 20,000 series; clusters_by_state counts them either way)"},
   };
 }
 
@@ -103,6 +106,11 @@ Result<SchedulerOptions> schedulerOptionsFrom(const service::Config& config) {
     return fail(ErrorKind::kInvalid, "--public-events: expected true or false, got \"" + events + "\"");
   }
   options.public_events = events == "true";
+  std::string per_cluster = config.get("per-cluster-metrics", "false");
+  if (per_cluster != "true" && per_cluster != "false") {
+    return fail(ErrorKind::kInvalid, "--per-cluster-metrics: expected true or false, got \"" + per_cluster + "\"");
+  }
+  options.per_cluster_metrics = per_cluster == "true";
   return options;
 }
 

@@ -33,7 +33,14 @@ Scheduler::Scheduler(service::Hub hub, Metrics& metrics, SchedulerOptions option
       options_(std::move(options)),
       stages_(metrics_),
       manifest_server_(std::make_unique<ManifestServer>(hub_.connection, hub_.deployments, hub_.status, hub_.manifests,
-                                                        metrics_, options_.manifests)) {}
+                                                        metrics_, options_.manifests)) {
+  StateGaugeScope scope{
+      .owns_gitrepo = [this](const std::string& workspace,
+                             const std::string& gitrepo) { return options_.partition.ownsGitRepo(workspace, gitrepo); },
+      .owns_cluster = [this](const std::string& cluster) { return options_.partition.ownsCluster(cluster); }};
+  state_gauges_ =
+      std::make_unique<StateGauges>(metrics_, gaugeLabels(), options_.per_cluster_metrics, std::move(scope));
+}
 
 Scheduler::~Scheduler() {
   stop();

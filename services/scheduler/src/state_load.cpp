@@ -168,7 +168,10 @@ void Scheduler::loadSummaries(const std::vector<bus::KvEntry>& entries) {
       }
     }
     // The cache of what was written (without `updated`): a summary whose content differs is written again.
-    summaries_[entry.key] = withoutUpdated(std::move(parsed).value());
+    Json record = withoutUpdated(std::move(parsed).value());
+    auto before = summaries_.find(entry.key);
+    state_gauges_->change(entry.key, before == summaries_.end() ? nullptr : &before->second, &record);
+    summaries_[entry.key] = std::move(record);
   }
 }
 

@@ -108,6 +108,8 @@ Status Scheduler::writeAllSummaries(const Affected& affected) {
   }
   for (auto& summary : summary_outbox_) {
     metrics_.counter("summaries_written_total", "Summary records written", {{"kind", summary.kind}}).Increment();
+    auto before = summaries_.find(summary.key);
+    state_gauges_->change(summary.key, before == summaries_.end() ? nullptr : &before->second, &summary.record);
     summaries_[summary.key] = std::move(summary.record);
   }
   summary_outbox_.clear();
@@ -193,6 +195,7 @@ Status Scheduler::removeSummary(const std::string& key) {
   if (!removed.ok() && removed.error().kind != ErrorKind::kNotFound) {
     return removed;
   }
+  state_gauges_->change(key, &summaries_.at(key), nullptr);
   summaries_.erase(key);
   return {};
 }

@@ -57,6 +57,7 @@ TEST(FlagsTest, OptionsFromFlags) {
   auto options = schedulerOptionsFrom(config);
   ASSERT_TRUE(options.ok());
   EXPECT_TRUE(options->public_events);
+  EXPECT_FALSE(options->per_cluster_metrics);
   EXPECT_EQ(options->ack_wait, std::chrono::seconds(30));
   EXPECT_EQ(options->heartbeat_interval, std::chrono::seconds(30));
   EXPECT_NE(schedulerFlags().at("ack-wait").find("(default 30;"), std::string::npos) << "the help names the default";
@@ -75,6 +76,17 @@ TEST(FlagsTest, OptionsFromFlags) {
     ASSERT_FALSE(failed.ok()) << flag;
     EXPECT_NE(failed.error().message.find(flag), std::string::npos) << failed.error().message;
   }
+}
+
+TEST(FlagsTest, PerClusterMetricsIsOptIn) {
+  const char* on[] = {"flotilla-scheduler", "--per-cluster-metrics=true"};
+  auto parsed = schedulerOptionsFrom(service::Config::parse(2, on, schedulerFlags()).value());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->per_cluster_metrics);
+  const char* bad[] = {"flotilla-scheduler", "--per-cluster-metrics=maybe"};
+  auto failed = schedulerOptionsFrom(service::Config::parse(2, bad, schedulerFlags()).value());
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message.find("--per-cluster-metrics"), std::string::npos) << failed.error().message;
 }
 
 // --lease-ttl and --replica-id: no lease by default; an id only with a ttl; a ttl a positive number of seconds.

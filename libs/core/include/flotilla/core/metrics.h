@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -29,6 +30,13 @@ class Metrics {
   prometheus::Gauge& gauge(std::string_view name, std::string_view help, const prometheus::Labels& labels = {});
   prometheus::Histogram& histogram(std::string_view name, std::string_view help, const std::vector<double>& buckets,
                                    const prometheus::Labels& labels = {});
+
+  //! Removes one series of a gauge family (a per-GitRepo gauge whose GitRepo is gone); absent is fine.
+  void removeGauge(std::string_view name, const prometheus::Labels& labels);
+
+  //! Families named outside the flotilla_<service>_ scheme (process_*, flotilla_build_info), collected at each
+  //! exposition after the registry's own.
+  void addCollectable(std::shared_ptr<prometheus::Collectable> collectable);
 
   //! Default latency buckets, 5 ms to 60 s.
   static std::vector<double> durationBuckets();
@@ -49,6 +57,7 @@ class Metrics {
   std::map<std::string, prometheus::Family<prometheus::Counter>*, std::less<>> counters_;
   std::map<std::string, prometheus::Family<prometheus::Gauge>*, std::less<>> gauges_;
   std::map<std::string, prometheus::Family<prometheus::Histogram>*, std::less<>> histograms_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
 };
 
 }  // namespace flotilla

@@ -65,6 +65,7 @@
 #include "flotilla/scheduler/rollout.h"
 #include "flotilla/scheduler/rollup.h"
 #include "flotilla/scheduler/scheduler_options.h"
+#include "flotilla/scheduler/state_gauges.h"
 #include "flotilla/scheduler/targeting.h"
 #include "flotilla/service/component.h"
 #include "flotilla/service/consumer.h"
@@ -501,7 +502,9 @@ class Scheduler final : public service::Component {
   std::map<std::string, std::set<std::string>> deployments_by_gitrepo_;
   int64_t deleting_records_ = 0;              //!< records with `deleting` set (the deployments_deleting gauge)
   std::map<std::string, BdStatus> statuses_;  //!< by deployments-bucket key (same triple)
-  std::map<std::string, Json> summaries_;     //!< last written (without `updated`), by status-bucket key
+  //! The *_by_state, per-GitRepo and per-cluster gauges, kept with summaries_ (state_gauges.h).
+  std::unique_ptr<StateGauges> state_gauges_;
+  std::map<std::string, Json> summaries_;                  //!< last written (without `updated`), by status-bucket key
   std::map<std::string, events::RolloutStatus> rollouts_;  //!< by bundles-bucket key: the last pass's status
   //! A delete an agent reported as failed, sent again at `due` (max: sent, waiting for the agent's report).
   struct DeleteRetry {
