@@ -318,6 +318,19 @@ struct KubeCluster::State {
     return okStatus();
   }
 
+  Status startNode() {
+    auto started = KubeNode::start({.cluster_name = options.name,
+                                    .cluster_dir = dir,
+                                    .server = "https://127.0.0.1:" + std::to_string(api_port),
+                                    .admin_kubeconfig = path("kubeconfig"),
+                                    .ca_cert_file = path("pki/ca.crt"),
+                                    .ca_key_file = path("pki/ca.key"),
+                                    .ready_timeout = options.node_timeout});
+    FLOTILLA_TRY(started);
+    node = std::move(*started);
+    return okStatus();
+  }
+
   // True once `url_path` answers 200 with the admin identity. curl (not our own client) keeps the harness
   // independent of libs/kube, which it is used to test.
   bool answers(const std::string& url_path, const std::string& expect_body) {
@@ -468,15 +481,7 @@ Status KubeCluster::bringUp(const std::vector<State*>& clusters) {
   }
   for (auto* c : clusters) {
     if (c->options.with_node) {
-      auto node = KubeNode::start({.cluster_name = c->options.name,
-                                   .cluster_dir = c->dir,
-                                   .server = "https://127.0.0.1:" + std::to_string(c->api_port),
-                                   .admin_kubeconfig = c->path("kubeconfig"),
-                                   .ca_cert_file = c->path("pki/ca.crt"),
-                                   .ca_key_file = c->path("pki/ca.key"),
-                                   .ready_timeout = c->options.node_timeout});
-      FLOTILLA_TRY(node);
-      c->node = std::move(*node);
+      FLOTILLA_TRY(c->startNode());
     }
   }
   return okStatus();

@@ -51,17 +51,17 @@ CommandResult kubectl(KubeCluster& cluster, std::vector<std::string> args, const
   return *r;
 }
 
-// A Deployment of the test app with a readiness probe on :8080; `args` chooses how it behaves.
-std::string deployment(const std::string& name, const std::string& args) {
-  return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name +
-         ", namespace: default}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: " + name +
-         "}}\n  template:\n    metadata: {labels: {app: " + name +
-         "}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: app\n        "
-         "image: " +
-         KubeCluster::testAppImage() + "\n        imagePullPolicy: Never\n        args: [" + args +
-         "]\n        ports: [{containerPort: 8080}]\n        readinessProbe:\n          httpGet: {path: /, port: "
-         "8080}\n"
-         "          periodSeconds: 1\n          failureThreshold: 1\n";
+// A Deployment of the test app (or `image`) with a readiness probe on :8080; `args` chooses how it behaves.
+std::string deployment(const std::string& name, const std::string& args,
+                       const std::string& image = KubeCluster::testAppImage()) {
+  std::string yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name + ", namespace: default}\n";
+  yaml += "spec:\n  replicas: 1\n  selector: {matchLabels: {app: " + name + "}}\n";
+  yaml += "  template:\n    metadata: {labels: {app: " + name + "}}\n";
+  yaml += "    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: app\n";
+  yaml += "        image: " + image + "\n        imagePullPolicy: Never\n        args: [" + args + "]\n";
+  yaml += "        ports: [{containerPort: 8080}]\n";
+  yaml += "        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1, failureThreshold: 1}\n";
+  return yaml;
 }
 
 // Polls `jsonpath` of `resource` until `done` says yes (or 300 s pass, which fails the test with the node's logs).
@@ -109,6 +109,23 @@ TEST(KubeNodeTest, DeploymentOfTheLocalImageBecomesAvailableAndServes) {
   EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
 }
 
+// A local Docker image (here the test app under another name) imported with importImage runs: the way the
+// project's own images (flotilla/runtime) get onto the node without a registry.
+TEST(KubeNodeTest, ImportedDockerImageRuns) {
+  auto* cluster = nodeCluster();
+  ASSERT_NE(cluster, nullptr);
+  const std::string image = "flotilla.local/imported:1";
+  auto tagged = runCommand({.argv = {"docker", "tag", KubeCluster::testAppImage(), image}});
+  ASSERT_TRUE(tagged.ok());
+  ASSERT_EQ(tagged->exit_code, 0) << tagged->err;
+  auto imported = cluster->importImage(image);
+  ASSERT_TRUE(imported.ok()) << imported.error().describe();
+  ASSERT_EQ(kubectl(*cluster, {"apply", "-f", "-"}, deployment("imported", "", image)).exit_code, 0);
+  waitFor(*cluster, "deployment/imported", "{.status.conditions[?(@.type==\"Available\")].status}",
+          [](const std::string& s) { return s == "True"; });
+  EXPECT_EQ(kubectl(*cluster, {"delete", "deployment", "imported"}).exit_code, 0);
+}
+
 TEST(KubeNodeTest, CrashingAndUnreadyContainersKeepTheDeploymentUnavailable) {
   auto* cluster = nodeCluster();
   ASSERT_NE(cluster, nullptr);
@@ -132,6 +149,29 @@ TEST(KubeNodeTest, CrashingAndUnreadyContainersKeepTheDeploymentUnavailable) {
         kubectl(*cluster, {"get", std::string("deployment/") + name, "-o", "jsonpath={.status.readyReplicas}"});
     EXPECT_EQ(ready.out, "") << name << " has ready replicas";
   }
+}
+
+// Two more clusters with nodes next to the first one: each node has its own bridge, pod CIDR, cgroup root and
+// containerd, and each runs its own pods.
+TEST(KubeNodeTest, TwoMoreClustersWithNodesDoNotCollide) {
+  ASSERT_NE(nodeCluster(), nullptr);
+  auto more = KubeCluster::startMany({{.name = "node-a", .with_node = true}, {.name = "node-b", .with_node = true}});
+  ASSERT_TRUE(more.ok()) << more.error().describe();
+  std::vector<std::string> ips;
+  for (auto& cluster : *more) {
+    ASSERT_EQ(kubectl(*cluster, {"apply", "-f", "-"}, deployment("web", "")).exit_code, 0);
+  }
+  for (auto& cluster : *more) {
+    waitFor(*cluster, "deployment/web", "{.status.conditions[?(@.type==\"Available\")].status}",
+            [](const std::string& s) { return s == "True"; });
+    ips.push_back(
+        waitFor(*cluster, "pods", "{.items[0].status.podIP}", [](const std::string& s) { return !s.empty(); }));
+    auto answer = runCommand({.argv = {"curl", "-s", "--max-time", "10", "http://" + ips.back() + ":8080/"}});
+    ASSERT_TRUE(answer.ok());
+    EXPECT_EQ(answer->out, "ok\n") << cluster->name() << " " << answer->err;
+  }
+  EXPECT_NE(ips[0], ips[1]);
+  EXPECT_NE((*more)[0]->nodeName(), (*more)[1]->nodeName());
 }
 
 // Stopping a node leaves nothing on the host: no mounts under its dir, no bridge, no shim.
