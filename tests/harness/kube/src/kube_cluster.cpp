@@ -19,14 +19,11 @@
 #include "flotilla/core/util.h"
 #include "flotilla/harness/local_port.h"
 #include "flotilla/harness/log_tail.h"
+#include "harness_tools.h"
+#include "kube_node.h"
 #include "pki.h"
 
 namespace flotilla::harness {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr int kMaxPortAttempts = 3;
-constexpr const char* kServiceClusterIpRange = "10.96.0.0/16";
 
 std::string toolsDir() {
   std::string source = envOr("FLOTILLA_SOURCE_DIR", FLOTILLA_SOURCE_DIR);
@@ -83,6 +80,12 @@ int freePort() {
   return 0;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxPortAttempts = 3;
+constexpr const char* kServiceClusterIpRange = "10.96.0.0/16";
+
 std::string tailOfFile(const std::string& path, size_t lines) {
   auto text = readFile(path);
   if (!text.ok()) {
@@ -138,6 +141,7 @@ struct KubeCluster::State {
   Process apiserver;
   Process controller_manager;
   bool has_controller_manager = false;
+  std::unique_ptr<KubeNode> node;
   TokenUser token_user;
   Clock::time_point started_at;
   double start_seconds = 0;
@@ -271,7 +275,8 @@ struct KubeCluster::State {
         "--service-account-key-file=" + path("pki/sa.pub"),
         "--service-account-signing-key-file=" + path("pki/sa.key"),
         std::string("--service-cluster-ip-range=") + kServiceClusterIpRange,
-        "--authorization-mode=RBAC",
+        // Node: the kubelet of with_node (system:node:<name>) gets what a node needs and no more.
+        options.with_node ? "--authorization-mode=Node,RBAC" : "--authorization-mode=RBAC",
         "--token-auth-file=" + path("tokens.csv"),
         "--cert-dir=" + path("apiserver-certs"),
         "--profiling=false",
@@ -295,8 +300,11 @@ struct KubeCluster::State {
             binary,
             "--kubeconfig=" + path("kubeconfig"),
             // Only what API-level tests need: foreground/orphan deletion, namespace cleanup and the aggregation of
-            // ClusterRoles into view/edit/admin.
-            "--controllers=garbagecollector,namespace,clusterrole-aggregation",
+            // ClusterRoles into view/edit/admin. With a node, all of them: Deployments, ReplicaSets, service
+            // accounts, the node lifecycle (it lifts the not-ready taint), kube-root-ca.crt.
+            options.with_node ? "--controllers=*" : "--controllers=garbagecollector,namespace,clusterrole-aggregation",
+            "--root-ca-file=" + path("pki/ca.crt"),
+            "--service-account-private-key-file=" + path("pki/sa.key"),
             "--leader-elect=false",
             "--secure-port=0",
             "--use-service-account-credentials=false",
@@ -307,6 +315,19 @@ struct KubeCluster::State {
     }
     controller_manager = std::move(*process);
     has_controller_manager = true;
+    return okStatus();
+  }
+
+  Status startNode() {
+    auto started = KubeNode::start({.cluster_name = options.name,
+                                    .cluster_dir = dir,
+                                    .server = "https://127.0.0.1:" + std::to_string(api_port),
+                                    .admin_kubeconfig = path("kubeconfig"),
+                                    .ca_cert_file = path("pki/ca.crt"),
+                                    .ca_key_file = path("pki/ca.key"),
+                                    .ready_timeout = options.node_timeout});
+    FLOTILLA_TRY(started);
+    node = std::move(*started);
     return okStatus();
   }
 
@@ -334,6 +355,9 @@ struct KubeCluster::State {
     stopped = true;
     // Clients first, storage last: an apiserver whose etcd is gone hangs in shutdown.
     controller_manager.stop(std::chrono::seconds(2));
+    if (node) {
+      node->stop();  // needs kube-apiserver to delete its pods; the controllers are gone, so none come back
+    }
     apiserver.stop(std::chrono::seconds(5));
     etcd.stop(std::chrono::seconds(5));
   }
@@ -451,8 +475,13 @@ Status KubeCluster::bringUp(const std::vector<State*>& clusters) {
     }
   }
   for (auto* c : clusters) {
-    if (c->options.with_controller_manager) {
+    if (c->options.with_controller_manager || c->options.with_node) {
       FLOTILLA_TRY(c->startControllerManager());
+    }
+  }
+  for (auto* c : clusters) {
+    if (c->options.with_node) {
+      FLOTILLA_TRY(c->startNode());
     }
   }
   return okStatus();
@@ -545,6 +574,9 @@ Status KubeCluster::healthy() {
   if (state_->has_controller_manager && !state_->controller_manager.running()) {
     return state_->failure("kube-controller-manager is not running");
   }
+  if (state_->node) {
+    return state_->node->healthy();
+  }
   return okStatus();
 }
 
@@ -574,7 +606,26 @@ void KubeCluster::stop() {
 }
 
 std::string KubeCluster::logTail(size_t lines) const {
-  return state_->tails(lines);
+  return state_->tails(lines) + (state_->node ? state_->node->logTail(lines) : "");
+}
+
+std::string KubeCluster::nodeName() const {
+  return state_->node ? state_->node->name() : "";
+}
+
+double KubeCluster::nodeStartSeconds() const {
+  return state_->node ? state_->node->startSeconds() : 0;
+}
+
+Status KubeCluster::importImage(const std::string& docker_image) {
+  if (!state_->node) {
+    return fail(ErrorKind::kPermanent, "kube cluster " + name() + " has no node (KubeClusterOptions::with_node)");
+  }
+  return state_->node->importDockerImage(docker_image);
+}
+
+const char* KubeCluster::testAppImage() {
+  return kTestAppImage;
 }
 
 Result<std::vector<KubeCluster*>> sharedKubeClusters(size_t n) {

@@ -4,7 +4,8 @@
 // free ports, its own PKI (CA, serving certificate for 127.0.0.1/localhost, admin client certificate in
 // system:masters, service-account signing key), a kube-apiserver with RBAC on a free port bound to 127.0.0.1,
 // and optionally a kube-controller-manager (garbage collector, namespace controller, ClusterRole aggregation). There
-// are no nodes and no scheduler: pods never run, but every API object can be created, watched, applied and deleted.
+// are no nodes and no scheduler unless `with_node` asks for one: without it pods never run, but every API object can be
+// created, watched, applied and deleted.
 //
 // Tools are found in $FLOTILLA_TOOLS_DIR (default ${FLOTILLA_SOURCE_DIR}/.tools/bin); etcd falls back to PATH.
 #pragma once
@@ -23,6 +24,11 @@ struct KubeClusterOptions {
   bool with_controller_manager = false;     //!< also run kube-controller-manager (GC, namespaces, RBAC aggregation)
   std::chrono::seconds start_timeout{120};  //!< how long to wait for /readyz
   std::vector<std::string> extra_apiserver_args;  //!< appended to kube-apiserver's flags (feature gates, ...)
+  //! Also run one real node: containerd + runc + CNI bridge, kubelet, kube-scheduler, and kube-controller-manager
+  //! with all its controllers, so pods run (tests/harness/kube/README.md). Needs root, Docker (to build the local
+  //! pause and test app images) and the tools scripts/setup builds.
+  bool with_node = false;
+  std::chrono::seconds node_timeout{240};  //!< how long to wait for the Node to be Ready
 };
 
 //! Identity of a token user the cluster accepts (from --token-auth-file); it has no RBAC grants.
@@ -65,6 +71,15 @@ class KubeCluster {
   //! Seconds from starting etcd to kube-apiserver's /readyz answering ok.
   [[nodiscard]] double startSeconds() const;
   [[nodiscard]] bool hasControllerManager() const;
+  //! The node's name ("node-<cluster name>"); empty without with_node.
+  [[nodiscard]] std::string nodeName() const;
+  //! Seconds from starting containerd to the Node being Ready (0 without a node).
+  [[nodiscard]] double nodeStartSeconds() const;
+  //! Imports a local Docker image (`docker save`) into the node's containerd, for pods with imagePullPolicy Never.
+  Status importImage(const std::string& docker_image);
+  //! A locally built image every node has: a static HTTP server answering 200 "ok" on :8080; with args
+  //! `--unready` it answers 503, with `--exit N` it exits with N.
+  static const char* testAppImage();
 
   //! kOk while every server process is still running; otherwise the exit and the log tails.
   Status healthy();
