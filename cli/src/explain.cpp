@@ -31,7 +31,7 @@ Judged ready(std::string stage, std::string detail) {
 }
 
 //! A stage that is not Ready: its report, and the blockage and next action it would give.
-Judged notReady(std::string stage, std::string state, std::string detail, std::string reason, std::string next) {
+Judged notReady(std::string stage, const std::string& state, std::string detail, std::string reason, std::string next) {
   Judged judged{.report = {.stage = stage, .state = state, .detail = std::move(detail)}, .next = std::move(next)};
   judged.blockage = Blockage{.stage = std::move(stage), .reason = std::move(reason), .needs_change = state == "Failed"};
   return judged;
@@ -171,8 +171,9 @@ std::string shortCommit(const std::string& commit) {
   return shortSha(commit);
 }
 
-Judged blockedAt(std::string stage, std::string state, std::string detail, std::string reason, std::string next) {
-  return notReady(std::move(stage), std::move(state), std::move(detail), std::move(reason), std::move(next));
+Judged blockedAt(std::string stage, const std::string& state, std::string detail, std::string reason,
+                 std::string next) {
+  return notReady(std::move(stage), state, std::move(detail), std::move(reason), std::move(next));
 }
 Judged readyAt(std::string stage, std::string detail) {
   return ready(std::move(stage), std::move(detail));

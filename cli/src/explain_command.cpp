@@ -1,6 +1,7 @@
 // `flotilla explain` and `flotilla wait` (explain.h holds the reasoning). Both only read KV: the read-only identity
 // can run them.
 #include <ostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -76,9 +77,10 @@ Verdict judge(const Snapshot& snapshot, const Invocation& invocation, Kind kind)
           .reason = explanation.blocked->stage + ": " + explanation.blocked->reason + "; next: " + explanation.next};
 }
 
-//! The verdict on the hub as it is now.
-Result<Verdict> judgeNow(const HubConnection& hub, const Invocation& invocation, Kind kind) {
-  auto snapshot = loadSnapshot(hub);
+//! The verdict on the hub as it is now, read on a connection of its own (hub_reader.h says why).
+Result<Verdict> judgeNow(const Invocation& invocation, Kind kind) {
+  std::ostringstream warnings;  // unreadable records are skipped; explain and get name them
+  auto snapshot = readHub(invocation.global.connect, warnings);
   FLOTILLA_TRY(snapshot);
   return judge(*snapshot, invocation, kind);
 }
@@ -114,9 +116,7 @@ int runWait(Invocation& invocation, const Streams& io) {
     return usageError(io.err, "--timeout: " + timeout.error().message, "wait");
   }
   const GlobalFlags& global = invocation.global;
-  auto hub = openHub(global.connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket),
-                                      std::string(events::kBundlesBucket), std::string(events::kDeploymentsBucket),
-                                      std::string(events::kStatusBucket)});
+  auto hub = openHub(global.connect, {std::string(events::kStatusBucket)});
   if (!hub.ok()) {
     return failWith(io.err, hub.error().describe());
   }
@@ -126,13 +126,15 @@ int runWait(Invocation& invocation, const Streams& io) {
   if (!watcher.ok()) {
     return failWith(io.err, "cannot watch the hub: " + watcher.error().describe());
   }
+  hub->finished_watchers.push_back(std::move(watcher).value());  // the hub closes its connection before it goes
+  bus::KvWatcher& changes = hub->finished_watchers.back();
   while (true) {
-    auto verdict = judgeNow(*hub, invocation, *kind);
+    auto verdict = judgeNow(invocation, *kind);
     if (verdict.ok() && verdict->never) {
-      verdict = judgeNow(*hub, invocation, *kind);  // read once more: the records of one read may straddle a write
+      verdict = judgeNow(invocation, *kind);  // read once more: the records of one read may straddle a write
     }
     if (!verdict.ok()) {
-      return failWith(io.err, "cannot read the hub: " + verdict.error().describe());
+      return failWith(io.err, verdict.error().describe());
     }
     if (verdict->holds) {
       io.out << qualified(invocation, *kind) << " condition met (" << invocation.wait_for << ")\n";
@@ -143,7 +145,7 @@ int runWait(Invocation& invocation, const Streams& io) {
              << "\n";
       return kExitWillNotHappen;
     }
-    auto changed = waitForChange(*watcher, deadline);
+    auto changed = waitForChange(changes, deadline);
     if (!changed.ok()) {
       return failWith(io.err, "the watch failed: " + changed.error().describe());
     }

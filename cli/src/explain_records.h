@@ -33,7 +33,7 @@ SubjectRecords gather(const Snapshot& snapshot, const ExplainSubject& subject);
 
 Judged readyAt(std::string stage, std::string detail);
 //! A stage that is not Ready; `state` Failed means only a change moves it on (Blockage::needs_change).
-Judged blockedAt(std::string stage, std::string state, std::string detail, std::string reason, std::string next);
+Judged blockedAt(std::string stage, const std::string& state, std::string detail, std::string reason, std::string next);
 //! "1 bundle", "2 bundles".
 std::string countOf(size_t n, const std::string& word);
 std::string shortCommit(const std::string& commit);

@@ -94,7 +94,8 @@ Result<ExplainSubject> resolveCommit(const Snapshot& s, const std::string& prefi
   std::string gitrepos;
   for (const auto& [commit, workspace, gitrepo] : found) {
     commits.insert(commit);
-    gitrepos += (gitrepos.empty() ? "" : ", ") + workspace + "/" + gitrepo;
+    gitrepos += gitrepos.empty() ? "" : ", ";
+    gitrepos.append(workspace).append("/").append(gitrepo);
   }
   if (commits.size() > 1) {
     return fail(ErrorKind::kInvalid, "commit prefix " + prefix + " is ambiguous: give more characters");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <ostream>
+#include <sstream>
 
 #include "command_line.h"
 #include "flotilla/cli/cli.h"
@@ -58,9 +59,7 @@ Result<bool> waitForChange(bus::KvWatcher& watcher, std::chrono::steady_clock::t
 
 int runGetWatch(const Invocation& invocation, Kind kind, const Streams& io) {
   const GlobalFlags& global = invocation.global;
-  auto hub = openHub(global.connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket),
-                                      std::string(events::kBundlesBucket), std::string(events::kDeploymentsBucket),
-                                      std::string(events::kStatusBucket)});
+  auto hub = openHub(global.connect, {std::string(events::kStatusBucket)});
   if (!hub.ok()) {
     return failWith(io.err, hub.error().describe());
   }
@@ -69,22 +68,24 @@ int runGetWatch(const Invocation& invocation, Kind kind, const Streams& io) {
   if (!watcher.ok()) {
     return failWith(io.err, "cannot watch the hub: " + watcher.error().describe());
   }
+  hub->finished_watchers.push_back(std::move(watcher).value());  // the hub closes its connection before it goes
+  bus::KvWatcher& changes = hub->finished_watchers.back();
   const Filter filter{.workspace = global.workspace, .name = invocation.name};
   const bool with_workspace = global.workspace.empty();
   // Rows are compared as of one fixed time, so an age growing is not a change; they are printed as of now.
   const auto reference = std::chrono::system_clock::time_point{};
   std::map<std::string, std::string> shown;
+  std::ostringstream later_warnings;  // named once, with the table
   for (bool first = true;; first = false) {
-    auto snapshot = loadSnapshot(*hub);
+    // Each read on a connection of its own, closed after it (hub_reader.h says why).
+    auto snapshot = readHub(global.connect, first ? io.err : later_warnings);
     if (!snapshot.ok()) {
-      return failWith(io.err, "cannot read the hub: " + snapshot.error().describe());
+      return failWith(io.err, snapshot.error().describe());
     }
+    later_warnings.str("");
     auto views = listViews(*snapshot, kind, filter);
     const auto now = std::chrono::system_clock::now();
     if (first) {
-      for (const auto& warning : snapshot->warnings) {
-        io.err << "warning: " << warning << "\n";
-      }
       if (views.empty()) {
         io.err << "No " << kindName(kind) << " objects found" << (with_workspace ? "" : " in " + global.workspace)
                << "; watching.\n";
@@ -101,7 +102,7 @@ int runGetWatch(const Invocation& invocation, Kind kind, const Streams& io) {
       last = std::move(compared);
     }
     io.out << std::flush;
-    auto changed = waitForChange(*watcher, std::chrono::steady_clock::time_point::max());
+    auto changed = waitForChange(changes, std::chrono::steady_clock::time_point::max());
     if (!changed.ok()) {
       return failWith(io.err, "the watch failed: " + changed.error().describe());
     }
