@@ -1,5 +1,7 @@
 // `flotilla explain` and `flotilla wait` (explain.h holds the reasoning). Both only read KV: the read-only identity
 // can run them.
+#include <algorithm>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -35,6 +37,9 @@ int runExplain(Invocation& invocation, const Streams& io) {
 }
 
 namespace {
+
+//! How long `wait` sees a subject blocked on something only a change fixes before it gives up (exit 4).
+constexpr std::chrono::seconds kSettle{3};
 
 //! What `wait` waits for, judged on one snapshot.
 struct Verdict {
@@ -128,11 +133,11 @@ int runWait(Invocation& invocation, const Streams& io) {
   }
   hub->finished_watchers.push_back(std::move(watcher).value());  // the hub closes its connection before it goes
   bus::KvWatcher& changes = hub->finished_watchers.back();
+  // A verdict that only a change helps must hold for kSettle with no change that clears it: right after a start the
+  // records can say so for a moment (a bundle placed before the scheduler has taken in the clusters' registrations).
+  std::optional<std::chrono::steady_clock::time_point> settled_at;
   while (true) {
     auto verdict = judgeNow(invocation, *kind);
-    if (verdict.ok() && verdict->never) {
-      verdict = judgeNow(invocation, *kind);  // read once more: the records of one read may straddle a write
-    }
     if (!verdict.ok()) {
       return failWith(io.err, verdict.error().describe());
     }
@@ -140,16 +145,19 @@ int runWait(Invocation& invocation, const Streams& io) {
       io.out << qualified(invocation, *kind) << " condition met (" << invocation.wait_for << ")\n";
       return kExitOk;
     }
-    if (verdict->never) {
+    const auto now = std::chrono::steady_clock::now();
+    settled_at =
+        verdict->never ? settled_at.value_or(now + kSettle) : std::optional<std::chrono::steady_clock::time_point>();
+    if (settled_at && now >= *settled_at) {
       io.err << "error: " << qualified(invocation, *kind) << " will not be ready without a change: " << verdict->reason
              << "\n";
       return kExitWillNotHappen;
     }
-    auto changed = waitForChange(changes, deadline);
+    auto changed = waitForChange(changes, settled_at ? std::min(deadline, *settled_at) : deadline);
     if (!changed.ok()) {
       return failWith(io.err, "the watch failed: " + changed.error().describe());
     }
-    if (!*changed) {
+    if (!*changed && std::chrono::steady_clock::now() >= deadline) {
       io.err << "error: timed out after " << invocation.wait_timeout << " waiting for " << qualified(invocation, *kind)
              << " (" << invocation.wait_for << "): " << verdict->reason << "\n";
       return kExitTimeout;
