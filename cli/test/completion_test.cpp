@@ -42,7 +42,8 @@ std::string complete(const std::string& words) {
 }
 
 TEST(CompletionTest, BashCompletesCommands) {
-  EXPECT_EQ(complete("flotilla ''"), "apply get describe delete force-sync explain wait redrive render auth completion\n");
+  EXPECT_EQ(complete("flotilla ''"),
+            "apply get describe delete force-sync explain wait redrive render auth completion\n");
   EXPECT_EQ(complete("flotilla ge"), "get\n");
   EXPECT_EQ(complete("flotilla --nats-url nats://x:4222 -n ws de"), "describe delete\n");
 }
