@@ -26,7 +26,7 @@ Global flags go before or after the command; a command rejects the ones it has n
 Run 'flotilla <command> --help' for a command's own flags; 'flotilla completion bash|zsh' prints a completion script.
 
 Exit codes: 0 ok (also `events -f` ended by SIGINT or SIGTERM), 1 error (one 'error: ...' line on stderr), 2 usage
-(a bad flag or flag value, named).)";
+(a bad flag or flag value, named); wait: 3 timed out, 4 will not be ready without a change.)";
 
 void defineCompletion(CLI::App& command, Invocation& invocation) {
   command.add_option("shell", invocation.shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
@@ -147,6 +147,22 @@ const std::vector<Command>& commandTable() {
        .uses_hub = true,
        .define = defineForceSync,
        .run = runForceSync},
+      {.name = "explain",
+       .summary = "why a GitRepo, bundle or commit is not Ready: each stage, where it blocks, the next action (JSON "
+                  "within 1 KB)",
+       .outputs = {"json", "human"},
+       .workspace_help = "the GitRepo's or bundle's workspace (needed when the name exists in several)",
+       .uses_hub = true,
+       .define = defineExplain,
+       .run = runExplain},
+      {.name = "wait",
+       .summary = "wait until a GitRepo, bundle or cluster is ready (or deleted), watching the hub",
+       .workspace_help = "the GitRepo's or bundle's workspace (needed when the name exists in several)",
+       .uses_hub = true,
+       .argument_words = {"gitrepos", "bundles", "clusters"},
+       .exit_codes = "3 timed out, 4 will not be ready without a change (explain's blocked.needsChange)",
+       .define = defineWait,
+       .run = runWait},
       {.name = "redrive",
        .summary = "list the messages consumers terminated (no argument), or re-run them",
        .uses_hub = true,

@@ -9,14 +9,17 @@
 // commandTable() (cli.cpp).
 #pragma once
 
+#include <chrono>
 #include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "flotilla/bus/kv.h"
 #include "flotilla/cli/auth.h"
 #include "flotilla/cli/events.h"
 #include "flotilla/cli/hub_reader.h"
+#include "flotilla/cli/views.h"
 #include "render_args.h"
 
 namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
@@ -49,6 +52,9 @@ struct Invocation {
   std::string file;             //!< apply -f
   std::string kubeconfig;       //!< apply --kubeconfig: the hub cluster (Kubernetes mode)
   bool keep_resources = false;  //!< delete cluster --keep-resources
+  bool watch = false;           //!< get -w
+  std::string wait_for;         //!< wait --for: ready or delete
+  std::string wait_timeout;     //!< wait --timeout (a duration)
   std::string shell;            //!< completion
   RenderArgs render;
   AuthArgs auth;                   //!< auth init / issue
@@ -71,6 +77,8 @@ struct Command {
   bool (*reaches_server)(const CLI::App& app) = nullptr;
   //! What the first argument completes to in the shell: a word list, or "<dir>"/"<file>" for paths.
   std::vector<std::string_view> argument_words;
+  //! Exit codes of this command besides 0, 1 and 2, for its help ("" = none).
+  std::string_view exit_codes;
   void (*define)(CLI::App& command, Invocation& invocation) = nullptr;
   int (*run)(Invocation& invocation, const Streams& io) = nullptr;
 };
@@ -99,6 +107,16 @@ int failWith(std::ostream& err, const std::string& message);
 //! "error: <message>" and the usage hint on err; exit 2.
 int usageError(std::ostream& err, const std::string& message, std::string_view command = {});
 
+//! Connects and reads every record the read commands show; warnings (unreadable records) go to err.
+Result<Snapshot> readHub(const ConnectSettings& connect, std::ostream& err);
+
+//! Blocks on `watcher` until it delivers a change (true) or `deadline` passes (false); the end-of-initial-values
+//! marker is not a change. A watch that fails is an error.
+Result<bool> waitForChange(bus::KvWatcher& watcher, std::chrono::steady_clock::time_point deadline);
+
+//! get -w (get_watch.cpp): the table, then a row each time one of the objects it shows changes.
+int runGetWatch(const Invocation& invocation, Kind kind, const Streams& io);
+
 // The commands (each in its own file).
 void defineApply(CLI::App& command, Invocation& invocation);
 int runApply(Invocation& invocation, const Streams& io);
@@ -116,6 +134,10 @@ void defineRedrive(CLI::App& command, Invocation& invocation);
 int runRedriveCommand(Invocation& invocation, const Streams& io);
 void defineEvents(CLI::App& command, Invocation& invocation);
 int runEventsCommand(Invocation& invocation, const Streams& io);
+void defineExplain(CLI::App& command, Invocation& invocation);
+int runExplain(Invocation& invocation, const Streams& io);
+void defineWait(CLI::App& command, Invocation& invocation);
+int runWait(Invocation& invocation, const Streams& io);
 void defineRender(CLI::App& command, Invocation& invocation);
 int runRenderCommand(Invocation& invocation, const Streams& io);
 void defineAuth(CLI::App& command, Invocation& invocation);

@@ -120,7 +120,8 @@ std::string globalFlagsHelp(const Command& command) {
       command.reaches_server == nullptr) {
     help = "No global flags apply.\n";
   }
-  return help + "Exit codes: 0 ok, 1 error, 2 usage.";
+  return help + "Exit codes: 0 ok, 1 error, 2 usage" +
+         (command.exit_codes.empty() ? std::string() : ", " + std::string(command.exit_codes)) + ".";
 }
 
 int failWith(std::ostream& err, const std::string& message) {

@@ -20,24 +20,6 @@ std::string notFound(Kind kind, const std::string& name, const std::string& work
          (workspace.empty() ? "" : " in workspace " + workspace);
 }
 
-//! Connects and reads every record the read commands show; warnings (unreadable records) go to err.
-Result<Snapshot> readHub(const ConnectSettings& connect, std::ostream& err) {
-  auto hub = openHub(connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket),
-                               std::string(events::kBundlesBucket), std::string(events::kDeploymentsBucket),
-                               std::string(events::kStatusBucket)});
-  if (!hub.ok()) {
-    return fail(hub.error());
-  }
-  auto snapshot = loadSnapshot(*hub);
-  if (!snapshot.ok()) {
-    return fail(snapshot.error().kind, "cannot read the hub: " + snapshot.error().describe());
-  }
-  for (const auto& warning : snapshot->warnings) {
-    err << "warning: " << warning << "\n";
-  }
-  return snapshot;
-}
-
 //! -o json|yaml, as kubectl prints them: one object when one object was asked for by name, else a `kind: List`
 //! (apiVersion v1) of every object, even of none or one.
 void printStructured(std::vector<Json> views, bool named, const std::string& format, std::ostream& out) {
@@ -69,8 +51,28 @@ void defineKindAndName(CLI::App& command, Invocation& invocation, bool name_requ
 
 }  // namespace
 
+Result<Snapshot> readHub(const ConnectSettings& connect, std::ostream& err) {
+  auto hub = openHub(connect, {std::string(events::kGitReposBucket), std::string(events::kClustersBucket),
+                               std::string(events::kBundlesBucket), std::string(events::kDeploymentsBucket),
+                               std::string(events::kStatusBucket)});
+  if (!hub.ok()) {
+    return fail(hub.error());
+  }
+  auto snapshot = loadSnapshot(*hub);
+  if (!snapshot.ok()) {
+    return fail(snapshot.error().kind, "cannot read the hub: " + snapshot.error().describe());
+  }
+  for (const auto& warning : snapshot->warnings) {
+    err << "warning: " << warning << "\n";
+  }
+  return snapshot;
+}
+
 void defineGet(CLI::App& command, Invocation& invocation) {
   defineKindAndName(command, invocation, false);
+  command.add_flag("-w,--watch", invocation.watch,
+                   "after the table, print a row each time one of the objects changes (until interrupted; -o table "
+                   "or wide)");
 }
 void defineDescribe(CLI::App& command, Invocation& invocation) {
   defineKindAndName(command, invocation, true);
@@ -87,6 +89,12 @@ int runGet(Invocation& invocation, const Streams& io) {
     return usageError(io.err, kind.error().message, "get");
   }
   const GlobalFlags& global = invocation.global;
+  if (invocation.watch && global.output != "table" && global.output != "wide") {
+    return usageError(io.err, "-w prints table rows: use it with -o table or wide, not -o " + global.output, "get");
+  }
+  if (invocation.watch) {
+    return runGetWatch(invocation, *kind, io);
+  }
   auto snapshot = readHub(global.connect, io.err);
   if (!snapshot.ok()) {
     return failWith(io.err, snapshot.error().describe());

@@ -13,6 +13,12 @@
 
 namespace flotilla::cli {
 
+HubConnection::~HubConnection() {
+  if (connection) {
+    connection->close();
+  }
+}
+
 bus::KeyValue& HubConnection::bucket(std::string_view name) const {
   auto it = buckets.find(name);
   assert(it != buckets.end());
@@ -69,11 +75,12 @@ Result<HubConnection> openHub(const ConnectSettings& settings, const std::vector
 
 namespace {
 
-Result<std::vector<bus::KvEntry>> readAll(bus::KeyValue& kv, std::string_view pattern = ">") {
-  auto watcher = kv.watch(pattern);
+//! Every current entry of a bucket. The watcher is kept by `hub` (~HubConnection says why).
+Result<std::vector<bus::KvEntry>> readAll(HubConnection& hub, std::string_view bucket) {
+  auto watcher = hub.bucket(bucket).watch(">");
   FLOTILLA_TRY(watcher);
   auto values = watcher->initialValues(std::chrono::seconds(30));
-  watcher->stop();
+  hub.finished_watchers.push_back(std::move(watcher).value());
   return values;
 }
 
@@ -105,8 +112,8 @@ void decodeInto(Snapshot& snap, std::string_view bucket, const bus::KvEntry& ent
   out[entry.key] = std::move(record).value();
 }
 
-Status loadGitRepos(const HubConnection& hub, Snapshot& snap) {
-  auto entries = readAll(hub.bucket(events::kGitReposBucket));
+Status loadGitRepos(HubConnection& hub, Snapshot& snap) {
+  auto entries = readAll(hub, events::kGitReposBucket);
   FLOTILLA_TRY(entries);
   for (const auto& entry : *entries) {
     appendResource<model::GitRepo>(
@@ -153,8 +160,8 @@ void loadClustersEntry(Snapshot& snap, const bus::KvEntry& entry) {
   }
 }
 
-Status loadClusters(const HubConnection& hub, Snapshot& snap) {
-  auto entries = readAll(hub.bucket(events::kClustersBucket));
+Status loadClusters(HubConnection& hub, Snapshot& snap) {
+  auto entries = readAll(hub, events::kClustersBucket);
   FLOTILLA_TRY(entries);
   for (const auto& entry : *entries) {
     loadClustersEntry(snap, entry);
@@ -162,13 +169,13 @@ Status loadClusters(const HubConnection& hub, Snapshot& snap) {
   return {};
 }
 
-Status loadBundlesAndDeployments(const HubConnection& hub, Snapshot& snap) {
-  auto bundles = readAll(hub.bucket(events::kBundlesBucket));
+Status loadBundlesAndDeployments(HubConnection& hub, Snapshot& snap) {
+  auto bundles = readAll(hub, events::kBundlesBucket);
   FLOTILLA_TRY(bundles);
   for (const auto& entry : *bundles) {
     decodeInto(snap, events::kBundlesBucket, entry, snap.bundles);
   }
-  auto deployments = readAll(hub.bucket(events::kDeploymentsBucket));
+  auto deployments = readAll(hub, events::kDeploymentsBucket);
   FLOTILLA_TRY(deployments);
   for (const auto& entry : *deployments) {
     auto record = events::parseRecord<events::DeploymentRecord>(entry.value);
@@ -206,12 +213,12 @@ void loadStatusEntry(Snapshot& snap, const bus::KvEntry& entry) {
 
 }  // namespace
 
-Result<Snapshot> loadSnapshot(const HubConnection& hub) {
+Result<Snapshot> loadSnapshot(HubConnection& hub) {
   Snapshot snap;
   FLOTILLA_TRY(loadGitRepos(hub, snap));
   FLOTILLA_TRY(loadClusters(hub, snap));
   FLOTILLA_TRY(loadBundlesAndDeployments(hub, snap));
-  auto status = readAll(hub.bucket(events::kStatusBucket));
+  auto status = readAll(hub, events::kStatusBucket);
   FLOTILLA_TRY(status);
   for (const auto& entry : *status) {
     loadStatusEntry(snap, entry);

@@ -42,7 +42,8 @@ std::string complete(const std::string& words) {
 }
 
 TEST(CompletionTest, BashCompletesCommands) {
-  EXPECT_EQ(complete("flotilla ''"), "apply get describe delete force-sync redrive events render auth completion\n");
+  EXPECT_EQ(complete("flotilla ''"),
+            "apply get describe delete force-sync explain wait redrive events render auth completion\n");
   EXPECT_EQ(complete("flotilla events --f"), "--follow\n");
   EXPECT_EQ(complete("flotilla ge"), "get\n");
   EXPECT_EQ(complete("flotilla --nats-url nats://x:4222 -n ws de"), "describe delete\n");
@@ -54,6 +55,8 @@ TEST(CompletionTest, BashCompletesKindsOutputsAndFlags) {
   EXPECT_EQ(complete("flotilla get -o ''"), "table wide json yaml\n");
   EXPECT_EQ(complete("flotilla render -o ''"), "yaml json\n");
   EXPECT_EQ(complete("flotilla completion ''"), "bash zsh\n");
+  EXPECT_EQ(complete("flotilla wait ''"), "gitrepos bundles clusters\n");
+  EXPECT_EQ(complete("flotilla explain -o ''"), "json human\n");
   std::string render_flags = complete("flotilla render repo --clu");
   EXPECT_EQ(render_flags, "--cluster-name --cluster\n");
   std::string describe_flags = complete("flotilla describe --");

@@ -461,6 +461,11 @@ Connection::~Connection() {
   impl_->conn.reset();
 }
 
+void Connection::close() {
+  impl_->callbacks->closing = true;
+  natsConnection_Close(impl_->conn.get());
+}
+
 bool Connection::connected() const {
   return natsConnection_Status(impl_->conn.get()) == NATS_CONN_STATUS_CONNECTED;
 }

@@ -31,11 +31,22 @@ struct ConnectSettings : bus::ConnectOptions {
   std::chrono::milliseconds timeout{5000};    //!< to connect, and of each JetStream call
 };
 
-//! An open connection with the buckets a command asked for.
+//! An open connection with the buckets a command asked for. It closes the connection before its watchers go: a
+//! watcher destroyed on an open connection deletes its consumer and waits for the answer, which the readonly role
+//! (it may not delete consumers) never gets, a whole timeout per watcher.
 struct HubConnection {
   std::shared_ptr<bus::Connection> connection;
   std::shared_ptr<bus::JetStream> js;
   std::map<std::string, std::shared_ptr<bus::KeyValue>, std::less<>> buckets;
+  //! Watchers whose reading is done (loadSnapshot's), kept until the connection is closed.
+  std::vector<bus::KvWatcher> finished_watchers;
+
+  HubConnection() = default;
+  HubConnection(HubConnection&&) = default;
+  HubConnection& operator=(HubConnection&&) = default;
+  HubConnection(const HubConnection&) = delete;
+  HubConnection& operator=(const HubConnection&) = delete;
+  ~HubConnection();
 
   //! The bucket (it was opened by openHub).
   [[nodiscard]] bus::KeyValue& bucket(std::string_view name) const;
@@ -64,7 +75,8 @@ struct Snapshot {
   std::vector<std::string> warnings;                                //!< records that could not be read
 };
 
-//! Reads the gitrepos, clusters, bundles, deployments and status buckets.
-Result<Snapshot> loadSnapshot(const HubConnection& hub);
+//! Reads the gitrepos, clusters, bundles, deployments and status buckets (its watchers stay with `hub` until it is
+//! destroyed: a command that reads again and again reads each time on a connection of its own).
+Result<Snapshot> loadSnapshot(HubConnection& hub);
 
 }  // namespace flotilla::cli

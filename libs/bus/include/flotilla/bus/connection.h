@@ -163,6 +163,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   //! Closes the connection; subscriptions and JetStream objects made from it stop working.
   ~Connection();
 
+  //! Closes the connection now; the object stays, and its subscriptions and JetStream calls fail at once from then
+  //! on. Destroying a watcher afterwards then skips deleting its consumer on the server (the server removes an
+  //! ephemeral consumer whose connection is gone), which a client that may not delete consumers (the readonly
+  //! role) would otherwise wait a whole request timeout for.
+  void close();
+
   //! True while connected (false while reconnecting or after close).
   [[nodiscard]] bool connected() const;
   //! The URL of the server currently connected to ("" if none).
