@@ -111,8 +111,11 @@ std::variant<const Command*, int> parse(CLI::App& app, std::vector<std::string> 
 
 }  // namespace
 
-const std::vector<Command>& commandTable() {
-  static const std::vector<Command> kCommands = {
+namespace {
+
+//! The commands that talk to a hub, in the order `flotilla --help` lists them.
+std::vector<Command> hubCommands() {
+  return {
       {.name = "apply",
        .summary = "store GitRepo, ClusterGroup and Cluster documents (Fleet's YAML, a kind: List of them)",
        .uses_hub = true,
@@ -175,6 +178,12 @@ const std::vector<Command>& commandTable() {
        .uses_hub = true,
        .define = defineEvents,
        .run = runEventsCommand},
+  };
+}
+
+//! The commands that need no hub (render, auth, completion), listed after the hub's.
+std::vector<Command> localCommands() {
+  return {
       {.name = "render",
        .summary = "print what a cluster would get from a checkout, without a hub",
        .outputs = {"yaml", "json"},
@@ -195,6 +204,18 @@ const std::vector<Command>& commandTable() {
        .define = defineCompletion,
        .run = runCompletion},
   };
+}
+
+}  // namespace
+
+const std::vector<Command>& commandTable() {
+  static const std::vector<Command> kCommands = [] {
+    std::vector<Command> all = hubCommands();
+    for (auto& command : localCommands()) {
+      all.push_back(std::move(command));
+    }
+    return all;
+  }();
   return kCommands;
 }
 
