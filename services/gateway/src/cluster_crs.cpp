@@ -125,9 +125,7 @@ void Gateway::Core::createClusterCr(const std::string& name, const Json& cr, Wri
     return;
   }
   const std::string ns = cr.at({"metadata", "namespace"})->asString();
-  auto created = kube->request(
-      "POST", "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(ns) + "/clusters", cr.dump(),
-      "application/json");
+  auto created = kube->request("POST", fleetPath(ns, "clusters"), cr.dump(), "application/json");
   const bool exists = !created.ok() && kube::httpStatusOf(created.error()) == 409;
   if (!created.ok() && !exists) {
     metrics.clusterCr("failed");

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -31,6 +32,13 @@ inline constexpr std::string_view kBundleWrite = "bundle|";              // + "<
 inline constexpr std::string_view kDeploymentWrite = "bd|";              // + "<cluster>/<ws>/<bundle>"
 //! Not a write: list the Bundle and BundleDeployment views and delete the ones whose records are gone.
 inline constexpr std::string_view kViewSweep = "sweep|views";
+
+//! The API path of the fleet.cattle.io `plural` collection in namespace `ns`, or of object `name` in it.
+inline std::string fleetPath(std::string_view ns, std::string_view plural, std::string_view name = {}) {
+  std::string path =
+      "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(ns) + "/" + std::string(plural);
+  return name.empty() ? path : path + "/" + kube::urlEncode(name);
+}
 
 //! The write key of `id` under `prefix`.
 inline std::string writeKey(std::string_view prefix, const std::string& id) {

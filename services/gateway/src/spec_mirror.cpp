@@ -232,9 +232,7 @@ Status Gateway::Core::adopt(const MirroredKind& kind, const std::string& ns, con
   const std::string cr_ns = cr->at({"metadata", "namespace"})->asString();
   std::string plural = kind.kind + "s";
   std::transform(plural.begin(), plural.end(), plural.begin(), [](unsigned char c) { return std::tolower(c); });
-  auto created = kube->request(
-      "POST", "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(cr_ns) + "/" + plural,
-      cr->dump(), "application/json");
+  auto created = kube->request("POST", fleetPath(cr_ns, plural), cr->dump(), "application/json");
   if (!created.ok() && kube::httpStatusOf(created.error()) != 409) {
     metrics.spec(kind.kind, "failed");
     // Nothing is removed while a spec cannot be adopted: the round starts over after a backoff.

@@ -12,8 +12,7 @@ namespace {
 //! The status subresource of "<namespace>/<name>" of `plural`.
 std::string statusPath(const std::string& id, const std::string& plural) {
   const auto slash = id.find('/');
-  return "/apis/" + std::string(kFleetApiVersion) + "/namespaces/" + kube::urlEncode(id.substr(0, slash)) + "/" +
-         plural + "/" + kube::urlEncode(id.substr(slash + 1)) + "/status";
+  return fleetPath(id.substr(0, slash), plural, id.substr(slash + 1)) + "/status";
 }
 
 //! The record of a put, nullopt for a delete (or a record that does not decode, which is logged).

@@ -31,8 +31,7 @@ ViewTarget targetOf(const std::string& key) {
 }
 
 std::string objectPath(const ViewTarget& target) {
-  return "/apis/fleet.cattle.io/v1alpha1/namespaces/" + kube::urlEncode(target.ns) + "/" + target.plural + "/" +
-         kube::urlEncode(target.name);
+  return fleetPath(target.ns, target.plural, target.name);
 }
 
 }  // namespace
