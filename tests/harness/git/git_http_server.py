@@ -201,6 +201,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="directory holding the bare repositories")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every address)")
     parser.add_argument("--port-file", required=True, help="the bound port is written here once listening")
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
@@ -233,11 +234,11 @@ def main():
     deadline = time.time() + 10
     while True:
         try:
-            server = GitHttpServer(("127.0.0.1", args.port), cfg, tls_context)
+            server = GitHttpServer((args.host, args.port), cfg, tls_context)
             break
         except OSError as err:
             if time.time() > deadline:
-                log("cannot bind 127.0.0.1:%d: %s" % (args.port, err))
+                log("cannot bind %s:%d: %s" % (args.host, args.port, err))
                 return 1
             time.sleep(0.1)
     port = server.server_address[1]
@@ -245,7 +246,7 @@ def main():
     with open(tmp, "w", encoding="ascii") as handle:
         handle.write("%d\n" % port)
     os.replace(tmp, args.port_file)
-    log("listening on 127.0.0.1:%d (%s)" % (port, "https" if tls_context else "http"))
+    log("listening on %s:%d (%s)" % (args.host, port, "https" if tls_context else "http"))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     # Exit when the test that started us dies without stopping us (a crash or a ctest timeout kill).

@@ -262,8 +262,8 @@ Result<Process> GitServer::startHttpServer(bool tls, int& port) {
   const std::string port_file = root() + "/" + name + ".port";
   removeAll(port_file);
   ProcessOptions process_options{
-      .argv = {python(), scriptPath(), "--root", repos_, "--port", std::to_string(port), "--port-file", port_file,
-               "--parent-pid", std::to_string(::getpid())},
+      .argv = {python(), scriptPath(), "--root", repos_, "--host", options_.http_listen_address, "--port",
+               std::to_string(port), "--port-file", port_file, "--parent-pid", std::to_string(::getpid())},
       .env = gitEnv(),
       .output_file = log,
   };
@@ -421,8 +421,8 @@ GitRepoUrls GitServer::repo(const std::string& name) const {
   };
 }
 
-std::string GitServer::httpUrl(const std::string& repo) const {
-  return "http://127.0.0.1:" + std::to_string(http_port_) + "/" + repo + ".git";
+std::string GitServer::httpUrl(const std::string& repo, const std::string& host) const {
+  return "http://" + host + ":" + std::to_string(http_port_) + "/" + repo + ".git";
 }
 std::string GitServer::httpsUrl(const std::string& repo, const std::string& host) const {
   return "https://" + host + ":" + std::to_string(https_port_) + "/" + repo + ".git";

@@ -142,6 +142,7 @@ struct KubeCluster::State {
   Process controller_manager;
   bool has_controller_manager = false;
   std::unique_ptr<KubeNode> node;
+  NodeNetwork node_network;  //!< chosen before the API server starts: with the Service network it advertises the gateway
   TokenUser token_user;
   Clock::time_point started_at;
   double start_seconds = 0;
@@ -173,13 +174,23 @@ struct KubeCluster::State {
                 "KubeCluster::start");
   }
 
+  // With the Service network, pods reach the API server on the bridge's address (the `kubernetes` Service's
+  // endpoint) as well as on the Service's ClusterIP.
+  [[nodiscard]] std::vector<std::string> servingIps() const {
+    std::vector<std::string> ips = {"127.0.0.1", "10.96.0.1"};
+    if (options.with_service_network) {
+      ips.push_back(node_network.gateway);
+    }
+    return ips;
+  }
+
   Status writePki() {
     auto ca = pki::makeCa(options.name + "-ca");
     FLOTILLA_TRY(ca);
     auto serving = pki::issue(*ca, {.common_name = "kube-apiserver",
                                     .dns_names = {"localhost", "kubernetes", "kubernetes.default",
                                                   "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-                                    .ip_addresses = {"127.0.0.1", "10.96.0.1"},
+                                    .ip_addresses = servingIps(),
                                     .server = true});
     FLOTILLA_TRY(serving);
     auto admin = pki::issue(*ca, {.common_name = "admin", .organizations = {"system:masters"}});
@@ -263,8 +274,10 @@ struct KubeCluster::State {
     }
     std::vector<std::string> argv = {
         apiserver_binary,
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        // With the Service network, pods reach it through the `kubernetes` Service, whose endpoint is the advertised
+        // address: the node's bridge address, on which it must then listen too.
+        options.with_service_network ? "--bind-address=0.0.0.0" : "--bind-address=127.0.0.1",
+        "--advertise-address=" + (options.with_service_network ? node_network.gateway : std::string("127.0.0.1")),
         "--secure-port=" + std::to_string(api_port),
         "--etcd-servers=http://127.0.0.1:" + std::to_string(etcd_client_port),
         "--storage-backend=etcd3",
@@ -325,7 +338,9 @@ struct KubeCluster::State {
                                     .admin_kubeconfig = path("kubeconfig"),
                                     .ca_cert_file = path("pki/ca.crt"),
                                     .ca_key_file = path("pki/ca.key"),
-                                    .ready_timeout = options.node_timeout});
+                                    .ready_timeout = options.node_timeout,
+                                    .network = node_network,
+                                    .with_service_network = options.with_service_network});
     FLOTILLA_TRY(started);
     node = std::move(*started);
     return okStatus();
@@ -509,6 +524,10 @@ Result<std::vector<std::unique_ptr<KubeCluster>>> KubeCluster::startMany(
   for (const auto& o : options) {
     auto state = std::make_unique<State>();
     state->options = o;
+    state->options.with_node = o.with_node || o.with_service_network;
+    if (state->options.with_node) {
+      state->node_network = pickNodeNetwork();
+    }
     states.push_back(state.get());
     // Owned by a KubeCluster from the start, so a failure part-way stops whatever was started.
     clusters.push_back(std::unique_ptr<KubeCluster>(new KubeCluster(std::move(state))));
@@ -611,6 +630,10 @@ std::string KubeCluster::logTail(size_t lines) const {
 
 std::string KubeCluster::nodeName() const {
   return state_->node ? state_->node->name() : "";
+}
+
+std::string KubeCluster::podReachableHost() const {
+  return state_->node ? state_->node_network.gateway : "";
 }
 
 double KubeCluster::nodeStartSeconds() const {

@@ -17,6 +17,7 @@
 #include "flotilla/core/util.h"
 #include "flotilla/harness/log_tail.h"
 #include "harness_tools.h"
+#include "node_services.h"
 #include "pki.h"
 
 namespace flotilla::harness {
@@ -27,21 +28,6 @@ namespace fs = std::filesystem;
 
 // The CNI plugins: Debian's containernetworking-plugins (scripts/setup installs it).
 constexpr const char* kCniBinDir = "/usr/lib/cni";
-
-// A bridge name and a /24 pod CIDR no other node of this machine's harness clusters uses at the same time: derived
-// from the process id and a per-process counter (10.128.0.0/10 holds 16384 of them).
-struct NodeNetwork {
-  std::string bridge;
-  std::string subnet;
-  std::string gateway;
-};
-
-NodeNetwork pickNetwork() {
-  static std::atomic<unsigned> counter{0};
-  unsigned index = (static_cast<unsigned>(::getpid()) * 8u + counter++) % 16384u;
-  std::string prefix = "10." + std::to_string(128 + (index >> 8)) + "." + std::to_string(index & 255u) + ".";
-  return {.bridge = "flb" + std::to_string(index), .subnet = prefix + "0/24", .gateway = prefix + "1"};
-}
 
 std::string tailOf(const std::string& path, size_t lines) {
   auto text = readFile(path);
@@ -102,6 +88,13 @@ std::vector<std::string> mountsUnder(const std::string& dir) {
 
 }  // namespace
 
+NodeNetwork pickNodeNetwork() {
+  static std::atomic<unsigned> counter{0};
+  unsigned index = (static_cast<unsigned>(::getpid()) * 8u + counter++) % 16384u;
+  std::string prefix = "10." + std::to_string(128 + (index >> 8)) + "." + std::to_string(index & 255u) + ".";
+  return {.bridge = "flb" + std::to_string(index), .subnet = prefix + "0/24", .gateway = prefix + "1"};
+}
+
 struct KubeNode::State {
   KubeNodeConfig config;
   std::string dir;
@@ -113,6 +106,7 @@ struct KubeNode::State {
   Process containerd;
   Process kubelet;
   Process scheduler;
+  std::unique_ptr<NodeServices> services;
   Clock::time_point started_at;
   double start_seconds = 0;
   bool stopped = false;
@@ -221,13 +215,16 @@ Status KubeNode::State::writeFiles() {
   FLOTILLA_TRY(writeFile(path("containerd.toml"), toml.str()));
 
   // isGateway: the host has the bridge's first address, so the kubelet's probes reach pod IPs. No ipMasq: pods
-  // need no way out, and no iptables rules are left behind.
+  // need no way out, and no iptables rules are left behind. With the Service network, the firewall plugin accepts
+  // the pods' forwarded traffic (pod to pod through a ClusterIP crosses the host's FORWARD chain, whose policy
+  // Docker sets to DROP); its rules go with each pod.
   std::ostringstream cni;
   cni << R"({"cniVersion": "1.0.0", "name": "flotilla-)" << network.bridge << R"(", "plugins": [)"
       << R"({"type": "bridge", "bridge": ")" << network.bridge
       << R"(", "isGateway": true, "ipMasq": false, "hairpinMode": true, "ipam": {"type": "host-local", )"
       << R"("ranges": [[{"subnet": ")" << network.subnet << R"("}]], "routes": [{"dst": "0.0.0.0/0"}], )"
-      << R"("dataDir": ")" << path("cni/ipam") << R"("}}, {"type": "loopback"}]})"
+      << R"("dataDir": ")" << path("cni/ipam") << R"("}}, )"
+      << (config.with_service_network ? R"({"type": "firewall"}, )" : "") << R"({"type": "loopback"}]})"
       << "\n";
   return writeFile(path("cni/net.d/10-flotilla.conflist"), cni.str());
 }
@@ -246,6 +243,7 @@ Status KubeNode::State::writeKubeletFiles(int port, int healthz_port) {
        << "failCgroupV1: false\nfailSwapOn: false\n"
        << "podLogsDir: " << path("pod-logs") << "\n"
        << "clusterDomain: cluster.local\nresolvConf: /etc/resolv.conf\n"
+       << (config.with_service_network ? "clusterDNS: [" + network.gateway + "]\n" : std::string())
        // A test machine's disk can be fuller than the defaults allow; evicting test pods would only confuse.
        << "evictionHard: {memory.available: 50Mi, nodefs.available: 1%, imagefs.available: 1%, "
           "nodefs.inodesFree: 1%}\n"
@@ -483,7 +481,7 @@ Result<std::unique_ptr<KubeNode>> KubeNode::start(const KubeNodeConfig& config) 
   state->config = config;
   state->dir = config.cluster_dir + "/node";
   state->name = "node-" + config.cluster_name;
-  state->network = pickNetwork();
+  state->network = config.network.bridge.empty() ? pickNodeNetwork() : config.network;
   state->ctr_binary = findTool("ctr", false);
   state->kubectl_binary = findTool("kubectl", false);
   state->started_at = Clock::now();
@@ -497,6 +495,16 @@ Result<std::unique_ptr<KubeNode>> KubeNode::start(const KubeNodeConfig& config) 
   }
   FLOTILLA_TRY(s.writeFiles());
   FLOTILLA_TRY(s.makeCgroupRoot());
+  if (config.with_service_network) {
+    auto services = NodeServices::start({.node_name = s.name,
+                                         .dir = s.path("services"),
+                                         .admin_kubeconfig = config.admin_kubeconfig,
+                                         .bridge = s.network.bridge,
+                                         .subnet = s.network.subnet,
+                                         .gateway = s.network.gateway});
+    FLOTILLA_TRY(services);
+    s.services = std::move(*services);
+  }
   FLOTILLA_TRY(s.startContainerd());
   FLOTILLA_TRY(s.importImages());
   FLOTILLA_TRY(s.startKubelet());
@@ -541,7 +549,7 @@ Status KubeNode::healthy() {
   if (!state_->containerd.running() || !state_->kubelet.running() || !state_->scheduler.running()) {
     return fail(ErrorKind::kTransient, "node " + name() + ": a node process exited\n" + state_->tails(40));
   }
-  return okStatus();
+  return state_->services ? state_->services->healthy() : okStatus();
 }
 
 void KubeNode::stop() {
@@ -558,11 +566,14 @@ void KubeNode::stop() {
   }
   s.containerd.stop(std::chrono::seconds(5));
   s.killShims();
+  if (s.services) {
+    s.services->stop();  // after the pods: kube-proxy's cleanup must not cut a pod that is still stopping
+  }
   s.cleanUpHost();
 }
 
 std::string KubeNode::logTail(size_t lines) const {
-  return state_->tails(lines);
+  return state_->tails(lines) + (state_->services ? state_->services->logTail(lines) : std::string());
 }
 
 }  // namespace flotilla::harness

@@ -14,6 +14,17 @@
 
 namespace flotilla::harness {
 
+//! A node's bridge, its /24 pod CIDR and the bridge's (the host's) address on it.
+struct NodeNetwork {
+  std::string bridge;
+  std::string subnet;
+  std::string gateway;
+};
+
+//! A bridge name and a pod CIDR no other node of this machine's harness clusters uses at the same time: derived
+//! from the process id and a per-process counter (10.128.0.0/10 holds 16384 of them).
+NodeNetwork pickNodeNetwork();
+
 struct KubeNodeConfig {
   std::string cluster_name;
   std::string cluster_dir;       //!< the node lives in <cluster_dir>/node
@@ -22,6 +33,9 @@ struct KubeNodeConfig {
   std::string ca_cert_file;
   std::string ca_key_file;  //!< signs the kubelet's client certificate (system:node:<name>, O=system:nodes)
   std::chrono::seconds ready_timeout{180};
+  NodeNetwork network;  //!< from pickNodeNetwork(), chosen by the cluster (its API server may advertise the gateway)
+  //! Also kube-proxy and CoreDNS (node_services.h): ClusterIPs and cluster DNS work in pods.
+  bool with_service_network = false;
 };
 
 class KubeNode {

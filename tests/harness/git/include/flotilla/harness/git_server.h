@@ -37,6 +37,9 @@ struct GitServerOptions {
   //! When set, HTTP(S) also accepts this token as a basic-auth password with any user name (how GitHub and
   //! GitLab tokens work) or as `Authorization: Bearer <token>`.
   std::string token;
+  //! Where HTTP(S) listens. "0.0.0.0" lets the pods of a harness node reach it (at the cluster's
+  //! podReachableHost(), a host address), which 127.0.0.1 does not.
+  std::string http_listen_address = "127.0.0.1";
 };
 
 //! Where a repository lives and how to reach it over each protocol (empty when that server is off).
@@ -99,8 +102,8 @@ class GitServer : public ServerBase {
   //! Runs `git --git-dir=<repo> <args...>` with the harness environment (for checks the helpers lack).
   Result<std::string> git(const std::string& repo, const std::vector<std::string>& args, const std::string& input = "");
 
-  //! http://127.0.0.1:<port>/<repo>.git
-  [[nodiscard]] std::string httpUrl(const std::string& repo) const;
+  //! http://<host>:<port>/<repo>.git
+  [[nodiscard]] std::string httpUrl(const std::string& repo, const std::string& host = "127.0.0.1") const;
   //! https://<host>:<port>/<repo>.git; the certificate is valid for 127.0.0.1 and localhost.
   [[nodiscard]] std::string httpsUrl(const std::string& repo, const std::string& host = "127.0.0.1") const;
   //! An http URL on 127.0.0.1 that the server answers with a 302 to the same repo on "localhost" (another host

@@ -29,6 +29,11 @@ struct KubeClusterOptions {
   //! pause and test app images) and the tools scripts/setup builds.
   bool with_node = false;
   std::chrono::seconds node_timeout{240};  //!< how long to wait for the Node to be Ready
+  //! Also a Service network on the node (implies with_node): kube-proxy (iptables mode) and CoreDNS, so pods reach
+  //! ClusterIPs, resolve <service>.<namespace>.svc.cluster.local and talk to the API server through the
+  //! `kubernetes` Service (kube-apiserver then listens on all addresses and advertises podReachableHost()). One
+  //! such cluster per machine at a time: a second one waits for the first to stop (README.md).
+  bool with_service_network = false;
 };
 
 //! Identity of a token user the cluster accepts (from --token-auth-file); it has no RBAC grants.
@@ -73,6 +78,9 @@ class KubeCluster {
   [[nodiscard]] bool hasControllerManager() const;
   //! The node's name ("node-<cluster name>"); empty without with_node.
   [[nodiscard]] std::string nodeName() const;
+  //! The host's address as this cluster's pods see it (the node bridge's gateway): a server the test runs on the
+  //! host and binds there (or on all addresses) is reachable from pods at it. Empty without a node.
+  [[nodiscard]] std::string podReachableHost() const;
   //! Seconds from starting containerd to the Node being Ready (0 without a node).
   [[nodiscard]] double nodeStartSeconds() const;
   //! Imports a local Docker image (`docker save`) into the node's containerd, for pods with imagePullPolicy Never.
