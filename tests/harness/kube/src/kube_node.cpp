@@ -510,6 +510,9 @@ Result<std::unique_ptr<KubeNode>> KubeNode::start(const KubeNodeConfig& config) 
   FLOTILLA_TRY(s.startKubelet());
   FLOTILLA_TRY(s.startScheduler());
   FLOTILLA_TRY(s.waitReady());
+  if (s.services) {
+    FLOTILLA_TRY(s.services->waitProxyReady());
+  }
   s.start_seconds = std::chrono::duration<double>(Clock::now() - s.started_at).count();
   std::fprintf(stderr, "node %s Ready in %.1fs (bridge %s, pods %s, dir %s)\n", s.name.c_str(), s.start_seconds,
                s.network.bridge.c_str(), s.network.subnet.c_str(), s.dir.c_str());

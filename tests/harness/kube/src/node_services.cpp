@@ -110,7 +110,7 @@ struct NodeServices::State {
   Status makeBridge();
   Status startCoreDns();
   Status startKubeProxy();
-  Status waitReady();
+  Status waitDnsReady();
 };
 
 Status NodeServices::State::lockMachine() {
@@ -198,28 +198,17 @@ Status NodeServices::State::startKubeProxy() {
   return okStatus();
 }
 
-// kube-proxy's /healthz is 200 once its first sync wrote the rules; CoreDNS answers for the `kubernetes` Service
-// once its informers have the Services.
-Status NodeServices::State::waitReady() {
+// CoreDNS answers for the `kubernetes` Service once its informers have the Services.
+Status NodeServices::State::waitDnsReady() {
   auto deadline = Clock::now() + std::chrono::seconds(60);
   const std::string api_name = std::string("kubernetes.default.svc.") + kClusterDomain;
-  bool proxy_ready = false;
-  bool dns_ready = false;
-  while (!proxy_ready || !dns_ready) {
-    if (!proxy.running() || !coredns.running()) {
-      return failure(std::string(proxy.running() ? "coredns" : "kube-proxy") + " exited during start");
+  while (!resolves(config.gateway, api_name)) {
+    if (!coredns.running()) {
+      return failure("coredns exited during start");
     }
     if (Clock::now() > deadline) {
-      return failure(std::string(proxy_ready ? "CoreDNS did not resolve " + api_name : "kube-proxy not healthy") +
-                     " within 60s");
+      return failure("CoreDNS did not resolve " + api_name + " within 60s");
     }
-    if (!proxy_ready) {
-      auto r = runCommand({.argv = {"curl", "-sf", "--max-time", "2",
-                                    "http://127.0.0.1:" + std::to_string(proxy_healthz_port) + "/healthz"},
-                           .timeout = std::chrono::seconds(5)});
-      proxy_ready = r.ok() && r->exit_code == 0;
-    }
-    dns_ready = dns_ready || resolves(config.gateway, api_name);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return okStatus();
@@ -245,8 +234,29 @@ Result<std::unique_ptr<NodeServices>> NodeServices::start(const NodeServicesConf
   FLOTILLA_TRY(s.makeBridge());
   FLOTILLA_TRY(s.startCoreDns());
   FLOTILLA_TRY(s.startKubeProxy());
-  FLOTILLA_TRY(s.waitReady());
+  FLOTILLA_TRY(s.waitDnsReady());
   return services;
+}
+
+// kube-proxy's /healthz is 200 once it has its Node (the kubelet registers it) and its first sync wrote the rules.
+Status NodeServices::waitProxyReady() {
+  State& s = *state_;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (true) {
+    auto r = runCommand({.argv = {"curl", "-sf", "--max-time", "2",
+                                  "http://127.0.0.1:" + std::to_string(s.proxy_healthz_port) + "/healthz"},
+                         .timeout = std::chrono::seconds(5)});
+    if (r.ok() && r->exit_code == 0) {
+      return okStatus();
+    }
+    if (!s.proxy.running()) {
+      return s.failure("kube-proxy exited during start");
+    }
+    if (Clock::now() > deadline) {
+      return s.failure("kube-proxy's /healthz not 200 within 60s of the Node being Ready");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 Status NodeServices::healthy() {

@@ -27,8 +27,10 @@ class NodeServices {
  public:
   //! Takes the machine-wide kube-proxy lock (two kube-proxies would each rewrite the other's chains; a second
   //! cluster with services waits for the first to stop), makes the bridge, starts CoreDNS and kube-proxy and
-  //! waits until both answer.
+  //! waits until CoreDNS answers.
   static Result<std::unique_ptr<NodeServices>> start(const NodeServicesConfig& config);
+  //! Waits until kube-proxy is healthy, which it is only once its Node exists: call after the kubelet registered.
+  Status waitProxyReady();
   NodeServices(const NodeServices&) = delete;
   NodeServices& operator=(const NodeServices&) = delete;
   ~NodeServices();
