@@ -197,6 +197,9 @@ Status KubeNode::State::writeFiles() {
        << "\"\n"
        // native: plain copies, no overlay mounts (this machine's Docker itself runs on fuse-overlayfs).
        << "[" << r << "cri.v1.images\"]\n  snapshotter = \"native\"\n"
+       // Images imported with ctr are unpacked into the same snapshotter (the transfer service needs the pair).
+       << "[" << r << "transfer.v1.local\"]\n[[" << r << "transfer.v1.local\".unpack_config]]\n"
+       << "  platform = \"linux/amd64\"\n  snapshotter = \"native\"\n"
        << "[" << r << "cri.v1.images\".pinned_images]\n  sandbox = \"" << kPauseImage
        << "\"\n"
        // This sandbox refuses a lower oom_score_adj than the process has (runc init: "failed to update
@@ -338,7 +341,7 @@ Status KubeNode::State::importImages() {
            {FLOTILLA_PAUSE_BINARY, kPauseImage}, {FLOTILLA_TESTAPP_BINARY, kTestAppImage}}) {
     std::string work = path("images/" + fs::path(binary).filename().string());
     FLOTILLA_TRY(saveBinaryImage(binary, image, work));
-    auto r = ctr({"images", "import", work + "/image.tar"});
+    auto r = ctr({"images", "import", "--snapshotter", "native", work + "/image.tar"});
     FLOTILLA_TRY(r);
     if (r->exit_code != 0) {
       return failure("ctr images import " + image + " failed: " + r->err);
@@ -536,7 +539,9 @@ Status KubeNode::importDockerImage(const std::string& image) {
   if (saved->exit_code != 0) {
     return fail(ErrorKind::kPermanent, "docker save " + image + " failed: " + saved->err);
   }
-  auto imported = state_->ctr({"images", "import", archive}, std::chrono::seconds(300));
+  // Unpacked now, into the snapshotter the CRI uses: otherwise the first CreateContainer of each pod unpacks it,
+  // concurrently, and a large image can take longer than the kubelet's 2 min runtime request timeout.
+  auto imported = state_->ctr({"images", "import", "--snapshotter", "native", archive}, std::chrono::seconds(300));
   FLOTILLA_TRY(imported);
   removeAll(archive);
   if (imported->exit_code != 0) {

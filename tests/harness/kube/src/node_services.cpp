@@ -77,6 +77,23 @@ bool resolves(const std::string& server, const std::string& name) {
          ((reply[6] << 8) | reply[7]) > 0;
 }
 
+// The CNI firewall plugin removes each pod's rules but never its own chains (CNI-FORWARD, CNI-ADMIN) and the
+// FORWARD rule that jumps to them. Only nodes with a Service network use the plugin, and the lock makes this the only
+// one, so once its pods are gone the chains are this node's leftovers.
+void removeFirewallChains() {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-D", "FORWARD", "-m", "comment", "--comment", "CNI firewall plugin rules", "-j",
+                                 "CNI-FORWARD"},
+        {"-F", "CNI-FORWARD"},
+        {"-X", "CNI-FORWARD"},
+        {"-F", "CNI-ADMIN"},
+        {"-X", "CNI-ADMIN"}}) {
+    std::vector<std::string> argv = {"iptables", "-w"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    (void)runCommand({.argv = argv, .timeout = std::chrono::seconds(30)});
+  }
+}
+
 }  // namespace
 
 struct NodeServices::State {
@@ -283,6 +300,7 @@ void NodeServices::stop() {
                 {{"node", s.config.node_name}, {"output", cleanup.ok() ? cleanup->err : cleanup.error().message}});
     }
   }
+  removeFirewallChains();
   if (s.lock_fd >= 0) {
     ::close(s.lock_fd);  // releases the flock
     s.lock_fd = -1;
