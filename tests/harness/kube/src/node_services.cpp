@@ -81,6 +81,16 @@ bool resolves(const std::string& server, const std::string& name) {
 // FORWARD rule that jumps to them. Only nodes with a Service network use the plugin, and the lock makes this the only
 // one, so once its pods are gone the chains are this node's leftovers.
 void removeFirewallChains() {
+  // A CNI DEL that containerd started before it stopped may still be running, and the plugin makes its chains
+  // again before it deletes a pod's rules: wait for it (briefly) first.
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    auto running = runCommand({.argv = {"pgrep", "-f", "/usr/lib/cni/firewall"}, .timeout = std::chrono::seconds(5)});
+    if (!running.ok() || running->exit_code != 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"-D", "FORWARD", "-m", "comment", "--comment", "CNI firewall plugin rules", "-j",
                                  "CNI-FORWARD"},
