@@ -65,8 +65,7 @@ std::string appYaml(const std::string& args) {
   return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n"
          "  progressDeadlineSeconds: 600\n  selector:\n    matchLabels: {app: web}\n  template:\n"
          "    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: " +
-         std::string(harness::KubeCluster::testAppImage()) +
-         "\n        imagePullPolicy: Never\n        args: " + args +
+         std::string(harness::KubeCluster::testAppImage()) + "\n        imagePullPolicy: Never\n        args: " + args +
          "\n        readinessProbe:\n          httpGet: {path: /, port: 8080}\n          periodSeconds: 1\n"
          "          failureThreshold: 1\n";
 }
@@ -144,7 +143,8 @@ class ChartsOnNode : public ::testing::Test {
     std::error_code ec;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(hub_->dir() + "/node/pod-logs", ec)) {
       if (entry.is_regular_file() && entry.path().string().find("flotilla") != std::string::npos) {
-        out += "== " + entry.path().string() + " ==\n" + harness::lastLines(readFile(entry.path()).valueOr(""), 30, 400);
+        out +=
+            "== " + entry.path().string() + " ==\n" + harness::lastLines(readFile(entry.path()).valueOr(""), 30, 400);
       }
     }
     return out;
@@ -157,7 +157,8 @@ class ChartsOnNode : public ::testing::Test {
 
   //! The chart's images from the node's containerd, never pulled.
   static std::vector<std::string> imageValues() {
-    return {"--set", "image.repository=flotilla/runtime", "--set", std::string("image.tag=") + kTag,
+    return {"--set", "image.repository=flotilla/runtime",
+            "--set", std::string("image.tag=") + kTag,
             "--set", "image.pullPolicy=Never"};
   }
 
@@ -179,10 +180,18 @@ class ChartsOnNode : public ::testing::Test {
         hub_, std::string("apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: hub-nats-data\nspec:\n") +
                   "  capacity: {storage: 10Gi}\n  accessModes: [ReadWriteOnce]\n  storageClassName: " + kStorageClass +
                   "\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {path: " + data + ", type: Directory}\n"));
-    std::vector<std::string> install = {"install", kRelease, chartDir("flotilla-hub"), "-n", kHubNs,
-                                        "--wait", "--timeout", "5m", "--set",
+    std::vector<std::string> install = {"install",
+                                        kRelease,
+                                        chartDir("flotilla-hub"),
+                                        "-n",
+                                        kHubNs,
+                                        "--wait",
+                                        "--timeout",
+                                        "5m",
+                                        "--set",
                                         std::string("nats.embedded.persistence.storageClass=") + kStorageClass,
-                                        "--set", "nats.embedded.image.pullPolicy=Never"};
+                                        "--set",
+                                        "nats.embedded.image.pullPolicy=Never"};
     auto images = imageValues();
     install.insert(install.end(), images.begin(), images.end());
     auto installed = helm(install);
@@ -199,23 +208,22 @@ class ChartsOnNode : public ::testing::Test {
     ASSERT_EQ(secret.exit_code, 0) << secret.err;
     ASSERT_EQ(kubectl(hub_, {"create", "namespace", ns}).exit_code, 0);
     ASSERT_NO_FATAL_FAILURE(apply(hub_, secret.out));
-    std::vector<std::string> install = {
-        "install",
-        ns,
-        chartDir("flotilla-agent"),
-        "-n",
-        ns,
-        "--wait",
-        "--timeout",
-        "3m",
-        "--set",
-        "clusterName=" + cluster,
-        "--set",
-        std::string("nats.url=tls://hub-flotilla-hub-nats.") + kHubNs + ".svc:4222",
-        "--set",
-        "nats.credentials.secretName=flotilla-agent-nats",
-        "--set",
-        "nats.tls.secretName=flotilla-agent-nats"};
+    std::vector<std::string> install = {"install",
+                                        ns,
+                                        chartDir("flotilla-agent"),
+                                        "-n",
+                                        ns,
+                                        "--wait",
+                                        "--timeout",
+                                        "3m",
+                                        "--set",
+                                        "clusterName=" + cluster,
+                                        "--set",
+                                        std::string("nats.url=tls://hub-flotilla-hub-nats.") + kHubNs + ".svc:4222",
+                                        "--set",
+                                        "nats.credentials.secretName=flotilla-agent-nats",
+                                        "--set",
+                                        "nats.tls.secretName=flotilla-agent-nats"};
     if (cluster == "edge") {
       ASSERT_NO_FATAL_FAILURE(apply(hub_, edgeKubeconfigSecret(ns)));
       install.insert(install.end(), {"--set", "kubeconfig.secretName=edge-kubeconfig"});
@@ -232,12 +240,13 @@ class ChartsOnNode : public ::testing::Test {
     auto ca = readFile(edge_->caFile()).valueOr("");
     auto cert = readFile(edge_->adminCertFile()).valueOr("");
     auto key = readFile(edge_->adminKeyFile()).valueOr("");
-    std::string kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: edge\n  cluster:\n    server: https://" +
-                             hub_->podReachableHost() + ":" + std::to_string(edge_->port()) +
-                             "\n    tls-server-name: localhost\n    certificate-authority-data: " + base64Encode(ca) +
-                             "\nusers:\n- name: admin\n  user:\n    client-certificate-data: " + base64Encode(cert) +
-                             "\n    client-key-data: " + base64Encode(key) +
-                             "\ncontexts:\n- name: edge\n  context: {cluster: edge, user: admin}\ncurrent-context: edge\n";
+    std::string kubeconfig =
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: edge\n  cluster:\n    server: https://" +
+        hub_->podReachableHost() + ":" + std::to_string(edge_->port()) +
+        "\n    tls-server-name: localhost\n    certificate-authority-data: " + base64Encode(ca) +
+        "\nusers:\n- name: admin\n  user:\n    client-certificate-data: " + base64Encode(cert) +
+        "\n    client-key-data: " + base64Encode(key) +
+        "\ncontexts:\n- name: edge\n  context: {cluster: edge, user: admin}\ncurrent-context: edge\n";
     return "apiVersion: v1\nkind: Secret\nmetadata:\n  name: edge-kubeconfig\n  namespace: " + ns +
            "\ndata:\n  kubeconfig: " + base64Encode(kubeconfig) + "\n";
   }
@@ -278,10 +287,9 @@ class ChartsOnNode : public ::testing::Test {
   }
 
   static std::string commitApp(const std::string& args, const std::string& message) {
-    auto sha = git_->commitFiles("app", "main",
-                                 {{"app/fleet.yaml", "defaultNamespace: charts-app\n"},
-                                  {"app/web.yaml", appYaml(args)}},
-                                 message);
+    auto sha = git_->commitFiles(
+        "app", "main", {{"app/fleet.yaml", "defaultNamespace: charts-app\n"}, {"app/web.yaml", appYaml(args)}},
+        message);
     EXPECT_TRUE(sha.ok()) << sha.error().describe();
     return sha.ok() ? *sha : "";
   }
@@ -306,8 +314,8 @@ TEST_F(ChartsOnNode, EveryPodIsReadyAndServesMetrics) {
       EXPECT_EQ(readyCondition(pod), "True") << name;
       const std::string ip = field(pod, {"status", "podIP"});
       const bool nats = name.find("-nats-") != std::string::npos;
-      auto metrics = run({"curl", "-sf", "--max-time", "5",
-                          "http://" + ip + (nats ? ":8222/healthz" : ":8080/metrics")});
+      auto metrics =
+          run({"curl", "-sf", "--max-time", "5", "http://" + ip + (nats ? ":8222/healthz" : ":8080/metrics")});
       EXPECT_EQ(metrics.exit_code, 0) << name << " " << metrics.err;
       if (!nats) {
         EXPECT_THAT(metrics.out, HasSubstr("flotilla_build_info")) << name;
@@ -325,7 +333,8 @@ TEST_F(ChartsOnNode, ACommitReachesBothClustersAndItsDeploymentBecomesReady) {
       hub_, std::string("apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata:\n  name: app\n  namespace: ") +
                 kWorkspace + "\nspec:\n  repo: " + git_->httpUrl("app", hub_->podReachableHost()) +
                 "\n  branch: main\n  paths: [app]\n  pollingInterval: 5s\n"));
-  EXPECT_TRUE(harness::waitUntil([] { return webAvailable(hub_, 1) && webAvailable(edge_, 1); }, minutes(4), seconds(1)))
+  EXPECT_TRUE(
+      harness::waitUntil([] { return webAvailable(hub_, 1) && webAvailable(edge_, 1); }, minutes(4), seconds(1)))
       << kubectl(hub_, {"get", "gitrepo,bundles,bundledeployments,clusters", "-A"}).out << podLogs();
   EXPECT_TRUE(harness::waitUntil([] { return gitRepoIs("True", commit_); }, minutes(2), seconds(1)))
       << getJson(hub_, {"gitrepo", "-n", kWorkspace, "app"}).dump();
@@ -354,8 +363,9 @@ TEST_F(ChartsOnNode, HelmUpgradeKeepsTheState) {
   ASSERT_FALSE(commit_.empty()) << "needs the cases before";
   const std::string web_uid = field(getJson(edge_, {"deployment", "-n", "charts-app", "web"}), {"metadata", "uid"});
   auto before = items(getJson(hub_, {"pods", "-n", kHubNs}));
-  std::vector<std::string> upgrade = {"upgrade", kRelease, chartDir("flotilla-hub"), "-n", kHubNs, "--reuse-values",
-                                      "--wait", "--timeout", "5m", "--set", "podAnnotations.upgraded=yes"};
+  std::vector<std::string> upgrade = {
+      "upgrade", kRelease, chartDir("flotilla-hub"),     "-n", kHubNs, "--reuse-values", "--wait", "--timeout",
+      "5m",      "--set",  "podAnnotations.upgraded=yes"};
   auto upgraded = helm(upgrade);
   ASSERT_EQ(upgraded.exit_code, 0) << upgraded.out << upgraded.err << podLogs();
   // `--wait` returns once the new pods are Ready; the old ones may still be terminating then.
@@ -384,6 +394,18 @@ TEST_F(ChartsOnNode, HelmUpgradeKeepsTheState) {
 // is what charts/README.md says stays: the CRDs (Helm never deletes crds/), with the objects in them, and the NATS
 // volume's claim (a StatefulSet's claims outlive it, so a reinstall finds its state).
 TEST_F(ChartsOnNode, HelmUninstallLeavesOnlyWhatIsDocumented) {
+  // Every object each release made, from its manifest, to look for afterwards.
+  std::vector<std::pair<std::string, Json>> made;
+  for (const char* release : {"agent-local", "agent-edge", kRelease}) {
+    const std::string ns = std::string(release) == kRelease ? kHubNs : release;
+    auto manifest = helm({"get", "manifest", release, "-n", ns});
+    auto objects = parseObjects(manifest.out, std::string("helm get manifest ") + release);
+    ASSERT_TRUE(objects.ok()) << manifest.err;
+    for (auto& object : *objects) {
+      made.emplace_back(ns, std::move(object));
+    }
+  }
+  ASSERT_GT(made.size(), 20U);
   for (const char* release : {"agent-local", "agent-edge"}) {
     auto removed = helm({"uninstall", release, "-n", release, "--wait", "--timeout", "3m"});
     EXPECT_EQ(removed.exit_code, 0) << removed.err;
@@ -393,20 +415,23 @@ TEST_F(ChartsOnNode, HelmUninstallLeavesOnlyWhatIsDocumented) {
   // The releases' pods go; what the local agent deployed (charts-app) stays, as documented.
   for (const char* ns : {kHubNs, "agent-local", "agent-edge"}) {
     EXPECT_TRUE(harness::waitUntil(
-        [&] { return trim(kubectl(hub_, {"get", "pods", "-n", ns, "-o", "name"}).out).empty(); }, minutes(2),
-        seconds(1)))
+        [&] {
+          return trim(kubectl(hub_, {"get", "pods", "-n", ns, "-o", "name"}).out).empty();
+        },
+        minutes(2), seconds(1)))
         << kubectl(hub_, {"get", "pods", "-n", ns}).out;
   }
   EXPECT_TRUE(webAvailable(hub_, 1) && webAvailable(edge_, 1)) << "uninstalling the agents undeployed the app";
-  for (const char* selector : {"app.kubernetes.io/instance=hub", "app.kubernetes.io/instance=agent-local",
-                                     "app.kubernetes.io/instance=agent-edge"}) {
-    auto left = kubectl(hub_, {"get",
-                               "all,configmaps,secrets,serviceaccounts,roles,rolebindings,clusterroles,"
-                               "clusterrolebindings,networkpolicies,validatingadmissionpolicies,"
-                               "validatingadmissionpolicybindings,ingresses",
-                               "-A", "-l", selector, "-o", "name"});
-    EXPECT_EQ(left.exit_code, 0) << left.err;
-    EXPECT_EQ(trim(left.out), "") << selector;
+  for (const auto& [ns, object] : made) {
+    const std::string kind = field(object, {"kind"});
+    const std::string name = field(object, {"metadata", "name"});
+    // kind.group: a kind alone could name another group's resource (a core kind's apiVersion has no group).
+    const std::string api_version = field(object, {"apiVersion"});
+    const auto slash = api_version.find('/');
+    const std::string resource = slash == std::string::npos ? kind : kind + "." + api_version.substr(0, slash);
+    auto left = kubectl(hub_, {"get", resource, name, "-n", ns, "--ignore-not-found", "-o", "name"});
+    EXPECT_EQ(left.exit_code, 0) << resource << ": " << left.err;
+    EXPECT_EQ(trim(left.out), "") << kind << " " << ns << "/" << name << " is left";
   }
   auto claims = kubectl(hub_, {"get", "pvc", "-n", kHubNs, "-o", "name"});
   EXPECT_EQ(trim(claims.out), "persistentvolumeclaim/data-hub-flotilla-hub-nats-0") << claims.err;

@@ -142,7 +142,8 @@ struct KubeCluster::State {
   Process controller_manager;
   bool has_controller_manager = false;
   std::unique_ptr<KubeNode> node;
-  NodeNetwork node_network;  //!< chosen before the API server starts: with the Service network it advertises the gateway
+  NodeNetwork
+      node_network;  //!< chosen before the API server starts: with the Service network it advertises the gateway
   TokenUser token_user;
   Clock::time_point started_at;
   double start_seconds = 0;

@@ -196,7 +196,8 @@ Status KubeNode::State::writeFiles() {
        << "[" << r << "internal.v1.opt\"]\n  path = \"" << path("containerd/opt")
        << "\"\n"
        // native: plain copies, no overlay mounts (this machine's Docker itself runs on fuse-overlayfs).
-       << "[" << r << "cri.v1.images\"]\n  snapshotter = \"native\"\n"
+       << "[" << r
+       << "cri.v1.images\"]\n  snapshotter = \"native\"\n"
        // Images imported with ctr are unpacked into the same snapshotter (the transfer service needs the pair).
        << "[" << r << "transfer.v1.local\"]\n[[" << r << "transfer.v1.local\".unpack_config]]\n"
        << "  platform = \"linux/amd64\"\n  snapshotter = \"native\"\n"

@@ -188,9 +188,8 @@ Status NodeServices::State::startCoreDns() {
            << " in-addr.arpa ip6.arpa {\n    kubeconfig " << config.admin_kubeconfig
            << "\n    pods insecure\n    fallthrough in-addr.arpa ip6.arpa\n    ttl 5\n  }\n  cache 5\n}\n";
   FLOTILLA_TRY(writeFile(path("Corefile"), corefile.str()));
-  auto process = Process::start(ProcessOptions{.argv = {binary, "-conf", path("Corefile")},
-                                               .output_file = path("coredns.log"),
-                                               .kill_with_parent = true});
+  auto process = Process::start(ProcessOptions{
+      .argv = {binary, "-conf", path("Corefile")}, .output_file = path("coredns.log"), .kill_with_parent = true});
   if (!process.ok()) {
     return failure("cannot start coredns: " + process.error().message);
   }

@@ -182,12 +182,12 @@ TEST(KubeNodeTest, AServiceNetworkRoutesClusterIpsAndStopsClean) {
   ASSERT_TRUE(started.ok()) << started.error().describe();
   KubeCluster& cluster = **started;
   EXPECT_FALSE(cluster.podReachableHost().empty());
-  ASSERT_EQ(kubectl(cluster, {"apply", "-f", "-"},
-                    deployment("web", "") +
-                        "---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\n"
-                        "spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      kubectl(cluster, {"apply", "-f", "-"},
+              deployment("web", "") + "---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\n"
+                                      "spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n")
+          .exit_code,
+      0);
   waitFor(cluster, "deployment/web", "{.status.conditions[?(@.type==\"Available\")].status}",
           [](const std::string& s) { return s == "True"; });
   auto ip = kubectl(cluster, {"get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"});
@@ -199,8 +199,9 @@ TEST(KubeNodeTest, AServiceNetworkRoutesClusterIpsAndStopsClean) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_EQ(answer, "ok\n") << cluster.logTail(40);
-  auto api = runCommand({.argv = {"curl", "-s", "--max-time", "5", "--cacert", cluster.caFile(), "--cert",
-                                  cluster.adminCertFile(), "--key", cluster.adminKeyFile(), "https://10.96.0.1/readyz"}});
+  auto api =
+      runCommand({.argv = {"curl", "-s", "--max-time", "5", "--cacert", cluster.caFile(), "--cert",
+                           cluster.adminCertFile(), "--key", cluster.adminKeyFile(), "https://10.96.0.1/readyz"}});
   ASSERT_TRUE(api.ok());
   EXPECT_EQ(api->out, "ok") << api->err;
   cluster.stop();
