@@ -142,13 +142,32 @@ Judged renderStage(const SubjectRecords& r, const std::string& commit) {
                              (commit.empty() ? std::string() : " at " + shortSha(commit)));
 }
 
-Judged targetStage(const SubjectRecords& r, const ExplainSubject& subject, size_t registered_clusters) {
-  if (!r.deployments.empty()) {
-    std::set<std::string> clusters;
-    for (const auto* deployment : r.deployments) {
-      clusters.insert(deployment->cluster);
-    }
-    return ready("target", plural(r.deployments.size(), "deployment") + " on " + plural(clusters.size(), "cluster"));
+//! The target stage when something is targeted: Ready once every targeted cluster has its deployment, else
+//! Pending on the clusters the scheduler has not placed the bundles on yet.
+Judged placedStage(const SubjectRecords& r, const std::vector<detail::Unplaced>& unplaced) {
+  std::set<std::string> clusters;
+  for (const auto* deployment : r.deployments) {
+    clusters.insert(deployment->cluster);
+  }
+  const std::string placed = plural(r.deployments.size(), "deployment") + " on " + plural(clusters.size(), "cluster");
+  if (unplaced.empty()) {
+    return ready("target", placed);
+  }
+  auto waiting = detail::clustersOf(unplaced);
+  const std::string more = unplaced.size() > 1 ? " (and " + std::to_string(unplaced.size() - 1) + " more)" : "";
+  Judged judged = notReady("target", "Pending",
+                           placed + "; " + plural(waiting.size(), "targeted cluster") + " without a deployment yet",
+                           "bundle " + unplaced.front().bundle + " targets cluster " + unplaced.front().cluster +
+                               " but is not placed there yet" + more,
+                           "wait for the scheduler to place it (is flotilla-scheduler running?)");
+  judged.blockage->clusters = std::move(waiting);
+  return judged;
+}
+
+Judged targetStage(const Snapshot& snapshot, const SubjectRecords& r, const ExplainSubject& subject) {
+  const auto unplaced = detail::targetedWithoutDeployment(snapshot, r);
+  if (!r.deployments.empty() || !unplaced.empty()) {
+    return placedStage(r, unplaced);
   }
   const bool anything_rendered =
       std::any_of(r.bundles.begin(), r.bundles.end(), [](const auto* b) { return b->last_good.has_value(); });
@@ -157,7 +176,7 @@ Judged targetStage(const SubjectRecords& r, const ExplainSubject& subject, size_
     return notReady("target", "Pending", "not placed yet", "the scheduler has not placed the bundles yet",
                     anything_rendered ? "wait for the scheduler" : "wait for a rendered bundle");
   }
-  const std::string detail = "0 of " + plural(registered_clusters, "registered cluster") + " targeted";
+  const std::string detail = "0 of " + plural(snapshot.clusters.size(), "registered cluster") + " targeted";
   return notReady("target", "Failed", detail, "no cluster matches the targets (" + detail + ")",
                   "no cluster matches targets: label a cluster or change spec.targets of GitRepo " + subject.workspace +
                       "/" + subject.gitrepo + " (or fleet.yaml's targetCustomizations)");
@@ -229,7 +248,7 @@ Explanation explain(const Snapshot& snapshot, const ExplainSubject& subject) {
                 subject.name;
   out.commit = subject.commit.empty() && records.poll != nullptr ? records.poll->commit : subject.commit;
   std::vector<Judged> stages = {pollStage(records, subject, out.commit), renderStage(records, out.commit),
-                                targetStage(records, subject, snapshot.clusters.size()),
+                                targetStage(snapshot, records, subject),
                                 detail::deployStage(snapshot, records, subject), detail::applyStage(snapshot, records)};
   for (auto& judged : stages) {
     out.stages.push_back(judged.report);

@@ -1,7 +1,8 @@
 // cli/src/explain_records.h (private to the CLI)
 //
-// What the stages of `flotilla explain` share (explain.cpp: poll, render, target; explain_deploy.cpp: deploy and
-// apply): the records of one subject, picked out of the snapshot once, and a stage's judgement.
+// What the stages of `flotilla explain` share (explain.cpp: poll, render, target; explain_targets.cpp: the targeted
+// clusters without a deployment; explain_deploy.cpp: deploy and apply): the records of one subject, picked out of
+// the snapshot once, and a stage's judgement.
 #pragma once
 
 #include <optional>
@@ -37,6 +38,17 @@ Judged blockedAt(std::string stage, const std::string& state, std::string detail
 //! "1 bundle", "2 bundles".
 std::string countOf(size_t n, const std::string& word);
 std::string shortCommit(const std::string& commit);
+
+//! A cluster a bundle of the subject targets (Fleet's targeting over its last good render) with no deployment of
+//! that bundle yet.
+struct Unplaced {
+  std::string bundle;
+  std::string cluster;
+};
+//! Every such (bundle, cluster), over the registered clusters that are not being deregistered (explain_targets.cpp).
+std::vector<Unplaced> targetedWithoutDeployment(const Snapshot& snapshot, const SubjectRecords& records);
+//! The distinct clusters of `unplaced`, in order.
+std::vector<std::string> clustersOf(const std::vector<Unplaced>& unplaced);
 
 //! deploy: released, held by a pause or a rollout (explain_deploy.cpp).
 Judged deployStage(const Snapshot& snapshot, const SubjectRecords& records, const ExplainSubject& subject);

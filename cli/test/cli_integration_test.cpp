@@ -406,5 +406,76 @@ TEST_F(CliTest, GlobalFlagsInAnyPosition) {
   EXPECT_EQ(cli({"apply", "-n", "fleet-default", "-f", file("repo.yaml", kFleetGitRepo)}).exit_code, 2);
 }
 
+// `wait` (and `explain`) await every registered cluster the bundle targets, not only the ones the scheduler has
+// placed it on: with prod-1 placed and Ready and prod-2 registered (env=prod, targeted) but not placed yet, `wait`
+// times out naming prod-2 and explain blocks at target; once prod-2 has its deployment and it is Ready, `wait`
+// returns 0. Records as the services write them, in a real hub's KV.
+TEST_F(CliTest, WaitAwaitsATargetedClusterTheSchedulerHasNotPlacedOn) {
+  ASSERT_EQ(cli({"apply", "-f", file("repo.yaml", kFleetGitRepo)}).exit_code, 0);
+  const std::string ws = "fleet-default";
+  const std::string bundle = "simple-simple";
+  const std::string commit(40, 'c');
+  const std::string deployment = std::string(64, 'a') + ":" + std::string(64, 'o');
+  events::BundleEvent rendered{.workspace = ws,
+                               .gitrepo = "simple",
+                               .bundle = bundle,
+                               .path = "simple",
+                               .commit = commit,
+                               .manifest_id = std::string(64, 'a')};
+  rendered.id = events::bundleMsgId(ws, bundle, commit, rendered.manifest_id);
+  rendered.time = "2026-12-06T08:00:00.000Z";
+  rendered.targets = Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value();
+  put(*hub_.bundles, events::bundleKey(ws, bundle),
+      events::encode(events::BundleRecord{.workspace = ws,
+                                          .gitrepo = "simple",
+                                          .bundle = bundle,
+                                          .path = "simple",
+                                          .commit = commit,
+                                          .last_good = rendered}));
+  put(*hub_.status, events::gitRepoStatusKey(ws, "simple"),
+      events::encode(events::PollStatus{.workspace = ws, .gitrepo = "simple", .commit = commit}));
+  put(*hub_.status, events::bundleSummaryKey(ws, bundle),
+      events::encode(events::BundleSummary{
+          .workspace = ws, .bundle = bundle, .state = "Ready", .gitrepo = "simple", .commit = commit}));
+  auto placeOn = [&](const std::string& cluster) {
+    put(*hub_.deployments, events::deploymentKey(cluster, ws, bundle),
+        events::encode(events::DeploymentRecord{.cluster = cluster,
+                                                .workspace = ws,
+                                                .bundle = bundle,
+                                                .gitrepo = "simple",
+                                                .commit = commit,
+                                                .deployment_id = deployment,
+                                                .generation = 1}));
+    put(*hub_.status, events::bundleDeploymentStatusKey(cluster, ws, bundle),
+        events::encode(events::BdStatus{.cluster = cluster,
+                                        .workspace = ws,
+                                        .bundle = bundle,
+                                        .deployment_id = deployment,
+                                        .generation = 1,
+                                        .state = "Ready"}));
+  };
+  for (const char* cluster : {"prod-1", "prod-2", "dev-1"}) {
+    model::Cluster registration;
+    registration.metadata.name = cluster;
+    registration.metadata.ns = ws;
+    registration.metadata.labels = {{"env", std::string(cluster).substr(0, std::string(cluster).find('-'))}};
+    put(*hub_.clusters, events::clusterKey(cluster), model::encode(registration));
+  }
+  placeOn("prod-1");
+
+  auto waited = cli({"wait", "gitrepo", "simple", "--timeout", "2s"});
+  EXPECT_EQ(waited.exit_code, 3) << waited.out << waited.err;
+  EXPECT_NE(waited.err.find("targets cluster prod-2 but is not placed there yet"), std::string::npos) << waited.err;
+  auto explained = Json::parse(cli({"explain", "simple"}).out);
+  ASSERT_TRUE(explained.ok());
+  EXPECT_EQ(explained->at({"blocked", "stage"})->asString(), "target") << explained->dump();
+  EXPECT_EQ(*explained->at({"blocked", "clusters"}), Json::parse(R"(["prod-2"])").value()) << "dev-1 is not targeted";
+
+  placeOn("prod-2");
+  waited = cli({"wait", "gitrepo", "simple", "--timeout", "10s"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  EXPECT_TRUE(Json::parse(cli({"explain", "bundle/" + bundle}).out).value().getBool("ready"));
+}
+
 }  // namespace
 }  // namespace flotilla::cli

@@ -154,10 +154,19 @@ TEST(ExplainTest, ARenderErrorBlocksTheRenderWithFileAndLine) {
   EXPECT_TRUE(json.at({"blocked", "needsChange"})->asBool());
 }
 
+//! The bundle's last good render targets `targets_json` (a list of GitTargets) and has `customizations`.
+void retarget(Snapshot& snap, const std::string& targets_json,
+              std::vector<events::TargetManifest> customizations = {}) {
+  auto& event = *snap.bundles.begin()->second.last_good;
+  event.targets = Json::parse(targets_json).value();
+  event.customizations = std::move(customizations);
+}
+
 TEST(ExplainTest, NoClusterTargetedBlocksTheTarget) {
   Snapshot snap = healthy();
   snap.deployments.clear();
   snap.bd_statuses.clear();
+  retarget(snap, R"([{"clusterSelector":{"matchLabels":{"env":"prod"}}}])");
   Explanation e = explain(snap, demo());
   ASSERT_TRUE(e.blocked);
   EXPECT_EQ(e.blocked->stage, "target");
@@ -171,6 +180,106 @@ TEST(ExplainTest, NoClusterTargetedBlocksTheTarget) {
   ASSERT_TRUE(e.blocked);
   EXPECT_EQ(e.blocked->stage, "target");
   EXPECT_FALSE(e.blocked->needs_change);
+}
+
+// A registered cluster the bundle targets (Fleet's default target: every cluster of the workspace) but which the
+// scheduler has not placed it on yet keeps the GitRepo and the bundle from being Ready, though every deployment
+// there is Ready: `wait` must not return before it has its deployment.
+TEST(ExplainTest, ATargetedClusterWithoutADeploymentIsPending) {
+  Snapshot snap = healthy();
+  snap.clusters.push_back(registration("c3"));
+  for (const auto& subject :
+       {demo(),
+        ExplainSubject{.kind = ExplainSubject::Kind::kBundle, .workspace = kWs, .name = kBundle, .gitrepo = "demo"}}) {
+    Explanation e = explain(snap, subject);
+    ASSERT_TRUE(e.blocked) << e.subject;
+    EXPECT_EQ(e.blocked->stage, "target");
+    EXPECT_FALSE(e.blocked->needs_change);
+    EXPECT_EQ(e.blocked->clusters, std::vector<std::string>{"c3"});
+    EXPECT_EQ(e.blocked->reason, "bundle demo-app targets cluster c3 but is not placed there yet");
+    EXPECT_EQ(e.stages[2].state, "Pending");
+    EXPECT_EQ(e.stages[2].detail, "2 deployments on 2 clusters; 1 targeted cluster without a deployment yet");
+    EXPECT_EQ(e.next, "wait for the scheduler to place it (is flotilla-scheduler running?)");
+    EXPECT_EQ(e.stages[4].detail, "Ready on 2 clusters (2 deployments)") << "the placed ones are Ready";
+  }
+  // Placed there: Ready.
+  snap.deployments.push_back(snap.deployments.front());
+  snap.deployments.back().cluster = "c3";
+  snap.bd_statuses[events::deploymentKey("c3", kWs, kBundle)] = reportOf(snap, "c1");
+  snap.bd_statuses[events::deploymentKey("c3", kWs, kBundle)].cluster = "c3";
+  EXPECT_FALSE(explain(snap, demo()).blocked);
+
+  // Before the scheduler placed anything, every targeted cluster is awaited (Pending, not "no cluster matches").
+  snap.deployments.clear();
+  snap.bd_statuses.clear();
+  Explanation e = explain(snap, demo());
+  ASSERT_TRUE(e.blocked);
+  EXPECT_EQ(e.blocked->stage, "target");
+  EXPECT_FALSE(e.blocked->needs_change);
+  EXPECT_EQ(e.blocked->clusters, (std::vector<std::string>{"c1", "c2", "c3"}));
+  EXPECT_EQ(e.blocked->reason, "bundle demo-app targets cluster c1 but is not placed there yet (and 2 more)");
+}
+
+// Clusters the targets leave out are not awaited: another label, a doNotDeploy customization, a ClusterGroup that
+// excludes them, another workspace, a cluster being deregistered. The admin's Cluster document decides the labels.
+TEST(ExplainTest, ClustersTheTargetsLeaveOutAreNotAwaited) {
+  Snapshot snap = healthy();
+  for (auto& cluster : snap.clusters) {
+    cluster.metadata.labels["env"] = "prod";
+  }
+  auto add = [&](const std::string& name, const std::string& env) {
+    snap.clusters.push_back(registration(name));
+    snap.clusters.back().metadata.labels["env"] = env;
+  };
+  add("dev-1", "dev");
+  retarget(snap, R"([{"clusterSelector":{"matchLabels":{"env":"prod"}}}])");
+  EXPECT_FALSE(explain(snap, demo()).blocked) << explanationJson(explain(snap, demo()));
+
+  // The admin's document relabels dev-1 as prod: now it is awaited.
+  model::Cluster document = registration("dev-1");
+  document.metadata.labels["env"] = "prod";
+  snap.cluster_specs["dev-1"] = document;
+  auto e = explain(snap, demo());
+  ASSERT_TRUE(e.blocked);
+  EXPECT_EQ(e.blocked->clusters, std::vector<std::string>{"dev-1"});
+  // Targets that do not decode are refused by the scheduler too (it terminates the bundle event): nothing awaited.
+  retarget(snap, R"([{"clusterSelector":5}])");
+  EXPECT_FALSE(explain(snap, demo()).blocked);
+  // A doNotDeploy customization for dev-1 keeps the bundle off it (FirstMatch).
+  retarget(snap, R"([{"clusterSelector":{"matchLabels":{"env":"prod"}}}])",
+           {events::TargetManifest{.name = "skip-dev-1",
+                                   .target = Json::parse(R"({"clusterName":"dev-1","doNotDeploy":true})").value()}});
+  EXPECT_FALSE(explain(snap, demo()).blocked);
+  // ... or it is being deregistered.
+  retarget(snap, R"([{"clusterSelector":{"matchLabels":{"env":"prod"}}}])");
+  snap.deregistrations["dev-1"] = events::ClusterDeregistration{.cluster = "dev-1"};
+  EXPECT_FALSE(explain(snap, demo()).blocked);
+  snap.deregistrations.clear();
+  snap.cluster_specs.clear();
+
+  // A cluster of another workspace is never targeted.
+  snap.clusters.push_back(registration("other-ws"));
+  snap.clusters.back().metadata.ns = "team-b";
+  snap.clusters.back().metadata.labels["env"] = "prod";
+  EXPECT_FALSE(explain(snap, demo()).blocked);
+
+  // Fleet's default target is the "default" ClusterGroup: once the workspace defines one that selects only prod,
+  // dev-1 is not awaited; one that selects dev too makes it awaited.
+  retarget(snap, "[]");
+  auto group = [&](const std::string& selector) {
+    snap.groups = {
+        model::decodeClusterGroup(Json::parse(R"({"apiVersion":"fleet.cattle.io/v1alpha1","kind":"ClusterGroup",
+                           "metadata":{"name":"default","namespace":"fleet-default"},"spec":{"selector":)" +
+                                              selector + "}}")
+                                      .value())
+            .value()};
+  };
+  group(R"({"matchLabels":{"env":"prod"}})");
+  EXPECT_FALSE(explain(snap, demo()).blocked);
+  group("{}");
+  e = explain(snap, demo());
+  ASSERT_TRUE(e.blocked);
+  EXPECT_EQ(e.blocked->clusters, std::vector<std::string>{"dev-1"});
 }
 
 TEST(ExplainTest, WaitingOnADependencyNamesIt) {
@@ -283,6 +392,7 @@ TEST(ExplainTest, AnOlderCommitIsSuperseded) {
 TEST(ExplainTest, TheJsonNeverExceedsItsBudget) {
   Snapshot snap = healthy();
   snap.deployments.clear();
+  snap.clusters.clear();  // the 300 below are placed; no registered cluster is left without a deployment
   for (int i = 0; i < 300; ++i) {
     const std::string cluster = "cluster-with-a-rather-long-name-" + std::to_string(i);
     snap.deployments.push_back(events::DeploymentRecord{

@@ -94,8 +94,8 @@ TEST(HubChart, DefaultsRenderEmbeddedNatsAndThreeServices) {
                                                               {"ClusterRoleBinding", 1},
                                                               {"ConfigMap", 1},
                                                               {"Deployment", 4},
-                                                              {"NetworkPolicy", 4},
-                                                              {"Service", 5},
+                                                              {"NetworkPolicy", 5},
+                                                              {"Service", 6},
                                                               {"ServiceAccount", 2},
                                                               {"StatefulSet", 1},
                                                               {"ValidatingAdmissionPolicy", 1},
@@ -147,7 +147,7 @@ TEST(HubChart, NetworkPoliciesByDefault) {
   EXPECT_EQ(stringAt(nats_rules[1].find("from")->asArray()[0],
                      {"namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"}),
             "monitoring");
-  for (const std::string& component : kHubServices) {
+  for (const std::string component : {"poller", "bundler", "scheduler", "gateway"}) {
     const Json* policy = findObject(*objects, "NetworkPolicy", "t-flotilla-hub-" + component);
     ASSERT_NE(policy, nullptr) << component;
     const auto& rules = policy->at({"spec", "ingress"})->asArray();
@@ -160,6 +160,82 @@ TEST(HubChart, NetworkPoliciesByDefault) {
   auto off = renderHub({"--set", "networkPolicy.enabled=false"});
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(kindCounts(*off).count("NetworkPolicy"), 0u);
+}
+
+//! The labels of `selector` (matchLabels) all hold in `labels`.
+bool selects(const Json& selector, const Json* labels) {
+  if (labels == nullptr) {
+    return false;
+  }
+  for (const auto& [key, value] : selector.asObject()) {
+    const Json* label = labels->find(key);
+    if (label == nullptr || *label != value) {
+      return false;
+    }
+  }
+  return true;
+}
+
+//! The components the ServiceMonitor scrapes: the values of its app.kubernetes.io/component expression.
+std::vector<std::string> scrapedComponents(const Json& monitor) {
+  for (const auto& expression : monitor.at({"spec", "selector", "matchExpressions"})->asArray()) {
+    if (expression.getString("key") == "app.kubernetes.io/component" && expression.getString("operator") == "In") {
+      return stringList(expression.find("values"));
+    }
+  }
+  return {};
+}
+
+// Every hub Deployment whose container serves port http (/metrics) is scraped: the ServiceMonitor selects a
+// Service of it (the chart's name and instance labels, its component) whose selector picks the Deployment's pods
+// and whose port http the endpoint names. The gateway (gateway.enabled, the default) included; without it, only
+// the three services.
+TEST(HubChart, ServiceMonitorScrapesEveryComponentServingMetrics) {
+  for (const bool gateway : {true, false}) {
+    auto objects = renderHub({"--set", "metrics.serviceMonitor.enabled=true", "--set",
+                              std::string("gateway.enabled=") + (gateway ? "true" : "false")});
+    ASSERT_TRUE(objects.ok()) << objects.error().describe();
+    const Json* monitor = findObject(*objects, "ServiceMonitor", "t-flotilla-hub");
+    ASSERT_NE(monitor, nullptr);
+    const auto& endpoint = monitor->at({"spec", "endpoints"})->asArray().at(0);
+    EXPECT_EQ(endpoint.getString("port"), "http");
+    EXPECT_EQ(endpoint.getString("path"), "/metrics");
+    const auto components = scrapedComponents(*monitor);
+    std::vector<std::string> expected = {"poller", "bundler", "scheduler"};
+    if (gateway) {
+      expected.emplace_back("gateway");
+    }
+    EXPECT_EQ(components, expected);
+    size_t serving = 0;
+    for (const auto& deployment : *objects) {
+      const Json* container = deployment.getString("kind") == "Deployment" ? firstContainer(deployment) : nullptr;
+      const Json* ports = container != nullptr ? container->find("ports") : nullptr;
+      if (ports == nullptr || std::none_of(ports->asArray().begin(), ports->asArray().end(),
+                                           [](const Json& port) { return port.getString("name") == "http"; })) {
+        continue;
+      }
+      ++serving;
+      const std::string name = stringAt(deployment, {"metadata", "name"});
+      const Json* pod_labels = deployment.at({"spec", "template", "metadata", "labels"});
+      const Json* service = nullptr;
+      for (const auto& object : *objects) {
+        if (object.getString("kind") == "Service" && object.at({"spec", "selector"}) != nullptr &&
+            selects(*object.at({"spec", "selector"}), pod_labels)) {
+          service = &object;
+        }
+      }
+      ASSERT_NE(service, nullptr) << name << " has no Service";
+      EXPECT_TRUE(selects(*monitor->at({"spec", "selector", "matchLabels"}), service->at({"metadata", "labels"})))
+          << name;
+      EXPECT_THAT(components, Contains(stringAt(*service, {"metadata", "labels", "app.kubernetes.io/component"})))
+          << name;
+      const auto& service_ports = service->at({"spec", "ports"})->asArray();
+      EXPECT_TRUE(std::any_of(service_ports.begin(), service_ports.end(), [](const Json& port) {
+        return port.getString("name") == "http";
+      })) << name;
+    }
+    EXPECT_EQ(serving, components.size());
+  }
 }
 
 // No exposure of the embedded NATS without authentication and TLS: with nats.auth.enabled=false, LoadBalancer and
@@ -208,7 +284,7 @@ TEST(HubChart, ExternalNatsReplacesTheStatefulSet) {
   auto objects = renderHub({"--set", "nats.embedded.enabled=false", "--set", "nats.url=nats://a:4222\\,nats://b:4222"});
   ASSERT_TRUE(objects.ok()) << objects.error().describe();
   EXPECT_EQ(kindCounts(*objects).count("StatefulSet"), 0u);
-  EXPECT_EQ(kindCounts(*objects)["Service"], 3);
+  EXPECT_EQ(kindCounts(*objects)["Service"], 4) << "the hub components (the gateway too), none for NATS";
   const Json* scheduler = findObject(*objects, "Deployment", "t-flotilla-hub-scheduler");
   ASSERT_NE(scheduler, nullptr);
   EXPECT_THAT(stringList(firstContainer(*scheduler)->find("args")), Contains("--nats-url=nats://a:4222,nats://b:4222"));

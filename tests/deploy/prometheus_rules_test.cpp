@@ -1,9 +1,12 @@
 // Flotilla's alert rules (charts/flotilla-hub/files/flotilla-rules.yaml, docs/metrics.md "Alerts"): Debian's
-// `promtool check rules` passes on the plain file, and the hub chart's PrometheusRule carries exactly its groups.
-// tests/e2e/prometheus_test.cpp evaluates the same rules against a running hub.
+// `promtool check rules` passes on the plain file, `promtool test rules` passes the unit tests of every alert
+// (flotilla-rules.test.yaml: each fires on its fault's series and stays quiet without it), and the hub chart's
+// PrometheusRule carries exactly its groups. tests/e2e/prometheus_test.cpp evaluates the same rules against a
+// running hub.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "deploy_util.h"
+#include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
 
 namespace flotilla::deploy_test {
@@ -51,6 +55,81 @@ TEST(PrometheusRules, PromtoolCheckRulesPasses) {
   auto result = run({tool, "check", "rules", rulesFile()});
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_THAT(result.out, HasSubstr("SUCCESS: 8 rules found"));
+}
+
+//! The promtool unit tests of the rules (tests/deploy).
+std::string ruleTestsFile() {
+  return sourceDir() + "/tests/deploy/flotilla-rules.test.yaml";
+}
+
+//! The alert names of the shipped rules file.
+std::set<std::string> shippedAlerts() {
+  std::set<std::string> alerts;
+  auto rules = parseYaml(readFile(rulesFile()), rulesFile());
+  if (!rules.ok()) {
+    ADD_FAILURE() << rules.error().describe();
+    return alerts;
+  }
+  for (const auto& group : rules->find("groups")->asArray()) {
+    for (const auto& rule : group.find("rules")->asArray()) {
+      alerts.insert(rule.getString("alert"));
+    }
+  }
+  return alerts;
+}
+
+TEST(PrometheusRules, PromtoolTestRulesPasses) {
+  const std::string tool = promtool();
+  if (tool.empty()) {
+    GTEST_SKIP() << "promtool missing: install Debian's prometheus package (scripts/setup)";
+  }
+  auto result = run({tool, "test", "rules", ruleTestsFile()});
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("SUCCESS"));
+}
+
+// Each alert of the rules file has a case where it fires (non-empty exp_alerts) and one where it stays quiet.
+TEST(PrometheusRules, EveryAlertHasAFiringAndAQuietUnitTest) {
+  auto tests = parseYaml(readFile(ruleTestsFile()), ruleTestsFile());
+  ASSERT_TRUE(tests.ok()) << tests.error().describe();
+  std::set<std::string> fires;
+  std::set<std::string> quiet;
+  for (const auto& test : tests->find("tests")->asArray()) {
+    for (const auto& check : test.find("alert_rule_test")->asArray()) {
+      const Json* expected = check.find("exp_alerts");
+      ASSERT_NE(expected, nullptr) << check.getString("alertname") << ": exp_alerts is required";
+      (expected->asArray().empty() ? quiet : fires).insert(check.getString("alertname"));
+    }
+  }
+  const auto alerts = shippedAlerts();
+  EXPECT_EQ(alerts.size(), 8u);
+  EXPECT_EQ(fires, alerts) << "every alert fires in some case, and no case names an alert that does not exist";
+  EXPECT_EQ(quiet, alerts) << "every alert stays quiet in some case";
+}
+
+// The unit tests are not vacuous: with every threshold moved out of reach (a copy of the rules file), each alert's
+// firing case fails.
+TEST(PrometheusRules, PromtoolTestRulesFailsForEveryAlertWhenItsThresholdMoves) {
+  const std::string tool = promtool();
+  if (tool.empty()) {
+    GTEST_SKIP() << "promtool missing: install Debian's prometheus package (scripts/setup)";
+  }
+  auto dir = makeTempDir("rules-test");
+  ASSERT_TRUE(dir.ok()) << dir.error().describe();
+  const std::string moved =
+      std::regex_replace(readFile(rulesFile()), std::regex(R"((expr: .*) (>|==) [0-9.]+\n)"), "$1 $2 1e12\n");
+  ASSERT_NE(moved, readFile(rulesFile()));
+  ASSERT_TRUE(writeFile(*dir + "/rules.yaml", moved).ok());
+  const std::string tests = std::regex_replace(
+      readFile(ruleTestsFile()), std::regex(R"(\.\./\.\./charts/flotilla-hub/files/flotilla-rules\.yaml)"),
+      *dir + "/rules.yaml");
+  ASSERT_TRUE(writeFile(*dir + "/rules.test.yaml", tests).ok());
+  auto result = run({tool, "test", "rules", *dir + "/rules.test.yaml"});
+  EXPECT_NE(result.exit_code, 0) << result.out << result.err;
+  for (const auto& alert : shippedAlerts()) {
+    EXPECT_THAT(result.out + result.err, HasSubstr("alertname: " + alert + ",")) << alert << " was not caught";
+  }
+  removeAll(*dir);
 }
 
 TEST(PrometheusRules, EveryAlertTheIssueAsksForIsThere) {

@@ -90,8 +90,8 @@ TEST_F(ExplainTest, AHealthyGitRepoIsReadyAndWaitReturnsWhenItIs) {
   auto watching = Process::start({.argv = argv, .output_file = log});
   ASSERT_TRUE(watching.ok()) << watching.error().describe();
 
-  // The suite's first test: both clusters registered with the scheduler before the GitRepo comes (a cluster it has
-  // not taken in yet is not among the clusters explain and wait judge).
+  // The suite's first test: both clusters registered with the scheduler before the GitRepo comes (a cluster whose
+  // agent has not registered yet is not known to the hub, so explain and wait do not count it).
   for (const auto& cluster : clusters()) {
     auto registered = readonly({"wait", "cluster", cluster, "--timeout", "60s"});
     ASSERT_TRUE(registered.ok());

@@ -4,17 +4,24 @@
 // seconds, with the shipped expressions and a test copy of the file whose `for:` is 0s, evaluated every second:
 // a GitRepo whose host does not answer -> FlotillaPollErrors; a commit that does not render -> FlotillaRenderErrors;
 // one the API servers refuse -> FlotillaApplyErrors and FlotillaGitRepoNotReady; an agent killed with kill -9 ->
-// FlotillaClusterOffline (--cluster-offline-after 3).
+// FlotillaClusterOffline (--cluster-offline-after 3); the bundler stopped while 1,100 commit events arrive, then held
+// inside a Helm render -> FlotillaConsumerLag; a repository that fills the `sources` store (capped at 256 KiB with
+// --store-limits) past 80 % -> FlotillaStoreFilling, and its next commit, which does not fit -> FlotillaStoreFull.
+// The thresholds are the shipped ones (1,000 messages, 80 %): the faults are made for real, not with smaller ones.
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "e2e_util.h"
 #include "flotilla/core/util.h"
 #include "flotilla/core/yaml.h"
+#include "flotilla/events/payloads.h"
+#include "flotilla/events/subjects.h"
 #include "flotilla/harness/local_port.h"
 
 namespace flotilla::e2e {
@@ -181,6 +188,36 @@ int vectorSize(const Json& data) {
   return static_cast<int>(data.find("result")->asArray().size());
 }
 
+//! The cap of the `sources` store in this test (--store-limits sources=256KiB on the poller, bundler and scheduler).
+constexpr int64_t kSourcesCap = int64_t{256} << 10;
+//! Commit events published while the bundler is stopped: more than FlotillaConsumerLag's 1,000.
+constexpr size_t kBurst = 1100;
+
+//! `size` characters of hex that do not repeat, so a commit's archive is as large as its content (base64 of it).
+std::string noise(size_t size, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(size, '0');
+  for (char& c : out) {
+    c = kHex[rng() % 16];
+  }
+  return out;
+}
+
+//! A helm for the bundler that holds `helm template` while <dir>/gate exists (touching <dir>/inside when it starts
+//! to wait) and passes everything else through: a render the test keeps open. Removing <dir> lets it go.
+Result<std::string> gatedHelm(const std::string& dir) {
+  const std::string real = envOr("FLOTILLA_TOOLS_DIR", std::string(FLOTILLA_SOURCE_DIR) + "/.tools/bin") + "/helm";
+  const std::string wrapper = dir + "/helm";
+  FLOTILLA_TRY(writeFile(wrapper, "#!/bin/sh\nif [ \"$1\" = template ] && [ -e '" + dir + "/gate' ]; then\n  touch '" +
+                                      dir + "/inside'\n  while [ -e '" + dir +
+                                      "/gate' ]; do sleep 0.05; done\nfi\nexec '" + real + "' \"$@\"\n"));
+  if (::chmod(wrapper.c_str(), 0755) != 0) {
+    return fail(ErrorKind::kInternal, "chmod " + wrapper);
+  }
+  return wrapper;
+}
+
 class PrometheusTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -200,7 +237,17 @@ class PrometheusTest : public ::testing::Test {
     for (const char* agent : {"agent-0", "agent-1"}) {
       services[agent].flags.insert(services[agent].flags.end(), {"--heartbeat-interval", "1s"});
     }
-    auto started = Hub::start({.services = services});
+    // The sources store small enough for one repository to fill (every service that provisions the hub gets the
+    // same caps, as the chart does).
+    for (const char* service : {"poller", "bundler", "scheduler"}) {
+      services[service].flags.insert(services[service].flags.end(), {"--store-limits", "sources=256KiB"});
+    }
+    auto gate = makeTempDir("e2e-prom-gate");
+    ASSERT_TRUE(gate.ok()) << gate.error().describe();
+    gate_dir_ = *gate;
+    auto helm = gatedHelm(gate_dir_);
+    ASSERT_TRUE(helm.ok()) << helm.error().describe();
+    auto started = Hub::start({.helm_binary = *helm, .services = services});
     ASSERT_TRUE(started.ok()) << started.error().describe();
     hub_ = std::move(started).value();
     // The shipped rules with `for: 0s`, so an alert fires at the first evaluation that finds its condition.
@@ -214,14 +261,143 @@ class PrometheusTest : public ::testing::Test {
     prometheus_ = std::move(prometheus).value();
   }
 
+  void TearDown() override {
+    removeAll(gate_dir_);  // a render held at the gate goes on (and its wrapper ends)
+  }
+
+  //! The bytes the `sources` object store holds (-1 when it cannot be read).
+  int64_t sourcesBytes() {
+    auto js = hub_->js();
+    if (!js.ok()) {
+      return -1;
+    }
+    auto info = (*js)->streamInfo("OBJ_" + std::string(events::kSourcesBucket));
+    return info.ok() ? static_cast<int64_t>(info->bytes) : -1;
+  }
+
+  std::string alertsText() { return "alerts: " + Json(prometheus_->alerts()).dump(); }
+
+  void consumerLagFault();
+  void storeFaults();
+
   //! Waits until `expr` returns at least one series.
   bool returnsData(const std::string& expr, std::chrono::seconds timeout = 30s) {
     return Hub::waitFor([&] { return vectorSize(prometheus_->query(expr)) > 0; }, timeout);
   }
 
+  std::string gate_dir_;
   std::unique_ptr<Hub> hub_;
   std::unique_ptr<Prometheus> prometheus_;
 };
+
+// A durable far behind: the bundler is stopped while a Helm bundle's new commit and 1,100 more commit events for it
+// arrive (copies with their own Nats-Msg-Ids, as a burst of commits would come), then started with its `helm
+// template` held at the gate. It fetches a few, the rest stay in the stream: its consumer_pending_messages is the
+// backlog, and FlotillaConsumerLag fires for the bundler's durable.
+void PrometheusTest::consumerLagFault() {
+  const std::string lag = "lag-" + randomHex(3);
+  ASSERT_TRUE(hub_->git().createRepo(lag).ok());
+  const std::string chart_cm =
+      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-chart\ndata:\n  value: "
+      "{{ .Values.value | quote }}\n";
+  auto first = hub_->git().commitFiles(lag, "main",
+                                       {{"chart/fleet.yaml", "defaultNamespace: ns-" + lag + "\n"},
+                                        {"chart/Chart.yaml", "apiVersion: v2\nname: lag-chart\nversion: 0.1.0\n"},
+                                        {"chart/values.yaml", "value: v1\n"},
+                                        {"chart/templates/cm.yaml", chart_cm}},
+                                       "first");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(hub_->apply(gitRepoYaml(lag, hub_->git().httpUrl(lag), {"chart"})).ok());
+  auto rendered = [&](const std::string& commit) {
+    for (const auto& record : recordsOf(*hub_, "bundles", "")) {
+      if (record.getString("gitrepo") == lag && record.getString("commit") == commit &&
+          record.find("lastGood") != nullptr) {
+        return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(Hub::waitFor([&] { return rendered(*first); }, kLands)) << hub_->logTail("bundler");
+
+  ASSERT_TRUE(hub_->stopService("bundler").ok());
+  auto second = hub_->git().commitFiles(lag, "main", {{"chart/values.yaml", "value: v2\n"}}, "second");
+  ASSERT_TRUE(second.ok());
+  auto js = hub_->js();
+  ASSERT_TRUE(js.ok()) << js.error().describe();
+  const std::string subject = events::commitSubject("fleet-default", lag);
+  std::optional<events::CommitEvent> event;
+  ASSERT_TRUE(Hub::waitFor(
+      [&] {
+        auto last = (*js)->getLastMessage(events::kCommitStream, subject);
+        if (!last.ok()) {
+          return false;
+        }
+        auto decoded = events::parsePayload<events::CommitEvent>(last->data());
+        if (decoded.ok() && decoded->commit == *second) {
+          event = *decoded;
+        }
+        return event.has_value();
+      },
+      kLands))
+      << hub_->logTail("poller");
+  std::vector<bus::JetStream::Outgoing> burst;
+  for (size_t i = 0; i < kBurst; ++i) {
+    burst.push_back({.subject = subject,
+                     .data = events::encode(*event).dump(),
+                     .msg_id = event->id + "/burst-" + std::to_string(i)});
+  }
+  auto published = (*js)->publishAll(burst);
+  ASSERT_TRUE(published.ok()) << published.error().describe();
+  ASSERT_TRUE(writeFile(gate_dir_ + "/gate", "closed\n").ok());
+  ASSERT_TRUE(hub_->startService("bundler").ok());
+  EXPECT_TRUE(Hub::waitFor([&] { return std::filesystem::exists(gate_dir_ + "/inside"); }, kLands))
+      << "the bundler never started rendering the second commit\n"
+      << hub_->logTail("bundler");
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        return prometheus_->firing("FlotillaConsumerLag",
+                                   {{"job", "bundler"}, {"consumer", "commits"}, {"durable", "bundler"}});
+      },
+      60s))
+      << alertsText() << "\n"
+      << hub_->logTail("bundler");
+  EXPECT_TRUE(returnsData("flotilla_bundler_consumer_pending_messages{durable=\"bundler\"} > 1000"));
+}
+
+// A store that fills: a repository whose commit takes the `sources` store past 80 % of its cap (the archive is the
+// content in base64, 4/3 of it) -> FlotillaStoreFilling for sources; its next commit does not fit, the poller's
+// write is refused (store_full_total{store="sources"}) -> FlotillaStoreFull for sources.
+void PrometheusTest::storeFaults() {
+  const int64_t before = sourcesBytes();
+  ASSERT_GE(before, 0);
+  ASSERT_LT(before, kSourcesCap / 2) << "the earlier commits left too little room";
+  const auto content = static_cast<size_t>((kSourcesCap * 9 / 10 - before - 2048) * 3 / 4);
+  const std::string full = "full-" + randomHex(3);
+  ASSERT_TRUE(hub_->git().createRepo(full).ok());
+  ASSERT_TRUE(hub_->git().commitFiles(full, "main", {{"app/blob.txt", noise(content, 1)}}, "big").ok());
+  ASSERT_TRUE(hub_->apply(gitRepoYaml(full, hub_->git().httpUrl(full), {"app"})).ok());
+  ASSERT_TRUE(Hub::waitFor([&] { return sourcesBytes() > kSourcesCap * 8 / 10; }, kLands))
+      << sourcesBytes() << " bytes of " << kSourcesCap << "\n"
+      << hub_->logTail("poller");
+  EXPECT_LT(sourcesBytes(), kSourcesCap);
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        return prometheus_->firing("FlotillaStoreFilling", {{"store", "sources"}});
+      },
+      60s))
+      << alertsText();
+  EXPECT_FALSE(prometheus_->firing("FlotillaStoreFull")) << "fires before its fault";
+
+  ASSERT_TRUE(hub_->git().commitFiles(full, "main", {{"app/blob.txt", noise(content, 2)}}, "bigger").ok());
+  EXPECT_TRUE(Hub::waitFor(
+      [&] {
+        return prometheus_->firing("FlotillaStoreFull", {{"store", "sources"}});
+      },
+      60s))
+      << alertsText() << "\n"
+      << hub_->logTail("poller");
+  EXPECT_TRUE(returnsData("flotilla_poller_store_full_total{store=\"sources\"} > 0"));
+}
 
 TEST_F(PrometheusTest, EveryRuleHasDataWhileACommitFlowsAndFaultsFireTheirAlerts) {
   const std::vector<std::string> both = {hub_->clusterName(0), hub_->clusterName(1)};
@@ -297,6 +473,15 @@ TEST_F(PrometheusTest, EveryRuleHasDataWhileACommitFlowsAndFaultsFireTheirAlerts
       << "alerts: " << Json(prometheus_->alerts()).dump() << "\n"
       << hub_->logTail("scheduler");
   EXPECT_TRUE(returnsData("flotilla_scheduler_clusters_by_state{state=\"Offline\"} == 1"));
+
+  for (const char* later : {"FlotillaConsumerLag", "FlotillaStoreFilling", "FlotillaStoreFull"}) {
+    EXPECT_FALSE(prometheus_->firing(later)) << later << " fires before its fault";
+  }
+  ASSERT_NO_FATAL_FAILURE(consumerLagFault());
+  for (const char* later : {"FlotillaStoreFilling", "FlotillaStoreFull"}) {
+    EXPECT_FALSE(prometheus_->firing(later)) << later << " fires before its fault";
+  }
+  ASSERT_NO_FATAL_FAILURE(storeFaults());
 }
 
 }  // namespace

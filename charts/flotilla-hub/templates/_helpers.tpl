@@ -16,6 +16,17 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The hub components that serve /metrics, /healthz and /readyz on port http, each with its Service (and
+NetworkPolicy), all scraped by the ServiceMonitor: a JSON list (fromJsonArray). The gateway only with
+gateway.enabled. */}}
+{{- define "flotilla-hub.components" -}}
+{{- $components := list "poller" "bundler" "scheduler" -}}
+{{- if .Values.gateway.enabled -}}
+{{- $components = append $components "gateway" -}}
+{{- end -}}
+{{- toJson $components -}}
+{{- end -}}
+
 {{/* "<fullname>-<component>", keeping room for the suffix within 63 characters. */}}
 {{- define "flotilla-hub.componentName" -}}
 {{- printf "%s-%s" (include "flotilla-hub.fullname" .root | trunc 52 | trimSuffix "-") .component -}}

@@ -5,6 +5,7 @@
 
 #include "flotilla/core/ascii.h"
 #include "flotilla/core/log.h"
+#include "flotilla/core/util.h"
 #include "reader.h"
 
 namespace flotilla::events {
@@ -91,6 +92,26 @@ CloudEvent toCloudEvent(std::string type, std::string source, std::string subjec
                     time.empty() ? log::nowRfc3339() : std::move(time),
                     std::move(subject),
                     std::move(data)};
+}
+
+namespace {
+
+std::string digest16(const Json& data) {
+  return sha256Hex(data.dump()).substr(0, 16);
+}
+
+}  // namespace
+
+std::string bundleStateEventId(std::string_view workspace, std::string_view bundle, std::string_view state,
+                               uint64_t replaced_revision, const Json& data) {
+  return "summary/bundle/" + std::string(workspace) + "/" + std::string(bundle) + "/" + std::string(state) + "/" +
+         std::to_string(replaced_revision) + "/" + digest16(data);
+}
+
+std::string clusterEventId(std::string_view workspace, std::string_view cluster, std::string_view what,
+                           const Json& data) {
+  return "cluster/" + std::string(workspace) + "/" + std::string(cluster) + "/" + std::string(what) + "/" +
+         digest16(data);
 }
 
 CloudEvent toCloudEvent(const CommitEvent& event, std::string_view source) {

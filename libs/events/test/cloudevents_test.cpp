@@ -29,6 +29,31 @@ TEST(CloudEventsTest, DefaultsIdAndTime) {
   EXPECT_TRUE(isRfc3339(e.time)) << e.time;
 }
 
+// The scheduler's roll-up and cluster events get ids derived from what they say: equal facts, equal ids; a
+// different state, summary, replaced record or registration, a different id.
+TEST(CloudEventsTest, RollUpAndClusterIdsComeFromWhatTheEventSays) {
+  Json ready = Json::obj({{"bundle", "web"}, {"summary", Json::obj({{"ready", 2}, {"desiredReady", 2}})}});
+  const std::string id = bundleStateEventId("ws", "web", "Ready", 7, ready);
+  EXPECT_EQ(id.rfind("summary/bundle/ws/web/Ready/7/", 0), 0u) << id;
+  EXPECT_EQ(id.size(), std::string("summary/bundle/ws/web/Ready/7/").size() + 16);
+  EXPECT_EQ(bundleStateEventId("ws", "web", "Ready", 7, ready), id);
+  EXPECT_NE(bundleStateEventId("ws", "web", "Ready", 9, ready), id) << "reached again later: a new event";
+  EXPECT_NE(bundleStateEventId("ws", "web", "NotReady", 7, ready), id);
+  EXPECT_NE(bundleStateEventId("ws", "api", "Ready", 7, ready), id);
+  Json fewer = ready;
+  fewer["summary"]["ready"] = 1;
+  EXPECT_NE(bundleStateEventId("ws", "web", "Ready", 7, fewer), id);
+
+  Json request = Json::obj({{"id", "r-1"}, {"cluster", "eu-1"}});
+  const std::string registered = clusterEventId("ws", "eu-1", "registered", request);
+  EXPECT_EQ(registered.rfind("cluster/ws/eu-1/registered/", 0), 0u) << registered;
+  EXPECT_EQ(clusterEventId("ws", "eu-1", "registered", request), registered);
+  EXPECT_NE(clusterEventId("ws", "eu-1", "updated", request), registered);
+  Json again = request;
+  again["id"] = "r-2";
+  EXPECT_NE(clusterEventId("ws", "eu-1", "registered", again), registered) << "another registration";
+}
+
 TEST(CloudEventsTest, FromInternalEvents) {
   StatusEvent status{
       .id = "s1", .time = "2026-12-02T10:00:00Z", .cluster = "eu-1", .bundle = "web", .state = "ErrApplied"};

@@ -2,7 +2,61 @@
 
 #include <utility>
 
+#include "flotilla/model/codec.h"
+
 namespace flotilla::model {
+
+Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool allow_do_not_deploy) {
+  // The codecs are strict about fields and selectors; a customization matcher is a BundleTarget without options, a
+  // GitRepo target a GitTarget.
+  if (allow_do_not_deploy) {
+    auto target = decodeBundleTarget(value, path);
+    if (!target.ok()) {
+      return fail(target.error());
+    }
+    return matcherOf(*target);
+  }
+  auto target = decodeGitTarget(value, path);
+  if (!target.ok()) {
+    return fail(target.error());
+  }
+  return matcherOf(*target);
+}
+
+TargetRules targetRulesOf(std::string workspace, const Json& targets,
+                          const std::vector<CustomizationTarget>& customizations, std::string mode,
+                          std::vector<std::string>& problems) {
+  TargetRules rules{.workspace = std::move(workspace), .mode = std::move(mode)};
+  const size_t known_problems = problems.size();
+  if (targets.isArray()) {
+    const auto& list = targets.asArray();
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto matcher = decodeMatcher(list[i], "targets[" + std::to_string(i) + "]", false);
+      if (matcher.ok()) {
+        rules.targets.push_back(std::move(matcher).value());
+      } else {
+        problems.push_back(matcher.error().message);
+      }
+    }
+  } else if (!targets.isNull()) {
+    problems.push_back("targets: expected a list");
+  }
+  if (rules.targets.empty() && problems.size() == known_problems) {
+    rules.targets.push_back(defaultTarget());
+  }
+  for (size_t i = 0; i < customizations.size(); ++i) {
+    auto matcher = decodeMatcher(customizations[i].target, "customizations[" + std::to_string(i) + "].target", true);
+    if (!matcher.ok()) {
+      problems.push_back(matcher.error().message);
+      continue;
+    }
+    if (matcher->name.empty()) {
+      matcher->name = customizations[i].name;
+    }
+    rules.customizations.push_back(std::move(matcher).value());
+  }
+  return rules;
+}
 
 GroupInfo groupInfoOf(const ClusterGroup& group) {
   return GroupInfo{.workspace = group.metadata.ns,

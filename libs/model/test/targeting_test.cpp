@@ -171,5 +171,47 @@ TEST(TargetingTest, FactsOfRecords) {
   EXPECT_TRUE(facts.implicit_default_group);
 }
 
+// The rules a rendered bundle carries, from their JSON: Fleet's default target when there are none, each
+// customization's matcher named after it unless it names itself, and every problem named by its path (doNotDeploy
+// only in customizations).
+TEST(TargetingTest, RulesFromTheJsonOfARenderedBundle) {
+  std::vector<std::string> problems;
+  auto none = targetRulesOf("fleet-default", Json(), {}, "", problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(none.targets, std::vector<Matcher>{defaultTarget()});
+  EXPECT_EQ(targetRulesOf("fleet-default", Json::array(), {}, "", problems).targets,
+            std::vector<Matcher>{defaultTarget()});
+
+  auto rules = targetRulesOf(
+      "fleet-default", Json::parse(R"([{"name":"prod","clusterSelector":{"matchLabels":{"env":"prod"}}}])").value(),
+      {{.name = "skip-eu", .target = Json::parse(R"({"clusterName":"eu-1","doNotDeploy":true})").value()},
+       {.name = "big", .target = Json::parse(R"({"name":"own","clusterSelector":{}})").value()}},
+      "AllMatches", problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(rules.workspace, "fleet-default");
+  EXPECT_EQ(rules.mode, "AllMatches");
+  ASSERT_EQ(rules.targets.size(), 1u);
+  EXPECT_EQ(rules.targets[0].name, "prod");
+  ASSERT_EQ(rules.customizations.size(), 2u);
+  EXPECT_EQ(rules.customizations[0].name, "skip-eu");
+  EXPECT_TRUE(rules.customizations[0].do_not_deploy);
+  EXPECT_EQ(rules.customizations[1].name, "own");
+  EXPECT_EQ(place(rules, cluster("eu-1", {{"env", "prod"}})).kind, TargetDecision::Kind::kDoNotDeploy);
+  EXPECT_TRUE(deploys(rules, cluster("us-1", {{"env", "prod"}})));
+  EXPECT_FALSE(deploys(rules, cluster("dev-1", {{"env", "dev"}})));
+
+  auto bad = targetRulesOf("fleet-default", Json::parse(R"([{"doNotDeploy":true}])").value(),
+                           {{.name = "x", .target = Json::parse(R"({"clusterSelector":5})").value()}}, "", problems);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("targets[0]"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("customizations[0].target"), std::string::npos) << problems[1];
+  EXPECT_TRUE(bad.targets.empty()) << "no default target in place of a broken list";
+  EXPECT_TRUE(bad.customizations.empty());
+
+  problems.clear();
+  targetRulesOf("fleet-default", Json::obj({{"a", 1}}), {}, "", problems);
+  EXPECT_EQ(problems, std::vector<std::string>{"targets: expected a list"});
+}
+
 }  // namespace
 }  // namespace flotilla::model

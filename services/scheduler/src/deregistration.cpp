@@ -241,8 +241,10 @@ Status Scheduler::finishDeregistration(const std::string& cluster) {
   metrics_.counter("deregistrations_total", "Cluster deregistrations", {{"result", "completed"}}).Increment();
   log::info("cluster deregistered: its records are gone", {{"cluster", cluster}});
   const events::ClusterDeregistration& tombstone = deregistrations_.at(cluster);
+  Json data = events::encode(tombstone);
+  std::string id = events::clusterEventId(workspace, cluster, "deregistered", data);
   publishPublic(events::toCloudEvent(events::cloudEventType("cluster", "deregistered"), std::string(kEventSource),
-                                     workspace + "/" + cluster, events::encode(tombstone)),
+                                     workspace + "/" + cluster, std::move(data), std::move(id)),
                 "cluster", {workspace, cluster});
   return {};
 }

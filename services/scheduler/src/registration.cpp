@@ -226,10 +226,12 @@ void Scheduler::announceRegistration(const events::RegisterRequest& request, con
   if (!registration.created && !registration.targeting_changed && !registration.api_versions_changed) {
     return;
   }
-  publishPublic(
-      events::toCloudEvent(events::cloudEventType("cluster", registration.created ? "registered" : "updated"),
-                           std::string(kEventSource), workspace + "/" + request.cluster, events::encode(request)),
-      "cluster", {workspace, request.cluster});
+  const std::string what = registration.created ? "registered" : "updated";
+  Json data = events::encode(request);
+  std::string id = events::clusterEventId(workspace, request.cluster, what, data);
+  publishPublic(events::toCloudEvent(events::cloudEventType("cluster", what), std::string(kEventSource),
+                                     workspace + "/" + request.cluster, std::move(data), std::move(id)),
+                "cluster", {workspace, request.cluster});
 }
 
 }  // namespace flotilla::scheduler

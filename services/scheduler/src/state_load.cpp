@@ -172,6 +172,7 @@ void Scheduler::loadSummaries(const std::vector<bus::KvEntry>& entries) {
     auto before = summaries_.find(entry.key);
     state_gauges_->change(entry.key, before == summaries_.end() ? nullptr : &before->second, &record);
     summaries_[entry.key] = std::move(record);
+    summary_revisions_[entry.key] = entry.revision;
   }
 }
 

@@ -106,6 +106,9 @@ Status Scheduler::writeAllSummaries(const Affected& affected) {
     summary_outbox_.clear();
     return fail(written.error());
   }
+  for (size_t i = 0; i < summary_outbox_.size() && i < written->size(); ++i) {
+    summary_revisions_[summary_outbox_[i].key] = (*written)[i];
+  }
   for (auto& summary : summary_outbox_) {
     metrics_.counter("summaries_written_total", "Summary records written", {{"kind", summary.kind}}).Increment();
     auto before = summaries_.find(summary.key);
@@ -197,11 +200,13 @@ Status Scheduler::removeSummary(const std::string& key) {
   }
   state_gauges_->change(key, &summaries_.at(key), nullptr);
   summaries_.erase(key);
+  summary_revisions_.erase(key);
   return {};
 }
 
 void Scheduler::noteBundleState(const events::BundleSummary& summary) {
-  auto cached = summaries_.find(events::bundleSummaryKey(summary.workspace, summary.bundle));
+  const std::string key = events::bundleSummaryKey(summary.workspace, summary.bundle);
+  auto cached = summaries_.find(key);
   std::string before = cached != summaries_.end() ? cached->second.getString("state") : std::string();
   if (before == summary.state || summary.state.empty()) {
     return;
@@ -211,8 +216,13 @@ void Scheduler::noteBundleState(const events::BundleSummary& summary) {
                          {"gitrepo", summary.gitrepo},
                          {"commit", summary.commit},
                          {"summary", summary.summary}});
+  // Announced again with the same id while the summary that records the change is not written (a failed write is
+  // redone): the id names the record it replaces, so JetStream drops the repeat.
+  auto revision = summary_revisions_.find(key);
+  std::string id = events::bundleStateEventId(summary.workspace, summary.bundle, summary.state,
+                                              revision == summary_revisions_.end() ? 0 : revision->second, data);
   publishPublic(events::toCloudEvent(events::cloudEventType("bundle", summary.state), std::string(kEventSource),
-                                     summary.workspace + "/" + summary.bundle, std::move(data)),
+                                     summary.workspace + "/" + summary.bundle, std::move(data), std::move(id)),
                 "bundle", {summary.workspace, summary.bundle});
 }
 

@@ -5,63 +5,16 @@
 
 namespace flotilla::scheduler {
 
-Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool allow_do_not_deploy) {
-  // model's codecs are strict about fields and selectors; a customization matcher is a BundleTarget without
-  // options, a GitRepo target a GitTarget.
-  if (allow_do_not_deploy) {
-    auto target = model::decodeBundleTarget(value, path);
-    if (!target.ok()) {
-      return fail(target.error());
-    }
-    return model::matcherOf(*target);
-  }
-  auto target = model::decodeGitTarget(value, path);
-  if (!target.ok()) {
-    return fail(target.error());
-  }
-  return model::matcherOf(*target);
-}
-
 namespace {
 
-//! The allow-list of the event (Fleet's default when it has none), problems appended.
-std::vector<Matcher> targetsOf(const events::BundleEvent& event, std::vector<std::string>& problems) {
-  std::vector<Matcher> out;
-  const size_t known_problems = problems.size();
-  if (event.targets.isArray()) {
-    const auto& list = event.targets.asArray();
-    for (size_t i = 0; i < list.size(); ++i) {
-      auto matcher = decodeMatcher(list[i], "targets[" + std::to_string(i) + "]", false);
-      if (matcher.ok()) {
-        out.push_back(std::move(matcher).value());
-      } else {
-        problems.push_back(matcher.error().message);
-      }
-    }
-  } else if (!event.targets.isNull()) {
-    problems.push_back("targets: expected a list");
-  }
-  if (out.empty() && problems.size() == known_problems) {
-    out.push_back(defaultTarget());
+//! The matchers of the event's customizations (model::targetRulesOf decodes them).
+std::vector<model::CustomizationTarget> customizationTargets(const events::BundleEvent& event) {
+  std::vector<model::CustomizationTarget> out;
+  out.reserve(event.customizations.size());
+  for (const auto& custom : event.customizations) {
+    out.push_back({.name = custom.name, .target = custom.target});
   }
   return out;
-}
-
-void addCustomizations(const events::BundleEvent& event, BundleTargeting& out, std::vector<std::string>& problems) {
-  for (size_t i = 0; i < event.customizations.size(); ++i) {
-    const auto& custom = event.customizations[i];
-    auto matcher = decodeMatcher(custom.target, "customizations[" + std::to_string(i) + "].target", true);
-    if (!matcher.ok()) {
-      problems.push_back(matcher.error().message);
-      continue;
-    }
-    if (matcher->name.empty()) {
-      matcher->name = custom.name;
-    }
-    out.rules.customizations.push_back(std::move(matcher).value());
-    out.customizations.push_back(Customization{.manifest_id = custom.manifest_id,
-                                               .options = custom.options.isObject() ? custom.options : Json::object()});
-  }
 }
 
 //! Options with the bundle's forceSyncGeneration (unless set), and the deploymentID they give.
@@ -102,7 +55,6 @@ Result<BundleTargeting> targetingFrom(const events::BundleEvent& event) {
                       .commit = event.commit,
                       .manifest_id = event.manifest_id,
                       .options = event.options.isObject() ? event.options : Json::object(),
-                      .rules = {.workspace = event.workspace, .mode = event.customization_mode},
                       .depends_on = event.depends_on.isArray() ? event.depends_on : Json::array(),
                       .paused = event.paused,
                       .force_sync_generation = event.force_sync_generation,
@@ -113,8 +65,13 @@ Result<BundleTargeting> targetingFrom(const events::BundleEvent& event) {
     return fail(ErrorKind::kInvalid, "BundleEvent.manifestID: required for a rendered bundle");
   }
   std::vector<std::string> problems;
-  out.rules.targets = targetsOf(event, problems);
-  addCustomizations(event, out, problems);
+  out.rules = model::targetRulesOf(event.workspace, event.targets, customizationTargets(event),
+                                   event.customization_mode, problems);
+  // Parallel to rules.customizations (a customization that does not decode fails the event below).
+  for (const auto& custom : event.customizations) {
+    out.customizations.push_back(Customization{.manifest_id = custom.manifest_id,
+                                               .options = custom.options.isObject() ? custom.options : Json::object()});
+  }
   if (!event.rollout_strategy.isNull()) {
     auto rollout = model::decodeRolloutStrategy(event.rollout_strategy, "rolloutStrategy");
     if (rollout.ok()) {

@@ -7,7 +7,9 @@
 // The stages, in order (each judged from its own records, the first one not Ready is where it blocks):
 //   poll    the poller's status/gitrepo.* (commit published, last error: credentials, unreachable host)
 //   render  the bundler's bundles/* and status/bundle-render.* (render errors with file and line)
-//   target  the scheduler's summaries and deployments/* (no cluster matches the targets)
+//   target  the scheduler's summaries and deployments/*, and Fleet's targeting (model::place over the last good
+//           render, the registered clusters and the ClusterGroups): a targeted cluster without a deployment yet is
+//           Pending, no cluster matching the targets Failed
 //   deploy  deployments/* staged or held (paused, rollout progressing or halted: summary.bundle.*'s rollout)
 //   apply   each deployment's state (events::deploymentState over status/bd.*), offline agents from
 //           summary.cluster.*, dependsOn waits and cycles, ErrApplied messages; the first non-ready clusters named

@@ -42,6 +42,20 @@ Result<CloudEvent> decodeCloudEvent(const Json& json);
 //! Builds a CloudEvent; `id` and `time` default to a new id and now.
 CloudEvent toCloudEvent(std::string type, std::string source, std::string subject, Json data, std::string id = {},
                         std::string time = {});
+//! Ids of the scheduler's events that announce a change of its own records, derived from what they say: the same
+//! fact announced again (a summary write that failed and is redone, a deregistration finished twice) carries the
+//! same id, so its Nats-Msg-Id `event/<type>/<id>` is dropped by JetStream and a subscriber can key on it, as for
+//! the poller's and the bundler's events. `digest16` is 16 hex digits of sha256 over the data's JSON.
+//! summary/bundle/<ws>/<bundle>/<state>/<replaced revision>/<digest16>: a bundle's rolled-up state changed to
+//! `state`; `replaced_revision` is the KV revision of the summary record it changed from (0: none), so the same
+//! state reached again later (Ready, NotReady, Ready) is a new event.
+std::string bundleStateEventId(std::string_view workspace, std::string_view bundle, std::string_view state,
+                               uint64_t replaced_revision, const Json& data);
+//! cluster/<ws>/<cluster>/<what>/<digest16>: `what` is registered or updated (data: the RegisterRequest, whose own id
+//! and time make each registration distinct) or deregistered (data: the ClusterDeregistration tombstone).
+std::string clusterEventId(std::string_view workspace, std::string_view cluster, std::string_view what,
+                           const Json& data);
+
 //! io.flotilla.gitrepo.commit (.deleted for a deleted GitRepo's event), subject "<workspace>/<gitrepo>".
 CloudEvent toCloudEvent(const CommitEvent& event, std::string_view source);
 //! io.flotilla.bundle.rendered (.failed with an error, .deleted when deleted), subject "<workspace>/<bundle>".

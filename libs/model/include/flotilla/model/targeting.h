@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "flotilla/core/json.h"
+#include "flotilla/core/result.h"
 #include "flotilla/model/labels.h"
 #include "flotilla/model/options.h"
 #include "flotilla/model/resources.h"
@@ -109,6 +110,28 @@ struct TargetRules {
 
   bool operator==(const TargetRules&) const = default;
 };
+
+//! A targetCustomization's matcher as a rendered bundle carries it (BundleEvent.customizations[]): the
+//! customization's name and its target, a BundleTarget without options, as JSON.
+struct CustomizationTarget {
+  std::string name;
+  Json target = Json::object();
+};
+
+//! One matcher from its JSON form: a GitTarget ({name, clusterName, clusterSelector, clusterGroup,
+//! clusterGroupSelector}), or with `allow_do_not_deploy` a BundleTarget without options (doNotDeploy too). Strict like
+//! every codec: unknown fields and bad selectors are kInvalid naming `path`.
+Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool allow_do_not_deploy);
+
+//! The targeting rules of a rendered bundle from the JSON it is carried in (a BundleEvent's targets,
+//! customizations and customizationMode), as the scheduler places it and `flotilla explain` predicts it:
+//! `targets` is a list of GitTargets (Fleet's default target when null or empty); each customization's matcher is
+//! named after the customization unless it names itself. Every problem (targets not a list, a malformed matcher)
+//! is appended to `problems` naming its path, and the rules hold the matchers that decoded (with a problem in
+//! `targets`, no default is added).
+TargetRules targetRulesOf(std::string workspace, const Json& targets,
+                          const std::vector<CustomizationTarget>& customizations, std::string mode,
+                          std::vector<std::string>& problems);
 
 //! What place() decided for one cluster.
 struct TargetDecision {

@@ -505,6 +505,7 @@ class Scheduler final : public service::Component {
   //! The *_by_state, per-GitRepo and per-cluster gauges, kept with summaries_ (state_gauges.h).
   std::unique_ptr<StateGauges> state_gauges_;
   std::map<std::string, Json> summaries_;                  //!< last written (without `updated`), by status-bucket key
+  std::map<std::string, uint64_t> summary_revisions_;      //!< their KV revisions (a roll-up event's id names one)
   std::map<std::string, events::RolloutStatus> rollouts_;  //!< by bundles-bucket key: the last pass's status
   //! A delete an agent reported as failed, sent again at `due` (max: sent, waiting for the agent's report).
   struct DeleteRetry {

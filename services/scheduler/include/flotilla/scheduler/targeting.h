@@ -33,7 +33,6 @@ using GroupInfo = model::GroupInfo;
 using model::defaultTarget;
 using model::groupInfoOf;  // targeting's view of a ClusterGroup
 using model::groupsOf;
-using model::Matcher;
 
 //! What a targetCustomization deploys (BundleEvent.customizations[], by position like TargetRules.customizations).
 struct Customization {
@@ -77,10 +76,6 @@ struct Placement {
 
   bool operator==(const Placement&) const = default;
 };
-
-//! Parses a matcher from its JSON form ({name, clusterName, clusterSelector, clusterGroup, clusterGroupSelector,
-//! doNotDeploy}); unknown fields and bad selectors are kInvalid naming `path`.
-Result<Matcher> decodeMatcher(const Json& value, std::string_view path, bool allow_do_not_deploy);
 
 //! Validates and extracts the targeting of a (non-error) BundleEvent. The options get forceSyncGeneration when
 //! the event carries one and the options do not (so a force-sync changes the deploymentID, as in Fleet).
