@@ -80,19 +80,19 @@ int freePort() {
   return 0;
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr int kMaxPortAttempts = 3;
-constexpr const char* kServiceClusterIpRange = "10.96.0.0/16";
-
-std::string tailOfFile(const std::string& path, size_t lines) {
+std::string logFileTail(const std::string& path, size_t lines) {
   auto text = readFile(path);
   if (!text.ok()) {
     return "(no log: " + text.error().message + ")\n";
   }
   return lastLines(*text, lines, 500);  // klog lines can be very long (whole objects); a tail is for reading
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxPortAttempts = 3;
+constexpr const char* kServiceClusterIpRange = "10.96.0.0/16";
 
 std::string kubeconfigYaml(const std::string& name, const std::string& server, const std::string& cluster_fields,
                            const std::string& user_fields) {
@@ -164,7 +164,7 @@ struct KubeCluster::State {
     for (const char* file : {"etcd.log", "kube-apiserver.log", "kube-controller-manager.log"}) {
       if (std::filesystem::exists(path(file))) {
         out += std::string("== ") + file + " (last " + std::to_string(lines) + " lines) ==\n" +
-               tailOfFile(path(file), lines);
+               logFileTail(path(file), lines);
       }
     }
     return out;

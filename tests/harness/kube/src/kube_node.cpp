@@ -29,14 +29,6 @@ namespace fs = std::filesystem;
 // The CNI plugins: Debian's containernetworking-plugins (scripts/setup installs it).
 constexpr const char* kCniBinDir = "/usr/lib/cni";
 
-std::string tailOf(const std::string& path, size_t lines) {
-  auto text = readFile(path);
-  if (!text.ok()) {
-    return "(no log: " + text.error().message + ")\n";
-  }
-  return lastLines(*text, lines, 500);
-}
-
 // The cgroup v1 hierarchies (one directory per mounted controller set) or, on cgroup v2, the unified root.
 std::vector<std::string> cgroupRoots() {
   if (fs::exists("/sys/fs/cgroup/cgroup.controllers")) {
@@ -128,7 +120,7 @@ struct KubeNode::State {
     for (const char* file : {"containerd.log", "kubelet.log", "kube-scheduler.log"}) {
       if (fs::exists(path(file))) {
         out += std::string("== node/") + file + " (last " + std::to_string(lines) + " lines) ==\n" +
-               tailOf(path(file), lines);
+               logFileTail(path(file), lines);
       }
     }
     return out;

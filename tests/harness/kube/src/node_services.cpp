@@ -33,14 +33,6 @@ constexpr const char* kProxyLockFile = "/run/lock/flotilla-harness-kube-proxy.lo
 constexpr auto kProxyLockWait = std::chrono::minutes(10);
 constexpr const char* kClusterDomain = "cluster.local";
 
-std::string tailOf(const std::string& path, size_t lines) {
-  auto text = readFile(path);
-  if (!text.ok()) {
-    return "(no log: " + text.error().message + ")\n";
-  }
-  return lastLines(*text, lines, 500);
-}
-
 // A DNS query (RFC 1035 §4.1) for the A record of `name`, id 0x4654.
 std::string dnsQuery(const std::string& name) {
   std::string q("\x46\x54\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00", 12);  // id, RD, one question
@@ -127,7 +119,7 @@ struct NodeServices::State {
     for (const char* file : {"coredns.log", "kube-proxy.log"}) {
       if (fs::exists(path(file))) {
         out += std::string("== node/services/") + file + " (last " + std::to_string(lines) + " lines) ==\n" +
-               tailOf(path(file), lines);
+               logFileTail(path(file), lines);
       }
     }
     return out;
